@@ -205,3 +205,13 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	WriteJSON(w, e.Status, e.Body())
 }
+
+// LogLateError logs an error that happened after the response began, when
+// it can no longer be rendered.
+func LogLateError(r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	slog.WarnContext(r.Context(), "request failed after the response began",
+		"method", r.Method, "path", r.URL.Path, "error", err)
+}

@@ -1,0 +1,46 @@
+# sluice — make help lists the targets.
+SHELL := bash
+.DEFAULT_GOAL := help
+GO ?= go
+export CGO_ENABLED ?= 0
+
+# Packages that may import neither aws-lambda-go nor the AWS SDK (ARCHITECTURE §2).
+CAPABILITY_PKGS = $(shell $(GO) list ./pkg/... | grep -v -e /pkg/store/aws -e /pkg/lambdaedge -e /pkg/gateway -e /pkg/providers/bedrock -e /awstest)
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: run
+run: ## Run the gateway locally on embedded storage (127.0.0.1:4000, data in ./.sluice)
+	$(GO) run ./functions/local
+
+.PHONY: test
+test: vet check-deps test-unit test-aws ## Everything: vet, dependency check, unit tests and the AWS suites on moto_server
+
+.PHONY: vet
+vet: ## go vet and gofmt
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+.PHONY: check-deps
+check-deps: ## Capability packages must not import aws-lambda-go or the AWS SDK
+	@bad=0; for p in $(CAPABILITY_PKGS); do \
+	  deps=$$($(GO) list -deps $$p | grep -E '^github.com/aws/(aws-lambda-go|aws-sdk-go-v2/service)' || true); \
+	  if [ -n "$$deps" ]; then echo "$$p imports:"; echo "$$deps"; bad=1; fi; \
+	done; exit $$bad
+
+.PHONY: test-unit
+test-unit: ## Unit and end-to-end tests on the embedded backend (-race)
+	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz test for FUZZTIME (default 20s)
+	@for p in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$p | grep ^Fuzz); do \
+	    echo "== $$p $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-20s} $$p || exit 1; \
+	  done; done
+
+-include infra/aws.mk
+-include infra/bench.mk

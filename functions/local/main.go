@@ -1,0 +1,34 @@
+// Command local runs every sluice route in one process, on the embedded
+// storage by default (SLUICE_BACKEND=aws for the AWS adapters).
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sluice-gateway/sluice/pkg/gateway"
+	"github.com/sluice-gateway/sluice/pkg/logging"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "sluice:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	slog.SetDefault(logging.New(os.Stderr, os.Getenv("SLUICE_LOG_FORMAT"), os.Getenv("SLUICE_LOG_LEVEL")))
+	g, err := gateway.Open(ctx, os.Getenv)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	return g.Serve(ctx, os.Stderr)
+}

@@ -1,0 +1,99 @@
+package auth
+
+import (
+	"net/http"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+)
+
+// Handlers serves the admin endpoints (LiteLLM-compatible shapes).
+type Handlers struct {
+	Service   *Service
+	JSONLimit int64
+}
+
+// TeamNew serves POST /team/new.
+func (h Handlers) TeamNew(w http.ResponseWriter, r *http.Request) error {
+	var in NewTeam
+	if err := api.DecodeJSON(w, r, h.JSONLimit, &in); err != nil {
+		return err
+	}
+	t, err := h.Service.CreateTeam(r.Context(), in, newTeamID())
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, t)
+	return nil
+}
+
+// TeamInfo serves GET /team/info?team_id=.
+func (h Handlers) TeamInfo(w http.ResponseWriter, r *http.Request) error {
+	p := FromContext(r.Context())
+	id := r.URL.Query().Get("team_id")
+	if id == "" && !p.Admin {
+		id = p.TeamID
+	}
+	t, err := h.Service.Team(r.Context(), p, id)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, map[string]any{"team_id": t.TeamID, "team_info": t})
+	return nil
+}
+
+// TeamList serves GET /team/list.
+func (h Handlers) TeamList(w http.ResponseWriter, r *http.Request) error {
+	teams, err := h.Service.Teams(r.Context())
+	if err != nil {
+		return err
+	}
+	if teams == nil {
+		teams = []*Team{}
+	}
+	api.WriteJSON(w, http.StatusOK, teams)
+	return nil
+}
+
+// KeyGenerate serves POST /key/generate.
+func (h Handlers) KeyGenerate(w http.ResponseWriter, r *http.Request) error {
+	var in NewKeyRequest
+	if err := api.DecodeJSON(w, r, h.JSONLimit, &in); err != nil {
+		return err
+	}
+	createdBy := r.Header.Get("Sluice-Changed-By")
+	if createdBy == "" {
+		createdBy = AdminTeam
+	}
+	k, err := h.Service.GenerateKey(r.Context(), in, createdBy)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, k)
+	return nil
+}
+
+// KeyInfo serves GET /key/info?key=.
+func (h Handlers) KeyInfo(w http.ResponseWriter, r *http.Request) error {
+	info, err := h.Service.KeyInfo(r.Context(), FromContext(r.Context()), r.URL.Query().Get("key"))
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, map[string]any{"key": info.Token, "info": info})
+	return nil
+}
+
+// KeyDelete serves POST /key/delete.
+func (h Handlers) KeyDelete(w http.ResponseWriter, r *http.Request) error {
+	var in struct {
+		Keys []string `json:"keys"`
+	}
+	if err := api.DecodeJSON(w, r, h.JSONLimit, &in); err != nil {
+		return err
+	}
+	deleted, err := h.Service.DeleteKeys(r.Context(), in.Keys)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, map[string]any{"deleted_keys": deleted})
+	return nil
+}

@@ -1,0 +1,94 @@
+package auth
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/store"
+)
+
+// limitWindow is the window of rpm and tpm limits.
+const limitWindow = time.Minute
+
+type limit struct {
+	scope string // e.g. "key:<token>:rpm"
+	what  string // for the message: "key", "team"
+	max   int64
+}
+
+func (p Principal) limits(kind string) []limit {
+	var out []limit
+	pick := func(v *int64, scope, what string) {
+		if v != nil && *v > 0 {
+			out = append(out, limit{scope: scope + ":" + kind, max: *v, what: what})
+		}
+	}
+	if p.Key != nil {
+		if kind == "rpm" {
+			pick(p.Key.RPMLimit, "key:"+p.Key.Token, "key")
+		} else {
+			pick(p.Key.TPMLimit, "key:"+p.Key.Token, "key")
+		}
+	}
+	if p.Team != nil {
+		if kind == "rpm" {
+			pick(p.Team.RPMLimit, "team:"+p.Team.TeamID, "team")
+		} else {
+			pick(p.Team.TPMLimit, "team:"+p.Team.TeamID, "team")
+		}
+	}
+	return out
+}
+
+// Admit counts one request against the key's and team's rpm limits and
+// checks that their tpm windows have room; a full window is a 429. Limits
+// are shared by every process through the limiter.
+func (s *Service) Admit(ctx context.Context, p Principal) error {
+	for _, l := range p.limits("rpm") {
+		if err := s.take(ctx, l, 1, api.TypeRequests, "requests per minute"); err != nil {
+			return err
+		}
+	}
+	// One token is taken now so that a window already full refuses the
+	// call; RecordTokens adds the rest once the usage is known.
+	for _, l := range p.limits("tpm") {
+		if err := s.take(ctx, l, 1, api.TypeTokens, "tokens per minute"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Service) take(ctx context.Context, l limit, n int64, typ, unit string) error {
+	d, err := s.limiter.Take(ctx, l.scope, limitWindow, l.max, n)
+	if err != nil {
+		return fmt.Errorf("rate limit %s: %w", l.scope, err)
+	}
+	if !d.Allowed {
+		return api.RateLimited(typ, d.RetryAfter, "Rate limit reached: this %s allows %d %s. Retry after %s.",
+			l.what, l.max, unit, d.RetryAfter.Round(time.Second))
+	}
+	return nil
+}
+
+// RecordTokens counts a finished call's tokens against the tpm limits (the
+// call was already admitted, so the count may pass the limit: the next call
+// is refused until the window turns).
+func (s *Service) RecordTokens(ctx context.Context, p Principal, tokens int64) error {
+	if tokens <= 1 {
+		return nil
+	}
+	for _, l := range p.limits("tpm") {
+		if _, err := s.limiter.Take(ctx, l.scope, limitWindow, math.MaxInt64, tokens-1); err != nil {
+			return fmt.Errorf("record tokens %s: %w", l.scope, err)
+		}
+	}
+	return nil
+}
+
+// Limiter returns the limiter the service counts with (the router shares it
+// for deployment limits).
+func (s *Service) Limiter() store.Limiter { return s.limiter }

@@ -1,0 +1,95 @@
+package auth
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+)
+
+// Team is a team as stored and returned (LiteLLM's shape).
+type Team struct {
+	TeamID    string         `json:"team_id"`
+	TeamAlias string         `json:"team_alias"`
+	Metadata  map[string]any `json:"metadata"`
+	Models    []string       `json:"models"`
+	RPMLimit  *int64         `json:"rpm_limit"`
+	TPMLimit  *int64         `json:"tpm_limit"`
+	CreatedAt time.Time      `json:"created_at"`
+}
+
+// KeyInfo is a virtual key as stored: everything but the key itself.
+type KeyInfo struct {
+	Token     string         `json:"token"`
+	KeyAlias  string         `json:"key_alias"`
+	KeyName   string         `json:"key_name"` // a redacted hint: "sk-...abcd"
+	TeamID    string         `json:"team_id"`
+	Expires   *time.Time     `json:"expires"`
+	Models    []string       `json:"models"`
+	RPMLimit  *int64         `json:"rpm_limit"`
+	TPMLimit  *int64         `json:"tpm_limit"`
+	Metadata  map[string]any `json:"metadata"`
+	CreatedAt time.Time      `json:"created_at"`
+	CreatedBy string         `json:"created_by"`
+}
+
+// Principal is who a request acts as: the admin (master key) or a team key.
+type Principal struct {
+	Admin  bool
+	TeamID string // AdminTeam for the master key
+	Key    *KeyInfo
+	Team   *Team // nil for the admin
+}
+
+// KeyToken is the hash of the key the principal used ("" for the master key,
+// which is never stored).
+func (p Principal) KeyToken() string {
+	if p.Key == nil {
+		return ""
+	}
+	return p.Key.Token
+}
+
+// KeyAlias is the alias of the key used, if any.
+func (p Principal) KeyAlias() string {
+	if p.Key == nil {
+		return ""
+	}
+	return p.Key.KeyAlias
+}
+
+// TeamAlias is the alias of the principal's team, if any.
+func (p Principal) TeamAlias() string {
+	if p.Team == nil {
+		return ""
+	}
+	return p.Team.TeamAlias
+}
+
+// CanAccessTeam reports whether the principal may read and change teamID's resources.
+func (p Principal) CanAccessTeam(teamID string) bool {
+	return p.Admin || p.TeamID == teamID
+}
+
+// AllowsModel reports whether both the key and its team may use model.
+// An empty list allows every model.
+func (p Principal) AllowsModel(model string) bool {
+	if p.Admin {
+		return true
+	}
+	if p.Key != nil && !allows(p.Key.Models, model) {
+		return false
+	}
+	return p.Team == nil || allows(p.Team.Models, model)
+}
+
+func allows(list []string, model string) bool {
+	return len(list) == 0 || slices.Contains(list, model) || slices.Contains(list, "*")
+}
+
+func decode[T any](body []byte) (*T, error) {
+	v := new(T)
+	if err := json.Unmarshal(body, v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}

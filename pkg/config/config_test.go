@@ -1,0 +1,203 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestSettingsFromEnvDefaults(t *testing.T) {
+	s, err := SettingsFromEnv(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Addr != DefaultAddr || s.DataDir != DefaultDataDir || s.Backend != BackendLocal ||
+		s.KeyCacheTTL != DefaultKeyCacheTTL || s.JSONBodyLimit != DefaultJSONBodyLimit ||
+		s.MaxFileSize != DefaultMaxFileSize || len(s.BatchCompletionWindows) != 1 || s.LogFormat != "auto" {
+		t.Errorf("defaults = %+v", s)
+	}
+}
+
+func TestSettingsFromEnv(t *testing.T) {
+	s, err := SettingsFromEnv(env(map[string]string{
+		"SLUICE_ADDR": "127.0.0.1:9", "SLUICE_BACKEND": "AWS", "SLUICE_KEY_CACHE_TTL": "2s",
+		"SLUICE_MAX_JSON_BODY_BYTES": "1MiB", "SLUICE_BATCH_COMPLETION_WINDOWS": "24h, 48h",
+		"SLUICE_PPROF": "true", "SLUICE_LOG_FORMAT": "json",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Addr != "127.0.0.1:9" || s.Backend != BackendAWS || s.KeyCacheTTL != 2*time.Second ||
+		s.JSONBodyLimit != 1<<20 || strings.Join(s.BatchCompletionWindows, "|") != "24h|48h" || !s.Pprof || s.LogFormat != "json" {
+		t.Errorf("settings = %+v", s)
+	}
+}
+
+func TestSettingsFromEnvErrors(t *testing.T) {
+	for name, value := range map[string]string{
+		"SLUICE_BACKEND":             "gcp",
+		"SLUICE_KEY_CACHE_TTL":       "soon",
+		"SLUICE_MAX_FILE_BYTES":      "-5",
+		"SLUICE_PPROF":               "maybe",
+		"SLUICE_LOG_FORMAT":          "xml",
+		"SLUICE_MAX_JSON_BODY_BYTES": "10XB",
+	} {
+		_, err := SettingsFromEnv(env(map[string]string{name: value}))
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%s: err = %v, want one naming the variable", name, value, err)
+		}
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"10": 10, "10MB": 10e6, "512MiB": 512 << 20, "1 GiB": 1 << 30, "7B": 7, "2KB": 2000} {
+		got, err := ParseBytes(in)
+		if err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "MB", "1.5MB", "99999999999GiB"} {
+		if _, err := ParseBytes(in); err == nil {
+			t.Errorf("ParseBytes(%q) succeeded", in)
+		}
+	}
+}
+
+const liteLLMConfig = `
+model_list:
+  - model_name: text-embedding-3-small
+    litellm_params:
+      model: openai/text-embedding-3-small
+      api_key: os.environ/OPENAI_API_KEY
+      api_base: https://api.openai.com/v1
+      rpm: 100
+      custom_header: kept
+    model_info:
+      mode: embedding
+  - model_name: titan
+    litellm_params:
+      model: bedrock/amazon.titan-embed-text-v2:0
+      aws_region_name: us-east-1
+      aws_secret_access_key: os.environ/UNSET_VAR
+general_settings:
+  master_key: secretsmanager/sluice#master
+router_settings:
+  fallbacks: [{titan: [text-embedding-3-small]}]
+environment_variables:
+  FOO: bar
+litellm_settings:
+  drop_params: true
+`
+
+func TestParseLiteLLMConfig(t *testing.T) {
+	cfg, err := Parse([]byte(liteLLMConfig), env(map[string]string{"OPENAI_API_KEY": "sk-openai"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.ModelList) != 2 {
+		t.Fatalf("model_list has %d entries", len(cfg.ModelList))
+	}
+	d := cfg.ModelList[0]
+	if d.Params.APIKey != "sk-openai" || d.Params.Provider() != "openai" || d.Params.ProviderModel() != "text-embedding-3-small" ||
+		d.Params.RPM != 100 || d.ModelInfo.Mode != "embedding" || d.Params.Extra["custom_header"] != "kept" {
+		t.Errorf("deployment = %+v", d)
+	}
+	if got := cfg.ModelList[1].Params.ProviderModel(); got != "amazon.titan-embed-text-v2:0" {
+		t.Errorf("ProviderModel = %q", got)
+	}
+	if got := cfg.RouterSettings.Fallbacks[0]["titan"]; len(got) != 1 || got[0] != "text-embedding-3-small" {
+		t.Errorf("fallbacks = %v", cfg.RouterSettings.Fallbacks)
+	}
+	warnings := strings.Join(cfg.Warnings, "\n")
+	for _, want := range []string{`"environment_variables" is not used`, "UNSET_VAR is not set", "model_list[1].litellm_params.aws_secret_access_key"} {
+		if !strings.Contains(warnings, want) {
+			t.Errorf("warnings %q lack %q", warnings, want)
+		}
+	}
+	if strings.Contains(warnings, "sk-openai") {
+		t.Error("a warning shows a secret")
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for name, doc := range map[string]string{
+		"not a mapping":    "- a\n- b\n",
+		"bad yaml":         "model_list: [",
+		"no model_name":    "model_list:\n  - litellm_params: {model: openai/x}\n",
+		"no model":         "model_list:\n  - model_name: x\n",
+		"no provider":      "model_list:\n  - model_name: x\n    litellm_params: {model: gpt-4o}\n",
+		"negative rpm":     "model_list:\n  - model_name: x\n    litellm_params: {model: openai/x, rpm: -1}\n",
+		"unknown prefix":   "passthrough:\n  openrouter: {api_key: x}\n",
+		"wrong field type": "model_list:\n  - model_name: x\n    litellm_params: {model: openai/x, rpm: lots}\n",
+	} {
+		if _, err := Parse([]byte(doc), env(nil)); err == nil {
+			t.Errorf("%s: Parse succeeded", name)
+		}
+	}
+}
+
+type fakeSecrets struct {
+	calls  int
+	values map[string]string
+}
+
+func (f *fakeSecrets) Secret(_ context.Context, name, key string) (string, error) {
+	f.calls++
+	v, ok := f.values[name+"#"+key]
+	if !ok {
+		return "", errors.New("no such secret")
+	}
+	return v, nil
+}
+
+func TestResolve(t *testing.T) {
+	cfg, err := Parse([]byte(liteLLMConfig), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	secrets := &fakeSecrets{values: map[string]string{"sluice#master": "sk-master"}}
+	for range 3 {
+		v, err := cfg.Resolve(ctx, secrets, cfg.GeneralSettings.MasterKey)
+		if err != nil || v != "sk-master" {
+			t.Fatalf("Resolve = %q, %v", v, err)
+		}
+	}
+	if secrets.calls != 1 {
+		t.Errorf("secret fetched %d times, want once", secrets.calls)
+	}
+	if v, _ := cfg.Resolve(ctx, nil, "plain"); v != "plain" {
+		t.Errorf("plain value resolved to %q", v)
+	}
+	if _, err := cfg.Resolve(ctx, nil, "secretsmanager/x"); err == nil {
+		t.Error("secret resolved with no secret store")
+	}
+	if _, err := cfg.Resolve(ctx, secrets, "secretsmanager/missing"); err == nil {
+		t.Error("missing secret resolved")
+	}
+}
+
+func TestLoad(t *testing.T) {
+	ctx := context.Background()
+	if _, err := Load(ctx, "s3://bucket/key", nil, env(nil)); err == nil || !strings.Contains(err.Error(), "SLUICE_BACKEND=aws") {
+		t.Errorf("s3 location without a fetcher: %v", err)
+	}
+	fetch := func(_ context.Context, loc string) ([]byte, error) { return []byte(liteLLMConfig), nil }
+	cfg, err := Load(ctx, "ssm:/sluice/config", fetch, env(nil))
+	if err != nil || len(cfg.ModelList) != 2 {
+		t.Errorf("Load(ssm) = %v, %v", cfg, err)
+	}
+	if _, err := Load(ctx, "/does/not/exist.yaml", nil, env(nil)); err == nil {
+		t.Error("missing file loaded")
+	}
+	cfg, err = Load(ctx, "", nil, env(nil))
+	if err != nil || len(cfg.ModelList) != 0 {
+		t.Errorf("empty location: %v, %v", cfg, err)
+	}
+}

@@ -1,0 +1,198 @@
+// Package config loads sluice's configuration: process settings from SLUICE_*
+// environment variables, and the model list and gateway settings from a YAML
+// file in LiteLLM's config.yaml form.
+package config
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults for the settings (the README's settings table lists them).
+const (
+	DefaultAddr                = "127.0.0.1:4000"
+	DefaultDataDir             = ".sluice"
+	DefaultConfigPath          = "sluice.yaml"
+	DefaultKeyCacheTTL         = 30 * time.Second
+	DefaultKeyNegativeCacheTTL = 5 * time.Second
+	DefaultJSONBodyLimit       = 10 << 20
+	DefaultMaxFileSize         = 512 << 20
+	DefaultClaimCheckThreshold = 200 << 10
+	DefaultShutdownTimeout     = 30 * time.Second
+)
+
+// Backends sluice can run on.
+const (
+	BackendLocal = "local"
+	BackendAWS   = "aws"
+)
+
+// Settings are the process settings, read from SLUICE_* environment variables.
+type Settings struct {
+	Addr                   string        // SLUICE_ADDR
+	DataDir                string        // SLUICE_DATA_DIR
+	ConfigLocation         string        // SLUICE_CONFIG: a path, s3://bucket/key or ssm:/name
+	MasterKey              string        // SLUICE_MASTER_KEY
+	LogFormat              string        // SLUICE_LOG_FORMAT: auto, text or json
+	LogLevel               string        // SLUICE_LOG_LEVEL: debug, info, warn, error
+	Backend                string        // SLUICE_BACKEND: local or aws
+	KeyCacheTTL            time.Duration // SLUICE_KEY_CACHE_TTL
+	KeyNegativeCacheTTL    time.Duration // SLUICE_KEY_NEGATIVE_CACHE_TTL
+	JSONBodyLimit          int64         // SLUICE_MAX_JSON_BODY_BYTES
+	MaxFileSize            int64         // SLUICE_MAX_FILE_BYTES
+	BatchCompletionWindows []string      // SLUICE_BATCH_COMPLETION_WINDOWS
+	ClaimCheckThreshold    int64         // SLUICE_CLAIM_CHECK_BYTES
+	ServiceAccountDir      string        // SLUICE_GCS_SERVICE_ACCOUNT_DIR
+	Pprof                  bool          // SLUICE_PPROF
+	ShutdownTimeout        time.Duration // SLUICE_SHUTDOWN_TIMEOUT
+}
+
+// SettingsFromEnv reads the settings through getenv (os.Getenv in main). Every
+// malformed value is an error naming its variable.
+func SettingsFromEnv(getenv func(string) string) (Settings, error) {
+	p := envParser{getenv: getenv}
+	s := Settings{
+		Addr:                   p.str("SLUICE_ADDR", DefaultAddr),
+		DataDir:                p.str("SLUICE_DATA_DIR", DefaultDataDir),
+		ConfigLocation:         p.str("SLUICE_CONFIG", ""),
+		MasterKey:              getenv("SLUICE_MASTER_KEY"),
+		LogFormat:              p.oneOf("SLUICE_LOG_FORMAT", "auto", "auto", "text", "json"),
+		LogLevel:               p.oneOf("SLUICE_LOG_LEVEL", "info", "debug", "info", "warn", "error"),
+		Backend:                p.oneOf("SLUICE_BACKEND", BackendLocal, BackendLocal, BackendAWS),
+		KeyCacheTTL:            p.duration("SLUICE_KEY_CACHE_TTL", DefaultKeyCacheTTL),
+		KeyNegativeCacheTTL:    p.duration("SLUICE_KEY_NEGATIVE_CACHE_TTL", DefaultKeyNegativeCacheTTL),
+		JSONBodyLimit:          p.bytes("SLUICE_MAX_JSON_BODY_BYTES", DefaultJSONBodyLimit),
+		MaxFileSize:            p.bytes("SLUICE_MAX_FILE_BYTES", DefaultMaxFileSize),
+		BatchCompletionWindows: p.list("SLUICE_BATCH_COMPLETION_WINDOWS", []string{"24h"}),
+		ClaimCheckThreshold:    p.bytes("SLUICE_CLAIM_CHECK_BYTES", DefaultClaimCheckThreshold),
+		ServiceAccountDir:      p.str("SLUICE_GCS_SERVICE_ACCOUNT_DIR", ""),
+		Pprof:                  p.boolean("SLUICE_PPROF"),
+		ShutdownTimeout:        p.duration("SLUICE_SHUTDOWN_TIMEOUT", DefaultShutdownTimeout),
+	}
+	if s.ConfigLocation == "" {
+		if _, err := os.Stat(DefaultConfigPath); err == nil {
+			s.ConfigLocation = DefaultConfigPath
+		}
+	}
+	if p.err != nil {
+		return Settings{}, p.err
+	}
+	return s, nil
+}
+
+// envParser reads variables, keeping the first error.
+type envParser struct {
+	getenv func(string) string
+	err    error
+}
+
+func (p *envParser) fail(name, value, want string) {
+	if p.err == nil {
+		p.err = fmt.Errorf("%s=%q: want %s", name, value, want)
+	}
+}
+
+func (p *envParser) str(name, def string) string {
+	if v := strings.TrimSpace(p.getenv(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+func (p *envParser) oneOf(name, def string, allowed ...string) string {
+	v := strings.ToLower(p.str(name, def))
+	for _, a := range allowed {
+		if v == a {
+			return v
+		}
+	}
+	p.fail(name, v, "one of "+strings.Join(allowed, ", "))
+	return def
+}
+
+func (p *envParser) duration(name string, def time.Duration) time.Duration {
+	v := p.str(name, "")
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		p.fail(name, v, "a duration such as 30s or 5m")
+		return def
+	}
+	return d
+}
+
+func (p *envParser) bytes(name string, def int64) int64 {
+	v := p.str(name, "")
+	if v == "" {
+		return def
+	}
+	n, err := ParseBytes(v)
+	if err != nil || n <= 0 {
+		p.fail(name, v, "a positive size such as 10MB, 512MiB or 1048576")
+		return def
+	}
+	return n
+}
+
+func (p *envParser) list(name string, def []string) []string {
+	v := p.str(name, "")
+	if v == "" {
+		return def
+	}
+	var out []string
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	if len(out) == 0 {
+		p.fail(name, v, "a comma-separated list")
+		return def
+	}
+	return out
+}
+
+func (p *envParser) boolean(name string) bool {
+	v := p.str(name, "")
+	if v == "" {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		p.fail(name, v, "true or false")
+	}
+	return b
+}
+
+// ParseBytes parses a size: a plain byte count or a number with a unit
+// (KB, MB, GB as powers of 1000; KiB, MiB, GiB as powers of 1024).
+func ParseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{
+		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1},
+	}
+	mult := int64(1)
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = strings.TrimSpace(rest), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse size %q: %w", s, err)
+	}
+	if n > (1<<63-1)/mult {
+		return 0, fmt.Errorf("parse size %q: too large", s)
+	}
+	return n * mult, nil
+}

@@ -1,0 +1,144 @@
+// Package gateway assembles a sluice process from its environment: settings,
+// the config file, the storage backend, the master key and the services. The
+// local process and every Lambda function start through it, so both run the
+// same code over different adapters.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/server"
+	"github.com/sluice-gateway/sluice/pkg/store"
+)
+
+// masterKeyFile holds the master key make run generates on first start.
+const masterKeyFile = "master.key"
+
+// Gateway is an assembled process.
+type Gateway struct {
+	Settings config.Settings
+	Config   *config.Config
+	Backend  *store.Backend
+	Services *server.Services
+	// MasterKeySource says where the master key came from, for the start-up
+	// message: "SLUICE_MASTER_KEY", "config", or the key file's path.
+	MasterKeySource string
+	// GeneratedMasterKey is set only when this start generated the master
+	// key: it is shown once, then never again.
+	GeneratedMasterKey string
+}
+
+// Open assembles a gateway from the environment read through getenv.
+func Open(ctx context.Context, getenv func(string) string) (*Gateway, error) {
+	settings, err := config.SettingsFromEnv(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("settings: %w", err)
+	}
+	return OpenWith(ctx, settings, getenv)
+}
+
+// OpenWith assembles a gateway from settings already read.
+func OpenWith(ctx context.Context, settings config.Settings, getenv func(string) string) (*Gateway, error) {
+	cloud, err := openBackend(ctx, settings)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.Load(ctx, settings.ConfigLocation, cloud.fetch, getenv)
+	if err != nil {
+		cloud.backend.Close()
+		return nil, err
+	}
+	g := &Gateway{Settings: settings, Config: cfg, Backend: cloud.backend}
+	masterKey, err := g.masterKey(ctx, cloud.secrets)
+	if err != nil {
+		cloud.backend.Close()
+		return nil, err
+	}
+	g.Services, err = server.NewServices(server.Deps{
+		Settings: settings, Config: cfg, Backend: cloud.backend, MasterKey: masterKey, Secrets: cloud.secrets,
+	})
+	if err != nil {
+		cloud.backend.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
+// Close releases the backend.
+func (g *Gateway) Close() error { return g.Backend.Close() }
+
+// masterKey picks the master key: SLUICE_MASTER_KEY, else
+// general_settings.master_key, else (local backend only) the key file in the
+// data dir, generated 0600 on first start.
+func (g *Gateway) masterKey(ctx context.Context, secrets config.Secrets) (string, error) {
+	if k := g.Settings.MasterKey; k != "" {
+		g.MasterKeySource = "SLUICE_MASTER_KEY"
+		return k, nil
+	}
+	if ref := g.Config.GeneralSettings.MasterKey; ref != "" {
+		k, err := g.Config.Resolve(ctx, secrets, ref)
+		if err != nil {
+			return "", fmt.Errorf("general_settings.master_key: %w", err)
+		}
+		if k != "" {
+			g.MasterKeySource = "config"
+			return k, nil
+		}
+	}
+	if g.Settings.Backend != config.BackendLocal {
+		return "", errors.New("no master key: set SLUICE_MASTER_KEY or general_settings.master_key (e.g. secretsmanager/sluice-master-key)")
+	}
+	path := filepath.Join(g.Settings.DataDir, masterKeyFile)
+	g.MasterKeySource = path
+	data, err := os.ReadFile(path)
+	if err == nil {
+		if k := strings.TrimSpace(string(data)); k != "" {
+			return k, nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read master key: %w", err)
+	}
+	k := auth.NewKey()
+	if err := writeFileAtomic(path, []byte(k+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("save master key: %w", err)
+	}
+	g.GeneratedMasterKey = k
+	return k, nil
+}
+
+// writeFileAtomic writes data to path through a temporary file and a rename,
+// so a crash never leaves a half-written key.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

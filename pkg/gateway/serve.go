@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/server"
+)
+
+// Serve runs the local process: every route on one HTTP server at
+// Settings.Addr, until ctx is done; then it drains in-flight requests (up to
+// Settings.ShutdownTimeout) and returns nil. The start-up banner goes to out.
+func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
+	h, err := server.Handler(g.Services, server.Options{})
+	if err != nil {
+		return err
+	}
+	if g.Settings.Pprof {
+		h = withPprof(h)
+	}
+	ln, err := net.Listen("tcp", g.Settings.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", g.Settings.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
+	}
+	g.banner(out, "http://"+ln.Addr().String())
+	for _, w := range g.Config.Warnings {
+		slog.Warn(w)
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	slog.Info("shutting down: draining in-flight requests", "timeout", g.Settings.ShutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.Settings.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// banner tells a new user where sluice listens and how to authenticate. The
+// generated master key is printed here, once, the only time a secret is shown.
+func (g *Gateway) banner(out io.Writer, url string) {
+	fmt.Fprintf(out, "sluice listening on %s (backend: %s, data: %s)\n", url, g.Settings.Backend, g.Settings.DataDir)
+	switch {
+	case g.GeneratedMasterKey != "":
+		fmt.Fprintf(out, "\nGenerated master key (shown once; saved 0600 in %s):\n\n    %s\n\n", g.MasterKeySource, g.GeneratedMasterKey)
+		fmt.Fprintf(out, "Try it:\n    curl -s %s/team/new -H 'Authorization: Bearer %s' -d '{\"team_alias\":\"demo\"}'\n\n", url, g.GeneratedMasterKey)
+	default:
+		fmt.Fprintf(out, "master key: from %s\n", g.MasterKeySource)
+	}
+}
+
+func withPprof(next http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/", next)
+	return mux
+}

@@ -1,0 +1,132 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/auth"
+)
+
+// Options choose what a Handler serves.
+type Options struct {
+	// Function, when set, mounts only that function's routes (a Lambda
+	// function); empty mounts every route (the local process).
+	Function string
+}
+
+// Handler builds the http.Handler for the routes selected by opts.
+func Handler(s *Services, opts Options) (http.Handler, error) {
+	mux := http.NewServeMux()
+	methods := map[string][]string{} // pattern → methods, for 405s
+	mounted := 0
+	for _, rt := range Routes() {
+		if opts.Function != "" && rt.Function != opts.Function {
+			continue
+		}
+		mux.Handle(rt.Method+" "+rt.Pattern, s.wrap(rt, rt.handler(s)))
+		methods[rt.Pattern] = append(methods[rt.Pattern], rt.Method)
+		mounted++
+	}
+	if mounted == 0 {
+		return nil, errors.New("server: no routes for function " + opts.Function)
+	}
+	for pattern, ms := range methods {
+		allow := strings.Join(ms, ", ")
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			r = api.StartRequest(w, r)
+			w.Header().Set("Allow", allow)
+			api.WriteError(w, r, api.MethodNotAllowed(r.Method, r.URL.Path))
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		r = api.StartRequest(w, r)
+		api.WriteError(w, r, api.NotFound("Unknown route: %s %s.", r.Method, r.URL.Path))
+	})
+	return rejectUncleanPaths(mux), nil
+}
+
+// rejectUncleanPaths answers 400 for paths with dot segments or empty
+// segments instead of letting the mux redirect them: a gateway has no use
+// for them, and passthrough must never forward them.
+func rejectUncleanPaths(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		clean := path.Clean(p)
+		if strings.HasSuffix(p, "/") && clean != "/" {
+			clean += "/"
+		}
+		if p == "" || clean != p {
+			r = api.StartRequest(w, r)
+			api.WriteError(w, r, api.InvalidValue("path", "The request path %q is not in canonical form (no '.', '..' or empty segments).", p))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// wrap adds the shared middleware to a route: request id, authentication and
+// authorisation, and the one place errors are rendered.
+func (s *Services) wrap(rt Route, h HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = api.StartRequest(w, r)
+		tw := &trackingWriter{ResponseWriter: w}
+		r, err := s.authorize(rt, r)
+		if err == nil {
+			err = h(tw, r)
+		}
+		if err != nil {
+			if tw.wrote {
+				// The answer has begun (a stream): all that is left is to log.
+				api.LogLateError(r, err)
+				return
+			}
+			api.WriteError(w, r, err)
+		}
+	})
+}
+
+// authorize finds the caller's key, resolves it to a principal stored in the
+// request's context, and checks the route's access rule.
+func (s *Services) authorize(rt Route, r *http.Request) (*http.Request, error) {
+	if rt.Access == Public {
+		return r, nil
+	}
+	p, err := s.Auth.Authenticate(r.Context(), auth.ExtractKey(r, rt.KeyInQuery))
+	if err != nil {
+		return r, err
+	}
+	if rt.Access == AdminOnly && !p.Admin {
+		return r, api.Forbidden("This route needs the master key; team keys may not call %s %s.", rt.Method, rt.Pattern)
+	}
+	return r.WithContext(auth.WithPrincipal(r.Context(), p)), nil
+}
+
+// trackingWriter records whether the response has started.
+type trackingWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *trackingWriter) WriteHeader(code int) {
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *trackingWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush flushes when the underlying writer can (the Lambda streaming writer may not).
+func (w *trackingWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		w.wrote = true
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *trackingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
