@@ -4,8 +4,10 @@ SHELL := bash
 GO ?= go
 export CGO_ENABLED ?= 0
 
-# Packages that may import neither aws-lambda-go nor the AWS SDK (ARCHITECTURE §2).
-CAPABILITY_PKGS = $(shell $(GO) list ./pkg/... | grep -v -e /pkg/store/aws -e /pkg/lambdaedge -e /pkg/gateway -e /pkg/providers/bedrock -e /awstest)
+# Capability packages reach storage only through pkg/store interfaces: they may not
+# depend on aws-lambda-go or the SDK clients of the storage services (ARCHITECTURE §2).
+# Provider packages may use the SDK signer and credential chain to call Bedrock.
+CAPABILITY_PKGS = $(shell $(GO) list ./pkg/... | grep -v -e /pkg/store/aws -e /pkg/lambdaedge -e /pkg/gateway)
 
 .PHONY: help
 help: ## List the targets
@@ -25,9 +27,9 @@ vet: ## go vet and gofmt
 	$(GO) vet ./...
 
 .PHONY: check-deps
-check-deps: ## Capability packages must not import aws-lambda-go or the AWS SDK
+check-deps: ## Capability packages must not depend on aws-lambda-go or the storage SDK clients
 	@bad=0; for p in $(CAPABILITY_PKGS); do \
-	  deps=$$($(GO) list -deps $$p | grep -E '^github.com/aws/(aws-lambda-go|aws-sdk-go-v2/service)' || true); \
+	  deps=$$($(GO) list -deps $$p | grep -E '^github.com/aws/(aws-lambda-go|aws-sdk-go-v2/service/(dynamodb|s3|sqs|sns|kms|secretsmanager|ssm))(/|$$)' || true); \
 	  if [ -n "$$deps" ]; then echo "$$p imports:"; echo "$$deps"; bad=1; fi; \
 	done; exit $$bad
 
