@@ -16,7 +16,9 @@ const DefaultJSONLimit = 10 << 20
 // WriteJSON writes v as JSON with status.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // an API, not a web page: keep <, > and & readable
+	if err := enc.Encode(v); err != nil {
 		// Only a programming error (an unencodable type) gets here.
 		http.Error(w, `{"error":{"message":"response encoding failed","type":"server_error","param":null,"code":"internal_error"}}`, http.StatusInternalServerError)
 		return

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -44,40 +45,34 @@ func TestExtractKey(t *testing.T) {
 }
 
 func FuzzExtractKey(f *testing.F) {
-	f.Add("Bearer sk-abc", "", "", "/x?key=sk-q")
-	f.Add("AWS4-HMAC-SHA256 Credential=x", "sk-x", "", "/")
-	f.Add("", "", "sk-goog", "/%zz")
-	f.Fuzz(func(t *testing.T, authz, xapi, goog, target string) {
+	f.Add("Bearer sk-abc", "", "", "/x?key=sk-q", true)
+	f.Add("AWS4-HMAC-SHA256 Credential=x", "sk-x", "", "/", false)
+	f.Add("", "", "sk-goog", "/?key=%zz", true)
+	f.Fuzz(func(t *testing.T, authz, xapi, goog, target string, allowQuery bool) {
 		r := httptest.NewRequest("GET", "/", nil)
 		if u, err := r.URL.Parse(target); err == nil {
 			r.URL = u
 		}
-		r.Header.Set("Authorization", authz)
-		r.Header.Set("X-Api-Key", xapi)
-		r.Header.Set("X-Goog-Api-Key", goog)
-		got := ExtractKey(r, true)
-		if got != "" && got != bearer(r.Header.Get("Authorization")) && got != r.Header.Get("X-Api-Key") &&
-			got != r.Header.Get("X-Goog-Api-Key") && got != r.URL.Query().Get("key") {
-			// Every answer must come from one of the places keys may arrive in.
-			for _, v := range []string{r.Header.Get("X-Api-Key"), r.Header.Get("X-Goog-Api-Key"), r.URL.Query().Get("key")} {
-				if got == trimmed(v) {
-					return
+		r.Header["Authorization"] = []string{authz}
+		r.Header["X-Api-Key"] = []string{xapi}
+		r.Header["X-Goog-Api-Key"] = []string{goog}
+		got := ExtractKey(r, allowQuery)
+		if got == "" {
+			return
+		}
+		// The answer must be the first non-empty candidate, in order.
+		candidates := []string{bearer(strings.TrimSpace(authz)), strings.TrimSpace(xapi), strings.TrimSpace(goog)}
+		if allowQuery {
+			candidates = append(candidates, strings.TrimSpace(r.URL.Query().Get("key")))
+		}
+		for _, c := range candidates {
+			if c != "" {
+				if got != c {
+					t.Fatalf("ExtractKey = %q, want the first candidate %q", got, c)
 				}
+				return
 			}
-			t.Fatalf("ExtractKey returned %q, which came from nowhere", got)
 		}
-		if got != trimmed(got) {
-			t.Fatalf("ExtractKey returned untrimmed %q", got)
-		}
+		t.Fatalf("ExtractKey = %q, which came from none of the places keys arrive in", got)
 	})
-}
-
-func trimmed(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
 }

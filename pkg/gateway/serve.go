@@ -48,7 +48,7 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	slog.Info("shutting down: draining in-flight requests", "timeout", g.Settings.ShutdownTimeout)
+	slog.Info("shutting down: draining in-flight requests", "timeout", g.Settings.ShutdownTimeout.String())
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.Settings.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
