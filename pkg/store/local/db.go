@@ -1,0 +1,61 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/bbolt"
+)
+
+// DB is the bbolt file that the local records and queues share. bbolt locks
+// the file, so a second process opening the same data dir fails rather than
+// corrupting it, and every write is one serialized transaction, which is what
+// makes conditional writes and queue leases atomic without further locking.
+type DB struct {
+	bolt      *bbolt.DB
+	closed    chan struct{} // closed by Close: wakes long polls
+	closeOnce sync.Once
+}
+
+// OpenDB opens (creating if needed) the bbolt file at path.
+func OpenDB(path string) (*DB, error) {
+	b, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("local: open %s (is another sluice using this data dir?): %w", path, err)
+	}
+	return &DB{bolt: b, closed: make(chan struct{})}, nil
+}
+
+// Close releases the file; blocked queue receives return an error.
+func (db *DB) Close() error {
+	db.closeOnce.Do(func() { close(db.closed) })
+	if err := db.bolt.Close(); err != nil {
+		return fmt.Errorf("local: close %s: %w", db.bolt.Path(), err)
+	}
+	return nil
+}
+
+// Ping reports whether the file is open and readable.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := db.bolt.View(func(*bbolt.Tx) error { return nil }); err != nil {
+		return fmt.Errorf("local: ping %s: %w", db.bolt.Path(), err)
+	}
+	return nil
+}
+
+// createBuckets makes sure the named top-level buckets exist.
+func (db *DB) createBuckets(names ...string) error {
+	return db.bolt.Update(func(tx *bbolt.Tx) error {
+		for _, n := range names {
+			if _, err := tx.CreateBucketIfNotExists([]byte(n)); err != nil {
+				return fmt.Errorf("create bucket %s: %w", n, err)
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,41 @@
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// uniq returns a short random token for keys, names and scopes, so that runs
+// never collide even on a backend shared between opens.
+func uniq() string {
+	return strings.ToLower(rand.Text()[:12])
+}
+
+// testCtx bounds a whole subtest, so that a hung backend fails the test
+// instead of stalling the run.
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// wantIs fails the test unless errors.Is(err, target).
+func wantIs(t *testing.T, err, target error, what string) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("%s: got error %v, want %v", what, err, target)
+	}
+}
+
+// ok fails the test on err.
+func ok(t *testing.T, err error, what string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
