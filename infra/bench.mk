@@ -1,0 +1,36 @@
+# Benchmarks: the harness of infra/bench, included by the main Makefile.
+#   make bench                  every scenario, a few minutes; report in .bench/bench.{txt,json}
+#   make bench-embeddings       one scenario
+#   make bench BENCH_FLAGS='-rounds 5 -duration 3s'
+# Run `.bench/bin/load -h` for every flag; docs/benchmarks.md explains the figures.
+
+BENCH_OUT ?= .bench
+BENCH_FLAGS ?=
+BENCH_UPSTREAM_ADDR ?= 127.0.0.1:8090
+BENCH_UPSTREAM_FLAGS ?=
+BENCH_SCENARIOS := noop embeddings chat chat-stream passthrough passthrough-stream upload batch callback
+BENCH_LOAD = $(BENCH_OUT)/bin/load -out $(BENCH_OUT)
+
+.PHONY: bench bench-tools run-upstream $(addprefix bench-,$(BENCH_SCENARIOS))
+
+bench-tools: ## Build the bench upstream, bare proxy and load generator into .bench/bin
+	@mkdir -p $(BENCH_OUT)/bin
+	go build -o $(BENCH_OUT)/bin/ ./infra/bench/upstream ./infra/bench/proxy ./infra/bench/load
+
+bench: bench-tools ## Run every benchmark scenario (a few minutes) and the bootstrap sizes; report in .bench/bench.{txt,json}
+	$(BENCH_LOAD) -json $(BENCH_OUT)/bench.json -txt $(BENCH_OUT)/bench.txt $(BENCH_FLAGS)
+
+bench-noop: ## Benchmark the authenticated no-op (GET /v1/models with a team key)
+bench-embeddings: ## Benchmark POST /v1/embeddings (1536-dim answers)
+bench-chat: ## Benchmark POST /v1/chat/completions, non-streaming
+bench-chat-stream: ## Benchmark POST /v1/chat/completions, streaming (TTFB)
+bench-passthrough: ## Benchmark the Anthropic passthrough, POST /anthropic/v1/messages
+bench-passthrough-stream: ## Benchmark the Anthropic passthrough, streaming (TTFB)
+bench-upload: ## Benchmark a 200 MB upload and download vs a direct disk write
+bench-batch: ## Benchmark a 50,000-line batch vs the ideal
+bench-callback: ## Benchmark embeddings with and without a team logging callback
+$(addprefix bench-,$(BENCH_SCENARIOS)): bench-%: bench-tools
+	$(BENCH_LOAD) -scenarios $* -sizes=false -json $(BENCH_OUT)/bench-$*.json -txt $(BENCH_OUT)/bench-$*.txt $(BENCH_FLAGS)
+
+run-upstream: bench-tools ## Run the bench upstream (fake OpenAI/Anthropic/Gemini/Vertex/Bedrock) on 127.0.0.1:8090 for demos
+	$(BENCH_OUT)/bin/upstream -addr $(BENCH_UPSTREAM_ADDR) $(BENCH_UPSTREAM_FLAGS)

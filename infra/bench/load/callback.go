@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// callbackCPULimit is the target: a team callback costs at most 15% more
+// CPU per request than the same call without one.
+const callbackCPULimit = 1.15
+
+// callbackFigures is the callback scenario's Extra.
+type callbackFigures struct {
+	Rounds         []callbackRound `json:"rounds"`
+	WithoutUS      float64         `json:"cpu_per_request_without_us"`
+	WithUS         float64         `json:"cpu_per_request_with_us"`
+	Ratio          float64         `json:"ratio"`
+	EventsReceived int64           `json:"events_received"`
+	Requests       int64           `json:"requests_with_callback"`
+}
+
+type callbackRound struct {
+	WithoutUS  float64 `json:"cpu_per_request_without_us"`
+	WithUS     float64 `json:"cpu_per_request_with_us"`
+	WithoutRPS float64 `json:"throughput_without_rps"`
+	WithRPS    float64 `json:"throughput_with_rps"`
+}
+
+func (f *callbackFigures) print(w io.Writer) {
+	if len(f.Rounds) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "   embeddings CPU/request: %.1f µs without a callback, %.1f µs with one (%.2f×); %d events reached the sink for %d calls\n",
+		f.WithoutUS, f.WithUS, f.Ratio, f.EventsReceived, f.Requests)
+}
+
+// runCallback compares sluice's CPU per embeddings call for a team without
+// callbacks and a team with a Langfuse callback pointed at the upstream's sink.
+func (b *bench) runCallback(ctx context.Context, embeddings httpScenario) *scenarioReport {
+	rep := newScenarioReport("callback", "embeddings for a team with a Langfuse callback (sink: the upstream) vs a team without")
+	name := fmt.Sprintf("team callback ≤ %.2f× CPU/request of the same call without", callbackCPULimit)
+	fig := &callbackFigures{}
+	rep.Extra = fig
+	if b.sluice == nil {
+		rep.Skipped["sluice"] = b.sluiceSkip
+		rep.Checks = append(rep.Checks, notMeasured(rep, name))
+		return rep
+	}
+	if err := b.callbackRun(ctx, embeddings, fig); err != nil {
+		rep.exclude("sluice", err)
+		rep.Checks = append(rep.Checks, notMeasured(rep, name))
+		return rep
+	}
+	st := statusPass
+	if fig.Ratio > callbackCPULimit {
+		st = statusFail
+	}
+	rep.Checks = append(rep.Checks, check{Scenario: rep.Name, Name: name, Status: st,
+		Detail: fmt.Sprintf("%.2f× (%+.1f µs): with %.1f, without %.1f", fig.Ratio, fig.WithUS-fig.WithoutUS, fig.WithUS, fig.WithoutUS)})
+	return rep
+}
+
+func (b *bench) callbackRun(ctx context.Context, embeddings httpScenario, fig *callbackFigures) error {
+	s := b.sluice
+	plain := target{name: "sluice", base: s.base, proc: s.child.proc, sluice: true, key: s.key}
+	if err := b.probe(ctx, embeddings, plain); err != nil {
+		return err
+	}
+	teamID, key, err := s.newTeamKey(ctx, b.client, "bench-callback")
+	if err != nil {
+		return err
+	}
+	cb := mustJSON(map[string]any{
+		"callback_name": "langfuse",
+		"callback_type": "success",
+		"callback_vars": map[string]string{
+			"langfuse_public_key": "pk-lf-bench",
+			"langfuse_secret_key": "sk-lf-bench",
+			"langfuse_host":       b.upstreamURL,
+		},
+	})
+	status, body, err := doJSON(ctx, b.client, http.MethodPost, s.base+"/team/"+teamID+"/callback", masterKey, cb)
+	if err != nil {
+		return fmt.Errorf("POST /team/{id}/callback: %w", err)
+	}
+	if status == http.StatusNotFound || status == http.StatusMethodNotAllowed {
+		return skipf("POST /team/{id}/callback answers %d: team callbacks have not landed in sluice yet", status)
+	}
+	if status/100 != 2 {
+		return fmt.Errorf("POST /team/{id}/callback answers %d: %s", status, clip(body))
+	}
+	with := plain
+	with.key = key
+
+	before, err := b.upstreamStats(ctx)
+	if err != nil {
+		return err
+	}
+	conc := embeddings.concurrency
+	var without, withCB []float64
+	for round := 1; round <= b.cfg.rounds && ctx.Err() == nil; round++ {
+		var r callbackRound
+		for _, t := range []target{plain, with} {
+			m, err := b.measure(ctx, embeddings, t, round, conc, embeddings.rate)
+			if err != nil {
+				return err
+			}
+			if t.key == key {
+				r.WithUS, r.WithRPS = m.Closed.CPUPerRequestUS, m.Closed.Throughput
+				fig.Requests += m.Closed.OK + m.Open.OK
+			} else {
+				r.WithoutUS, r.WithoutRPS = m.Closed.CPUPerRequestUS, m.Closed.Throughput
+			}
+		}
+		fig.Rounds = append(fig.Rounds, r)
+		without, withCB = append(without, r.WithoutUS), append(withCB, r.WithUS)
+		b.logf("  %-18s round %d without %.1f µs/req, with %.1f µs/req", "callback", round, r.WithoutUS, r.WithUS)
+	}
+	fig.WithoutUS, fig.WithUS = median(without), median(withCB)
+	if fig.WithoutUS > 0 {
+		fig.Ratio = fig.WithUS / fig.WithoutUS
+	}
+	// Delivery may trail the calls a little; then the sink must have seen them.
+	for wait := time.Now().Add(10 * time.Second); time.Now().Before(wait); {
+		after, err := b.upstreamStats(ctx)
+		if err != nil {
+			return err
+		}
+		fig.EventsReceived = after.LoggingEvents - before.LoggingEvents
+		if fig.EventsReceived > 0 {
+			return nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return fmt.Errorf("callback configured, but no logging event reached the sink for %d calls", fig.Requests)
+}

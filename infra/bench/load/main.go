@@ -1,0 +1,211 @@
+// Command load is sluice's benchmark harness. It starts the bench upstream,
+// a bare reverse proxy in front of it, and sluice (when it builds), then runs
+// each scenario against all three, interleaved round by round, and reports
+// medians of throughput, CPU per request, peak RSS and latency, with sluice's
+// figures as ratios to the bare proxy's and the targets from the issues.
+//
+//	load -scenarios noop,embeddings -rounds 3 -json .bench/results.json
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	var cfg config
+	var scenarios string
+	var list bool
+	flag.StringVar(&scenarios, "scenarios", "all", "comma-separated scenarios, or all: "+strings.Join(allScenarios(), ","))
+	flag.BoolVar(&list, "list", false, "list the scenarios and exit")
+	flag.StringVar(&cfg.root, "root", ".", "repository root (where functions/ and infra/ are)")
+	flag.StringVar(&cfg.outDir, "out", ".bench", "directory for binaries, logs, data and results")
+	flag.StringVar(&cfg.binDir, "bin", "", "directory for the upstream and proxy binaries, rebuilt at start (default <out>/bin)")
+	flag.StringVar(&cfg.jsonPath, "json", "", "also write the report as JSON to this file")
+	flag.StringVar(&cfg.textPath, "txt", "", "also write the printed report to this file")
+	flag.IntVar(&cfg.rounds, "rounds", 3, "interleaved rounds (direct, proxy, sluice, direct, ...)")
+	flag.DurationVar(&cfg.warmup, "warmup", 200*time.Millisecond, "closed-loop warm-up before each measurement")
+	flag.DurationVar(&cfg.duration, "duration", 1500*time.Millisecond, "closed-loop (saturation) measurement per target per round")
+	flag.DurationVar(&cfg.openDuration, "open-duration", 2*time.Second, "open-loop (fixed rate) measurement per target per round")
+	flag.IntVar(&cfg.concurrency, "concurrency", 0, "closed-loop requests in flight (0: the scenario's default)")
+	flag.Float64Var(&cfg.rate, "rate", 0, "open-loop requests per second (0: the scenario's default)")
+	flag.Int64Var(&cfg.maxRequests, "max-requests", 1_000_000, "upper bound on requests per loop")
+	flag.IntVar(&cfg.maxInFlight, "max-in-flight", 512, "open loop: most requests outstanding at once")
+	flag.DurationVar(&cfg.maxLag, "max-lag", 10*time.Millisecond, "a measurement whose open loop sent its p99 request later than this is noisy (the machine stalled the load generator) and is measured again")
+	flag.IntVar(&cfg.retries, "retries", 1, "how many times a noisy measurement is measured again")
+	flag.DurationVar(&cfg.deadline, "deadline", 20*time.Minute, "the whole run stops after this long")
+	flag.BoolVar(&cfg.sluice, "sluice", true, "build and measure sluice (./functions/local) when it exists")
+	flag.BoolVar(&cfg.sizes, "sizes", true, "build each functions/*/ bootstrap for linux/arm64 and report its size")
+	flag.IntVar(&cfg.uploadMB, "upload-mb", 200, "upload scenario: file size in MiB")
+	flag.StringVar(&cfg.uploadPurpose, "upload-purpose", "user_data", "upload scenario: the file's purpose")
+	flag.IntVar(&cfg.batchLines, "batch-lines", 50000, "batch scenario: lines in the input file")
+	flag.DurationVar(&cfg.batchTimeout, "batch-timeout", 5*time.Minute, "batch scenario: longest wait for the batch to finish")
+	flag.IntVar(&cfg.batchConcurrency, "batch-concurrency", 32, "batch scenario: concurrency of the ideal (direct) run")
+	flag.IntVar(&cfg.streamChunks, "stream-chunks", 200, "upstream: chunks per streamed answer")
+	flag.DurationVar(&cfg.streamInterval, "stream-interval", time.Millisecond, "upstream: pause between streamed chunks")
+	flag.DurationVar(&cfg.upstreamLatency, "upstream-latency", 0, "upstream: delay before answering")
+	flag.Parse()
+
+	if list {
+		fmt.Println(strings.Join(allScenarios(), "\n"))
+		return
+	}
+	var err error
+	if cfg.scenarios, err = parseScenarios(scenarios); err == nil {
+		err = cfg.validate()
+	}
+	if err == nil {
+		err = run(&cfg)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg *config) error {
+	started := time.Now()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, cfg.deadline)
+	defer cancel()
+
+	for _, d := range []string{cfg.outDir, cfg.binDir, cfg.logDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	if err := ensureTools(ctx, cfg); err != nil {
+		return err
+	}
+	b := &bench{cfg: cfg, ticks: clockTicks(ctx), client: newClient(), progress: os.Stderr}
+	defer b.stopAll()
+
+	b.logf("bench: starting the upstream and the bare proxy")
+	var err error
+	b.upstream, b.upstreamURL, err = startChild(ctx, "upstream", cfg.logDir, filepath.Join(cfg.binDir, "upstream"), []string{
+		"-addr", "127.0.0.1:0",
+		"-stream-chunks", strconv.Itoa(cfg.streamChunks),
+		"-stream-interval", cfg.streamInterval.String(),
+		"-latency", cfg.upstreamLatency.String(),
+	}, nil, b.ticks, true)
+	if err != nil {
+		return err
+	}
+	b.proxy, b.proxyURL, err = startChild(ctx, "proxy", cfg.logDir, filepath.Join(cfg.binDir, "proxy"),
+		[]string{"-addr", "127.0.0.1:0", "-upstream", b.upstreamURL}, nil, b.ticks, true)
+	if err != nil {
+		return err
+	}
+	b.startSluice(ctx)
+
+	rep := &report{Started: started, Machine: describeMachine(ctx, b.ticks), Settings: cfg.settings(), Sluice: "measured (" + b.sluiceBase() + ")"}
+	if b.sluice == nil {
+		rep.Sluice = "not measured — " + b.sluiceSkip
+	}
+	scenarios := map[string]httpScenario{}
+	for _, sc := range httpScenarios() {
+		scenarios[sc.name] = sc
+	}
+	for _, name := range cfg.scenarios {
+		if ctx.Err() != nil {
+			break
+		}
+		b.logf("bench: scenario %s", name)
+		var s *scenarioReport
+		switch name {
+		case "upload":
+			s = b.runUpload(ctx)
+		case "batch":
+			s = b.runBatch(ctx)
+		case "callback":
+			s = b.runCallback(ctx, scenarios["embeddings"])
+		default:
+			s = b.runHTTPScenario(ctx, scenarios[name])
+		}
+		rep.Scenarios = append(rep.Scenarios, s)
+		rep.Checks = append(rep.Checks, s.Checks...)
+	}
+	if cfg.sizes && ctx.Err() == nil {
+		b.logf("bench: building bootstraps for linux/arm64")
+		rep.Lambda = buildBootstraps(ctx, cfg.root, cfg.outDir)
+	}
+	rep.ElapsedSeconds = time.Since(started).Seconds()
+	printReport(os.Stdout, rep)
+	if cfg.textPath != "" {
+		var buf bytes.Buffer
+		printReport(&buf, rep)
+		if err := os.WriteFile(cfg.textPath, buf.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("write report: %w", err)
+		}
+	}
+	if cfg.jsonPath != "" {
+		if err := writeJSON(cfg.jsonPath, rep); err != nil {
+			return err
+		}
+		b.logf("bench: JSON report in %s", cfg.jsonPath)
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("stopped at the %s deadline; the report covers what finished", cfg.deadline)
+	}
+	return ctx.Err()
+}
+
+// startSluice starts sluice or records why it is not measured.
+func (b *bench) startSluice(ctx context.Context) {
+	if !b.cfg.sluice {
+		b.sluiceSkip = "disabled with -sluice=false"
+		return
+	}
+	b.logf("bench: building and starting sluice (./functions/local)")
+	s, err := startSluice(ctx, b.cfg, b.client, b.upstreamURL, b.ticks)
+	if err != nil {
+		if se := (*skipError)(nil); errors.As(err, &se) {
+			b.sluiceSkip = se.reason
+		} else {
+			b.sluiceSkip = "could not start: " + err.Error()
+		}
+		b.logf("bench: sluice not measured: %s", b.sluiceSkip)
+		return
+	}
+	b.sluice = s
+}
+
+func (b *bench) sluiceBase() string {
+	if b.sluice == nil {
+		return ""
+	}
+	return b.sluice.base
+}
+
+func (b *bench) stopAll() {
+	b.sluice.stop()
+	b.proxy.stop()
+	b.upstream.stop()
+}
+
+// ensureTools (re)builds the upstream and the proxy, so a run never
+// measures stale binaries; with a warm build cache this takes a moment.
+func ensureTools(ctx context.Context, cfg *config) error {
+	bin, err := filepath.Abs(cfg.binDir)
+	if err != nil {
+		return fmt.Errorf("bin dir: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator), "./infra/bench/upstream", "./infra/bench/proxy")
+	cmd.Dir = cfg.root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the upstream and proxy: %w: %s", err, firstLines(string(out), 5))
+	}
+	return nil
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// target is one way of reaching the upstream: directly, through the bare
+// proxy, or through sluice.
+type target struct {
+	name   string // "direct", "proxy", "sluice"
+	base   string
+	proc   *proc // the process whose CPU and memory are charged
+	sluice bool
+	key    string // the credential the client presents
+}
+
+// httpScenario is a request/response scenario measured on every target.
+type httpScenario struct {
+	name  string
+	about string
+	// concurrency and rate are the defaults of the closed and open loops.
+	concurrency int
+	rate        float64
+	stream      bool
+	// cpuLimit is the target for sluice's CPU per request as a multiple of
+	// the bare proxy's; 0 means the issues set none.
+	cpuLimit float64
+	// upstreamRoute is the upstream counter a sluice request must move
+	// (proof that sluice called the provider); "" if sluice answers itself.
+	upstreamRoute string
+	spec          func(t target) requestSpec
+	// check validates one answer (the probe's).
+	check func(h http.Header, body []byte) error
+}
+
+// Request bodies of realistic size: a short document to embed, a chat with
+// a system prompt and a question, an Anthropic Messages call.
+const (
+	embedInput = "Sluice is a serverless model gateway. It stands in front of hosted AI model providers " +
+		"and gives teams one authenticated, logged, OpenAI-compatible front door: files and batches, " +
+		"embeddings and moderations, raw passthrough to four providers, and per-team logging callbacks. " +
+		"This paragraph is about one hundred and twenty tokens long, a typical chunk of a retrieval corpus " +
+		"that a team embeds by the thousand when it indexes its documents for search and question answering."
+	systemPrompt = "You are a careful assistant for an engineering team. Answer in plain English, cite the " +
+		"section of the document you rely on, and say so when the document does not contain the answer. " +
+		"Keep answers under three hundred words unless the user asks for more detail."
+)
+
+func chatBody(stream bool) []byte {
+	body := map[string]any{
+		"model": "gpt-4o-mini",
+		"messages": []map[string]string{
+			{"role": "system", "content": systemPrompt},
+			{"role": "user", "content": "Summarise this for a new engineer: " + embedInput},
+		},
+		"max_tokens":  256,
+		"temperature": 0.2,
+	}
+	if stream {
+		body["stream"] = true
+		body["stream_options"] = map[string]bool{"include_usage": true}
+	}
+	return mustJSON(body)
+}
+
+func anthropicBody(stream bool) []byte {
+	body := map[string]any{
+		"model":      "claude-sonnet-4-5",
+		"max_tokens": 256,
+		"system":     systemPrompt,
+		"messages":   []map[string]string{{"role": "user", "content": "Summarise this for a new engineer: " + embedInput}},
+	}
+	if stream {
+		body["stream"] = true
+	}
+	return mustJSON(body)
+}
+
+// mustJSON encodes values built from literals, which cannot fail.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func bearer(t target) http.Header { return http.Header{"Authorization": {"Bearer " + t.key}} }
+
+func post(t target, path string, h http.Header, body []byte) requestSpec {
+	return requestSpec{Method: http.MethodPost, URL: t.base + path, Header: h, Body: body}
+}
+
+// httpScenarios returns the request/response scenarios in run order.
+func httpScenarios() []httpScenario {
+	embeddings := mustJSON(map[string]any{"model": "text-embedding-3-small", "input": embedInput})
+	chat, chatStream := chatBody(false), chatBody(true)
+	msgs, msgsStream := anthropicBody(false), anthropicBody(true)
+	anthropicHeaders := func(t target) http.Header {
+		return http.Header{"X-Api-Key": {t.key}, "Anthropic-Version": {"2023-06-01"}}
+	}
+	anthropicPath := func(t target) string {
+		if t.sluice {
+			return "/anthropic/v1/messages"
+		}
+		return "/v1/messages"
+	}
+	return []httpScenario{
+		{
+			name: "noop", about: "authenticated no-op: GET /v1/models",
+			concurrency: 32, rate: 1000,
+			spec: func(t target) requestSpec {
+				return requestSpec{Method: http.MethodGet, URL: t.base + "/v1/models", Header: bearer(t)}
+			},
+			check: jsonHas("data"),
+		},
+		{
+			name: "embeddings", about: "POST /v1/embeddings, one input, 1536-dim float answer (~30 KB)",
+			concurrency: 32, rate: 400, cpuLimit: 2, upstreamRoute: "openai.embeddings",
+			spec:  func(t target) requestSpec { return post(t, "/v1/embeddings", bearer(t), embeddings) },
+			check: jsonHas("data"),
+		},
+		{
+			name: "chat", about: "POST /v1/chat/completions, non-streaming, 200-token answer",
+			concurrency: 32, rate: 800, cpuLimit: 1.8, upstreamRoute: "openai.chat",
+			spec:  func(t target) requestSpec { return post(t, "/v1/chat/completions", bearer(t), chat) },
+			check: jsonHas("choices"),
+		},
+		{
+			name: "chat-stream", about: "POST /v1/chat/completions, SSE, 200 chunks + usage chunk",
+			concurrency: 32, rate: 100, stream: true, upstreamRoute: "openai.chat",
+			spec:  func(t target) requestSpec { return post(t, "/v1/chat/completions", bearer(t), chatStream) },
+			check: streamHas("text/event-stream", "data: [DONE]"),
+		},
+		{
+			name: "passthrough", about: "POST /anthropic/v1/messages (direct and proxy: /v1/messages), non-streaming",
+			concurrency: 32, rate: 800, cpuLimit: 1.3, upstreamRoute: "anthropic.messages",
+			spec:  func(t target) requestSpec { return post(t, anthropicPath(t), anthropicHeaders(t), msgs) },
+			check: jsonHas("content"),
+		},
+		{
+			name: "passthrough-stream", about: "POST /anthropic/v1/messages, SSE, 200 deltas",
+			concurrency: 32, rate: 100, stream: true, upstreamRoute: "anthropic.messages",
+			spec:  func(t target) requestSpec { return post(t, anthropicPath(t), anthropicHeaders(t), msgsStream) },
+			check: streamHas("text/event-stream", "event: message_stop"),
+		},
+	}
+}
+
+// jsonHas checks that an answer is a JSON object with the given field.
+func jsonHas(field string) func(http.Header, []byte) error {
+	return func(_ http.Header, body []byte) error {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(body, &m); err != nil {
+			return fmt.Errorf("answer is not a JSON object: %s", clip(body))
+		}
+		if _, ok := m[field]; !ok {
+			return fmt.Errorf("answer has no %q: %s", field, clip(body))
+		}
+		return nil
+	}
+}
+
+// streamHas checks a streamed answer's media type and that it ran to its end.
+func streamHas(contentType, last string) func(http.Header, []byte) error {
+	return func(h http.Header, body []byte) error {
+		if ct := h.Get("Content-Type"); !strings.HasPrefix(ct, contentType) {
+			return fmt.Errorf("Content-Type %q, want %s", ct, contentType)
+		}
+		if !bytes.Contains(body, []byte(last)) {
+			return fmt.Errorf("stream ended without %q", last)
+		}
+		return nil
+	}
+}
