@@ -1,0 +1,182 @@
+package files
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/store"
+)
+
+// DefaultSweepInterval is how often the local process sweeps; the cloud's
+// scheduled sweep runs hourly.
+const DefaultSweepInterval = 10 * time.Minute
+
+// sweepPage is how many expiry-index entries a sweep reads at a time.
+const sweepPage = 100
+
+// HandleDelete serves DELETE /v1/files/{file_id}.
+func (s *Service) HandleDelete(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("file_id")
+	if err := s.Delete(r.Context(), auth.FromContext(r.Context()), id); err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, Deleted{ID: id, Object: "file", Deleted: true})
+	return nil
+}
+
+// Delete removes a file p may see, bytes and records. The input of a
+// running batch is refused (409 naming the batch).
+//
+// The file vanishes first, in one transaction: its record turns
+// "deleting", leaves the listings and enters the expiry index as due now.
+// Then its objects and record are removed. If that second step fails, the
+// client has still seen a clean delete, and the next sweep finishes it.
+func (s *Service) Delete(ctx context.Context, p auth.Principal, id string) error {
+	f, version, err := s.load(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !p.CanAccessTeam(f.Team) {
+		return notFound(id)
+	}
+	if s.Batches != nil {
+		batchID, err := s.Batches.InUse(ctx, id)
+		if err != nil {
+			return fmt.Errorf("files: delete %s: check batches: %w", id, err)
+		}
+		if batchID != "" {
+			return api.Conflict("File %s is the input of batch %s, which is still running; cancel the batch or wait for it to end, then delete the file.", id, batchID)
+		}
+	}
+	main, _, err := fileRecords(f)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	main.Status = statusDeleting
+	main.GSI1 = store.IndexKey{}
+	main.GSI2 = store.IndexKey{PK: expiresPK, SK: expirySK(now, id)}
+	main.ExpiresAt = now.Add(recordGrace)
+	err = s.records.Transact(ctx, []store.Write{
+		{Kind: store.WriteUpdate, Record: main, Cond: store.Cond{Version: version}},
+		{Kind: store.WriteDelete, Record: store.Record{Key: fileAllKey(id)}},
+	})
+	if errors.Is(err, store.ErrConditionFailed) {
+		return notFound(id) // deleted meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("files: delete %s: %w", id, err)
+	}
+	if err := s.purgeFile(context.WithoutCancel(ctx), f); err != nil {
+		slog.WarnContext(ctx, "files: delete left work for the sweep", "file", id, "error", err)
+	}
+	return nil
+}
+
+// purgeFile removes a file's objects, then its records.
+func (s *Service) purgeFile(ctx context.Context, f Stored) error {
+	for _, p := range f.Parts {
+		if err := s.blobs.Delete(ctx, p.Key); err != nil {
+			return fmt.Errorf("files: purge %s: %w", f.ID, err)
+		}
+	}
+	err := s.records.Transact(ctx, []store.Write{
+		{Kind: store.WriteDelete, Record: store.Record{Key: fileKey(f.ID)}},
+		{Kind: store.WriteDelete, Record: store.Record{Key: fileAllKey(f.ID)}},
+	})
+	if err != nil {
+		return fmt.Errorf("files: purge %s: %w", f.ID, err)
+	}
+	return nil
+}
+
+// SweepResult counts what a sweep removed.
+type SweepResult struct {
+	Files   int // expired or deleted files whose bytes and records are gone
+	Uploads int // expired or cancelled uploads whose parts are gone
+	Failed  int // entries that failed (the next sweep retries them)
+}
+
+// Sweep removes everything due by now in the expiry index: the bytes and
+// records of expired files (and of deletes that were interrupted), and the
+// parts of uploads that expired or were cancelled. Reads already treat all of
+// them as gone; the sweep reclaims the storage. The local process runs it
+// every DefaultSweepInterval (SweepEvery); in the cloud a scheduled function
+// calls it. It stops when ctx ends; the next run picks up where it stopped.
+func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
+	now := s.now()
+	due := sortableTime(now)
+	var res SweepResult
+	var errs []error
+	q := store.Query{Index: store.GSI2, PK: expiresPK, Limit: sweepPage}
+	for {
+		page, err := s.records.Query(ctx, q)
+		if err != nil {
+			return res, errors.Join(append(errs, fmt.Errorf("files: sweep: %w", err))...)
+		}
+		for _, rec := range page.Records {
+			if when, _, _ := strings.Cut(rec.GSI2.SK, "#"); when > due {
+				return res, errors.Join(errs...)
+			}
+			var err error
+			switch {
+			case strings.HasPrefix(rec.Key.PK, filePrefix):
+				if err = s.sweepFile(ctx, rec, now); err == nil {
+					res.Files++
+				}
+			case strings.HasPrefix(rec.Key.PK, uploadPrefix):
+				if err = s.sweepUpload(ctx, rec, now); err == nil {
+					res.Uploads++
+				}
+			}
+			if err != nil {
+				res.Failed++
+				if len(errs) < 10 {
+					errs = append(errs, err)
+				}
+			}
+		}
+		if !page.More || len(page.Records) == 0 {
+			return res, errors.Join(errs...)
+		}
+		q.After = page.Records[len(page.Records)-1].GSI2.SK
+	}
+}
+
+func (s *Service) sweepFile(ctx context.Context, rec store.Record, now time.Time) error {
+	f, err := decodeFile(rec)
+	if err != nil {
+		return err
+	}
+	if rec.Status == statusLive && !f.expired(now) {
+		return nil
+	}
+	return s.purgeFile(ctx, f)
+}
+
+// SweepEvery runs Sweep now and then every interval until ctx ends,
+// logging what each run removed.
+func (s *Service) SweepEvery(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		res, err := s.Sweep(ctx)
+		if err != nil && ctx.Err() == nil {
+			slog.WarnContext(ctx, "files: sweep incomplete", "files", res.Files, "uploads", res.Uploads, "failed", res.Failed, "error", err)
+		} else if res.Files+res.Uploads > 0 {
+			slog.InfoContext(ctx, "files: sweep", "files", res.Files, "uploads", res.Uploads)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
