@@ -18,7 +18,7 @@ run: ## Run the gateway locally on embedded storage (127.0.0.1:4000, data in ./.
 	$(GO) run ./functions/local
 
 .PHONY: test
-test: vet check-deps test-unit test-aws ## Everything: vet, dependency check, unit tests and the AWS suites on moto_server
+test: vet check-deps test-aws ## Everything: vet, dependency check, every test (-race) on both backends, moto_server started and stopped
 
 .PHONY: vet
 vet: ## go vet and gofmt
@@ -34,7 +34,7 @@ check-deps: ## Capability packages must not depend on aws-lambda-go or the stora
 	done; exit $$bad
 
 .PHONY: test-unit
-test-unit: ## Unit and end-to-end tests on the embedded backend (-race)
+test-unit: ## Quick run without moto_server: every test on the embedded backend (-race); AWS cases skip
 	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
 
 .PHONY: fuzz
@@ -46,3 +46,4 @@ fuzz: ## Run each fuzz test for FUZZTIME (default 20s)
 
 -include infra/aws.mk
 -include infra/bench.mk
+-include infra/lambda.mk

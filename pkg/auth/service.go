@@ -157,7 +157,7 @@ func (s *Service) CreateTeam(ctx context.Context, in NewTeam, teamID string) (*T
 	}
 	rec := store.Record{
 		Key:  teamRecordKey(teamID),
-		GSI1: store.IndexKey{PK: "TEAMS", SK: t.CreatedAt.Format(time.RFC3339Nano) + "#" + teamID},
+		GSI1: store.IndexKey{PK: "TEAMS", SK: sortableTime(t.CreatedAt) + "#" + teamID},
 		Body: body,
 	}
 	if err := s.records.Put(ctx, rec, store.Cond{Absent: true}); err != nil {
@@ -272,7 +272,7 @@ func (s *Service) GenerateKey(ctx context.Context, in NewKeyRequest, createdBy s
 	}
 	rec := store.Record{
 		Key:  keyRecordKey(info.Token),
-		GSI1: store.IndexKey{PK: "TEAM#" + in.TeamID, SK: "KEY#" + now.Format(time.RFC3339Nano) + "#" + info.Token},
+		GSI1: store.IndexKey{PK: "TEAM#" + in.TeamID, SK: "KEY#" + sortableTime(now) + "#" + info.Token},
 		Body: body,
 	}
 	if expires != nil {
@@ -393,4 +393,10 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return slices.Clone(s)
+}
+
+// sortableTime formats t with a fixed width so that sort keys order by time
+// (RFC 3339 with trailing zeros trimmed does not).
+func sortableTime(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000000000Z")
 }

@@ -64,6 +64,7 @@ func OpenWith(ctx context.Context, settings config.Settings, getenv func(string)
 	}
 	g.Services, err = server.NewServices(server.Deps{
 		Settings: settings, Config: cfg, Backend: cloud.backend, MasterKey: masterKey, Secrets: cloud.secrets,
+		Getenv: getenv,
 	})
 	if err != nil {
 		cloud.backend.Close()

@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sync"
 	"time"
 
+	"github.com/sluice-gateway/sluice/pkg/files"
 	"github.com/sluice-gateway/sluice/pkg/server"
 )
 
@@ -41,6 +43,13 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 		slog.Warn(w)
 	}
 
+	workCtx, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	var workers sync.WaitGroup
+	for _, run := range g.background() {
+		workers.Go(func() { run(workCtx) })
+	}
+
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -48,16 +57,27 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	slog.Info("shutting down: draining in-flight requests", "timeout", g.Settings.ShutdownTimeout.String())
+	slog.Info("shutting down: draining in-flight requests and workers", "timeout", g.Settings.ShutdownTimeout.String())
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.Settings.ShutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	err = srv.Shutdown(shutdownCtx)
+	stopWork()
+	workers.Wait()
+	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// background lists the loops the local process runs beside the server; in
+// the cloud each is a scheduled or queue-triggered function instead.
+func (g *Gateway) background() []func(context.Context) {
+	return []func(context.Context){
+		func(ctx context.Context) { g.Services.Files.SweepEvery(ctx, files.DefaultSweepInterval) },
+	}
 }
 
 // banner tells a new user where sluice listens and how to authenticate. The

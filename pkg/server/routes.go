@@ -3,7 +3,13 @@
 // — and turns them into an http.Handler with the shared middleware.
 package server
 
-import "net/http"
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/sluice-gateway/sluice/pkg/passthrough"
+)
 
 // Access says who may call a route.
 type Access int
@@ -39,14 +45,54 @@ type Route struct {
 // passthroughMethods are the methods every passthrough prefix accepts.
 var passthroughMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch}
 
+// passthroughRoutes are the four passthrough prefixes (and LiteLLM's
+// /vertex_ai alias), all five methods each: one Lambda function per provider,
+// streaming, with the key also accepted in ?key= (Google SDKs send it there).
+func passthroughRoutes() []Route {
+	var routes []Route
+	for _, p := range []struct {
+		prefix, function string
+		provider         passthrough.Provider
+	}{
+		{"/vertex-ai", "passthrough-vertex-ai", passthrough.VertexAI},
+		{"/vertex_ai", "passthrough-vertex-ai", passthrough.VertexAI},
+		{"/bedrock", "passthrough-bedrock", passthrough.Bedrock},
+		{"/anthropic", "passthrough-anthropic", passthrough.Anthropic},
+		{"/gemini", "passthrough-gemini", passthrough.Gemini},
+	} {
+		for _, m := range passthroughMethods {
+			routes = append(routes, Route{
+				Method: m, Pattern: p.prefix + "/{endpoint...}", Function: p.function, Access: AnyKey,
+				Stream: true, KeyInQuery: true,
+				handler: func(s *Services) HandlerFunc { return s.Passthrough.Handler(p.provider) },
+			})
+		}
+	}
+	return routes
+}
+
 // Routes returns the route table. Every route is declared here once; the
 // SAM template is checked against it.
 func Routes() []Route {
-	return []Route{
+	routes := []Route{
 		{Method: "GET", Pattern: "/health/liveliness", Function: "health", Access: Public, handler: func(s *Services) HandlerFunc { return s.liveliness }},
 		{Method: "GET", Pattern: "/health/readiness", Function: "health", Access: Public, handler: func(s *Services) HandlerFunc { return s.readiness }},
 
 		{Method: "GET", Pattern: "/v1/models", Function: "models", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.listModels }},
+
+		{Method: "POST", Pattern: "/v1/embeddings", Function: "embeddings", Access: AnyKey, Stream: true, handler: func(s *Services) HandlerFunc { return s.Embeddings.Create }},
+		{Method: "POST", Pattern: "/moderations", Function: "moderations", Access: AnyKey, Stream: true, handler: func(s *Services) HandlerFunc { return s.Moderations.Create }},
+		{Method: "POST", Pattern: "/v1/moderations", Function: "moderations", Access: AnyKey, Stream: true, handler: func(s *Services) HandlerFunc { return s.Moderations.Create }},
+
+		{Method: "POST", Pattern: "/v1/files", Function: "files-upload", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.Files.HandleUpload }},
+		{Method: "GET", Pattern: "/v1/files", Function: "files-list", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.Files.HandleList }},
+		{Method: "GET", Pattern: "/v1/files/{file_id}", Function: "file-get", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.Files.HandleGet }},
+		{Method: "DELETE", Pattern: "/v1/files/{file_id}", Function: "file-delete", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.Files.HandleDelete }},
+		{Method: "GET", Pattern: "/v1/files/{file_id}/content", Function: "file-content", Access: AnyKey, Stream: true, handler: func(s *Services) HandlerFunc { return s.Files.HandleContent }},
+		{Method: "POST", Pattern: "/v1/uploads", Function: "uploads", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.Files.HandleCreateUpload }},
+		{Method: "POST", Pattern: "/v1/uploads/{upload_id}/parts", Function: "uploads", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.Files.HandleAddPart }},
+		{Method: "POST", Pattern: "/v1/uploads/{upload_id}/complete", Function: "uploads", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.Files.HandleCompleteUpload }},
+		{Method: "POST", Pattern: "/v1/uploads/{upload_id}/cancel", Function: "uploads", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.Files.HandleCancelUpload }},
 
 		{Method: "POST", Pattern: "/team/new", Function: "admin", Access: AdminOnly, handler: func(s *Services) HandlerFunc { return s.admin().TeamNew }},
 		{Method: "GET", Pattern: "/team/info", Function: "admin", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.admin().TeamInfo }},
@@ -55,6 +101,7 @@ func Routes() []Route {
 		{Method: "GET", Pattern: "/key/info", Function: "admin", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.admin().KeyInfo }},
 		{Method: "POST", Pattern: "/key/delete", Function: "admin", Access: AdminOnly, handler: func(s *Services) HandlerFunc { return s.admin().KeyDelete }},
 	}
+	return append(routes, passthroughRoutes()...)
 }
 
 // Functions lists the distinct Lambda functions of the route table, in
@@ -69,4 +116,29 @@ func Functions() []string {
 		}
 	}
 	return out
+}
+
+// Streams reports whether the Lambda function fn answers streamed. Its routes
+// must all stream or all be buffered: API Gateway sets the transfer mode per
+// integration, and one binary answers in one format. A function without
+// routes, or with both kinds, is an error.
+func Streams(fn string) (bool, error) {
+	var streaming, buffered []string
+	for _, r := range Routes() {
+		switch {
+		case r.Function != fn:
+		case r.Stream:
+			streaming = append(streaming, r.Method+" "+r.Pattern)
+		default:
+			buffered = append(buffered, r.Method+" "+r.Pattern)
+		}
+	}
+	if len(streaming) > 0 && len(buffered) > 0 {
+		return false, fmt.Errorf("server: function %q mixes streaming routes (%s) and buffered ones (%s)",
+			fn, strings.Join(streaming, ", "), strings.Join(buffered, ", "))
+	}
+	if len(streaming) == 0 && len(buffered) == 0 {
+		return false, fmt.Errorf("server: no route is served by function %q", fn)
+	}
+	return len(streaming) > 0, nil
 }

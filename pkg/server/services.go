@@ -3,12 +3,23 @@ package server
 import (
 	"errors"
 	"net/http"
+	"os"
 	"slices"
+	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/embeddings"
+	"github.com/sluice-gateway/sluice/pkg/files"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/moderations"
+	"github.com/sluice-gateway/sluice/pkg/passthrough"
+	"github.com/sluice-gateway/sluice/pkg/providers"
+	"github.com/sluice-gateway/sluice/pkg/providers/azure"
+	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
+	"github.com/sluice-gateway/sluice/pkg/providers/openai"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -22,6 +33,12 @@ type Deps struct {
 	MasterKey string
 	// Secrets resolves secretsmanager/ references in the config (nil locally).
 	Secrets config.Secrets
+	// Now is the clock for expiry decisions; nil means time.Now (tests move it).
+	Now func() time.Time
+	// Getenv reads the environment fallbacks of provider credentials
+	// (ANTHROPIC_API_KEY, GOOGLE_APPLICATION_CREDENTIALS, AWS_REGION, ...);
+	// nil reads the process environment.
+	Getenv func(string) string
 }
 
 // Services are the capability services the routes call. Building them does
@@ -33,6 +50,14 @@ type Services struct {
 	Secrets  config.Secrets
 	Auth     *auth.Service
 	Events   *logevent.Emitter
+	// Models routes model calls to deployments (pkg/models).
+	Models      *models.Router
+	Embeddings  *embeddings.Service
+	Moderations *moderations.Service
+	// Files serves the Files and Uploads APIs (pkg/files).
+	Files *files.Service
+	// Passthrough serves /vertex-ai, /bedrock, /anthropic and /gemini.
+	Passthrough *passthrough.Service
 }
 
 // NewServices builds the services over deps.
@@ -50,7 +75,7 @@ func NewServices(deps Deps) (*Services, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Services{
+	s := &Services{
 		Settings: deps.Settings,
 		Config:   deps.Config,
 		Backend:  deps.Backend,
@@ -58,7 +83,50 @@ func NewServices(deps Deps) (*Services, error) {
 		Auth:     a,
 		// Nobody listens until team callbacks exist.
 		Events: logevent.NewEmitter(deps.Backend.Bus, deps.Backend.Blobs, nil, int(deps.Settings.ClaimCheckThreshold)),
-	}, nil
+		Files: files.NewService(deps.Backend.Records, deps.Backend.Blobs, files.Options{
+			MaxFileSize: deps.Settings.MaxFileSize, MaxLineBytes: int(deps.Settings.JSONBodyLimit),
+			JSONLimit: deps.Settings.JSONBodyLimit, Now: deps.Now,
+		}),
+	}
+	if err := s.buildModels(deps); err != nil {
+		return nil, err
+	}
+	getenv := deps.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if s.Passthrough, err = passthrough.New(passthrough.Options{
+		Config: deps.Config, Secrets: deps.Secrets, Getenv: getenv, Client: providers.NewHTTPClient(),
+		Limits: a, Events: s.Events, AWSDefaultChain: bedrock.SDKDefaultChain, MaxBody: deps.Settings.MaxFileSize,
+	}); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// buildModels builds the router over the provider registry, and the
+// embeddings and moderations endpoints on it.
+func (s *Services) buildModels(deps Deps) error {
+	client := providers.NewHTTPClient()
+	getenv := deps.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	registry := map[string]models.Provider{azure.Name: azure.New(client, getenv)}
+	for _, name := range openai.Names() {
+		registry[name] = openai.New(name, client, getenv)
+	}
+	router, err := models.NewRouter(models.Options{
+		Config: deps.Config, Secrets: deps.Secrets, Limiter: deps.Backend.Limiter,
+		Admitter: s.Auth, Providers: registry,
+	})
+	if err != nil {
+		return err
+	}
+	s.Models = router
+	s.Embeddings = embeddings.New(router, s.Events, deps.Settings.JSONBodyLimit)
+	s.Moderations = moderations.New(router, s.Events, deps.Config, deps.Settings.JSONBodyLimit)
+	return nil
 }
 
 func (s *Services) admin() auth.Handlers {

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/config"
@@ -52,6 +53,9 @@ type Options struct {
 	Env map[string]string
 	// Settings adjusts the settings before the gateway is built.
 	Settings func(*config.Settings)
+	// Now, when set, is the services' clock (to test expiry); it must be
+	// safe for concurrent use.
+	Now func() time.Time
 }
 
 // Gateway is a running gateway.
@@ -92,7 +96,7 @@ func Start(t testing.TB, b Backend, opts Options) *Gateway {
 	}
 	backend := b.Open(t)
 	master := auth.NewKey()
-	svcs, err := server.NewServices(server.Deps{Settings: settings, Config: cfg, Backend: backend, MasterKey: master})
+	svcs, err := server.NewServices(server.Deps{Settings: settings, Config: cfg, Backend: backend, MasterKey: master, Now: opts.Now, Getenv: getenv})
 	if err != nil {
 		t.Fatalf("build services: %v", err)
 	}

@@ -1,0 +1,249 @@
+package embeddings
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/store"
+)
+
+// fakeRouter answers every call with one scripted outcome.
+type fakeRouter struct {
+	body     string
+	encoding string
+	err      error
+	waited   time.Duration
+	finished int64
+	got      *models.EmbeddingRequest
+}
+
+func (f *fakeRouter) Embed(ctx context.Context, p auth.Principal, req *models.EmbeddingRequest) (*models.Reply, error) {
+	f.got = req
+	rep := &models.Reply{Target: models.Target{ModelGroup: req.Model, DeploymentID: "d1", Provider: "openai", Model: "text-embedding-3-small", APIBase: "https://api.openai.com/v1"}, Waited: f.waited, Attempts: 1}
+	if f.err != nil {
+		return rep, f.err
+	}
+	rep.Answer = &models.Answer{Body: io.NopCloser(strings.NewReader(f.body)), ContentLength: int64(len(f.body)), Encoding: f.encoding}
+	return rep, nil
+}
+
+func (f *fakeRouter) Finish(ctx context.Context, p auth.Principal, rep *models.Reply, tokens int64) {
+	f.finished += tokens
+}
+
+// recordingBus keeps what the emitter publishes.
+type recordingBus struct {
+	mu     sync.Mutex
+	events []logevent.Event
+}
+
+func (b *recordingBus) Publish(ctx context.Context, events ...store.Event) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range events {
+		var ev logevent.Event
+		if err := json.Unmarshal(e.Body, &ev); err != nil {
+			return err
+		}
+		b.events = append(b.events, ev)
+	}
+	return nil
+}
+
+func listening(context.Context, string) (bool, error) { return true, nil }
+
+var teamKey = auth.Principal{TeamID: "team-1", Key: &auth.KeyInfo{Token: "tok", KeyAlias: "search-prod"}, Team: &auth.Team{TeamID: "team-1", TeamAlias: "search"}}
+
+func serve(t *testing.T, router Router, body string) (*httptest.ResponseRecorder, []logevent.Event) {
+	t.Helper()
+	bus := &recordingBus{}
+	s := New(router, logevent.NewEmitter(bus, nil, listening, 0), 1<<20)
+	r := httptest.NewRequest("POST", "/v1/embeddings", strings.NewReader(body))
+	r = r.WithContext(auth.WithPrincipal(api.WithRequestID(r.Context(), "req_1"), teamKey))
+	w := httptest.NewRecorder()
+	if err := s.Create(w, r); err != nil {
+		api.WriteError(w, r, err)
+	}
+	return w, bus.events
+}
+
+func TestRelayPassesTheAnswerThrough(t *testing.T) {
+	answer := string(response(2, 16, "base64", 9))
+	router := &fakeRouter{body: answer, encoding: "base64", waited: 20 * time.Millisecond}
+	w, events := serve(t, router, `{"model":"small","input":["a","b"],"encoding_format":"base64","user":"end-user"}`)
+	if w.Code != 200 || w.Body.String() != answer {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if w.Header().Get("Content-Length") != strconv.Itoa(len(answer)) || w.Header().Get("Content-Type") != "application/json" {
+		t.Errorf("headers %v", w.Header())
+	}
+	overhead, err := strconv.ParseFloat(w.Header().Get(models.OverheadHeader), 64)
+	if err != nil || overhead < 0 || overhead > 1000 {
+		t.Errorf("overhead %q", w.Header().Get(models.OverheadHeader))
+	}
+	if router.finished != 9 {
+		t.Errorf("tokens recorded %d", router.finished)
+	}
+	if len(events) != 1 {
+		t.Fatalf("%d events", len(events))
+	}
+	ev := events[0]
+	if ev.Status != "success" || ev.CallType != "aembedding" || ev.ID != "req_1" || ev.Model != "text-embedding-3-small" ||
+		ev.ModelGroup != "small" || ev.ModelID != "d1" || ev.CustomLLMProvider != "openai" || ev.APIBase != "https://api.openai.com/v1" ||
+		ev.PromptTokens != 9 || ev.TotalTokens != 9 || ev.EndUser != "end-user" {
+		t.Errorf("event %+v", ev)
+	}
+	md := ev.Metadata
+	if md.UserAPIKeyHash != "tok" || md.UserAPIKeyAlias != "search-prod" || md.UserAPIKeyTeamID != "team-1" || md.UserAPIKeyTeamAlias != "search" || md.RequestID != "req_1" {
+		t.Errorf("metadata %+v", md)
+	}
+	if string(ev.Messages) != `["a","b"]` {
+		t.Errorf("messages %s", ev.Messages)
+	}
+	var sum summary
+	if err := json.Unmarshal(ev.Response, &sum); err != nil || sum.DataCount != 2 || sum.Dimensions != 16 || sum.EncodingFormat != "base64" || sum.Usage.TotalTokens != 9 {
+		t.Errorf("response summary %s", ev.Response)
+	}
+	if bytes.Contains(ev.Response, []byte(answer[60:90])) {
+		t.Error("the event carries the vectors")
+	}
+	if ev.EndTime < ev.StartTime || ev.CompletionStartTime < ev.StartTime {
+		t.Errorf("times %v %v %v", ev.StartTime, ev.CompletionStartTime, ev.EndTime)
+	}
+}
+
+func TestConvertsWhenTheProviderAnswersInTheOtherEncoding(t *testing.T) {
+	vec := []float32{1, -0.5, 0.25, float32(math.Pi)}
+	floatAnswer := `{"object":"list","data":[{"object":"embedding","index":1,"embedding":[0.5]},{"object":"embedding","index":0,"embedding":[1,-0.5,0.25,3.1415927]}],"model":"m","usage":{"prompt_tokens":3,"total_tokens":3}}`
+	w, events := serve(t, &fakeRouter{body: floatAnswer, encoding: "float"}, `{"model":"small","input":["a","b"],"encoding_format":"base64"}`)
+	if w.Code != 200 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	var got struct {
+		Data []struct {
+			Index     int    `json:"index"`
+			Embedding string `json:"embedding"`
+			Object    string `json:"object"`
+		} `json:"data"`
+		Model string `json:"model"`
+		Usage Usage  `json:"usage"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Data) != 2 || got.Data[0].Index != 0 || got.Data[1].Index != 1 || got.Model != "m" || got.Usage.PromptTokens != 3 || got.Data[0].Object != "embedding" {
+		t.Fatalf("%s", w.Body)
+	}
+	raw, err := base64.StdEncoding.DecodeString(got.Data[0].Embedding)
+	if err != nil || len(raw) != 16 {
+		t.Fatal(err, len(raw))
+	}
+	for i, want := range vec {
+		if f := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])); f != want {
+			t.Errorf("value %d: %v, want %v", i, f, want)
+		}
+	}
+	if events[0].TotalTokens != 3 {
+		t.Errorf("usage after conversion %+v", events[0])
+	}
+
+	// And back: base64 from the provider, floats for the client.
+	b64 := `{"object":"list","data":[{"object":"embedding","index":0,"embedding":"` + got.Data[0].Embedding + `"}],"model":"m","usage":{"prompt_tokens":1,"total_tokens":1}}`
+	w, _ = serve(t, &fakeRouter{body: b64, encoding: "base64"}, `{"model":"small","input":"a"}`)
+	var floats struct {
+		Data []struct {
+			Embedding []float32 `json:"embedding"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &floats); err != nil || len(floats.Data) != 1 {
+		t.Fatalf("%s %v", w.Body, err)
+	}
+	for i, want := range vec {
+		if floats.Data[0].Embedding[i] != want {
+			t.Errorf("value %d: %v, want %v", i, floats.Data[0].Embedding[i], want)
+		}
+	}
+}
+
+func TestUnreadableAnswerToConvert(t *testing.T) {
+	w, events := serve(t, &fakeRouter{body: `{"data":[{"embedding":"%%%"}]}`, encoding: "base64"}, `{"model":"small","input":"a"}`)
+	if w.Code != 502 || !strings.Contains(w.Body.String(), "upstream_error") {
+		t.Errorf("%d %s", w.Code, w.Body)
+	}
+	if len(events) != 1 || events[0].Status != "failure" {
+		t.Errorf("events %+v", events)
+	}
+}
+
+func TestFailuresAreLogged(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		router *fakeRouter
+		body   string
+		status int
+	}{
+		{"bad input", &fakeRouter{}, `{"model":"small","input":""}`, 400},
+		{"router refuses", &fakeRouter{err: api.Forbidden("no")}, `{"model":"small","input":"a"}`, 403},
+		{"provider fails", &fakeRouter{err: api.Upstream(nil, "boom")}, `{"model":"small","input":"a"}`, 502},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, events := serve(t, tc.router, tc.body)
+			if w.Code != tc.status || w.Header().Get(models.OverheadHeader) == "" {
+				t.Errorf("%d %v", w.Code, w.Header())
+			}
+			if len(events) != 1 {
+				t.Fatalf("%d events", len(events))
+			}
+			ev := events[0]
+			if ev.Status != "failure" || ev.ErrorInformation == nil || ev.ErrorInformation.ErrorCode != strconv.Itoa(tc.status) || ev.ErrorStr == "" || ev.Metadata.UserAPIKeyTeamID != "team-1" {
+				t.Errorf("event %+v %+v", ev, ev.ErrorInformation)
+			}
+		})
+	}
+}
+
+// failingWriter is a client that goes away after the headers.
+type failingWriter struct{ http.ResponseWriter }
+
+func (failingWriter) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }
+
+func TestClientGoneMidAnswer(t *testing.T) {
+	bus := &recordingBus{}
+	s := New(&fakeRouter{body: string(response(1, 8, "float", 2)), encoding: "float"}, logevent.NewEmitter(bus, nil, listening, 0), 0)
+	r := httptest.NewRequest("POST", "/v1/embeddings", strings.NewReader(`{"model":"m","input":"a"}`))
+	err := s.Create(failingWriter{httptest.NewRecorder()}, r)
+	if err == nil || len(bus.events) != 1 || bus.events[0].Status != "failure" {
+		t.Errorf("err %v events %+v", err, bus.events)
+	}
+}
+
+func BenchmarkRelay(b *testing.B) {
+	answer := string(response(1, 1536, "float", 8))
+	s := New(&fakeRouter{body: answer, encoding: "float"}, nil, 0)
+	body := `{"model":"text-embedding-3-small","input":"The food was delicious and the waiter was friendly."}`
+	ctx := auth.WithPrincipal(context.Background(), teamKey)
+	b.ReportAllocs()
+	for b.Loop() {
+		r := httptest.NewRequest("POST", "/v1/embeddings", strings.NewReader(body)).WithContext(ctx)
+		w := httptest.NewRecorder()
+		if err := s.Create(w, r); err != nil || w.Body.Len() != len(answer) {
+			b.Fatal(err)
+		}
+	}
+}

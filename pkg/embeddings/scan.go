@@ -1,0 +1,339 @@
+package embeddings
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// Scanner reads an OpenAI embeddings response as it streams past and keeps
+// what the log event needs — usage, model, how many embeddings and their
+// dimension — without decoding the vectors: strings are skipped with
+// bytes.IndexByte, and number arrays from bracket to bracket, so the cost is
+// a few vectorised passes over the bytes. It copes with any member order and
+// never fails: on a document it cannot follow it stops and reports what it
+// has.
+type Scanner struct {
+	stack  [maxDepth]byte // container per depth: '{' or '['
+	depth  int
+	broken bool
+	closed bool // the top-level object ended
+
+	inString, escaped bool
+	isKey             bool // the current string is a key we classify
+	wantKey           bool // the next string in the current object is a key
+	key               [16]byte
+	keyLen            int // > len(key): too long to be one we want
+	strLen            int
+
+	pending int // member named by the last key: memberX
+	member  int // top-level member whose value we are in
+	item    int // member of the current data item whose value we are in
+
+	capturing bool
+	usage     []byte // slices of the buffers below, unless a value outgrows them
+	model     []byte
+	usageBuf  [256]byte
+	modelBuf  [128]byte
+
+	items    int
+	dims     int
+	embArray bool // inside the first item's embedding array
+	commas   int
+	sawValue bool
+}
+
+const (
+	maxDepth     = 32
+	maxUsageJSON = 2 << 10
+	maxModelJSON = 512
+)
+
+const (
+	memberOther = iota
+	memberUsage
+	memberData
+	memberModel
+	memberEmbedding
+)
+
+// Write scans p. It always consumes all of p.
+func (s *Scanner) Write(p []byte) (int, error) {
+	i := 0
+	for i < len(p) && !s.broken {
+		if s.inString {
+			i = s.scanString(p, i)
+			continue
+		}
+		if !s.capturing && s.depth >= 4 && s.stack[s.depth-1] == '[' {
+			if j := s.skipNumbers(p, i); j > i {
+				i = j
+				continue
+			}
+		}
+		s.token(p[i])
+		i++
+	}
+	return len(p), nil
+}
+
+// token handles one byte outside strings.
+func (s *Scanner) token(c byte) {
+	if s.capturing {
+		s.capture(c)
+	}
+	switch c {
+	case '"':
+		s.inString, s.strLen, s.keyLen = true, 0, 0
+		s.isKey = s.wantKey && (s.depth == 1 || (s.depth == 3 && s.member == memberData))
+	case '{', '[':
+		if s.depth == maxDepth {
+			s.broken = true
+			return
+		}
+		if s.depth == 0 && c != '{' {
+			s.broken = true
+			return
+		}
+		s.stack[s.depth] = c
+		s.depth++
+		s.wantKey = c == '{'
+		switch {
+		case c == '{' && s.depth == 3 && s.member == memberData && s.stack[1] == '[':
+			s.items++
+			s.item = memberOther
+		case c == '[' && s.depth == 4 && s.firstEmbedding():
+			s.embArray, s.commas, s.sawValue = true, 0, false
+		}
+	case '}', ']':
+		if s.depth == 0 {
+			s.broken = true
+			return
+		}
+		if s.depth == 1 {
+			s.endMember()
+			s.closed = true
+		}
+		if s.depth == 4 && s.embArray {
+			s.embArray = false
+			if s.sawValue {
+				s.dims = s.commas + 1
+			}
+		}
+		s.depth--
+		s.wantKey = false
+	case ':':
+		switch s.depth {
+		case 1:
+			// A repeated member replaces the earlier one, as in a decoder.
+			s.member = s.pending
+			s.capturing = s.member == memberUsage || s.member == memberModel
+			switch s.member {
+			case memberUsage:
+				s.usage = s.usageBuf[:0]
+			case memberModel:
+				s.model = s.modelBuf[:0]
+			case memberData:
+				s.items, s.dims = 0, 0
+			}
+		case 3:
+			s.item = s.pending
+		}
+		s.wantKey = false
+	case ',':
+		if s.depth == 1 {
+			s.endMember()
+		}
+		if s.depth > 0 && s.stack[s.depth-1] == '{' {
+			s.wantKey = true
+		}
+		if s.depth == 4 && s.embArray {
+			s.commas++
+		}
+	case ' ', '\t', '\n', '\r':
+	default:
+		if s.depth == 4 && s.embArray {
+			s.sawValue = true
+		}
+	}
+}
+
+// firstEmbedding reports whether the value now starting is the embedding
+// of the first data item.
+func (s *Scanner) firstEmbedding() bool {
+	return s.member == memberData && s.items == 1 && s.item == memberEmbedding && s.dims == 0
+}
+
+// endMember ends the top-level member being read (at its ',' or the final
+// '}', which capture took in and is dropped here).
+func (s *Scanner) endMember() {
+	if s.capturing {
+		s.capturing = false
+		switch s.member {
+		case memberUsage:
+			s.usage = s.usage[:max(len(s.usage)-1, 0)]
+		case memberModel:
+			s.model = s.model[:max(len(s.model)-1, 0)]
+		}
+	}
+	s.member = memberOther
+}
+
+func (s *Scanner) capture(c byte) {
+	switch s.member {
+	case memberUsage:
+		if len(s.usage) < maxUsageJSON {
+			s.usage = append(s.usage, c)
+		}
+	case memberModel:
+		if len(s.model) < maxModelJSON {
+			s.model = append(s.model, c)
+		}
+	}
+}
+
+// scanString consumes string bytes from p[i:] and returns where it stopped.
+func (s *Scanner) scanString(p []byte, i int) int {
+	for i < len(p) {
+		if s.escaped {
+			s.escaped = false
+			if s.capturing {
+				s.capture(p[i])
+			}
+			s.strByte(p[i])
+			i++
+			continue
+		}
+		if s.capturing || s.isKey {
+			c := p[i]
+			i++
+			if s.capturing {
+				s.capture(c)
+			}
+			switch c {
+			case '\\':
+				s.escaped = true
+				s.keyLen = len(s.key) + 1 // an escaped key is none we want
+			case '"':
+				s.endString()
+				return i
+			default:
+				s.strByte(c)
+			}
+			continue
+		}
+		seg := p[i:]
+		q := bytes.IndexByte(seg, '"')
+		if q >= 0 {
+			seg = seg[:q]
+		}
+		if b := bytes.IndexByte(seg, '\\'); b >= 0 {
+			s.strLen += b
+			s.escaped = true
+			i += b + 1
+			continue
+		}
+		s.strLen += len(seg)
+		if q < 0 {
+			return len(p)
+		}
+		s.endString()
+		return i + q + 1
+	}
+	return i
+}
+
+func (s *Scanner) strByte(c byte) {
+	s.strLen++
+	if s.isKey {
+		if s.keyLen < len(s.key) {
+			s.key[s.keyLen] = c
+		}
+		s.keyLen++
+	}
+}
+
+func (s *Scanner) endString() {
+	s.inString = false
+	if s.isKey {
+		s.isKey = false
+		s.pending = memberOther
+		if s.keyLen <= len(s.key) {
+			switch k := string(s.key[:s.keyLen]); {
+			case s.depth == 1 && k == "usage":
+				s.pending = memberUsage
+			case s.depth == 1 && k == "data":
+				s.pending = memberData
+			case s.depth == 1 && k == "model":
+				s.pending = memberModel
+			case s.depth == 3 && k == "embedding":
+				s.pending = memberEmbedding
+			}
+		}
+		return
+	}
+	if s.depth == 3 && s.firstEmbedding() {
+		// A base64 embedding: 4 bytes per float32, 3 bytes per 4 characters.
+		s.dims = s.strLen * 3 / 16
+	}
+}
+
+// skipNumbers skips, inside an array nested in a data item, the run of
+// bytes up to the next bracket or string, counting the first embedding's
+// commas. It returns i when the next byte needs token.
+func (s *Scanner) skipNumbers(p []byte, i int) int {
+	seg := p[i:]
+	end := bytes.IndexByte(seg, ']')
+	if end >= 0 {
+		seg = seg[:end]
+	}
+	for _, c := range []byte{'"', '[', '{', '}'} {
+		if k := bytes.IndexByte(seg, c); k >= 0 {
+			seg = seg[:k]
+		}
+	}
+	if len(seg) == 0 {
+		return i
+	}
+	if s.embArray && s.depth == 4 {
+		s.commas += bytes.Count(seg, []byte{','})
+		if !s.sawValue && len(bytes.TrimLeft(seg, " \t\r\n,")) > 0 {
+			s.sawValue = true
+		}
+	}
+	return i + len(seg)
+}
+
+// Usage is the token usage of an embeddings response.
+type Usage struct {
+	PromptTokens int64 `json:"prompt_tokens"`
+	TotalTokens  int64 `json:"total_tokens"`
+}
+
+// Usage returns the response's usage; ok is false when it had none.
+func (s *Scanner) Usage() (u Usage, ok bool) {
+	if len(s.usage) == 0 || json.Unmarshal(s.usage, &u) != nil {
+		return Usage{}, false
+	}
+	if u.TotalTokens == 0 {
+		u.TotalTokens = u.PromptTokens
+	}
+	return u, true
+}
+
+// Model returns the response's model, or "".
+func (s *Scanner) Model() string {
+	var m string
+	if json.Unmarshal(s.model, &m) != nil {
+		return ""
+	}
+	return m
+}
+
+// Count is the number of data items seen.
+func (s *Scanner) Count() int { return s.items }
+
+// Dimensions is the length of the first embedding, or 0 if unknown.
+func (s *Scanner) Dimensions() int { return s.dims }
+
+// Complete reports whether the whole top-level object was read.
+func (s *Scanner) Complete() bool { return s.closed && !s.broken }

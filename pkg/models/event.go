@@ -1,0 +1,86 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
+)
+
+// OverheadHeader carries the time a call spent inside sluice, in
+// milliseconds: from the handler's start to the answer's headers, less the
+// time spent waiting on providers and between retries.
+const OverheadHeader = "X-Sluice-Overhead-Ms"
+
+// SetOverhead sets OverheadHeader on h. rep may be nil (no provider called).
+func SetOverhead(h http.Header, start time.Time, rep *Reply) {
+	d := time.Since(start)
+	if rep != nil {
+		d -= rep.Waited
+	}
+	d = max(d, 0)
+	h.Set(OverheadHeader, strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64))
+}
+
+// NewEvent starts the log event of a call made by p for model.
+func NewEvent(ctx context.Context, p auth.Principal, callType, model string) *logevent.Event {
+	id := api.RequestID(ctx)
+	return &logevent.Event{
+		ID:          id,
+		TraceID:     id,
+		CallType:    callType,
+		Status:      logevent.StatusSuccess,
+		Model:       model,
+		ModelGroup:  model,
+		RequestTags: []string{},
+		Metadata: logevent.Metadata{
+			UserAPIKeyHash:      p.KeyToken(),
+			UserAPIKeyAlias:     p.KeyAlias(),
+			UserAPIKeyTeamID:    p.TeamID,
+			UserAPIKeyTeamAlias: p.TeamAlias(),
+			RequestID:           id,
+		},
+	}
+}
+
+// Describe records in ev the deployment rep went to.
+func (rep *Reply) Describe(ev *logevent.Event) {
+	if rep == nil {
+		return
+	}
+	t := rep.Target
+	ev.ModelGroup = t.ModelGroup
+	if t.Model != "" {
+		ev.Model = t.Model
+	}
+	ev.ModelID = t.DeploymentID
+	ev.CustomLLMProvider = t.Provider
+	ev.APIBase = t.APIBase
+}
+
+// Fail marks ev as a failure caused by err, as the client saw it.
+func Fail(ev *logevent.Event, err error) {
+	e := api.AsError(err)
+	ev.Status = logevent.StatusFailure
+	ev.ErrorStr = e.Message
+	info := &logevent.ErrorInfo{
+		ErrorCode:    strconv.Itoa(e.Status),
+		ErrorClass:   e.Code,
+		LLMProvider:  ev.CustomLLMProvider,
+		ErrorMessage: e.Message,
+	}
+	var pe *ProviderError
+	if errors.As(err, &pe) && classify(pe) == failFatal && pe.Status >= 400 {
+		// A provider's 4xx about the request: what it said, as the client
+		// saw it. Other provider text (a refused credential, a 429 naming
+		// sluice's account) stays in the gateway's own log: events go to
+		// the team's logging destinations.
+		info.ErrorMessage = pe.Error()
+	}
+	ev.ErrorInformation = info
+}

@@ -1,0 +1,81 @@
+// Package models routes a model call to a deployment of the configured
+// model_list (LiteLLM's form) and owns the seam every provider package plugs
+// into.
+//
+// A model_name may have several deployments: the router picks one at random,
+// weighted by weight, rpm or tpm (LiteLLM's simple-shuffle), holds each
+// deployment to its rpm/tpm limits through the shared store.Limiter (so the
+// limits hold across Lambda containers), bounds each attempt by the
+// deployment's timeout, retries 429s, 5xx answers, timeouts and connection
+// failures with exponential backoff and jitter (honouring Retry-After), cools
+// a failing deployment down, and finally tries router_settings.fallbacks.
+// Before any of that it enforces the caller's key and team: the models they
+// may use (403) and their rpm/tpm limits (429).
+//
+// The seam: a Provider, registered under the provider part of
+// litellm_params.model ("openai" in "openai/text-embedding-3-small"), opens a
+// deployment into an Endpoint once (credentials resolved, URL built); the
+// Endpoint implements Embedder and/or Moderator, turning an OpenAI-shaped
+// request into its wire call and its answer back into an OpenAI-shaped body.
+package models
+
+import (
+	"context"
+	"io"
+
+	"github.com/sluice-gateway/sluice/pkg/config"
+)
+
+// Embedding encodings, as OpenAI names them.
+const (
+	EncodingFloat  = "float"
+	EncodingBase64 = "base64" // base64 of the little-endian float32 values
+)
+
+// Provider opens the deployments of one kind of provider.
+type Provider interface {
+	// Open prepares a deployment for calls: resolves its credentials
+	// through resolve and builds its URLs. The router calls it once per
+	// deployment and keeps the Endpoint; an error is not kept, so the next
+	// call tries again. A missing credential should be an api.Unavailable
+	// error (503) saying what to configure.
+	Open(ctx context.Context, d config.Deployment, resolve Resolver) (Endpoint, error)
+}
+
+// Resolver resolves a config value that may be a secretsmanager/ reference.
+type Resolver func(ctx context.Context, value string) (string, error)
+
+// Endpoint is an opened deployment. It implements Embedder, Moderator, or
+// both; the router answers 400 for a model whose deployments support neither
+// the call asked for.
+type Endpoint interface {
+	// APIBase is the base URL calls go to, for logs.
+	APIBase() string
+}
+
+// Embedder is an Endpoint that serves embeddings.
+type Embedder interface {
+	// Embed calls the provider. On success the Answer's body is an OpenAI
+	// embeddings response; on failure the error is a *ProviderError for an
+	// answer other than 2xx, or the transport's error (wrapped).
+	Embed(ctx context.Context, req *EmbeddingRequest) (*Answer, error)
+}
+
+// Moderator is an Endpoint that serves moderations.
+type Moderator interface {
+	// Moderate calls the provider; errors as for Embed. The Answer's body
+	// is an OpenAI moderation response.
+	Moderate(ctx context.Context, req *ModerationRequest) (*Answer, error)
+}
+
+// Answer is a provider's successful answer, already in OpenAI's shape. The
+// body streams: the caller relays it and must close it.
+type Answer struct {
+	Body io.ReadCloser
+	// ContentLength is the body's length, or -1 when unknown.
+	ContentLength int64
+	// Encoding is the embedding encoding of the vectors in Body
+	// (EncodingFloat or EncodingBase64); empty for other calls. When it is
+	// not what the client asked for, the embeddings endpoint converts.
+	Encoding string
+}

@@ -1,0 +1,458 @@
+package models
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+)
+
+// MaxEmbeddingInputs is OpenAI's cap on inputs in one embeddings request.
+const MaxEmbeddingInputs = 2048
+
+// InputKind is the form of an embeddings request's input.
+type InputKind int
+
+// Forms of embeddings input (OpenAI accepts all four).
+const (
+	InputString      InputKind = iota + 1 // "text"
+	InputStrings                          // ["text", ...]
+	InputTokens                           // [1, 2, 3]: one input as token ids
+	InputTokenArrays                      // [[1, 2], [3]]
+)
+
+// EmbeddingRequest is a validated POST /v1/embeddings body. Only the members
+// sluice needs are decoded; the body itself is kept and forwarded as it came.
+type EmbeddingRequest struct {
+	Model string
+	// Input is the raw JSON of input (a slice of the body).
+	Input      json.RawMessage
+	InputKind  InputKind
+	InputCount int
+	// EncodingFormat is as given: "", EncodingFloat or EncodingBase64.
+	EncodingFormat string
+	Dimensions     int // 0: not given
+	User           string
+
+	doc
+}
+
+// Encoding is the encoding the client expects its vectors in.
+func (r *EmbeddingRequest) Encoding() string {
+	if r.EncodingFormat == EncodingBase64 {
+		return EncodingBase64
+	}
+	return EncodingFloat
+}
+
+// ModerationRequest is a validated POST /v1/moderations body.
+type ModerationRequest struct {
+	// Model is "" when the client named none; the moderations endpoint
+	// picks the default before routing.
+	Model string
+	// Input is the raw JSON of input (a slice of the body).
+	Input      json.RawMessage
+	InputCount int
+	// Multimodal is true for an array of {type: text|image_url} parts.
+	Multimodal bool
+
+	doc
+}
+
+// doc is a request body with the span of its model member.
+type doc struct {
+	body       []byte
+	modelStart int // span of the model value; modelStart < 0 when absent
+	modelEnd   int
+}
+
+// Raw returns the body as the client sent it.
+func (d doc) Raw() []byte { return d.body }
+
+// Body returns the request body with its model member set to model (JSON
+// encoded). Everything else is the client's bytes, unchanged; when the model
+// is already model, the body itself is returned without a copy.
+func (d doc) Body(model string) []byte {
+	lit := quote(model)
+	if d.modelStart >= 0 {
+		if bytes.Equal(d.body[d.modelStart:d.modelEnd], lit) {
+			return d.body
+		}
+		out := make([]byte, 0, len(d.body)-(d.modelEnd-d.modelStart)+len(lit))
+		out = append(out, d.body[:d.modelStart]...)
+		out = append(out, lit...)
+		return append(out, d.body[d.modelEnd:]...)
+	}
+	// No model member: insert one first.
+	open := bytes.IndexByte(d.body, '{')
+	rest := d.body[open+1:]
+	out := make([]byte, 0, len(d.body)+len(lit)+10)
+	out = append(out, d.body[:open+1]...)
+	out = append(out, `"model":`...)
+	out = append(out, lit...)
+	if len(bytes.TrimSpace(rest)) > 0 && bytes.TrimSpace(rest)[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, rest...)
+}
+
+func quote(s string) []byte {
+	b, _ := json.Marshal(s) // a string always encodes
+	return b
+}
+
+// fields are the spans of the top-level members a parser asked for.
+type fields map[string][]byte
+
+// parseTop validates body as one JSON object and returns the values of the
+// wanted members (absent ones are missing from the map) and the span of
+// model. A wanted member given twice is refused: a provider could read
+// either copy.
+func parseTop(body []byte, wanted ...string) (fields, doc, error) {
+	d := doc{body: body, modelStart: -1, modelEnd: -1}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, d, api.InvalidJSON("Request body is empty; expected a JSON object.")
+	}
+	if !json.Valid(body) {
+		return nil, d, invalidJSON(body)
+	}
+	members, ok, err := objectMembers(body)
+	if !ok {
+		return nil, d, api.InvalidJSON("Request body must be a JSON object.")
+	}
+	if err != nil {
+		return nil, d, api.InvalidJSON("Request body is not valid JSON: %v.", err)
+	}
+	f := make(fields, len(wanted))
+	for _, m := range members {
+		for _, w := range wanted {
+			if m.key != w {
+				continue
+			}
+			if _, dup := f[w]; dup {
+				return nil, d, api.InvalidValue(w, "'%s' is given more than once.", w)
+			}
+			f[w] = body[m.start:m.end]
+			if w == "model" {
+				d.modelStart, d.modelEnd = m.start, m.end
+			}
+		}
+	}
+	return f, d, nil
+}
+
+// invalidJSON describes why body is not valid JSON (only on the error path).
+func invalidJSON(body []byte) error {
+	var v any
+	err := json.Unmarshal(body, &v)
+	var syntax *json.SyntaxError
+	switch {
+	case errors.As(err, &syntax):
+		return api.InvalidJSON("Request body is not valid JSON: %s (at byte %d).", syntax.Error(), syntax.Offset)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return api.InvalidJSON("Request body is not valid JSON: it ends too early.")
+	case err != nil:
+		return api.InvalidJSON("Request body is not valid JSON: %v.", err)
+	}
+	return api.InvalidJSON("Request body is not valid JSON.")
+}
+
+// stringField decodes an optional string member; absent and null give "".
+func stringField(f fields, name string) (string, bool, error) {
+	v, ok := f[name]
+	if !ok || isNull(v) {
+		return "", false, nil
+	}
+	if v[0] != '"' {
+		return "", false, api.InvalidValue(name, "Invalid type for '%s': expected a string.", name)
+	}
+	s, err := unquote(v)
+	if err != nil {
+		return "", false, api.InvalidValue(name, "Invalid string for '%s'.", name)
+	}
+	return s, true, nil
+}
+
+func modelField(f fields, required bool) (string, error) {
+	model, given, err := stringField(f, "model")
+	if err != nil {
+		return "", err
+	}
+	if !given {
+		if required {
+			return "", api.MissingParam("model")
+		}
+		return "", nil
+	}
+	if model == "" {
+		return "", api.InvalidValue("model", "'model' must not be empty.")
+	}
+	return model, nil
+}
+
+// ParseEmbeddingRequest validates an embeddings request body: a JSON object
+// with a model, an input in one of OpenAI's four forms (at most
+// MaxEmbeddingInputs inputs, none empty), and optional encoding_format
+// (float|base64), dimensions (a positive integer) and user. Every problem is
+// a 400 naming the field. The returned request keeps body.
+func ParseEmbeddingRequest(body []byte) (*EmbeddingRequest, error) {
+	f, d, err := parseTop(body, "model", "input", "encoding_format", "dimensions", "user")
+	if err != nil {
+		return nil, err
+	}
+	req := &EmbeddingRequest{doc: d}
+	if req.Model, err = modelField(f, true); err != nil {
+		return nil, err
+	}
+	in, ok := f["input"]
+	if !ok || isNull(in) {
+		return nil, api.MissingParam("input")
+	}
+	req.Input = in
+	if req.InputKind, req.InputCount, err = embeddingInput(in); err != nil {
+		return nil, err
+	}
+	format, given, err := stringField(f, "encoding_format")
+	if err != nil {
+		return nil, err
+	}
+	if given && format != EncodingFloat && format != EncodingBase64 {
+		return nil, api.InvalidValue("encoding_format", "'encoding_format' must be 'float' or 'base64', not %q.", format)
+	}
+	req.EncodingFormat = format
+	if v, ok := f["dimensions"]; ok && !isNull(v) {
+		n, err := strconv.ParseInt(string(v), 10, 32)
+		if err != nil || n < 1 {
+			return nil, api.InvalidValue("dimensions", "'dimensions' must be a positive integer, not %s.", truncate(string(v), 40))
+		}
+		req.Dimensions = int(n)
+	}
+	if req.User, _, err = stringField(f, "user"); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+const inputTypeMessage = "'input' must be a string, an array of strings, an array of token ids (integers), or an array of token-id arrays."
+
+// embeddingInput checks input's form and counts its inputs.
+func embeddingInput(in []byte) (InputKind, int, error) {
+	switch in[0] {
+	case '"':
+		if len(in) == 2 {
+			return 0, 0, api.InvalidValue("input", "'input' must not be an empty string.")
+		}
+		return InputString, 1, nil
+	case '[':
+	default:
+		return 0, 0, api.InvalidValue("input", inputTypeMessage)
+	}
+	var (
+		kind  InputKind
+		count int
+		bad   error
+	)
+	err := arrayElements(in, func(start, end int) bool {
+		el := in[start:end]
+		var k InputKind
+		switch {
+		case el[0] == '"':
+			k = InputStrings
+			if len(el) == 2 {
+				bad = api.InvalidValue("input", "'input[%d]' is an empty string; every input must be non-empty.", count)
+			}
+		case el[0] == '[':
+			k = InputTokenArrays
+			bad = tokenArray(el, count)
+		case isNonNegativeInteger(el):
+			k = InputTokens
+		case el[0] == '-' || (el[0] >= '0' && el[0] <= '9'):
+			bad = api.InvalidValue("input", "'input[%d]' is %s; token ids are non-negative integers.", count, truncate(string(el), 40))
+		default:
+			bad = api.InvalidValue("input", inputTypeMessage)
+		}
+		if bad == nil && kind != 0 && k != kind {
+			bad = api.InvalidValue("input", "'input' mixes kinds of items; "+inputTypeMessage)
+		}
+		kind = k
+		count++
+		return bad == nil
+	})
+	switch {
+	case err != nil:
+		return 0, 0, api.InvalidValue("input", "'input' is not a valid JSON array.")
+	case bad != nil:
+		return 0, 0, bad
+	case count == 0:
+		return 0, 0, api.InvalidValue("input", "'input' must not be an empty array.")
+	}
+	if kind == InputTokens {
+		return InputTokens, 1, nil
+	}
+	if count > MaxEmbeddingInputs {
+		return 0, 0, api.InvalidValue("input", "'input' has %d items; at most %d inputs are allowed in one request.", count, MaxEmbeddingInputs)
+	}
+	return kind, count, nil
+}
+
+// tokenArray checks one element of an array of token arrays.
+func tokenArray(el []byte, index int) error {
+	n := 0
+	var bad error
+	err := arrayElements(el, func(start, end int) bool {
+		if !isNonNegativeInteger(el[start:end]) {
+			bad = api.InvalidValue("input", "'input[%d]' must be an array of token ids (non-negative integers).", index)
+			return false
+		}
+		n++
+		return true
+	})
+	switch {
+	case err != nil:
+		return api.InvalidValue("input", "'input[%d]' is not a valid JSON array.", index)
+	case bad != nil:
+		return bad
+	case n == 0:
+		return api.InvalidValue("input", "'input[%d]' is an empty token array; every input must be non-empty.", index)
+	}
+	return nil
+}
+
+// ParseModerationRequest validates a moderations request body: a JSON object
+// with an optional model and an input that is a string, a non-empty array of
+// strings, or a non-empty array of multimodal parts ({"type":"text","text"}
+// or {"type":"image_url","image_url":{"url"}}).
+func ParseModerationRequest(body []byte) (*ModerationRequest, error) {
+	f, d, err := parseTop(body, "model", "input")
+	if err != nil {
+		return nil, err
+	}
+	req := &ModerationRequest{doc: d}
+	if req.Model, err = modelField(f, false); err != nil {
+		return nil, err
+	}
+	in, ok := f["input"]
+	if !ok || isNull(in) {
+		return nil, api.MissingParam("input")
+	}
+	req.Input = in
+	if req.InputCount, req.Multimodal, err = moderationInput(in); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+const moderationInputMessage = "'input' must be a string, an array of strings, or an array of parts like {\"type\":\"text\",\"text\":\"...\"} and {\"type\":\"image_url\",\"image_url\":{\"url\":\"...\"}}."
+
+func moderationInput(in []byte) (count int, multimodal bool, err error) {
+	switch in[0] {
+	case '"':
+		return 1, false, nil
+	case '[':
+	default:
+		return 0, false, api.InvalidValue("input", moderationInputMessage)
+	}
+	var strs, parts int
+	var bad error
+	walkErr := arrayElements(in, func(start, end int) bool {
+		el := in[start:end]
+		switch el[0] {
+		case '"':
+			strs++
+		case '{':
+			parts++
+			bad = moderationPart(el, strs+parts-1)
+		default:
+			bad = api.InvalidValue("input", moderationInputMessage)
+		}
+		if bad == nil && strs > 0 && parts > 0 {
+			bad = api.InvalidValue("input", "'input' mixes strings and parts; "+moderationInputMessage)
+		}
+		return bad == nil
+	})
+	switch {
+	case walkErr != nil:
+		return 0, false, api.InvalidValue("input", "'input' is not a valid JSON array.")
+	case bad != nil:
+		return 0, false, bad
+	case strs+parts == 0:
+		return 0, false, api.InvalidValue("input", "'input' must not be an empty array.")
+	}
+	return strs + parts, parts > 0, nil
+}
+
+// moderationPart checks one multimodal part.
+func moderationPart(el []byte, index int) error {
+	var p struct {
+		Type     *string `json:"type"`
+		Text     *string `json:"text"`
+		ImageURL *struct {
+			URL *string `json:"url"`
+		} `json:"image_url"`
+	}
+	if err := json.Unmarshal(el, &p); err != nil {
+		return api.InvalidValue("input", "'input[%d]' has a member of the wrong type: %s", index, moderationInputMessage)
+	}
+	switch {
+	case p.Type == nil:
+		return api.InvalidValue("input", "'input[%d].type' is required ('text' or 'image_url').", index)
+	case *p.Type == "text":
+		if p.Text == nil {
+			return api.InvalidValue("input", "'input[%d].text' is required for a text part.", index)
+		}
+	case *p.Type == "image_url":
+		if p.ImageURL == nil || p.ImageURL.URL == nil || *p.ImageURL.URL == "" {
+			return api.InvalidValue("input", "'input[%d].image_url.url' is required for an image_url part.", index)
+		}
+	default:
+		return api.InvalidValue("input", "'input[%d].type' must be 'text' or 'image_url', not %q.", index, truncate(*p.Type, 40))
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// ReadBody reads a model call's request body, at most limit bytes (413
+// beyond), into one buffer sized from Content-Length when it is known: the
+// body is kept whole because retries and fallbacks resend it.
+func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if limit <= 0 {
+		limit = api.DefaultJSONLimit
+	}
+	if r.ContentLength > limit {
+		return nil, api.TooLarge("Request body is larger than the limit of %d bytes.", limit)
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	var (
+		b   []byte
+		err error
+	)
+	if r.ContentLength < 0 {
+		b, err = io.ReadAll(body)
+	} else {
+		b = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(body, b)
+	}
+	var tooLarge *http.MaxBytesError
+	switch {
+	case err == nil:
+		return b, nil
+	case errors.As(err, &tooLarge):
+		return nil, api.TooLarge("Request body is larger than the limit of %d bytes.", limit)
+	case r.Context().Err() != nil:
+		return nil, fmt.Errorf("read request body: %w", r.Context().Err())
+	}
+	e := api.InvalidJSON("The request body could not be read completely.")
+	e.Err = err
+	return nil, e
+}

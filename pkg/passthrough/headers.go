@@ -1,0 +1,96 @@
+package passthrough
+
+import (
+	"net/http"
+	"net/textproto"
+	"strings"
+)
+
+// droppedRequestHeaders never go upstream (canonical names):
+//   - every header a client credential can arrive in — the sluice key or a
+//     provider credential of the client's own (LiteLLM leaked these, #20432,
+//     #38114, LIT-3550): the injected credential is the only one sent;
+//   - hop-by-hop headers (RFC 9110 §7.6.1), which describe the client's
+//     connection, not the upstream's;
+//   - headers the transport sets itself (Host, Content-Length);
+//   - Accept-Encoding, so that answers arrive uncompressed and their usage
+//     can be read as they stream by;
+//   - forwarding headers, which would tell the provider about sluice's
+//     network and which an API Gateway adds (they broke LiteLLM's SigV4).
+var droppedRequestHeaders = map[string]bool{
+	"Authorization": true, "Api-Key": true, "X-Api-Key": true, "X-Goog-Api-Key": true,
+	"Ocp-Apim-Subscription-Key": true, "X-Sluice-Api-Key": true, "X-Litellm-Api-Key": true,
+	"Proxy-Authorization": true, "Cookie": true, "X-Goog-Iam-Authorization-Token": true,
+	"X-Goog-Iam-Authority-Selector": true,
+
+	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Te": true, "Trailer": true,
+	"Transfer-Encoding": true, "Upgrade": true, "Expect": true,
+
+	"Host": true, "Content-Length": true, "Accept-Encoding": true,
+
+	"Forwarded": true, "X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true,
+	"X-Forwarded-Port": true, "X-Real-Ip": true,
+}
+
+// hopByHop are the response headers that describe sluice's connection to the
+// upstream and are not relayed.
+var hopByHop = map[string]bool{
+	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Te": true, "Trailer": true,
+	"Transfer-Encoding": true, "Upgrade": true, "Proxy-Authenticate": true,
+}
+
+// outboundHeader returns the headers to forward: the client's, minus the
+// dropped ones, minus every header the client's Connection header names,
+// minus X-Amz-* (SigV4 material of the client's own signature — including a
+// session token — which sluice replaces with its own). Provider headers
+// (anthropic-version, anthropic-beta, x-goog-*, x-amzn-bedrock-*) pass.
+func outboundHeader(in http.Header) http.Header {
+	out := make(http.Header, len(in))
+	var named map[string]bool
+	for _, v := range in["Connection"] {
+		for f := range strings.SplitSeq(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				if named == nil {
+					named = map[string]bool{}
+				}
+				named[textproto.CanonicalMIMEHeaderKey(f)] = true
+			}
+		}
+	}
+	for k, vs := range in {
+		// Keys are canonical when they come from net/http; an edge adapter
+		// that fills the map by hand must not slip a credential past us.
+		ck := textproto.CanonicalMIMEHeaderKey(k)
+		if droppedRequestHeaders[ck] || named[ck] || strings.HasPrefix(ck, "X-Amz-") {
+			continue
+		}
+		if prev, ok := out[ck]; ok {
+			out[ck] = append(prev[:len(prev):len(prev)], vs...)
+		} else {
+			out[ck] = vs
+		}
+	}
+	return out
+}
+
+// copyResponseHeader relays the upstream's headers, minus hop-by-hop ones and
+// the upstream's own X-Request-Id (sluice's request id is the one returned).
+func copyResponseHeader(dst, src http.Header) {
+	var named map[string]bool
+	for _, v := range src["Connection"] {
+		for f := range strings.SplitSeq(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				if named == nil {
+					named = map[string]bool{}
+				}
+				named[textproto.CanonicalMIMEHeaderKey(f)] = true
+			}
+		}
+	}
+	for k, vs := range src {
+		if hopByHop[k] || named[k] || k == "X-Request-Id" {
+			continue
+		}
+		dst[k] = vs
+	}
+}

@@ -1,0 +1,613 @@
+// Package passthrough relays requests to four providers' own APIs — Vertex
+// AI, Bedrock, Anthropic and Gemini — for clients that use the providers'
+// SDKs with only the base URL pointed at sluice. sluice checks the caller's
+// key, removes it and every other client credential, injects the provider
+// credential (an API key, a Google OAuth2 token, or a SigV4 signature),
+// applies the key's and team's limits, and relays the request and the answer
+// byte for byte, streaming both ways, while a bounded tee reads the token
+// usage for the log event.
+package passthrough
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
+	"github.com/sluice-gateway/sluice/pkg/providers/google"
+)
+
+// Defaults of Options.
+const (
+	// DefaultMaxBody bounds a streamed request body.
+	DefaultMaxBody = 512 << 20
+	// DefaultMaxSignedBody bounds a Bedrock request body, which is read
+	// whole before it is sent because SigV4 signs its hash.
+	DefaultMaxSignedBody = 32 << 20
+	// DefaultTimeout bounds a whole call, answer included: the longest a
+	// Lambda function may run.
+	DefaultTimeout = 15 * time.Minute
+	// DefaultIdleTimeout bounds the silence between two reads of an answer.
+	DefaultIdleTimeout = 5 * time.Minute
+	// statusClientClosed is logged for calls whose client left before the
+	// answer began (nginx's convention; never sent).
+	statusClientClosed = 499
+	// copyBufferSize is the relay's read size.
+	copyBufferSize = 32 << 10
+)
+
+// Limits admits calls against the key's and team's limits and counts their
+// tokens (auth.Service).
+type Limits interface {
+	Admit(ctx context.Context, p auth.Principal) error
+	RecordTokens(ctx context.Context, p auth.Principal, tokens int64) error
+}
+
+// Options configure a Service.
+type Options struct {
+	Config  *config.Config
+	Secrets config.Secrets // resolves secretsmanager/ references (nil: none)
+	// Getenv reads the environment fallbacks (ANTHROPIC_API_KEY, ...).
+	Getenv func(string) string
+	// Client calls the providers (providers.NewHTTPClient).
+	Client *http.Client
+	Limits Limits
+	Events *logevent.Emitter // nil: no events
+	// AWSDefaultChain finds AWS credentials when none are configured
+	// (bedrock.SDKDefaultChain); nil: none.
+	AWSDefaultChain bedrock.DefaultChain
+	MaxBody         int64
+	MaxSignedBody   int64
+	Timeout         time.Duration
+	IdleTimeout     time.Duration
+	// TokenTimeout bounds a call to Google's token endpoint.
+	TokenTimeout time.Duration
+}
+
+// Service serves the passthrough prefixes.
+type Service struct {
+	opts      Options
+	resolvers map[Provider]*resolver
+	// aliases maps a provider's model ids to the model_list names serving
+	// them, so a key allowed a configured name may use its model here.
+	aliases   map[Provider]map[string][]string
+	buffers   sync.Pool
+	transport http.RoundTripper
+}
+
+// New builds the service. It does no I/O: credentials are resolved on a
+// prefix's first request. An api_base that is not a valid URL is an error.
+func New(opts Options) (*Service, error) {
+	if opts.Config == nil {
+		opts.Config = &config.Config{}
+	}
+	if opts.Getenv == nil {
+		opts.Getenv = func(string) string { return "" }
+	}
+	if opts.Client == nil {
+		return nil, errors.New("passthrough: an HTTP client is required")
+	}
+	if opts.Limits == nil {
+		return nil, errors.New("passthrough: a limiter is required")
+	}
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = DefaultMaxBody
+	}
+	if opts.MaxSignedBody <= 0 {
+		opts.MaxSignedBody = DefaultMaxSignedBody
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	s := &Service{
+		opts:      opts,
+		resolvers: map[Provider]*resolver{},
+		aliases:   map[Provider]map[string][]string{},
+		buffers:   sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }},
+		transport: opts.Client.Transport,
+	}
+	if s.transport == nil {
+		s.transport = http.DefaultTransport
+	}
+	cfg := opts.Config
+	var errs []error
+	for _, p := range providerList {
+		src := gather(cfg, p, opts.Getenv)
+		if b := src.apiBase; b != "" && !strings.HasPrefix(b, "secretsmanager/") {
+			if _, err := parseBase(b); err != nil {
+				errs = append(errs, fmt.Errorf("passthrough %s (%s): %w", p, src.where, err))
+			}
+		}
+		s.resolvers[p] = &resolver{
+			provider: p,
+			src:      src,
+			resolve: func(ctx context.Context, v string) (string, error) {
+				return cfg.Resolve(ctx, opts.Secrets, v)
+			},
+			newAuth: func(ctx context.Context, keys bedrock.Keys) (*bedrock.Auth, error) {
+				return bedrock.NewAuth(ctx, keys, opts.Getenv, opts.AWSDefaultChain)
+			},
+			tokenOpt: google.Options{HTTPClient: opts.Client, FetchTimeout: opts.TokenTimeout},
+		}
+		s.aliases[p] = map[string][]string{}
+	}
+	for _, d := range cfg.ModelList {
+		p := Provider(d.Params.Provider())
+		if m, ok := s.aliases[p]; ok {
+			id := d.Params.ProviderModel()
+			m[id] = append(m[id], d.ModelName)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Handler serves one provider's prefix: every method on /{prefix}/{endpoint...}.
+func (s *Service) Handler(p Provider) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error { return s.serve(w, r, p) }
+}
+
+// Sentinel causes of a call's cancellation.
+var (
+	errCallTimeout = errors.New("passthrough: the call took longer than its limit")
+	errIdleTimeout = errors.New("passthrough: the upstream stopped sending")
+)
+
+// call is what one passthrough call did, for its log event.
+type call struct {
+	provider  Provider
+	principal auth.Principal
+	method    string
+	path      string
+	apiBase   string
+	model     string
+	status    int
+	streamed  bool
+	start     time.Time
+	first     time.Time
+	counts    counts
+}
+
+func (s *Service) serve(w http.ResponseWriter, r *http.Request, p Provider) error {
+	c := &call{provider: p, principal: auth.FromContext(r.Context()), method: r.Method, start: time.Now()}
+	err := s.relay(w, r, c)
+	s.finish(r, c, err)
+	return err
+}
+
+// relay runs the call: validate, authorize, admit, forward, stream back.
+func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
+	ctx := r.Context()
+	if r.RequestURI != "" && r.RequestURI[0] != '/' {
+		return api.InvalidValue("path", "Absolute-form request targets are refused on passthrough routes.")
+	}
+	prefix, rest := splitPrefix(r.URL.EscapedPath())
+	if !isPrefixOf(c.provider, prefix) {
+		return api.NotFound("Unknown route: %s %s.", r.Method, r.URL.Path)
+	}
+	ep, err := parseEndpoint(rest)
+	if err != nil {
+		return err
+	}
+	c.path = ep.escaped
+	query, err := forwardQuery(r.URL.RawQuery)
+	if err != nil {
+		return err
+	}
+	if c.provider == VertexAI {
+		if err := checkVertexLocation(ep); err != nil {
+			return err
+		}
+	}
+	res := s.resolvers[c.provider]
+	up, err := res.get(ctx)
+	if err != nil {
+		return err
+	}
+	var t target
+	switch c.provider {
+	case Anthropic:
+		t = anthropicTarget(up.base, ep, query)
+	case Gemini:
+		t = geminiTarget(up.base, ep, query)
+	case VertexAI:
+		if t, err = vertexTarget(up, ep, query); err != nil {
+			return err
+		}
+	case Bedrock:
+		t = bedrockTarget(up, ep, query)
+	}
+	c.apiBase = t.url.Scheme + "://" + t.url.Host
+	c.model = t.model
+	if c.model != "" && !s.allowsModel(c.principal, c.provider, c.model) {
+		return forbiddenModel(c.model)
+	}
+
+	// The body: Bedrock's is read whole (SigV4 signs its hash); so is an
+	// Anthropic JSON body when the key is limited to some models, to read its
+	// model. Every other body streams up, within MaxBody.
+	var (
+		buffered []byte
+		body     io.ReadCloser = http.NoBody
+		length   int64
+		limited  *limitedBody
+	)
+	needModel := c.provider == Anthropic && modelRestricted(c.principal) && r.Method == http.MethodPost &&
+		!strings.HasPrefix(mediaType(r.Header.Get("Content-Type")), "multipart/")
+	if c.provider == Bedrock || needModel {
+		if buffered, err = readBody(r, s.opts.MaxSignedBody); err != nil {
+			return err
+		}
+		if len(buffered) > 0 {
+			body, length = io.NopCloser(bytes.NewReader(buffered)), int64(len(buffered))
+		}
+		if needModel {
+			if m := modelOfJSON(buffered); m != "" {
+				c.model = m
+				if !s.allowsModel(c.principal, c.provider, m) {
+					return forbiddenModel(m)
+				}
+			}
+		}
+	} else if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		if r.ContentLength > s.opts.MaxBody {
+			return api.TooLarge("The request body (%d bytes) is larger than the passthrough limit of %d bytes.", r.ContentLength, s.opts.MaxBody)
+		}
+		limited = &limitedBody{r: r.Body, left: s.opts.MaxBody}
+		body, length = limited, r.ContentLength
+	}
+
+	if err := s.opts.Limits.Admit(ctx, c.principal); err != nil {
+		return err
+	}
+
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	deadline := time.AfterFunc(s.opts.Timeout, func() { cancel(errCallTimeout) })
+	defer deadline.Stop()
+
+	out := (&http.Request{
+		Method: r.Method, URL: t.url, Host: t.url.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: outboundHeader(r.Header), Body: body, ContentLength: length,
+	}).WithContext(cctx)
+	if len(buffered) > 0 {
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buffered)), nil }
+	}
+	if err := s.authorize(cctx, up, out, buffered); err != nil {
+		return err
+	}
+
+	// The transport directly: the client would only add redirect handling,
+	// which provider calls never follow, and a copy of every header.
+	resp, err := s.transport.RoundTrip(out)
+	if err != nil {
+		return s.callError(r, cctx, limited, err)
+	}
+	defer resp.Body.Close()
+	return s.answer(w, r, cctx, cancel, resp, c)
+}
+
+func isPrefixOf(p Provider, prefix string) bool {
+	for _, v := range prefixes[p] {
+		if v == prefix {
+			return true
+		}
+	}
+	return false
+}
+
+func forbiddenModel(model string) error {
+	return api.Forbidden("This key may not use the model '%s'.", model)
+}
+
+// authorize injects the provider credential: the only credential the
+// upstream receives.
+func (s *Service) authorize(ctx context.Context, up *upstream, out *http.Request, body []byte) error {
+	switch up.provider {
+	case Anthropic:
+		out.Header.Set("X-Api-Key", up.apiKey)
+	case Gemini:
+		out.Header.Set("X-Goog-Api-Key", up.apiKey)
+	case VertexAI:
+		token, err := up.tokens.AccessToken(ctx)
+		if err != nil {
+			if cause := context.Cause(ctx); cause != nil {
+				return cause
+			}
+			return api.Upstream(err, "sluice could not obtain a Google access token for the vertex_ai passthrough.")
+		}
+		out.Header.Set("Authorization", "Bearer "+token)
+	case Bedrock:
+		// Sign a minimal header set (host, content-type, x-amz-date, the
+		// session token, content-length); the client's other headers are
+		// added unsigned afterwards, so nothing added on the way can break
+		// the signature.
+		rest := out.Header
+		out.Header = make(http.Header, 4)
+		if ct, ok := rest["Content-Type"]; ok {
+			out.Header["Content-Type"] = ct
+		}
+		if err := up.aws.Sign(ctx, out, body); err != nil {
+			if errors.Is(err, bedrock.ErrNoCredentials) {
+				e := api.Unavailable("The /bedrock passthrough found no usable AWS credentials (%s).", up.aws.Source)
+				e.Err = err
+				return e
+			}
+			return fmt.Errorf("sign bedrock request: %w", err)
+		}
+		for k, vs := range rest {
+			if _, signed := out.Header[k]; !signed {
+				out.Header[k] = vs
+			}
+		}
+	}
+	return nil
+}
+
+// callError classifies a failure to get an answer's headers.
+func (s *Service) callError(r *http.Request, ctx context.Context, limited *limitedBody, err error) error {
+	var tooLarge *http.MaxBytesError
+	switch cause := context.Cause(ctx); {
+	case limited != nil && limited.exceeded, errors.As(err, &tooLarge):
+		return api.TooLarge("The request body is larger than the passthrough limit of %d bytes.", s.opts.MaxBody)
+	case r.Context().Err() != nil:
+		// The client went away; nobody reads an answer.
+		return fmt.Errorf("passthrough: client gone: %w", context.Canceled)
+	case errors.Is(cause, errCallTimeout):
+		return api.UpstreamTimeout(err, "The upstream did not answer within %s.", s.opts.Timeout)
+	}
+	return api.Upstream(err, "The upstream could not be reached.")
+}
+
+// answer relays the upstream's answer: status and headers, then the body as
+// it arrives, flushed read by read when it streams, through the usage meter.
+func (s *Service) answer(w http.ResponseWriter, r *http.Request, ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, c *call) error {
+	copyResponseHeader(w.Header(), resp.Header)
+	c.status = resp.StatusCode
+	c.counts.addHeaders(resp.Header)
+	mt := mediaType(resp.Header.Get("Content-Type"))
+	// Streaming is decided from the answer, never from the URL: an event
+	// stream, or a body of unknown length, is flushed as it arrives.
+	c.streamed = mt == contentSSE || mt == contentEventStream
+	flush := c.streamed || resp.ContentLength < 0
+	m := newMeter(mt, resp.ContentLength, resp.StatusCode >= 400)
+	defer m.finish(&c.counts)
+
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	idle := time.AfterFunc(s.opts.IdleTimeout, func() { cancel(errIdleTimeout) })
+	defer idle.Stop()
+
+	bp := s.buffers.Get().(*[]byte)
+	defer s.buffers.Put(bp)
+	buf := *bp
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			idle.Reset(s.opts.IdleTimeout)
+			if c.first.IsZero() {
+				c.first = time.Now()
+			}
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				if r.Context().Err() != nil {
+					return fmt.Errorf("passthrough: client gone: %w", context.Canceled)
+				}
+				return fmt.Errorf("write answer: %w", werr)
+			}
+			m.observe(buf[:n])
+			if flush {
+				rc.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			switch cause := context.Cause(ctx); {
+			case r.Context().Err() != nil:
+				return fmt.Errorf("passthrough: client gone: %w", context.Canceled)
+			case errors.Is(cause, errIdleTimeout):
+				return fmt.Errorf("upstream sent nothing for %s: %w", s.opts.IdleTimeout, rerr)
+			case errors.Is(cause, errCallTimeout):
+				return fmt.Errorf("upstream answer took longer than %s: %w", s.opts.Timeout, rerr)
+			}
+			return fmt.Errorf("read upstream answer: %w", rerr)
+		}
+	}
+}
+
+// finish counts the call's tokens against the limits and emits its log event.
+func (s *Service) finish(r *http.Request, c *call, err error) {
+	ctx := context.WithoutCancel(r.Context())
+	end := time.Now()
+	u := c.counts.usage()
+	if u.TotalTokens > 0 {
+		if rerr := s.opts.Limits.RecordTokens(ctx, c.principal, u.TotalTokens); rerr != nil {
+			slog.WarnContext(ctx, "passthrough tokens not counted", "error", rerr)
+		}
+	}
+	status := c.status
+	if status == 0 && err != nil {
+		status = api.AsError(err).Status
+		if errors.Is(err, context.Canceled) {
+			status = statusClientClosed
+		}
+	}
+	ev := &logevent.Event{
+		ID:                api.RequestID(ctx),
+		TraceID:           api.RequestID(ctx),
+		CallType:          logevent.CallPassthrough,
+		Stream:            c.streamed,
+		Status:            logevent.StatusSuccess,
+		CustomLLMProvider: string(c.provider),
+		PromptTokens:      u.PromptTokens,
+		CompletionTokens:  u.CompletionTokens,
+		TotalTokens:       u.TotalTokens,
+		Model:             c.model,
+		APIBase:           c.apiBase,
+		RequestTags:       []string{},
+		Metadata: logevent.Metadata{
+			UserAPIKeyHash:      c.principal.KeyToken(),
+			UserAPIKeyAlias:     c.principal.KeyAlias(),
+			UserAPIKeyTeamID:    c.principal.TeamID,
+			UserAPIKeyTeamAlias: c.principal.TeamAlias(),
+			RequestID:           api.RequestID(ctx),
+		},
+		Passthrough: &logevent.Passthrough{Method: c.method, Path: "/" + prefixes[c.provider][0] + c.path, StatusCode: status},
+	}
+	if ev.Model == "" {
+		ev.Model = c.counts.model
+	}
+	first := c.first
+	if !c.streamed {
+		first = time.Time{}
+	}
+	ev.SetTimes(c.start, first, end)
+	if msg := failure(c, err); msg != "" {
+		ev.Status = logevent.StatusFailure
+		ev.ErrorStr = msg
+		ev.ErrorInformation = &logevent.ErrorInfo{
+			ErrorCode:    fmt.Sprint(status),
+			LLMProvider:  string(c.provider),
+			ErrorMessage: msg,
+		}
+		if err != nil {
+			ev.ErrorInformation.ErrorClass = fmt.Sprintf("%T", err)
+		}
+	}
+	s.opts.Events.Start(ctx, ev)()
+}
+
+// failure describes why a call failed, or "" when it succeeded.
+func failure(c *call, err error) string {
+	switch {
+	case err != nil:
+		var e *api.Error
+		if errors.As(err, &e) {
+			return e.Message
+		}
+		return err.Error()
+	case c.status >= 400:
+		msg := c.counts.failure
+		if msg == "" {
+			msg = c.counts.errMessage
+		}
+		if msg == "" {
+			msg = http.StatusText(c.status)
+		}
+		return fmt.Sprintf("upstream answered %d: %s", c.status, msg)
+	case c.counts.failure != "":
+		return "upstream stream error: " + c.counts.failure
+	}
+	return ""
+}
+
+// allowsModel reports whether p may use model of provider: by its own name,
+// or by a model_list name that serves it.
+func (s *Service) allowsModel(p auth.Principal, provider Provider, model string) bool {
+	if p.AllowsModel(model) {
+		return true
+	}
+	for _, name := range s.aliases[provider][model] {
+		if p.AllowsModel(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// modelRestricted reports whether the key or its team is limited to some models.
+func modelRestricted(p auth.Principal) bool {
+	// No real model is named with a NUL: only a wildcard or an empty list allows it.
+	return !p.AllowsModel("\x00")
+}
+
+// modelOfJSON returns the top-level "model" of a JSON object body, or "".
+// The key is matched exactly: decoding into a struct would also take "Model"
+// or "MODEL" (encoding/json matches case-insensitively), which the provider
+// ignores, and a key could name an allowed model there and another in
+// "model".
+func modelOfJSON(body []byte) string {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return ""
+	}
+	var m string
+	if json.Unmarshal(fields["model"], &m) != nil {
+		return ""
+	}
+	return m
+}
+
+// readBody reads a whole request body, at most limit bytes (413 beyond).
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	if r.ContentLength > limit {
+		return nil, api.TooLarge("The request body (%d bytes) is larger than the limit of %d bytes for this prefix.", r.ContentLength, limit)
+	}
+	var b bytes.Buffer
+	if r.ContentLength > 0 {
+		b.Grow(int(r.ContentLength))
+	}
+	n, err := b.ReadFrom(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		if r.Context().Err() != nil {
+			return nil, fmt.Errorf("passthrough: client gone: %w", context.Canceled)
+		}
+		return nil, api.InvalidValue("body", "The request body could not be read: %v.", err)
+	}
+	if n > limit {
+		return nil, api.TooLarge("The request body is larger than the limit of %d bytes for this prefix.", limit)
+	}
+	return b.Bytes(), nil
+}
+
+// limitedBody streams a request body and fails once it passes its limit.
+type limitedBody struct {
+	r        io.ReadCloser
+	left     int64
+	exceeded bool
+}
+
+var errBodyTooLarge = errors.New("passthrough: request body over the limit")
+
+func (l *limitedBody) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		// At the limit: the body is fine only if nothing follows.
+		var one [1]byte
+		n, err := l.r.Read(one[:])
+		if n > 0 {
+			l.exceeded = true
+			return 0, errBodyTooLarge
+		}
+		return 0, err
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+func (l *limitedBody) Close() error { return l.r.Close() }

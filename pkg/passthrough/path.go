@@ -1,0 +1,174 @@
+package passthrough
+
+import (
+	"net/url"
+	"strings"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+)
+
+// endpoint is a validated passthrough path: the part after the prefix, in
+// its escaped form exactly as the client sent it, and its decoded segments.
+type endpoint struct {
+	escaped string   // e.g. "/v1/messages"; always starts with "/"
+	raw     []string // escaped segments
+	segs    []string // decoded segments (a segment may contain '/' from %2F)
+}
+
+// splitPrefix cuts the escaped request path into the prefix's first segment
+// and the rest ("/vertex-ai/v1/x" → "vertex-ai", "/v1/x").
+func splitPrefix(escaped string) (prefix, rest string) {
+	p := strings.TrimPrefix(escaped, "/")
+	prefix, rest, ok := strings.Cut(p, "/")
+	if !ok {
+		return prefix, ""
+	}
+	return prefix, "/" + rest
+}
+
+// parseEndpoint validates the escaped path after the prefix. It works on the
+// escaped form so that legitimate encoded characters (a Bedrock ARN's %2F, a
+// model id's %3A) pass unchanged, and refuses, also when they only appear
+// after decoding: dot segments ("." and "..", plain, %2e-encoded, or formed
+// by an encoded slash), empty segments, backslashes, control characters
+// (CR, LF, NUL, ...), malformed escapes, and absolute-URL forms ("//host",
+// "scheme:"). A refused path never reaches an upstream.
+func parseEndpoint(rest string) (endpoint, error) {
+	if rest == "" || rest == "/" {
+		return endpoint{}, api.NotFound("Name the provider endpoint after the prefix, e.g. /anthropic/v1/messages.")
+	}
+	if rest[0] != '/' {
+		return endpoint{}, badPath(rest, "it must start with '/'")
+	}
+	raw := strings.Split(rest[1:], "/")
+	ep := endpoint{escaped: rest, raw: raw, segs: make([]string, len(raw))}
+	for i, seg := range raw {
+		if seg == "" {
+			if i == len(raw)-1 {
+				continue // a trailing slash: some APIs use one (PUT /sessions/)
+			}
+			return endpoint{}, badPath(rest, "it has an empty segment ('//')")
+		}
+		dec, err := url.PathUnescape(seg)
+		if err != nil {
+			return endpoint{}, badPath(rest, "it has a malformed percent-escape")
+		}
+		if reason := badSegment(dec); reason != "" {
+			return endpoint{}, badPath(rest, reason)
+		}
+		if i == 0 && strings.ContainsRune(dec, ':') {
+			return endpoint{}, badPath(rest, "its first segment looks like a URL scheme")
+		}
+		ep.segs[i] = dec
+	}
+	return ep, nil
+}
+
+// badSegment says what is wrong with a decoded segment, or "".
+func badSegment(dec string) string {
+	for i := 0; i < len(dec); i++ {
+		switch c := dec[i]; {
+		case c < 0x20 || c == 0x7f:
+			return "it contains a control character (CR, LF, NUL, ...)"
+		case c == '\\':
+			return "it contains a backslash"
+		}
+	}
+	// An encoded slash splits the segment once decoded: each part must be a
+	// plain name too.
+	for part := range strings.SplitSeq(dec, "/") {
+		switch part {
+		case ".", "..":
+			return "it contains a '.' or '..' segment"
+		case "":
+			if dec != "" {
+				return "an encoded slash in it forms an empty or absolute segment"
+			}
+		}
+	}
+	return ""
+}
+
+func badPath(p, reason string) *api.Error {
+	const max = 200
+	if len(p) > max {
+		p = p[:max] + "..."
+	}
+	return api.InvalidValue("path", "The passthrough path %q is refused: %s.", p, reason)
+}
+
+// segment returns the i-th decoded segment, or "".
+func (e endpoint) segment(i int) string {
+	if i < 0 || i >= len(e.segs) {
+		return ""
+	}
+	return e.segs[i]
+}
+
+// joinURL builds the upstream URL by joining the escaped path onto the fixed
+// base: scheme and host always come from base, never from the path.
+func joinURL(base *url.URL, escapedPath, rawQuery string) *url.URL {
+	ep := strings.TrimSuffix(base.EscapedPath(), "/") + escapedPath
+	p, err := url.PathUnescape(ep)
+	if err != nil {
+		// Both parts were validated; keep the raw form rather than guess.
+		p = ep
+	}
+	return &url.URL{Scheme: base.Scheme, Host: base.Host, Path: p, RawPath: ep, RawQuery: rawQuery}
+}
+
+// credentialParams are query parameters that carry a credential: the sluice
+// key (?key=, as Google SDKs send API keys), Google OAuth tokens, and a
+// presigned AWS request's signature. They are never forwarded.
+var credentialParams = []string{"key", "access_token", "oauth_token", "$httpheaders"}
+
+// forwardQuery returns the raw query without credential parameters, keeping
+// every other parameter byte for byte and in order. Parameter names are
+// compared decoded and case-insensitively, so "k%65y=" or "KEY=" cannot
+// smuggle a key through.
+func forwardQuery(raw string) (string, error) {
+	if raw == "" {
+		return "", nil
+	}
+	var b strings.Builder
+	kept := 0
+	for part := range strings.SplitSeq(raw, "&") {
+		if part == "" {
+			continue
+		}
+		name, _, _ := strings.Cut(part, "=")
+		dec, err := url.QueryUnescape(name)
+		if err != nil {
+			return "", api.InvalidValue("query", "The query parameter %q has a malformed percent-escape.", truncate(name, 100))
+		}
+		if strings.ContainsFunc(part, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return "", api.InvalidValue("query", "The query string contains a control character.")
+		}
+		if isCredentialParam(dec) {
+			continue
+		}
+		if kept > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(part)
+		kept++
+	}
+	return b.String(), nil
+}
+
+func isCredentialParam(name string) bool {
+	n := strings.ToLower(strings.TrimSpace(name))
+	for _, c := range credentialParams {
+		if n == c {
+			return true
+		}
+	}
+	return strings.HasPrefix(n, "x-amz-")
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

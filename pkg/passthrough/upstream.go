@@ -1,0 +1,307 @@
+package passthrough
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
+	"github.com/sluice-gateway/sluice/pkg/providers/google"
+)
+
+// Provider names a passthrough prefix. The values are the keys of the
+// config's passthrough section and the provider names of model_list entries.
+type Provider string
+
+// The four passthrough providers.
+const (
+	Anthropic Provider = "anthropic"
+	Gemini    Provider = "gemini"
+	VertexAI  Provider = "vertex_ai"
+	Bedrock   Provider = "bedrock"
+)
+
+// providerList lists every passthrough provider.
+var providerList = []Provider{Anthropic, Gemini, VertexAI, Bedrock}
+
+// prefixes are the route prefixes of each provider (first segment of the path).
+var prefixes = map[Provider][]string{
+	Anthropic: {"anthropic"},
+	Gemini:    {"gemini"},
+	VertexAI:  {"vertex-ai", "vertex_ai"},
+	Bedrock:   {"bedrock"},
+}
+
+// sources are one provider's settings as configured, before secretsmanager/
+// references are resolved: merged field by field from, in order, the
+// passthrough section, the first model_list entry of that provider with
+// use_in_pass_through: true, default_vertex_config (Vertex AI), and the
+// environment fallbacks.
+type sources struct {
+	apiBase           string
+	apiKey            string
+	vertexProject     string
+	vertexLocation    string
+	vertexCredentials string
+	aws               bedrock.Keys
+	// where names where each credential came from, for messages.
+	where string
+}
+
+// gather collects the settings of p from cfg and the environment.
+func gather(cfg *config.Config, p Provider, getenv func(string) string) sources {
+	var s sources
+	set := func(dst *string, v, where string) {
+		if *dst == "" && strings.TrimSpace(v) != "" {
+			*dst = strings.TrimSpace(v)
+			if s.where == "" {
+				s.where = where
+			}
+		}
+	}
+	setAWS := func(k bedrock.Keys, where string) {
+		if s.aws.Region == "" {
+			s.aws.Region = strings.TrimSpace(k.Region)
+		}
+		// The key pair (and its session token) come from one place, never mixed.
+		if s.aws.AccessKeyID == "" && s.aws.SecretAccessKey == "" && (k.AccessKeyID != "" || k.SecretAccessKey != "") {
+			s.aws.AccessKeyID, s.aws.SecretAccessKey, s.aws.SessionToken = k.AccessKeyID, k.SecretAccessKey, k.SessionToken
+			if s.where == "" {
+				s.where = where
+			}
+		}
+	}
+	if e, ok := cfg.Passthrough[string(p)]; ok {
+		where := "passthrough." + string(p)
+		set(&s.apiBase, e.APIBase, where)
+		set(&s.apiKey, e.APIKey, where)
+		set(&s.vertexProject, e.VertexProject, where)
+		set(&s.vertexLocation, e.VertexLocation, where)
+		set(&s.vertexCredentials, e.VertexCredentials, where)
+		setAWS(bedrock.Keys{Region: e.AWSRegionName, AccessKeyID: e.AWSAccessKeyID, SecretAccessKey: e.AWSSecretAccessKey, SessionToken: e.AWSSessionToken}, where)
+	}
+	for i, d := range cfg.ModelList {
+		if !d.Params.UseInPassThrough || Provider(d.Params.Provider()) != p {
+			continue
+		}
+		where := fmt.Sprintf("model_list[%d] (%s, use_in_pass_through)", i, d.ModelName)
+		set(&s.apiBase, d.Params.APIBase, where)
+		set(&s.apiKey, d.Params.APIKey, where)
+		set(&s.vertexProject, d.Params.VertexProject, where)
+		set(&s.vertexLocation, d.Params.VertexLocation, where)
+		set(&s.vertexCredentials, d.Params.VertexCredentials, where)
+		setAWS(bedrock.Keys{Region: d.Params.AWSRegionName, AccessKeyID: d.Params.AWSAccessKeyID, SecretAccessKey: d.Params.AWSSecretAccessKey, SessionToken: d.Params.AWSSessionToken}, where)
+		break
+	}
+	switch p {
+	case Anthropic:
+		set(&s.apiKey, getenv("ANTHROPIC_API_KEY"), "ANTHROPIC_API_KEY")
+		set(&s.apiBase, getenv("ANTHROPIC_API_BASE"), "ANTHROPIC_API_BASE")
+	case Gemini:
+		set(&s.apiKey, getenv("GEMINI_API_KEY"), "GEMINI_API_KEY")
+		set(&s.apiBase, getenv("GEMINI_API_BASE"), "GEMINI_API_BASE")
+	case VertexAI:
+		if v := cfg.DefaultVertexConfig; v != nil {
+			set(&s.vertexProject, v.VertexProject, "default_vertex_config")
+			set(&s.vertexLocation, v.VertexLocation, "default_vertex_config")
+			set(&s.vertexCredentials, v.VertexCredentials, "default_vertex_config")
+		}
+		set(&s.vertexProject, getenv("DEFAULT_VERTEXAI_PROJECT"), "DEFAULT_VERTEXAI_PROJECT")
+		set(&s.vertexLocation, getenv("DEFAULT_VERTEXAI_LOCATION"), "DEFAULT_VERTEXAI_LOCATION")
+		set(&s.vertexCredentials, getenv("DEFAULT_GOOGLE_APPLICATION_CREDENTIALS"), "DEFAULT_GOOGLE_APPLICATION_CREDENTIALS")
+		set(&s.vertexCredentials, getenv("GOOGLE_APPLICATION_CREDENTIALS"), "GOOGLE_APPLICATION_CREDENTIALS")
+	}
+	return s
+}
+
+// howToConfigure tells an operator how to give a prefix credentials.
+var howToConfigure = map[Provider]string{
+	Anthropic: "set passthrough.anthropic.api_key, a model_list entry anthropic/... with use_in_pass_through: true, or ANTHROPIC_API_KEY",
+	Gemini:    "set passthrough.gemini.api_key, a model_list entry gemini/... with use_in_pass_through: true, or GEMINI_API_KEY",
+	VertexAI:  "set passthrough.vertex_ai.vertex_credentials (a service-account JSON or a path to one), default_vertex_config, or GOOGLE_APPLICATION_CREDENTIALS",
+	Bedrock:   "set passthrough.bedrock.aws_region_name with aws_access_key_id and aws_secret_access_key, or give the process AWS credentials (AWS_ACCESS_KEY_ID, a profile, a role)",
+}
+
+// upstream is a provider's resolved upstream: base URL and credential.
+type upstream struct {
+	provider Provider
+	base     *url.URL // nil: chosen per request (Vertex by location, Bedrock by region and path)
+	apiKey   string   // Anthropic, Gemini
+	tokens   *google.TokenSource
+	project  string // Vertex AI defaults
+	location string
+	aws      *bedrock.Auth
+}
+
+// resolver resolves a provider's upstream once, on first use (resolution may
+// read Secrets Manager or a credentials file), and keeps it. A failure is not
+// kept: the next request tries again.
+type resolver struct {
+	provider Provider
+	src      sources
+	resolve  func(ctx context.Context, value string) (string, error)
+	newAuth  func(ctx context.Context, keys bedrock.Keys) (*bedrock.Auth, error)
+	tokenOpt google.Options
+
+	ready atomic.Pointer[upstream]
+	mu    sync.Mutex
+}
+
+func (r *resolver) get(ctx context.Context) (*upstream, error) {
+	if u := r.ready.Load(); u != nil {
+		return u, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if u := r.ready.Load(); u != nil {
+		return u, nil
+	}
+	u, err := r.build(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.ready.Store(u)
+	return u, nil
+}
+
+// errNotConfigured marks a provider with no credential at all.
+var errNotConfigured = errors.New("no credentials configured")
+
+func (r *resolver) unavailable(err error) *api.Error {
+	p := r.provider
+	var e *api.Error
+	switch {
+	case errors.Is(err, errNotConfigured) || errors.Is(err, bedrock.ErrNoCredentials) && r.src.aws.AccessKeyID == "" && r.src.aws.Region == "":
+		e = api.Unavailable("The /%s passthrough has no provider credentials configured: %s.", prefixes[p][0], howToConfigure[p])
+	case errors.Is(err, bedrock.ErrNoCredentials):
+		// These messages name settings, never secret values.
+		e = api.Unavailable("The /%s passthrough has no usable AWS credentials: %v.", prefixes[p][0], err)
+	default:
+		e = api.Unavailable("The /%s passthrough is not usable: its configuration could not be loaded. See the gateway log.", prefixes[p][0])
+	}
+	e.Err = err
+	return e
+}
+
+func (r *resolver) build(ctx context.Context) (*upstream, error) {
+	src := r.src
+	u := &upstream{provider: r.provider}
+	field := func(name, v string) (string, error) {
+		out, err := r.resolve(ctx, v)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
+		return strings.TrimSpace(out), nil
+	}
+	base, err := field("api_base", src.apiBase)
+	if err != nil {
+		return nil, r.unavailable(err)
+	}
+	if base != "" {
+		if u.base, err = parseBase(base); err != nil {
+			return nil, r.unavailable(err)
+		}
+	}
+	switch r.provider {
+	case Anthropic, Gemini:
+		if u.apiKey, err = field("api_key", src.apiKey); err != nil {
+			return nil, r.unavailable(err)
+		}
+		if u.apiKey == "" {
+			return nil, r.unavailable(errNotConfigured)
+		}
+		if u.base == nil {
+			def := AnthropicBase
+			if r.provider == Gemini {
+				def = GeminiBase
+			}
+			u.base, _ = url.Parse(def)
+		}
+	case VertexAI:
+		creds, err := field("vertex_credentials", src.vertexCredentials)
+		if err != nil {
+			return nil, r.unavailable(err)
+		}
+		if creds == "" {
+			return nil, r.unavailable(errNotConfigured)
+		}
+		if u.tokens, err = google.NewTokenSource(creds, r.tokenOpt); err != nil {
+			return nil, r.unavailable(err)
+		}
+		if u.project, err = field("vertex_project", src.vertexProject); err != nil {
+			return nil, r.unavailable(err)
+		}
+		if u.project == "" {
+			u.project = u.tokens.ProjectID()
+		}
+		if u.project != "" && !projectPattern.MatchString(u.project) {
+			return nil, r.unavailable(fmt.Errorf("vertex_project %q is not a Google Cloud project id", u.project))
+		}
+		if u.location, err = field("vertex_location", src.vertexLocation); err != nil {
+			return nil, r.unavailable(err)
+		}
+		if u.location == "" {
+			u.location = DefaultVertexLocation
+		}
+		if !locationPattern.MatchString(u.location) {
+			return nil, r.unavailable(fmt.Errorf("vertex_location %q is not a Vertex AI location", u.location))
+		}
+	case Bedrock:
+		var keys bedrock.Keys
+		for _, f := range []struct {
+			name string
+			src  string
+			dst  *string
+		}{
+			{"aws_region_name", src.aws.Region, &keys.Region},
+			{"aws_access_key_id", src.aws.AccessKeyID, &keys.AccessKeyID},
+			{"aws_secret_access_key", src.aws.SecretAccessKey, &keys.SecretAccessKey},
+			{"aws_session_token", src.aws.SessionToken, &keys.SessionToken},
+		} {
+			if *f.dst, err = field(f.name, f.src); err != nil {
+				return nil, r.unavailable(err)
+			}
+		}
+		if u.aws, err = r.newAuth(ctx, keys); err != nil {
+			return nil, r.unavailable(err)
+		}
+	}
+	return u, nil
+}
+
+// parseBase checks an api_base: an absolute http(s) URL with a host, no
+// credentials, query or fragment. A path is allowed and prefixes every
+// forwarded path.
+func parseBase(s string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimRight(s, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("api_base %q: %w", s, err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("api_base %q: want an http:// or https:// URL", s)
+	case u.Host == "":
+		return nil, fmt.Errorf("api_base %q: no host", s)
+	case u.User != nil:
+		return nil, fmt.Errorf("api_base %q: credentials in the URL are not allowed", s)
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return nil, fmt.Errorf("api_base %q: no query or fragment allowed", s)
+	}
+	if _, err := parseEndpointOrEmpty(u.EscapedPath()); err != nil {
+		return nil, fmt.Errorf("api_base %q: bad path", s)
+	}
+	return u, nil
+}
+
+func parseEndpointOrEmpty(p string) (endpoint, error) {
+	if p == "" || p == "/" {
+		return endpoint{}, nil
+	}
+	return parseEndpoint(p)
+}

@@ -1,0 +1,637 @@
+package passthrough
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+)
+
+// Usage is the token usage an answer reported.
+type Usage struct {
+	PromptTokens     int64
+	CompletionTokens int64
+	TotalTokens      int64
+}
+
+// Bounds of the usage tee: what it may hold of one answer, whatever its size.
+const (
+	maxSSELine     = 256 << 10 // an SSE line longer than this is not inspected
+	maxJSONWhole   = 256 << 10 // a JSON answer up to this size is parsed whole
+	jsonTailKeep   = 64 << 10  // beyond it, only its tail is searched for usage
+	jsonPrefixKeep = 4 << 10   // and its beginning for the model
+	maxFrame       = 1 << 20   // an event-stream frame larger than this is skipped
+	maxFrameLimit  = 24 << 20  // a frame length beyond this means the stream is not an event stream
+)
+
+// counts are the largest values seen of each counter across an answer's
+// events: providers report cumulative counts, so the largest is the final one.
+type counts struct {
+	input, output, cacheWrite, cacheRead, total int64
+	model                                       string
+	failure                                     string // an error the answer carried (in-band stream errors too)
+	errMessage                                  string // a top-level "message" string (AWS error bodies)
+}
+
+func (c *counts) usage() Usage {
+	u := Usage{PromptTokens: c.input + c.cacheWrite + c.cacheRead, CompletionTokens: c.output}
+	u.TotalTokens = max(c.total, u.PromptTokens+u.CompletionTokens)
+	return u
+}
+
+func (c *counts) setModel(m string) {
+	if c.model == "" && m != "" {
+		c.model = m
+	}
+}
+
+// usageJSON is a "usage" object: Anthropic's (snake_case) or Bedrock
+// Converse's (camelCase).
+type usageJSON struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	ConverseInput            int64 `json:"inputTokens"`
+	ConverseOutput           int64 `json:"outputTokens"`
+	ConverseTotal            int64 `json:"totalTokens"`
+	ConverseCacheRead        int64 `json:"cacheReadInputTokens"`
+	ConverseCacheWrite       int64 `json:"cacheWriteInputTokens"`
+}
+
+// geminiUsageJSON is Gemini's and Vertex AI's usageMetadata.
+type geminiUsageJSON struct {
+	PromptTokenCount     int64 `json:"promptTokenCount"`
+	CandidatesTokenCount int64 `json:"candidatesTokenCount"`
+	ThoughtsTokenCount   int64 `json:"thoughtsTokenCount"`
+	TotalTokenCount      int64 `json:"totalTokenCount"`
+}
+
+// metricsJSON is the amazon-bedrock-invocationMetrics Bedrock adds to the
+// last chunk of InvokeModelWithResponseStream.
+type metricsJSON struct {
+	InputTokenCount           int64 `json:"inputTokenCount"`
+	OutputTokenCount          int64 `json:"outputTokenCount"`
+	CacheReadInputTokenCount  int64 `json:"cacheReadInputTokenCount"`
+	CacheWriteInputTokenCount int64 `json:"cacheWriteInputTokenCount"`
+}
+
+// payloadJSON is every top-level field any of the four providers reports
+// usage, model or an error in.
+type payloadJSON struct {
+	Type          string           `json:"type"`
+	Model         string           `json:"model"`
+	ModelVersion  string           `json:"modelVersion"`
+	Usage         *usageJSON       `json:"usage"`
+	Message       json.RawMessage  `json:"message"` // Anthropic message_start: an object; AWS errors: a string
+	UsageMetadata *geminiUsageJSON `json:"usageMetadata"`
+	Metrics       *metricsJSON     `json:"amazon-bedrock-invocationMetrics"`
+	Error         json.RawMessage  `json:"error"`
+}
+
+func (c *counts) addUsage(u *usageJSON) {
+	c.input = max(c.input, u.InputTokens, u.ConverseInput)
+	c.output = max(c.output, u.OutputTokens, u.ConverseOutput)
+	c.cacheWrite = max(c.cacheWrite, u.CacheCreationInputTokens, u.ConverseCacheWrite)
+	c.cacheRead = max(c.cacheRead, u.CacheReadInputTokens, u.ConverseCacheRead)
+	c.total = max(c.total, u.ConverseTotal)
+}
+
+func (c *counts) addGemini(u *geminiUsageJSON) {
+	// promptTokenCount already includes cached content.
+	c.input = max(c.input, u.PromptTokenCount)
+	c.output = max(c.output, u.CandidatesTokenCount+u.ThoughtsTokenCount)
+	c.total = max(c.total, u.TotalTokenCount)
+}
+
+func (c *counts) addMetrics(m *metricsJSON) {
+	c.input = max(c.input, m.InputTokenCount)
+	c.output = max(c.output, m.OutputTokenCount)
+	c.cacheRead = max(c.cacheRead, m.CacheReadInputTokenCount)
+	c.cacheWrite = max(c.cacheWrite, m.CacheWriteInputTokenCount)
+}
+
+// addJSON folds one JSON document (an object, or an array of them as in
+// Gemini's non-SSE streams) into c. Anything else is ignored.
+func (c *counts) addJSON(data []byte) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return
+	}
+	if data[0] == '[' {
+		var list []payloadJSON
+		if json.Unmarshal(data, &list) == nil {
+			for i := range list {
+				c.add(&list[i])
+			}
+		}
+		return
+	}
+	var p payloadJSON
+	if json.Unmarshal(data, &p) == nil {
+		c.add(&p)
+	}
+}
+
+func (c *counts) add(p *payloadJSON) {
+	if p.Usage != nil {
+		c.addUsage(p.Usage)
+	}
+	if p.UsageMetadata != nil {
+		c.addGemini(p.UsageMetadata)
+	}
+	if p.Metrics != nil {
+		c.addMetrics(p.Metrics)
+	}
+	c.setModel(p.Model)
+	c.setModel(p.ModelVersion)
+	if len(p.Message) > 0 {
+		switch p.Message[0] {
+		case '{':
+			var m struct {
+				Model string     `json:"model"`
+				Usage *usageJSON `json:"usage"`
+			}
+			if json.Unmarshal(p.Message, &m) == nil {
+				c.setModel(m.Model)
+				if m.Usage != nil {
+					c.addUsage(m.Usage)
+				}
+			}
+		case '"':
+			json.Unmarshal(p.Message, &c.errMessage)
+		}
+	}
+	if len(p.Error) > 0 && p.Error[0] == '{' {
+		var e struct {
+			Type    string `json:"type"`
+			Status  string `json:"status"`
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(p.Error, &e) == nil {
+			if msg := joinNonEmpty(e.Type, e.Status, e.Message); msg != "" {
+				c.failure = msg
+			}
+		}
+	} else if p.Type == "error" && c.failure == "" {
+		c.failure = "error"
+	}
+}
+
+// addHeaders reads the token counts Bedrock's InvokeModel puts in headers.
+func (c *counts) addHeaders(h http.Header) {
+	num := func(name string) int64 {
+		v := h.Get(name)
+		if v == "" {
+			return 0
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return max(n, 0)
+	}
+	c.input = max(c.input, num("X-Amzn-Bedrock-Input-Token-Count"))
+	c.output = max(c.output, num("X-Amzn-Bedrock-Output-Token-Count"))
+	c.cacheRead = max(c.cacheRead, num("X-Amzn-Bedrock-Cache-Read-Input-Token-Count"))
+	c.cacheWrite = max(c.cacheWrite, num("X-Amzn-Bedrock-Cache-Write-Input-Token-Count"))
+}
+
+// meter watches an answer go by and extracts its usage, holding a bounded
+// amount of it whatever the answer's size. It never changes or delays the
+// bytes relayed.
+type meter interface {
+	observe(p []byte)
+	finish(c *counts)
+}
+
+// Content types of streamed answers.
+const (
+	contentSSE         = "text/event-stream"
+	contentEventStream = "application/vnd.amazon.eventstream"
+	contentJSON        = "application/json"
+)
+
+// mediaType is the lower-cased media type of a Content-Type value.
+func mediaType(ct string) string {
+	if ct == "" {
+		return ""
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		mt, _, _ = strings.Cut(ct, ";")
+		mt = strings.ToLower(strings.TrimSpace(mt))
+	}
+	return mt
+}
+
+// newMeter picks the meter for an answer's media type; failed marks an
+// error status.
+func newMeter(mt string, contentLength int64, failed bool) meter {
+	switch {
+	case mt == contentSSE:
+		return &sseMeter{}
+	case mt == contentEventStream:
+		return &eventStreamMeter{dec: eventstream.NewDecoder()}
+	case mt == contentJSON || strings.HasSuffix(mt, "+json"):
+		m := &jsonMeter{failed: failed}
+		if contentLength > 0 && contentLength <= maxJSONWhole {
+			m.head = make([]byte, 0, contentLength)
+		}
+		return m
+	}
+	return nopMeter{}
+}
+
+type nopMeter struct{}
+
+func (nopMeter) observe([]byte) {}
+func (nopMeter) finish(*counts) {}
+
+// sseMeter reads server-sent events (Anthropic, and Gemini / Vertex AI with
+// alt=sse). It keeps only the last data line of each kind that can carry
+// usage and parses those at the end: providers' counts are cumulative, so the
+// last of each kind is enough, and no line is parsed twice.
+type sseMeter struct {
+	line     []byte
+	overflow bool
+	keep     [sseKinds][]byte
+}
+
+const (
+	kindStart  = iota // Anthropic message_start: input tokens, model
+	kindUsage         // Anthropic message_delta: output tokens
+	kindGemini        // a chunk with usageMetadata
+	kindError         // an in-band error
+	sseKinds
+)
+
+var (
+	quotedUsage    = []byte(`"usage`)
+	quotedStart    = []byte(`"message_start"`)
+	quotedError    = []byte(`"error"`)
+	quotedMetadata = []byte(`Metadata"`)
+	dataPrefix     = []byte("data:")
+)
+
+func (m *sseMeter) observe(p []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			m.partial(p)
+			return
+		}
+		if len(m.line) == 0 && !m.overflow {
+			m.classify(p[:i]) // the common case: the whole line is in this read
+		} else {
+			m.partial(p[:i])
+			if !m.overflow {
+				m.classify(m.line)
+			}
+		}
+		m.line, m.overflow = m.line[:0], false
+		p = p[i+1:]
+	}
+}
+
+func (m *sseMeter) partial(p []byte) {
+	if m.overflow {
+		return
+	}
+	if len(m.line)+len(p) > maxSSELine {
+		m.line, m.overflow = m.line[:0], true
+		return
+	}
+	m.line = append(m.line, p...)
+}
+
+func (m *sseMeter) classify(line []byte) {
+	data, ok := bytes.CutPrefix(line, dataPrefix)
+	if !ok {
+		return
+	}
+	kind := -1
+	if i := bytes.Index(data, quotedUsage); i >= 0 {
+		rest := data[i+len(quotedUsage):]
+		switch {
+		case bytes.HasPrefix(rest, quotedMetadata):
+			kind = kindGemini
+		case len(rest) > 0 && rest[0] == '"':
+			kind = kindUsage
+			if bytes.Contains(data, quotedStart) {
+				kind = kindStart
+			}
+		}
+	}
+	if kind < 0 && bytes.Contains(data, quotedError) {
+		kind = kindError
+	}
+	if kind >= 0 {
+		m.keep[kind] = append(m.keep[kind][:0], data...)
+	}
+}
+
+func (m *sseMeter) finish(c *counts) {
+	if len(m.line) > 0 && !m.overflow {
+		m.classify(m.line) // a last line without its newline
+	}
+	for _, data := range m.keep {
+		if len(data) > 0 {
+			c.addJSON(data)
+		}
+	}
+}
+
+// jsonMeter reads a JSON answer: whole when it is small (the usual case),
+// else its tail, where the four providers put their usage object.
+type jsonMeter struct {
+	head     []byte
+	tail     []byte
+	overflow bool
+	failed   bool // an error answer: decode it whole for its message
+}
+
+func (m *jsonMeter) observe(p []byte) {
+	if !m.overflow {
+		if len(m.head)+len(p) <= maxJSONWhole {
+			m.head = append(m.head, p...)
+			return
+		}
+		// Too large to parse whole: keep its beginning (the model) and,
+		// from now on, only its tail (the usage).
+		m.overflow = true
+		old := m.head
+		m.tail = append(m.tail, old[max(0, len(old)-jsonTailKeep):]...)
+		prefix := make([]byte, 0, jsonPrefixKeep)
+		prefix = append(prefix, old[:min(len(old), jsonPrefixKeep)]...)
+		m.head = append(prefix, p[:min(len(p), jsonPrefixKeep-len(prefix))]...)
+	}
+	m.tail = append(m.tail, p...)
+	if len(m.tail) > 2*jsonTailKeep {
+		n := copy(m.tail, m.tail[len(m.tail)-jsonTailKeep:])
+		m.tail = m.tail[:n]
+	}
+}
+
+// finish reads the usage of the answer. An error answer (rare) is decoded
+// whole for its message; a successful one is not: the usage, model and
+// metrics objects are found by their keys and only they are decoded, which
+// costs a fraction of decoding the whole answer. The four providers put the
+// top-level usage object after the content, so the last occurrence of its
+// key is the top-level one, and the first "model" is the top-level model.
+func (m *jsonMeter) finish(c *counts) {
+	if m.failed && !m.overflow {
+		c.addJSON(m.head)
+		return
+	}
+	head, tail := m.head, m.head
+	if m.overflow {
+		tail = m.tail
+	}
+	// One value for every decode target: one allocation, not four.
+	var d struct {
+		usage   usageJSON
+		gemini  geminiUsageJSON
+		metrics metricsJSON
+		model   string
+	}
+	if decodeAfterKey(tail, keyUsage, &d.usage, true) {
+		c.addUsage(&d.usage)
+	}
+	if decodeAfterKey(tail, keyUsageMetadata, &d.gemini, true) {
+		c.addGemini(&d.gemini)
+	}
+	if decodeAfterKey(tail, keyInvocationMetrics, &d.metrics, true) {
+		c.addMetrics(&d.metrics)
+	}
+	if decodeAfterKey(head, keyModel, &d.model, false) || decodeAfterKey(tail, keyModelVersion, &d.model, true) {
+		c.setModel(d.model)
+	}
+}
+
+// Keys the JSON meter looks for.
+var (
+	keyUsage             = []byte(`"usage"`)
+	keyUsageMetadata     = []byte(`"usageMetadata"`)
+	keyInvocationMetrics = []byte(`"amazon-bedrock-invocationMetrics"`)
+	keyModel             = []byte(`"model"`)
+	keyModelVersion      = []byte(`"modelVersion"`)
+)
+
+// decodeAfterKey decodes into v the value of the last (or first)
+// occurrence of key — a quoted JSON key, not text inside a string — in data.
+func decodeAfterKey(data, k []byte, v any, last bool) bool {
+	lo, hi := 0, len(data)
+	for {
+		var i int
+		if last {
+			i = bytes.LastIndex(data[:hi], k)
+		} else if i = bytes.Index(data[lo:], k); i >= 0 {
+			i += lo
+		}
+		if i < 0 {
+			return false
+		}
+		if last {
+			hi = i
+		} else {
+			lo = i + len(k)
+		}
+		// A quote preceded by an odd number of backslashes is inside a string.
+		bs := 0
+		for j := i - 1; j >= 0 && data[j] == '\\'; j-- {
+			bs++
+		}
+		if bs%2 == 1 {
+			continue
+		}
+		rest := bytes.TrimLeft(data[i+len(k):], " \t\r\n")
+		if len(rest) == 0 || rest[0] != ':' {
+			continue
+		}
+		value := bytes.TrimLeft(rest[1:], " \t\r\n")
+		if n := valueEnd(value); n > 0 && json.Unmarshal(value[:n], v) == nil {
+			return true
+		}
+	}
+}
+
+// valueEnd returns the length of the JSON object or string at the start of
+// data, or 0 when data does not hold a whole one. It only matches brackets
+// and skips strings; json.Unmarshal validates the rest.
+func valueEnd(data []byte) int {
+	if len(data) == 0 || data[0] != '{' && data[0] != '"' {
+		return 0
+	}
+	depth, inString := 0, false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return 0
+}
+
+// eventStreamMeter reads an AWS event stream (Bedrock ConverseStream and
+// InvokeModelWithResponseStream): it frames messages by their length prelude,
+// decodes them with the SDK's decoder, and keeps the Converse "metadata"
+// event and the first and last InvokeModel chunks (the first carries
+// Anthropic's message_start, the last Bedrock's invocation metrics).
+// Frames over maxFrame are skipped unread.
+type eventStreamMeter struct {
+	dec      *eventstream.Decoder
+	buf      []byte
+	skip     int
+	broken   bool
+	metadata []byte
+	first    []byte
+	last     []byte
+	failure  string
+}
+
+func (m *eventStreamMeter) observe(p []byte) {
+	for len(p) > 0 && !m.broken {
+		if m.skip > 0 {
+			n := min(m.skip, len(p))
+			m.skip -= n
+			p = p[n:]
+			continue
+		}
+		if len(m.buf) == 0 && len(p) >= 4 {
+			// The common case: whole frames within this read, no copy.
+			total := int(binary.BigEndian.Uint32(p))
+			if !m.checkLength(total) {
+				return
+			}
+			if total <= maxFrame && len(p) >= total {
+				m.frame(p[:total])
+				p = p[total:]
+				continue
+			}
+		}
+		if len(m.buf) < 4 {
+			n := min(4-len(m.buf), len(p))
+			m.buf = append(m.buf, p[:n]...)
+			p = p[n:]
+			if len(m.buf) < 4 {
+				return
+			}
+		}
+		total := int(binary.BigEndian.Uint32(m.buf))
+		if !m.checkLength(total) {
+			return
+		}
+		if total > maxFrame {
+			m.skip = total - len(m.buf)
+			m.buf = m.buf[:0]
+			continue
+		}
+		n := min(total-len(m.buf), len(p))
+		m.buf = append(m.buf, p[:n]...)
+		p = p[n:]
+		if len(m.buf) == total {
+			m.frame(m.buf)
+			m.buf = m.buf[:0]
+		}
+	}
+}
+
+// checkLength stops metering a stream whose frame lengths make no sense.
+func (m *eventStreamMeter) checkLength(total int) bool {
+	if total < 16 || total > maxFrameLimit {
+		m.broken = true
+		return false
+	}
+	return true
+}
+
+func (m *eventStreamMeter) frame(f []byte) {
+	msg, err := m.dec.Decode(bytes.NewReader(f), nil)
+	if err != nil {
+		m.broken = true
+		return
+	}
+	header := func(name string) string {
+		if v := msg.Headers.Get(name); v != nil {
+			return v.String()
+		}
+		return ""
+	}
+	switch header(":message-type") {
+	case "exception", "error":
+		var body struct {
+			Message string `json:"message"`
+		}
+		json.Unmarshal(msg.Payload, &body)
+		kind := header(":exception-type")
+		if kind == "" {
+			kind = header(":error-code")
+		}
+		m.failure = joinNonEmpty(kind, body.Message)
+		return
+	}
+	switch header(":event-type") {
+	case "metadata":
+		m.metadata = append(m.metadata[:0], msg.Payload...)
+	case "chunk":
+		if m.first == nil {
+			m.first = append([]byte{}, msg.Payload...)
+		} else {
+			m.last = append(m.last[:0], msg.Payload...)
+		}
+	}
+}
+
+func (m *eventStreamMeter) finish(c *counts) {
+	if len(m.metadata) > 0 {
+		c.addJSON(m.metadata)
+	}
+	for _, chunk := range [][]byte{m.first, m.last} {
+		var wrapped struct {
+			Bytes []byte `json:"bytes"` // base64 in the JSON
+		}
+		if len(chunk) > 0 && json.Unmarshal(chunk, &wrapped) == nil {
+			c.addJSON(wrapped.Bytes)
+		}
+	}
+	if m.failure != "" {
+		c.failure = m.failure
+	}
+}
+
+// joinNonEmpty joins the non-empty strings with single spaces.
+func joinNonEmpty(parts ...string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if p = strings.TrimSpace(p); p != "" {
+			if b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(p)
+		}
+	}
+	return b.String()
+}

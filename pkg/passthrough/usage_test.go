@@ -1,0 +1,203 @@
+package passthrough
+
+import (
+	"bytes"
+	"encoding/base64"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+)
+
+const anthropicSSE = "event: message_start\n" +
+	`data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":25,"cache_creation_input_tokens":3,"cache_read_input_tokens":2,"output_tokens":1}}}` + "\n\n" +
+	"event: content_block_start\n" +
+	`data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}` + "\n\n" +
+	"event: ping\ndata: {\"type\": \"ping\"}\n\n" +
+	"event: content_block_delta\n" +
+	`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a \"usage\": {\"output_tokens\": 9999} decoy and an \"error\""}}` + "\n\n" +
+	"event: content_block_stop\n" +
+	`data: {"type":"content_block_stop","index":0}` + "\n\n" +
+	"event: message_delta\n" +
+	`data: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}` + "\n\n" +
+	"event: message_stop\n" +
+	`data: {"type":"message_stop"}` + "\n\n"
+
+const geminiSSE = `data: {"candidates":[{"content":{"parts":[{"text":"Hel"}],"role":"model"}}],"usageMetadata":{"promptTokenCount":8,"candidatesTokenCount":2,"totalTokenCount":10},"modelVersion":"gemini-2.5-flash"}` + "\r\n\r\n" +
+	`data: {"candidates":[{"content":{"parts":[{"text":"lo"}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":8,"candidatesTokenCount":12,"thoughtsTokenCount":4,"totalTokenCount":24},"modelVersion":"gemini-2.5-flash"}` + "\r\n\r\n"
+
+func frame(t testing.TB, headers map[string]string, payload []byte) []byte {
+	t.Helper()
+	var hs eventstream.Headers
+	for k, v := range headers {
+		hs.Set(k, eventstream.StringValue(v))
+	}
+	var buf bytes.Buffer
+	if err := eventstream.NewEncoder().Encode(&buf, eventstream.Message{Headers: hs, Payload: payload}); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func event(t testing.TB, typ, payload string) []byte {
+	return frame(t, map[string]string{":event-type": typ, ":content-type": "application/json", ":message-type": "event"}, []byte(payload))
+}
+
+func chunk(t testing.TB, inner string) []byte {
+	return event(t, "chunk", `{"bytes":"`+base64.StdEncoding.EncodeToString([]byte(inner))+`"}`)
+}
+
+func converseStream(t testing.TB) []byte {
+	var b bytes.Buffer
+	b.Write(event(t, "messageStart", `{"role":"assistant"}`))
+	for range 5 {
+		b.Write(event(t, "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"tok \"usage\""}}`))
+	}
+	b.Write(event(t, "contentBlockStop", `{"contentBlockIndex":0}`))
+	b.Write(event(t, "messageStop", `{"stopReason":"end_turn"}`))
+	b.Write(event(t, "metadata", `{"usage":{"inputTokens":20,"outputTokens":9,"totalTokens":29},"metrics":{"latencyMs":120}}`))
+	return b.Bytes()
+}
+
+func invokeStream(t testing.TB) []byte {
+	var b bytes.Buffer
+	b.Write(chunk(t, `{"type":"message_start","message":{"model":"claude-3-5-sonnet-20241022","usage":{"input_tokens":12,"output_tokens":1}}}`))
+	// A frame larger than the meter will hold is skipped, not fatal.
+	b.Write(chunk(t, `{"type":"content_block_delta","delta":{"text":"`+strings.Repeat("x", maxFrame)+`"}}`))
+	for range 3 {
+		b.Write(chunk(t, `{"type":"content_block_delta","delta":{"text":"y"}}`))
+	}
+	b.Write(chunk(t, `{"type":"message_stop","amazon-bedrock-invocationMetrics":{"inputTokenCount":12,"outputTokenCount":30,"invocationLatency":500,"firstByteLatency":100}}`))
+	return b.Bytes()
+}
+
+// feed runs data through a fresh meter in pieces of the given sizes
+// (cycled); size 0 means all at once.
+func feed(mt string, data []byte, sizes []int) counts {
+	// Bodies with an error in them are metered as the error answers they are.
+	m := newMeter(mt, -1, bytes.Contains(data, []byte(`"error"`)))
+	for i := 0; len(data) > 0; i++ {
+		n := len(data)
+		if len(sizes) > 0 {
+			n = min(max(sizes[i%len(sizes)], 1), len(data))
+		}
+		m.observe(data[:n])
+		data = data[n:]
+	}
+	var c counts
+	m.finish(&c)
+	return c
+}
+
+func TestMeters(t *testing.T) {
+	var bigText strings.Builder
+	for bigText.Len() < 3*maxJSONWhole {
+		bigText.WriteString(`lorem \"usage\":{\"input_tokens\":777} `)
+	}
+	bigAnthropic := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-opus-4-1","content":[{"type":"text","text":"` +
+		bigText.String() + `"}],"stop_reason":"end_turn","usage":{"input_tokens":1000,"output_tokens":2000}}`
+	bigGemini := `[` + strings.Repeat(`{"candidates":[{"content":{"parts":[{"text":"`+strings.Repeat("z", 1000)+`"}]}}],"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":1,"totalTokenCount":6}},`, 400) +
+		`{"candidates":[],"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":400,"totalTokenCount":405},"modelVersion":"gemini-2.5-pro"}]`
+
+	for _, tc := range []struct {
+		name, mt string
+		data     []byte
+		want     Usage
+		model    string
+		failure  string
+	}{
+		{"anthropic stream", contentSSE, []byte(anthropicSSE), Usage{30, 15, 45}, "claude-sonnet-4-5-20250929", ""},
+		{"gemini stream", contentSSE, []byte(geminiSSE), Usage{8, 16, 24}, "gemini-2.5-flash", ""},
+		{"anthropic stream error", contentSSE, []byte("event: message_start\n" +
+			`data: {"type":"message_start","message":{"model":"m","usage":{"input_tokens":7,"output_tokens":1}}}` + "\n\nevent: error\n" +
+			`data: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}` + "\n\n"), Usage{7, 1, 8}, "m", "overloaded_error Overloaded"},
+		{"anthropic message", contentJSON, []byte(`{"id":"m","model":"claude-haiku-4-5","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":10,"output_tokens":3}}`), Usage{10, 3, 13}, "claude-haiku-4-5", ""},
+		{"count tokens", contentJSON, []byte(`{"input_tokens":42}`), Usage{}, "", ""},
+		{"converse", contentJSON, []byte(`{"output":{"message":{"role":"assistant","content":[{"text":"hi"}]}},"stopReason":"end_turn","usage":{"inputTokens":7,"outputTokens":4,"totalTokens":11,"cacheReadInputTokens":0}}`), Usage{7, 4, 11}, "", ""},
+		{"gemini json", contentJSON, []byte(`{"candidates":[],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":5,"totalTokenCount":8},"modelVersion":"gemini-2.0-flash"}`), Usage{3, 5, 8}, "gemini-2.0-flash", ""},
+		{"gemini json array stream, large", contentJSON, []byte(bigGemini), Usage{5, 400, 405}, "gemini-2.5-pro", ""},
+		{"anthropic message, large", contentJSON, []byte(bigAnthropic), Usage{1000, 2000, 3000}, "claude-opus-4-1", ""},
+		{"anthropic error", contentJSON, []byte(`{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: required"}}`), Usage{}, "", "invalid_request_error max_tokens: required"},
+		{"google error", contentJSON, []byte(`{"error":{"code":400,"message":"API key not valid","status":"INVALID_ARGUMENT"}}`), Usage{}, "", "INVALID_ARGUMENT API key not valid"},
+		{"converse stream", contentEventStream, converseStream(t), Usage{20, 9, 29}, "", ""},
+		{"invoke stream", contentEventStream, invokeStream(t), Usage{12, 30, 42}, "claude-3-5-sonnet-20241022", ""},
+		{"event stream exception", contentEventStream, append(event(t, "messageStart", `{"role":"assistant"}`),
+			frame(t, map[string]string{":message-type": "exception", ":exception-type": "throttlingException", ":content-type": "application/json"}, []byte(`{"message":"Too many tokens"}`))...),
+			Usage{}, "", "throttlingException Too many tokens"},
+		{"not metered", "application/octet-stream", []byte("usage"), Usage{}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(1, 2))
+			random := make([]int, 64)
+			for i := range random {
+				random[i] = 1 + r.IntN(9000)
+			}
+			for _, sizes := range [][]int{nil, {1}, {7}, {4096}, random} {
+				if len(tc.data) > 1<<20 && len(sizes) == 1 && sizes[0] == 1 {
+					continue
+				}
+				c := feed(tc.mt, tc.data, sizes)
+				if u := c.usage(); u != tc.want || c.model != tc.model || c.failure != tc.failure {
+					t.Fatalf("sizes %v: usage %+v model %q failure %q; want %+v %q %q", sizes[:min(len(sizes), 3)], u, c.model, c.failure, tc.want, tc.model, tc.failure)
+				}
+			}
+		})
+	}
+}
+
+func TestBedrockHeaders(t *testing.T) {
+	var c counts
+	c.addHeaders(http.Header{
+		"X-Amzn-Bedrock-Input-Token-Count":  {"11"},
+		"X-Amzn-Bedrock-Output-Token-Count": {"22"},
+	})
+	if u := c.usage(); u != (Usage{11, 22, 33}) {
+		t.Fatalf("usage %+v", u)
+	}
+}
+
+func TestMetersHoldBoundedMemory(t *testing.T) {
+	line := "data: " + strings.Repeat("x", 4*maxSSELine) + "\n"
+	sse := &sseMeter{}
+	for range 4 {
+		sse.observe([]byte(line[:len(line)/2]))
+		sse.observe([]byte(line[len(line)/2:]))
+	}
+	if cap(sse.line) > maxSSELine+copyBufferSize {
+		t.Errorf("sse line buffer grew to %d", cap(sse.line))
+	}
+	js := newMeter(contentJSON, -1, false).(*jsonMeter)
+	chunk := bytes.Repeat([]byte("y"), copyBufferSize)
+	for range 200 { // 6.4 MB
+		js.observe(chunk)
+	}
+	if cap(js.tail) > 4*jsonTailKeep || len(js.head) > jsonPrefixKeep {
+		t.Errorf("json meter holds head %d tail %d", len(js.head), cap(js.tail))
+	}
+}
+
+// FuzzMeters feeds arbitrary upstream answers, cut at arbitrary places,
+// to every meter: they never panic and never hold more than their bounds.
+func FuzzMeters(f *testing.F) {
+	f.Add([]byte(anthropicSSE), uint16(13))
+	f.Add([]byte(geminiSSE), uint16(1))
+	f.Add(converseStream(f), uint16(5))
+	f.Add(invokeStream(f)[:200], uint16(64))
+	f.Add([]byte(`[{"usageMetadata":{"promptTokenCount":1}}]`), uint16(3))
+	f.Add([]byte{0, 0, 0, 20, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, uint16(2))
+	f.Fuzz(func(t *testing.T, data []byte, size uint16) {
+		for _, mt := range []string{contentSSE, contentJSON, contentEventStream} {
+			c := feed(mt, data, []int{int(size)})
+			if u := c.usage(); u.PromptTokens < 0 || u.CompletionTokens < 0 || u.TotalTokens < 0 {
+				t.Fatalf("%s: negative usage %+v", mt, u)
+			}
+		}
+		es := &eventStreamMeter{dec: eventstream.NewDecoder()}
+		es.observe(data)
+		if len(es.buf) > maxFrame {
+			t.Fatalf("event-stream buffer %d", len(es.buf))
+		}
+	})
+}

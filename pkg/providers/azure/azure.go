@@ -1,0 +1,124 @@
+// Package azure speaks Azure OpenAI: OpenAI's API behind a resource
+// endpoint, addressed by deployment name and api-version, authenticated with
+// an api-key header.
+//
+//	POST {api_base}/openai/deployments/{deployment}/embeddings?api-version={api_version}
+//
+// api_base keeps LiteLLM's meaning: the resource endpoint,
+// https://{resource}.openai.azure.com. The deployment is the model part of
+// litellm_params.model ("azure/{deployment}").
+package azure
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/providers/openai"
+)
+
+// Name is the litellm_params.model provider prefix this package serves.
+const Name = "azure"
+
+// DefaultAPIVersion is the api-version sent when the deployment sets no
+// api_version: the current generally-available data-plane version.
+const DefaultAPIVersion = "2024-10-21"
+
+// Provider opens Azure OpenAI deployments.
+type Provider struct {
+	client *http.Client
+	getenv func(string) string
+}
+
+// New returns the provider, calling out through client. getenv (nil: none)
+// supplies LiteLLM's fallbacks for what a deployment leaves unset:
+// AZURE_API_BASE, AZURE_API_KEY, AZURE_API_VERSION.
+func New(client *http.Client, getenv func(string) string) *Provider {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	return &Provider{client: client, getenv: getenv}
+}
+
+// Open resolves the deployment's api_base, api_key and api_version (each
+// falling back to its AZURE_ variable); Azure needs the first two (503
+// without them).
+func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
+	base, err := resolve(ctx, or(d.Params.APIBase, p.getenv("AZURE_API_BASE")))
+	if err != nil {
+		return nil, fmt.Errorf("azure: resolve api_base: %w", err)
+	}
+	base = strings.TrimRight(base, "/")
+	if base == "" {
+		return nil, api.Unavailable("Model '%s' (provider azure) has no api_base configured: set litellm_params.api_base to the resource endpoint, https://<resource>.openai.azure.com, or AZURE_API_BASE.", d.ModelName)
+	}
+	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, api.Unavailable("Model '%s' has an api_base that is not an http(s) URL.", d.ModelName)
+	}
+	key, err := resolve(ctx, or(d.Params.APIKey, p.getenv("AZURE_API_KEY")))
+	if err != nil {
+		return nil, fmt.Errorf("azure: resolve api_key: %w", err)
+	}
+	if key == "" {
+		return nil, api.Unavailable("Model '%s' has no api_key configured for provider azure: set litellm_params.api_key, or AZURE_API_KEY.", d.ModelName)
+	}
+	version, err := resolve(ctx, or(d.Params.APIVersion, p.getenv("AZURE_API_VERSION")))
+	if err != nil {
+		return nil, fmt.Errorf("azure: resolve api_version: %w", err)
+	}
+	if version == "" {
+		version = DefaultAPIVersion
+	}
+	deployment := d.Params.ProviderModel()
+	if deployment == "" {
+		return nil, api.Unavailable("Model '%s' names no Azure deployment: litellm_params.model must be azure/<deployment>.", d.ModelName)
+	}
+	return &endpoint{
+		client:     p.client,
+		base:       base,
+		deployment: deployment,
+		query:      "?api-version=" + url.QueryEscape(version),
+		header:     http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}, "User-Agent": {"sluice"}, "Api-Key": {key}},
+	}, nil
+}
+
+func or(v, fallback string) string {
+	if v != "" {
+		return v
+	}
+	return fallback
+}
+
+type endpoint struct {
+	client     *http.Client
+	base       string
+	deployment string
+	query      string
+	header     http.Header // never modified after Open
+}
+
+func (e *endpoint) APIBase() string { return e.base }
+
+// Embed sends POST {api_base}/openai/deployments/{deployment}/embeddings.
+// Azure takes the model from the URL; the body's model is set to the
+// deployment name, as Azure's own SDKs send it.
+func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*models.Answer, error) {
+	u := e.base + "/openai/deployments/" + url.PathEscape(e.deployment) + "/embeddings" + e.query
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(req.Body(e.deployment)))
+	if err != nil {
+		return nil, fmt.Errorf("azure embeddings: %w", err)
+	}
+	hreq.Header = e.header.Clone()
+	ans, err := openai.Do(e.client, Name, hreq)
+	if err != nil {
+		return nil, err
+	}
+	ans.Encoding = req.Encoding()
+	return ans, nil
+}

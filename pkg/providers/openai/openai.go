@@ -1,0 +1,180 @@
+// Package openai speaks OpenAI's API: api.openai.com, and any
+// OpenAI-compatible server at an api_base (vLLM, Ollama's /v1, TEI, Mistral,
+// Together, …). Requests and answers already have OpenAI's shape, so bodies
+// pass through as bytes: only the model name is rewritten on the way up.
+package openai
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/models"
+)
+
+// DefaultAPIBase is OpenAI's API. For OpenAI-compatible servers, api_base is
+// their base URL ending in /v1, as in LiteLLM.
+const DefaultAPIBase = "https://api.openai.com/v1"
+
+// Names lists the litellm_params.model provider prefixes this package
+// serves: "openai" (api.openai.com, or any OpenAI-compatible api_base) and
+// LiteLLM's names for OpenAI-compatible hosts.
+func Names() []string {
+	return []string{"openai", "hosted_vllm", "mistral", "together_ai"}
+}
+
+// defaultBase is a provider's api_base when the deployment sets none; ""
+// means the deployment must set one.
+func defaultBase(name string) string {
+	switch name {
+	case "openai":
+		return DefaultAPIBase
+	case "mistral":
+		return "https://api.mistral.ai/v1"
+	case "together_ai":
+		return "https://api.together.xyz/v1"
+	}
+	return ""
+}
+
+// keyEnv is the environment variable LiteLLM reads a provider's key from
+// when the deployment sets none.
+func keyEnv(name string) string {
+	switch name {
+	case "together_ai":
+		return "TOGETHERAI_API_KEY"
+	}
+	return strings.ToUpper(name) + "_API_KEY"
+}
+
+// Provider opens deployments of one OpenAI-compatible provider.
+type Provider struct {
+	name   string
+	client *http.Client
+	getenv func(string) string
+}
+
+// New returns the provider registered as name (one of Names), calling out
+// through client. getenv (nil: none) supplies LiteLLM's fallback key
+// variable (OPENAI_API_KEY, MISTRAL_API_KEY, TOGETHERAI_API_KEY, …).
+func New(name string, client *http.Client, getenv func(string) string) *Provider {
+	return &Provider{name: name, client: client, getenv: getenv}
+}
+
+// Open resolves the deployment's api_base and api_key. A deployment on a
+// provider's hosted API needs a key — its api_key, else the provider's
+// environment variable — and is 503 without one. One with its own api_base
+// may have none (a local vLLM or Ollama), and never gets the environment's
+// key: that key is for the provider's own API, not whatever server
+// api_base names.
+func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
+	base, err := resolve(ctx, d.Params.APIBase)
+	if err != nil {
+		return nil, fmt.Errorf("%s: resolve api_base: %w", p.name, err)
+	}
+	ownBase := base != ""
+	if !ownBase {
+		base = defaultBase(p.name)
+	}
+	if base == "" {
+		return nil, api.Unavailable("Model '%s' (provider %s) has no api_base configured: set litellm_params.api_base to the server's base URL, ending in /v1.", d.ModelName, p.name)
+	}
+	base = strings.TrimRight(base, "/")
+	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, api.Unavailable("Model '%s' has an api_base that is not an http(s) URL.", d.ModelName)
+	}
+	key, err := resolve(ctx, d.Params.APIKey)
+	if err != nil {
+		return nil, fmt.Errorf("%s: resolve api_key: %w", p.name, err)
+	}
+	if key == "" && !ownBase && p.getenv != nil {
+		key = p.getenv(keyEnv(p.name))
+	}
+	if key == "" && !ownBase {
+		return nil, api.Unavailable("Model '%s' has no api_key configured for provider %s: set litellm_params.api_key, or %s.", d.ModelName, p.name, keyEnv(p.name))
+	}
+	org, _ := d.Params.Extra["organization"].(string)
+	if org, err = resolve(ctx, org); err != nil {
+		return nil, fmt.Errorf("%s: resolve organization: %w", p.name, err)
+	}
+	e := &endpoint{
+		provider: p.name, client: p.client, base: base, model: d.Params.ProviderModel(),
+		header: http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}, "User-Agent": {"sluice"}},
+	}
+	if key != "" {
+		e.header.Set("Authorization", "Bearer "+key)
+	}
+	if org != "" {
+		e.header.Set("OpenAI-Organization", org)
+	}
+	if p.name == "openai" {
+		// Only OpenAI's own API (and servers copying it) has OpenAI's
+		// moderation shape; Mistral's, for one, differs.
+		return &moderatingEndpoint{e}, nil
+	}
+	return e, nil
+}
+
+type endpoint struct {
+	provider string
+	client   *http.Client
+	base     string
+	model    string
+	header   http.Header // sent on every call; never modified after Open
+}
+
+func (e *endpoint) APIBase() string { return e.base }
+
+// Embed sends POST {api_base}/embeddings.
+func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*models.Answer, error) {
+	ans, err := e.post(ctx, "/embeddings", req.Body(e.model))
+	if err != nil {
+		return nil, err
+	}
+	ans.Encoding = req.Encoding()
+	return ans, nil
+}
+
+func (e *endpoint) post(ctx context.Context, path string, body []byte) (*models.Answer, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", e.provider, path, err)
+	}
+	hreq.Header = e.header.Clone()
+	return Do(e.client, e.provider, hreq)
+}
+
+// Do sends an OpenAI-shaped call and returns its JSON answer, or a
+// *models.ProviderError for an answer other than 2xx (or one that is not
+// JSON), or the transport's error.
+func Do(client *http.Client, provider string, req *http.Request) (*models.Answer, error) {
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", provider, req.URL.Path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, models.ReadProviderError(provider, resp)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		if mt, _, _ := mime.ParseMediaType(ct); mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+			resp.Body.Close()
+			return nil, &models.ProviderError{Provider: provider, Status: resp.StatusCode,
+				Message: fmt.Sprintf("answered with Content-Type %q, not JSON", mt)}
+		}
+	}
+	return &models.Answer{Body: resp.Body, ContentLength: resp.ContentLength}, nil
+}
+
+// moderatingEndpoint is an endpoint that also serves moderations.
+type moderatingEndpoint struct{ *endpoint }
+
+// Moderate sends POST {api_base}/moderations.
+func (e *moderatingEndpoint) Moderate(ctx context.Context, req *models.ModerationRequest) (*models.Answer, error) {
+	return e.post(ctx, "/moderations", req.Body(e.model))
+}
