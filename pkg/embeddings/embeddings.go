@@ -46,7 +46,7 @@ func New(router Router, events *logevent.Emitter, jsonLimit int64) *Service {
 
 // Create serves POST /v1/embeddings.
 func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
-	start := time.Now()
+	start := api.RequestStart(r.Context())
 	ctx := r.Context()
 	p := auth.FromContext(ctx)
 	ev := models.NewEvent(ctx, p, logevent.CallEmbedding, "")

@@ -13,7 +13,7 @@ import (
 )
 
 // OverheadHeader carries the time a call spent inside sluice, in
-// milliseconds: from the handler's start to the answer's headers, less the
+// milliseconds: from the request's arrival (auth included) to the answer's headers, less the
 // time spent waiting on providers and between retries.
 const OverheadHeader = "X-Sluice-Overhead-Ms"
 

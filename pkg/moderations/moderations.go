@@ -70,7 +70,7 @@ func defaultModel(cfg *config.Config) string {
 
 // Create serves POST /v1/moderations.
 func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
-	start := time.Now()
+	start := api.RequestStart(r.Context())
 	ctx := r.Context()
 	p := auth.FromContext(ctx)
 	ev := models.NewEvent(ctx, p, logevent.CallModeration, "")
