@@ -272,11 +272,6 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 		}
 		limited = &limitedBody{r: r.Body, left: s.opts.MaxBody}
 		body, length = limited, r.ContentLength
-		// The upstream may answer before it has read the whole body (an early
-		// error): keep the body readable once the answer starts, or net/http
-		// discards it under the upstream (golang/go#40747). Writers that
-		// cannot (Lambda's) stream the body before answering anyway.
-		_ = http.NewResponseController(w).EnableFullDuplex()
 	}
 
 	if err := s.opts.Limits.Admit(ctx, c.principal); err != nil {
