@@ -88,15 +88,16 @@ func NewServices(deps Deps) (*Services, error) {
 			JSONLimit: deps.Settings.JSONBodyLimit, Now: deps.Now,
 		}),
 	}
-	if err := s.buildModels(deps); err != nil {
+	if deps.Getenv == nil {
+		deps.Getenv = os.Getenv
+	}
+	// One client, so model calls and passthrough share one connection pool.
+	client := providers.NewHTTPClient()
+	if err := s.buildModels(deps, client); err != nil {
 		return nil, err
 	}
-	getenv := deps.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
 	if s.Passthrough, err = passthrough.New(passthrough.Options{
-		Config: deps.Config, Secrets: deps.Secrets, Getenv: getenv, Client: providers.NewHTTPClient(),
+		Config: deps.Config, Secrets: deps.Secrets, Getenv: deps.Getenv, Client: client,
 		Limits: a, Events: s.Events, AWSDefaultChain: bedrock.SDKDefaultChain, MaxBody: deps.Settings.MaxFileSize,
 	}); err != nil {
 		return nil, err
@@ -106,12 +107,8 @@ func NewServices(deps Deps) (*Services, error) {
 
 // buildModels builds the router over the provider registry, and the
 // embeddings and moderations endpoints on it.
-func (s *Services) buildModels(deps Deps) error {
-	client := providers.NewHTTPClient()
+func (s *Services) buildModels(deps Deps, client *http.Client) error {
 	getenv := deps.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
 	registry := map[string]models.Provider{azure.Name: azure.New(client, getenv)}
 	for _, name := range openai.Names() {
 		registry[name] = openai.New(name, client, getenv)
