@@ -19,28 +19,33 @@ type limit struct {
 	max   int64
 }
 
+// limits returns the key's and team's limits of kind ("rpm" or "tpm"). Most
+// keys have none, so the common case allocates nothing.
 func (p Principal) limits(kind string) []limit {
 	var out []limit
-	pick := func(v *int64, scope, what string) {
-		if v != nil && *v > 0 {
-			out = append(out, limit{scope: scope + ":" + kind, max: *v, what: what})
-		}
-	}
 	if p.Key != nil {
-		if kind == "rpm" {
-			pick(p.Key.RPMLimit, "key:"+p.Key.Token, "key")
-		} else {
-			pick(p.Key.TPMLimit, "key:"+p.Key.Token, "key")
+		if v := pick(kind, p.Key.RPMLimit, p.Key.TPMLimit); v > 0 {
+			out = append(out, limit{scope: "key:" + p.Key.Token + ":" + kind, what: "key", max: v})
 		}
 	}
 	if p.Team != nil {
-		if kind == "rpm" {
-			pick(p.Team.RPMLimit, "team:"+p.Team.TeamID, "team")
-		} else {
-			pick(p.Team.TPMLimit, "team:"+p.Team.TeamID, "team")
+		if v := pick(kind, p.Team.RPMLimit, p.Team.TPMLimit); v > 0 {
+			out = append(out, limit{scope: "team:" + p.Team.TeamID + ":" + kind, what: "team", max: v})
 		}
 	}
 	return out
+}
+
+// pick returns the rpm or tpm limit, 0 when unset.
+func pick(kind string, rpm, tpm *int64) int64 {
+	v := tpm
+	if kind == "rpm" {
+		v = rpm
+	}
+	if v == nil {
+		return 0
+	}
+	return *v
 }
 
 // Admit counts one request against the key's and team's rpm limits and
