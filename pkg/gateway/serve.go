@@ -75,8 +75,33 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 // background lists the loops the local process runs beside the server; in
 // the cloud each is a scheduled or queue-triggered function instead.
 func (g *Gateway) background() []func(context.Context) {
-	return []func(context.Context){
+	loops := []func(context.Context){
 		func(ctx context.Context) { g.Services.Files.SweepEvery(ctx, files.DefaultSweepInterval) },
+	}
+	if purge := g.Backend.PurgeExpired; purge != nil {
+		loops = append(loops, func(ctx context.Context) { every(ctx, purgeInterval, "purge expired records", purge) })
+	}
+	return loops
+}
+
+// purgeInterval is how often the local process reclaims expired records.
+const purgeInterval = time.Hour
+
+// every runs job now and then every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, what string, job func(context.Context) (int, error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if n, err := job(ctx); err != nil && ctx.Err() == nil {
+			slog.WarnContext(ctx, what+" failed", "error", err)
+		} else if n > 0 {
+			slog.InfoContext(ctx, what, "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 

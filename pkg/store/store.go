@@ -207,6 +207,9 @@ type Backend struct {
 	Sealer     Sealer
 	// Ping reports whether the stores answer (readiness).
 	Ping func(ctx context.Context) error
+	// PurgeExpired removes records past their ExpiresAt, where the backend
+	// has no TTL deletion of its own (nil on DynamoDB, whose TTL does it).
+	PurgeExpired func(ctx context.Context) (int, error)
 	// Close releases the adapters' resources.
 	Close func() error
 }

@@ -78,7 +78,8 @@ func Open(dir string, opts Options) (_ *store.Backend, err error) {
 			}
 			return nil
 		},
-		Close: db.Close,
+		PurgeExpired: records.PurgeExpired,
+		Close:        db.Close,
 	}, nil
 }
 
