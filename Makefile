@@ -18,7 +18,7 @@ run: ## Run the gateway locally on embedded storage (127.0.0.1:4000, data in ./.
 	$(GO) run ./functions/local
 
 .PHONY: test
-test: vet check-deps test-aws ## Everything: vet, dependency check, every test (-race) on both backends, moto_server started and stopped
+test: vet check-deps lint-template test-aws ## Everything: vet, dependency check, cfn-lint, every test (-race) on both backends, moto_server started and stopped
 
 .PHONY: vet
 vet: ## go vet and gofmt
@@ -47,3 +47,4 @@ fuzz: ## Run each fuzz test for FUZZTIME (default 20s)
 -include infra/aws.mk
 -include infra/bench.mk
 -include infra/lambda.mk
+-include infra/deploy.mk

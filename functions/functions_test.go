@@ -22,9 +22,10 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/server"
 )
 
-// workerFunctions are the SQS-triggered functions: they serve no route, so
-// the route table does not list them.
-var workerFunctions = []string{"batch-worker", "callback-delivery"}
+// workerFunctions are the functions that serve no route, so the route
+// table does not list them: the SQS-triggered workers and the scheduled
+// files-sweep.
+var workerFunctions = []string{"batch-worker", "callback-delivery", "files-sweep"}
 
 // Ids the sample events carry where a real call would carry ids an earlier
 // answer gave. The scenario replaces each with what the step that captures

@@ -1,0 +1,54 @@
+# infra/deploy.mk — the SAM application (template.yaml, samconfig.toml); the
+# Makefile includes it after infra/lambda.mk.
+#
+#   make deploy          sam build + sam deploy (SAM_CONFIG_ENV=prod for the prod stack)
+#   make deploy-guided   the first deployment: sam build + sam deploy --guided
+#   make lint-template   cfn-lint template.yaml (part of make test)
+#
+# sam build builds each function with BuildMethod: makefile from the
+# repository root: it runs `make build-<LogicalId>` with ARTIFACTS_DIR set, and
+# the pattern rule below builds functions/<fn> into $(ARTIFACTS_DIR)/bootstrap
+# with the production flags of infra/lambda.mk, for the template's arm64.
+
+SAM ?= sam
+CFN_LINT ?= cfn-lint
+SAM_CONFIG_ENV ?= default
+
+# lambda_id turns a function name into its template logical ID
+# (files-upload → FilesUploadFunction), as pkg/deploy.LogicalID does.
+lambda_id = $(shell echo '$(1)' | awk -F- '{ for (i = 1; i <= NF; i++) printf "%s%s", toupper(substr($$i, 1, 1)), substr($$i, 2) } END { print "Function" }')
+
+# Only a build-* goal needs the logical IDs: other goals skip the awk calls.
+ifneq ($(filter build-%,$(MAKECMDGOALS)),)
+$(foreach f,$(LAMBDA_FUNCTIONS),$(eval build-$(call lambda_id,$(f)): LAMBDA_FN := $(f)))
+endif
+
+# SAM's makefile builder calls build-<LogicalId>. The architecture is the
+# template's (arm64) whatever LAMBDA_GOARCH says.
+build-%Function:
+	@if [ -z "$(LAMBDA_FN)" ]; then echo "$@: no functions/<fn>/main.go has the logical ID $*Function"; exit 2; fi
+	@if [ -z "$(ARTIFACTS_DIR)" ]; then echo "$@: ARTIFACTS_DIR is not set (sam build sets it)"; exit 2; fi
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build $(LAMBDA_BUILD_FLAGS) -o "$(ARTIFACTS_DIR)/bootstrap" ./functions/$(LAMBDA_FN)
+
+# need_sam fails with a clear message when the SAM CLI is missing.
+define need_sam
+@command -v $(SAM) >/dev/null 2>&1 || { echo "the AWS SAM CLI ($(SAM)) is not installed: see https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/install-sam-cli.html"; exit 1; }
+endef
+
+# MAKEFLAGS is cleared so the make that sam build runs is not this one's child.
+.PHONY: deploy
+deploy: ## Build every function with SAM and deploy the stack (SAM_CONFIG_ENV=prod for prod; first time: make deploy-guided)
+	$(need_sam)
+	MAKEFLAGS= $(SAM) build --config-env $(SAM_CONFIG_ENV)
+	$(SAM) deploy --config-env $(SAM_CONFIG_ENV)
+
+.PHONY: deploy-guided
+deploy-guided: ## First deployment: sam build, then sam deploy --guided (asks for the parameters, saves them in samconfig.toml)
+	$(need_sam)
+	MAKEFLAGS= $(SAM) build --config-env $(SAM_CONFIG_ENV)
+	$(SAM) deploy --guided --config-env $(SAM_CONFIG_ENV)
+
+.PHONY: lint-template
+lint-template: ## cfn-lint template.yaml (with the SAM transform)
+	@command -v $(CFN_LINT) >/dev/null 2>&1 || { echo "cfn-lint is not installed (pip install cfn-lint): make lint-template and make test need it"; exit 1; }
+	$(CFN_LINT) template.yaml

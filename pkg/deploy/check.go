@@ -1,0 +1,704 @@
+package deploy
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sluice-gateway/sluice/pkg/server"
+)
+
+// Function runtime settings every function must have (go-serverless-style
+// §4–5): a static Go binary named bootstrap on the OS-only runtime, on
+// Graviton, built from the repository root by the makefile builder.
+const (
+	Runtime      = "provided.al2023"
+	Handler      = "bootstrap"
+	Architecture = "arm64"
+	BuildMethod  = "makefile"
+)
+
+// StreamMode is the one ResponseTransferMode value that streams: SAM turns
+// it into the integration's responseTransferMode STREAM and the
+// response-streaming-invocations URI. "STREAM" on the event lints clean
+// and silently buffers.
+const StreamMode = "RESPONSE_STREAM"
+
+// SQSVisibilityFactor: a queue's visibility timeout must be at least this
+// many times its consumer's timeout (plus the batching window), as AWS
+// recommends, so a message is not redelivered while a retry still runs.
+const SQSVisibilityFactor = 6
+
+// BinaryMediaTypes must be listed on the API (in SAM's escaped form: "~1"
+// is "/"), or API Gateway hands uploads to Lambda as mangled text.
+var BinaryMediaTypes = []string{"multipart~1form-data", "application~1octet-stream"}
+
+// GatewayResponse is how the API must answer one of API Gateway's own
+// errors: the status (0: API Gateway's own status is kept) and the OpenAI
+// error type and code of the body.
+type GatewayResponse struct {
+	Type   string // API Gateway's response type
+	Status int
+	Error  string // error.type
+	Code   string // error.code
+}
+
+// GatewayResponses are the API Gateway errors rewritten into the OpenAI
+// error shape (ARCHITECTURE §3). Without an authorizer, an unknown route
+// (or a known path with another method) is MISSING_AUTHENTICATION_TOKEN.
+var GatewayResponses = []GatewayResponse{
+	{"MISSING_AUTHENTICATION_TOKEN", 404, "invalid_request_error", "not_found"},
+	{"RESOURCE_NOT_FOUND", 404, "invalid_request_error", "not_found"},
+	{"THROTTLED", 429, "requests", "rate_limit_exceeded"},
+	{"QUOTA_EXCEEDED", 429, "requests", "rate_limit_exceeded"},
+	{"REQUEST_TOO_LARGE", 413, "invalid_request_error", "payload_too_large"},
+	{"INTEGRATION_TIMEOUT", 504, "server_error", "upstream_timeout"},
+	{"DEFAULT_4XX", 0, "invalid_request_error", "invalid_request"},
+	{"DEFAULT_5XX", 0, "server_error", "internal_error"},
+}
+
+// resourceTypes are the types of the resources functions use.
+var resourceTypes = map[string]string{
+	TableID:           "AWS::DynamoDB::Table",
+	BucketID:          "AWS::S3::Bucket",
+	KeyID:             "AWS::KMS::Key",
+	WorkQueueID:       "AWS::SQS::Queue",
+	TopicID:           "AWS::SNS::Topic",
+	DeliveryQueueID:   "AWS::SQS::Queue",
+	MasterKeySecretID: "AWS::SecretsManager::Secret",
+	ProviderSecretID:  "AWS::SecretsManager::Secret",
+	APIID:             "AWS::Serverless::Api",
+}
+
+// otherEntries are resource types that would route requests outside the
+// one API and its events.
+var otherEntries = []string{
+	"AWS::Serverless::HttpApi", "AWS::ApiGateway::RestApi", "AWS::ApiGateway::Resource",
+	"AWS::ApiGateway::Method", "AWS::ApiGatewayV2::Api", "AWS::ApiGatewayV2::Route", "AWS::Lambda::Url",
+}
+
+// Check holds template t to the functions fns (Functions()): the API and
+// its gateway responses; one function resource per function, built and run
+// as required, its events exactly its routes (streaming exactly where the
+// route table streams) or its schedule or queue, its environment exactly
+// its variables, its permissions exactly its capabilities; alarms on every
+// function's errors and every dead-letter queue; the outputs. It returns
+// every problem found, sorted; none means the template matches.
+func Check(t Template, fns []Function) []error {
+	c := &checker{t: t, fns: fns}
+	c.resources, _ = t["Resources"].(map[string]any)
+	if c.resources == nil {
+		return []error{fmt.Errorf("template: no Resources")}
+	}
+	c.routeOwner = map[string]string{}
+	for _, f := range fns {
+		for _, r := range f.Routes {
+			if p, err := APIPath(r.Pattern); err == nil {
+				c.routeOwner[r.Method+" "+p] = f.Name
+			}
+		}
+	}
+	c.checkResourceTypes()
+	c.checkAPI()
+	c.checkFunctions()
+	c.checkQueues()
+	c.checkOutputs()
+	sort.Slice(c.problems, func(i, j int) bool { return c.problems[i].Error() < c.problems[j].Error() })
+	return c.problems
+}
+
+type checker struct {
+	t          Template
+	fns        []Function
+	resources  map[string]any
+	routeOwner map[string]string // "METHOD /path" → function
+	problems   []error
+}
+
+func (c *checker) fail(format string, args ...any) {
+	c.problems = append(c.problems, fmt.Errorf(format, args...))
+}
+
+func (c *checker) typeOf(id string) string { return Render(get(c.resources[id], "Type")) }
+
+func (c *checker) props(id string) any { return get(c.resources[id], "Properties") }
+
+// ofType lists the logical IDs of the resources of type typ, sorted.
+func (c *checker) ofType(typ string) []string {
+	var ids []string
+	for id := range c.resources {
+		if c.typeOf(id) == typ {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func (c *checker) checkResourceTypes() {
+	for id, typ := range resourceTypes {
+		if got := c.typeOf(id); got != typ {
+			c.fail("resource %s: type %q, want %s", id, got, typ)
+		}
+	}
+	for _, typ := range otherEntries {
+		for _, id := range c.ofType(typ) {
+			c.fail("resource %s (%s) routes requests outside the API %s: every route is an event of the function serving it", id, typ, APIID)
+		}
+	}
+	for _, id := range c.ofType("AWS::IAM::ManagedPolicy") {
+		for _, k := range []string{"Roles", "Users", "Groups"} {
+			if get(c.props(id), k) != nil {
+				c.fail("policy %s: attaches itself to %s; functions take it through their Policies, where the check sees it", id, k)
+			}
+		}
+	}
+	for _, id := range c.ofType("AWS::Serverless::Api") {
+		if id != APIID {
+			c.fail("resource %s: a second API; every route belongs on %s", id, APIID)
+		}
+	}
+	for _, s := range []struct{ id, param string }{{MasterKeySecretID, "MasterKeySecretName"}, {ProviderSecretID, "ProviderSecretName"}} {
+		if got := Render(get(c.props(s.id), "Name")); got != "${"+s.param+"}" {
+			c.fail("secret %s: Name %q, want !Ref %s (the config refers to it by that name)", s.id, got, s.param)
+		}
+		if get(c.props(s.id), "SecretString") != nil && s.id == MasterKeySecretID {
+			c.fail("secret %s: the master key must be generated (GenerateSecretString), never written in the template", s.id)
+		}
+	}
+}
+
+func (c *checker) checkAPI() {
+	props := merge(get(c.t, "Globals", "Api"), c.props(APIID))
+	if props == nil {
+		return
+	}
+	if endpoint := get(props, "EndpointConfiguration"); Render(endpoint) != "REGIONAL" && Render(get(endpoint, "Type")) != "REGIONAL" {
+		c.fail("api: EndpointConfiguration %s, want REGIONAL (response streaming idles out after 30 s on edge-optimized APIs)", Render(endpoint))
+	}
+	for _, k := range []string{"DefinitionBody", "DefinitionUri"} {
+		if get(props, k) != nil {
+			c.fail("api: %s routes requests besides the functions' events; remove it", k)
+		}
+	}
+	if get(props, "StageName") == nil {
+		c.fail("api: no StageName")
+	}
+	types := renderList(get(props, "BinaryMediaTypes"))
+	for _, mt := range BinaryMediaTypes {
+		if !slices.Contains(types, mt) {
+			c.fail("api: BinaryMediaTypes lacks %s (uploads would reach the functions mangled)", mt)
+		}
+	}
+	if get(props, "AccessLogSetting", "DestinationArn") == nil || get(props, "AccessLogSetting", "Format") == nil {
+		c.fail("api: no AccessLogSetting with DestinationArn and Format")
+	}
+	throttled := false
+	for _, s := range list(get(props, "MethodSettings")) {
+		if Render(get(s, "ResourcePath")) == "/*" && Render(get(s, "HttpMethod")) == "*" &&
+			get(s, "ThrottlingRateLimit") != nil && get(s, "ThrottlingBurstLimit") != nil {
+			throttled = true
+		}
+	}
+	if !throttled {
+		c.fail("api: no stage throttling (MethodSettings for /* and * with ThrottlingRateLimit and ThrottlingBurstLimit)")
+	}
+	responses := get(props, "GatewayResponses")
+	for _, want := range GatewayResponses {
+		r := get(responses, want.Type)
+		if r == nil {
+			c.fail("api: no gateway response %s: API Gateway's own %s error would not have the OpenAI error shape", want.Type, want.Type)
+			continue
+		}
+		status := toInt(get(r, "StatusCode"))
+		if want.Status != 0 && status != want.Status {
+			c.fail("api: gateway response %s: status %d, want %d", want.Type, status, want.Status)
+		}
+		if want.Status == 0 && get(r, "StatusCode") != nil {
+			c.fail("api: gateway response %s: keep API Gateway's status (no StatusCode)", want.Type)
+		}
+		body := Render(get(r, "ResponseTemplates", "application/json"))
+		if err := checkErrorBody(body, want); err != nil {
+			c.fail("api: gateway response %s: %v", want.Type, err)
+		}
+	}
+}
+
+// checkErrorBody checks that a gateway response template renders the
+// OpenAI error shape with the wanted type and code. $context.error.
+// messageString is API Gateway's message as a quoted JSON string; the other
+// $context variables are plain text.
+func checkErrorBody(tmpl string, want GatewayResponse) error {
+	if tmpl == "" {
+		return fmt.Errorf("no application/json template")
+	}
+	body := strings.ReplaceAll(tmpl, "$context.error.messageString", `"Some \"message\""`)
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		return fmt.Errorf("the body is not JSON: %v: %s", err, tmpl)
+	}
+	var e map[string]json.RawMessage
+	if len(doc) != 1 || doc["error"] == nil || json.Unmarshal(doc["error"], &e) != nil || len(e) != 4 {
+		return fmt.Errorf(`want {"error":{"message","type","param","code"}}: %s`, tmpl)
+	}
+	str := func(k string) string {
+		var s string
+		json.Unmarshal(e[k], &s)
+		return s
+	}
+	switch {
+	case str("message") == "":
+		return fmt.Errorf("error.message missing: %s", tmpl)
+	case str("type") != want.Error:
+		return fmt.Errorf("error.type is not %q: %s", want.Error, tmpl)
+	case string(e["param"]) != "null":
+		return fmt.Errorf("error.param must be null: %s", tmpl)
+	case str("code") != want.Code:
+		return fmt.Errorf("error.code is not %q: %s", want.Code, tmpl)
+	}
+	return nil
+}
+
+func (c *checker) checkFunctions() {
+	declared := map[string]bool{}
+	for _, f := range c.fns {
+		id := f.LogicalID()
+		declared[id] = true
+		if c.typeOf(id) != "AWS::Serverless::Function" {
+			c.fail("function %s: no AWS::Serverless::Function %s", f.Name, id)
+			continue
+		}
+		c.checkFunction(f, id)
+	}
+	for _, id := range c.ofType("AWS::Serverless::Function") {
+		if !declared[id] {
+			c.fail("function resource %s is no function of pkg/deploy (Functions): declare its needs there", id)
+		}
+	}
+	for _, id := range c.ofType("AWS::Lambda::Function") {
+		c.fail("resource %s: a plain AWS::Lambda::Function escapes these checks; use AWS::Serverless::Function", id)
+	}
+}
+
+func (c *checker) checkFunction(f Function, id string) {
+	props := merge(get(c.t, "Globals", "Function"), c.props(id))
+	name := "function " + f.Name
+	for k, want := range map[string]string{"Runtime": Runtime, "Handler": Handler} {
+		if got := Render(get(props, k)); got != want {
+			c.fail("%s: %s %q, want %q", name, k, got, want)
+		}
+	}
+	if got := renderList(get(props, "Architectures")); !slices.Equal(got, []string{Architecture}) {
+		c.fail("%s: Architectures %v, want [%s]", name, got, Architecture)
+	}
+	if pt := Render(get(props, "PackageType")); pt != "" && pt != "Zip" {
+		c.fail("%s: PackageType %s, want Zip", name, pt)
+	}
+	if got := strings.TrimSuffix(Render(get(props, "CodeUri")), "/"); got != "functions/"+f.Name {
+		c.fail("%s: CodeUri %q, want functions/%s/", name, got, f.Name)
+	}
+	meta := get(c.resources[id], "Metadata")
+	if got := Render(get(meta, "BuildMethod")); got != BuildMethod {
+		c.fail("%s: Metadata.BuildMethod %q, want %s (build-%s in infra/deploy.mk builds it from the repository root)", name, got, BuildMethod, id)
+	}
+	for _, k := range []string{"ContextPath", "ProjectRootDirectory"} {
+		if got := Render(get(meta, k)); got != "." {
+			c.fail("%s: Metadata.%s %q, want . (the module root: functions/%s alone has no go.mod)", name, k, got, f.Name)
+		}
+	}
+	for k, want := range map[string]string{"LogFormat": "JSON", "ApplicationLogLevel": "INFO", "SystemLogLevel": "WARN"} {
+		if got := Render(get(props, "LoggingConfig", k)); got != want {
+			c.fail("%s: LoggingConfig.%s %q, want %s", name, k, got, want)
+		}
+	}
+	group, _ := strings.CutPrefix(Render(get(props, "LoggingConfig", "LogGroup")), "${")
+	group = strings.TrimSuffix(group, "}")
+	if c.typeOf(group) != "AWS::Logs::LogGroup" || get(c.props(group), "RetentionInDays") == nil {
+		c.fail("%s: LoggingConfig.LogGroup must !Ref a log group with RetentionInDays", name)
+	}
+	for _, k := range []string{"Role", "FunctionUrlConfig"} {
+		if get(props, k) != nil {
+			c.fail("%s: %s is not allowed (the role comes from Policies, which this check reads; requests come through the API)", name, k)
+		}
+	}
+	timeout := toInt(get(props, "Timeout"))
+	limit := MaxTimeout
+	if len(f.Routes) > 0 && !f.Stream {
+		limit = MaxBufferedTimeout
+	}
+	if timeout <= 0 || timeout > limit {
+		c.fail("%s: Timeout %v, want 1..%d s", name, get(props, "Timeout"), limit)
+	}
+	c.checkEvents(f, props, timeout)
+	c.checkEnv(f, props)
+	c.checkPolicies(f, props)
+	c.checkErrorAlarm(f, id)
+}
+
+func (c *checker) checkEvents(f Function, props any, timeout int) {
+	name := "function " + f.Name
+	want := map[string]server.Route{}
+	for _, r := range f.Routes {
+		p, err := APIPath(r.Pattern)
+		if err != nil {
+			c.fail("%s: %v", name, err)
+			continue
+		}
+		want[r.Method+" "+p] = r
+	}
+	seen := map[string]bool{}
+	var schedules, queues int
+	events, _ := get(props, "Events").(map[string]any)
+	evNames := make([]string, 0, len(events))
+	for n := range events {
+		evNames = append(evNames, n)
+	}
+	sort.Strings(evNames)
+	for _, evName := range evNames {
+		ev := events[evName]
+		p := get(ev, "Properties")
+		where := fmt.Sprintf("%s: event %s", name, evName)
+		switch typ := Render(get(ev, "Type")); typ {
+		case "Api":
+			key := strings.ToUpper(Render(get(p, "Method"))) + " " + Render(get(p, "Path"))
+			if api := Render(get(p, "RestApiId")); api != "${"+APIID+"}" {
+				c.fail("%s (%s): RestApiId %q, want !Ref %s", where, key, api, APIID)
+			}
+			r, ok := want[key]
+			switch {
+			case seen[key]:
+				c.fail("%s: %s is routed twice", where, key)
+				continue
+			case !ok && c.routeOwner[key] != "":
+				c.fail("%s: routes %s, which pkg/server serves with function %s", where, key, c.routeOwner[key])
+				continue
+			case !ok:
+				c.fail("%s: routes %s, which is no route of pkg/server", where, key)
+				continue
+			}
+			seen[key] = true
+			mode := get(p, "ResponseTransferMode")
+			switch {
+			case mode != nil && Render(mode) != StreamMode:
+				c.fail("%s (%s): ResponseTransferMode %q is not %s: SAM only streams %s; anything else buffers", where, key, Render(mode), StreamMode, StreamMode)
+			case r.Stream && mode == nil:
+				c.fail("%s (%s): a streaming route without ResponseTransferMode: %s", where, key, StreamMode)
+			case !r.Stream && mode != nil:
+				c.fail("%s (%s): a buffered route with ResponseTransferMode (the function answers buffered)", where, key)
+			}
+			ms := get(p, "TimeoutInMillis")
+			switch {
+			case r.Stream && toInt(ms) != timeout*1000:
+				c.fail("%s (%s): TimeoutInMillis %v, want the function's Timeout, %d (API Gateway ends a stream at its integration timeout)", where, key, ms, timeout*1000)
+			case !r.Stream && ms != nil && toInt(ms) > MaxBufferedTimeout*1000:
+				c.fail("%s (%s): TimeoutInMillis %v is over a buffered integration's %d", where, key, ms, MaxBufferedTimeout*1000)
+			}
+		case "Schedule":
+			schedules++
+			if f.Schedule == "" {
+				c.fail("%s: a schedule on a function that declares none", where)
+				continue
+			}
+			if got := Render(get(p, "Schedule")); got != f.Schedule {
+				c.fail("%s: Schedule %q, want %q", where, got, f.Schedule)
+			}
+			if en := get(p, "Enabled"); en != nil && en != true {
+				c.fail("%s: the schedule is disabled", where)
+			}
+		case "SQS":
+			queues++
+			c.checkQueueEvent(f, where, p, timeout)
+		default:
+			c.fail("%s: event type %q is not one this function declares", where, typ)
+		}
+	}
+	keys := make([]string, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !seen[k] {
+			c.fail("%s: no event routes %s (pkg/server serves it with this function)", name, k)
+		}
+	}
+	if f.Schedule != "" && schedules != 1 {
+		c.fail("%s: %d Schedule events, want 1 (%s)", name, schedules, f.Schedule)
+	}
+	if f.Queue != "" && queues != 1 {
+		c.fail("%s: %d SQS events, want 1 (%s)", name, queues, f.Queue)
+	}
+}
+
+// checkQueueEvent checks a worker's SQS event: its declared queue, partial
+// batch failures, and a visibility timeout that outlasts its retries.
+func (c *checker) checkQueueEvent(f Function, where string, p any, timeout int) {
+	if f.Queue == "" {
+		c.fail("%s: an SQS event on a function that declares no queue", where)
+		return
+	}
+	if got := Render(get(p, "Queue")); got != "${"+f.Queue+".Arn}" {
+		c.fail("%s: Queue %q, want !GetAtt %s.Arn", where, got, f.Queue)
+	}
+	if !slices.Contains(renderList(get(p, "FunctionResponseTypes")), "ReportBatchItemFailures") {
+		c.fail("%s: FunctionResponseTypes lacks ReportBatchItemFailures (a failed message would fail the whole batch)", where)
+	}
+	visibility := toInt(get(c.props(f.Queue), "VisibilityTimeout"))
+	need := SQSVisibilityFactor * (timeout + toInt(get(p, "MaximumBatchingWindowInSeconds")))
+	if visibility < need {
+		c.fail("%s: queue %s VisibilityTimeout %d s, want at least %d × (Timeout + batching window) = %d s",
+			where, f.Queue, visibility, SQSVisibilityFactor, need)
+	}
+}
+
+func (c *checker) checkEnv(f Function, props any) {
+	name := "function " + f.Name
+	vars, _ := get(props, "Environment", "Variables").(map[string]any)
+	for _, v := range f.Env {
+		got, ok := vars[v.Name]
+		switch {
+		case !ok:
+			c.fail("%s: environment variable %s is not set (want %s)", name, v.Name, v.Value)
+		case Render(got) != v.Value:
+			c.fail("%s: environment variable %s is %q, want %q", name, v.Name, Render(got), v.Value)
+		}
+	}
+	for k := range vars {
+		if !slices.ContainsFunc(f.Env, func(v EnvVar) bool { return v.Name == k }) {
+			c.fail("%s: environment variable %s is set but not declared in pkg/deploy (CloudEnv)", name, k)
+		}
+	}
+}
+
+// grantKey is one action on one resource, under an IAM condition block and
+// a template condition.
+type grantKey struct{ action, resource, condition, when string }
+
+func (k grantKey) String() string {
+	s := k.action + " on " + k.resource
+	if k.condition != "" {
+		s += " if " + k.condition
+	}
+	if k.when != "" {
+		s += " when " + k.when
+	}
+	return s
+}
+
+func expand(g Grant) []grantKey {
+	cond := canonicalCondition(g.Condition)
+	var out []grantKey
+	for _, a := range g.Actions {
+		for _, r := range g.Resources {
+			out = append(out, grantKey{a, r, cond, g.When})
+		}
+	}
+	return out
+}
+
+func canonicalCondition(c map[string]map[string][]string) string {
+	if len(c) == 0 {
+		return ""
+	}
+	sorted := make(map[string]map[string][]string, len(c))
+	for op, keys := range c {
+		sorted[op] = make(map[string][]string, len(keys))
+		for k, vals := range keys {
+			sorted[op][k] = slices.Sorted(slices.Values(vals))
+		}
+	}
+	b, _ := json.Marshal(sorted)
+	return string(b)
+}
+
+func (c *checker) checkPolicies(f Function, props any) {
+	name := "function " + f.Name
+	want := map[grantKey][]Capability{}
+	for _, cp := range f.Capabilities {
+		for _, g := range Grants(cp) {
+			for _, k := range expand(g) {
+				want[k] = append(want[k], cp)
+			}
+		}
+	}
+	got := map[grantKey]bool{}
+	for i, pol := range list(get(props, "Policies")) {
+		m, ok := pol.(map[string]any)
+		where := fmt.Sprintf("Policies[%d]", i)
+		if ref, isRef := m["Ref"].(string); ok && isRef && len(m) == 1 && c.typeOf(ref) == "AWS::IAM::ManagedPolicy" {
+			// A policy of this template, shared by several functions.
+			m, _ = get(c.props(ref), "PolicyDocument").(map[string]any)
+			where = ref
+		} else if !ok || isIntrinsic(m) {
+			m = nil
+		}
+		if m == nil || m["Statement"] == nil {
+			c.fail("%s: Policies[%d] is neither an inline policy document nor !Ref to an AWS::IAM::ManagedPolicy of this template (AWS managed policies and SAM policy templates grant more than the capabilities; write statements)", name, i)
+			continue
+		}
+		for j, st := range list(m["Statement"]) {
+			c.statement(name, fmt.Sprintf("%s.Statement[%d]", where, j), st, "", got)
+		}
+	}
+	var missing, extra []string
+	for k, caps := range want {
+		if !got[k] {
+			missing = append(missing, fmt.Sprintf("%s: lacks %s (needed for %s)", name, k, joinCaps(caps)))
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			extra = append(extra, fmt.Sprintf("%s: is granted %s, which none of its capabilities (%s) needs", name, k, joinCaps(f.Capabilities)))
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(extra)
+	for _, m := range append(missing, extra...) {
+		c.problems = append(c.problems, fmt.Errorf("%s", m))
+	}
+}
+
+// statement adds what one policy statement grants to got. !If [C, a, b]
+// grants a when C holds and b when it does not.
+func (c *checker) statement(name, where string, st any, when string, got map[grantKey]bool) {
+	if isNoValue(st) {
+		return
+	}
+	m, _ := st.(map[string]any)
+	if args, ok := m["Fn::If"].([]any); ok && len(m) == 1 && len(args) == 3 {
+		if when != "" {
+			c.fail("%s: %s: nested !If in a statement is not supported", name, where)
+			return
+		}
+		cond := Render(args[0])
+		c.statement(name, where, args[1], cond, got)
+		c.statement(name, where, args[2], "!"+cond, got)
+		return
+	}
+	if m == nil || isIntrinsic(m) {
+		c.fail("%s: %s: not a statement", name, where)
+		return
+	}
+	for k := range m {
+		if !slices.Contains([]string{"Sid", "Effect", "Action", "Resource", "Condition"}, k) {
+			c.fail("%s: %s: %s is not supported (write Allow statements with Action and Resource)", name, where, k)
+			return
+		}
+	}
+	if Render(m["Effect"]) != "Allow" {
+		c.fail("%s: %s: Effect %q, want Allow", name, where, Render(m["Effect"]))
+		return
+	}
+	cond := map[string]map[string][]string{}
+	if cm, ok := m["Condition"].(map[string]any); ok {
+		for op, keys := range cm {
+			km, _ := keys.(map[string]any)
+			cond[op] = map[string][]string{}
+			for key, vals := range km {
+				cond[op][key] = renderList(vals)
+			}
+		}
+	} else if m["Condition"] != nil {
+		c.fail("%s: %s: Condition is not a map", name, where)
+	}
+	canon := canonicalCondition(cond)
+	for _, a := range renderList(m["Action"]) {
+		for _, r := range renderList(m["Resource"]) {
+			got[grantKey{a, r, canon, when}] = true
+		}
+	}
+}
+
+func joinCaps(caps []Capability) string {
+	s := make([]string, len(caps))
+	for i, c := range caps {
+		s[i] = string(c)
+	}
+	return strings.Join(s, ", ")
+}
+
+// checkErrorAlarm: every function has an alarm on its errors.
+func (c *checker) checkErrorAlarm(f Function, id string) {
+	for _, a := range c.ofType("AWS::CloudWatch::Alarm") {
+		p := c.props(a)
+		if Render(get(p, "Namespace")) == "AWS/Lambda" && Render(get(p, "MetricName")) == "Errors" &&
+			c.hasDimension(p, "FunctionName", "${"+id+"}") && len(list(get(p, "AlarmActions"))) > 0 {
+			return
+		}
+	}
+	c.fail("function %s: no CloudWatch alarm (with AlarmActions) on AWS/Lambda Errors of %s", f.Name, id)
+}
+
+func (c *checker) hasDimension(p any, name, value string) bool {
+	for _, d := range list(get(p, "Dimensions")) {
+		if Render(get(d, "Name")) == name && Render(get(d, "Value")) == value {
+			return true
+		}
+	}
+	return false
+}
+
+// checkQueues: every queue with a dead-letter queue redrives there after a
+// bounded number of receives, and every dead-letter queue has an alarm.
+func (c *checker) checkQueues() {
+	for _, q := range c.ofType("AWS::SQS::Queue") {
+		redrive := get(c.props(q), "RedrivePolicy")
+		if redrive == nil {
+			continue
+		}
+		dlq := strings.TrimSuffix(strings.TrimPrefix(Render(get(redrive, "deadLetterTargetArn")), "${"), ".Arn}")
+		if c.typeOf(dlq) != "AWS::SQS::Queue" {
+			c.fail("queue %s: deadLetterTargetArn must be !GetAtt <queue>.Arn of this template", q)
+			continue
+		}
+		if toInt(get(redrive, "maxReceiveCount")) <= 0 {
+			c.fail("queue %s: RedrivePolicy has no maxReceiveCount", q)
+		}
+		found := false
+		for _, a := range c.ofType("AWS::CloudWatch::Alarm") {
+			p := c.props(a)
+			if Render(get(p, "Namespace")) == "AWS/SQS" && Render(get(p, "MetricName")) == "ApproximateNumberOfMessagesVisible" &&
+				c.hasDimension(p, "QueueName", "${"+dlq+".QueueName}") && len(list(get(p, "AlarmActions"))) > 0 {
+				found = true
+			}
+		}
+		if !found {
+			c.fail("dead-letter queue %s (of %s): no CloudWatch alarm (with AlarmActions) on ApproximateNumberOfMessagesVisible", dlq, q)
+		}
+	}
+}
+
+// checkOutputs: the API URL, the table and the bucket are stack outputs
+// (integration tests and operators read them).
+func (c *checker) checkOutputs() {
+	outputs := get(c.t, "Outputs")
+	if v := Render(get(outputs, "ApiURL", "Value")); !strings.Contains(v, "${"+APIID+"}.execute-api.") {
+		c.fail("outputs: ApiURL %q is not the API's invoke URL", v)
+	}
+	for k, want := range map[string]string{"Table": "${" + TableID + "}", "Bucket": "${" + BucketID + "}"} {
+		if v := Render(get(outputs, k, "Value")); v != want {
+			c.fail("outputs: %s %q, want %s", k, v, want)
+		}
+	}
+}
+
+// toInt reads a number (or a numeric string); 0 when v is neither.
+func toInt(v any) int {
+	switch v := v.(type) {
+	case int:
+		return v
+	case int64:
+		return int(v)
+	case float64:
+		return int(v)
+	case uint64:
+		return int(v)
+	case string:
+		n, _ := strconv.Atoi(v)
+		return n
+	}
+	return 0
+}

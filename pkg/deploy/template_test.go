@@ -1,0 +1,574 @@
+package deploy_test
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/deploy"
+	"github.com/sluice-gateway/sluice/pkg/store"
+	awsstore "github.com/sluice-gateway/sluice/pkg/store/aws"
+)
+
+const templatePath = "../../template.yaml"
+
+func load(t *testing.T) deploy.Template {
+	t.Helper()
+	tmpl, err := deploy.Load(templatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tmpl
+}
+
+// TestTemplateMatchesTheCode is the drift test: template.yaml routes exactly
+// the route table, each route on its function, streaming exactly where the
+// route table streams; sets every variable the functions read; grants every
+// capability they use and nothing else; has the API settings, gateway
+// responses, alarms and outputs the deployment needs.
+func TestTemplateMatchesTheCode(t *testing.T) {
+	for _, p := range deploy.Check(load(t), functions(t)) {
+		t.Error(p)
+	}
+}
+
+// Helpers that reach into a parsed template for the mutations below.
+
+func m(v any) map[string]any { return v.(map[string]any) }
+
+func resources(tmpl deploy.Template) map[string]any { return m(tmpl["Resources"]) }
+
+func props(tmpl deploy.Template, id string) map[string]any {
+	return m(m(resources(tmpl)[id])["Properties"])
+}
+
+func events(tmpl deploy.Template, id string) map[string]any { return m(props(tmpl, id)["Events"]) }
+
+func event(tmpl deploy.Template, fn, ev string) map[string]any {
+	return m(m(events(tmpl, fn)[ev])["Properties"])
+}
+
+// statements returns a pointer to the statement list of a function's
+// inline policy (or of the shared FunctionBase policy).
+func statements(tmpl deploy.Template, id string) *[]any {
+	doc := props(tmpl, id)
+	if id == "FunctionBase" {
+		doc = m(doc["PolicyDocument"])
+	} else {
+		doc = m(doc["Policies"].([]any)[1])
+	}
+	l := doc["Statement"].([]any)
+	return &l
+}
+
+func setStatements(tmpl deploy.Template, id string, l []any) {
+	doc := props(tmpl, id)
+	if id == "FunctionBase" {
+		doc = m(doc["PolicyDocument"])
+	} else {
+		doc = m(doc["Policies"].([]any)[1])
+	}
+	doc["Statement"] = l
+}
+
+func removeStatement(tmpl deploy.Template, id, sid string) {
+	l := *statements(tmpl, id)
+	n := len(l)
+	l = slices.DeleteFunc(l, func(s any) bool { sm, ok := s.(map[string]any); return ok && sm["Sid"] == sid })
+	if len(l) == n {
+		panic("no statement " + sid + " in " + id)
+	}
+	setStatements(tmpl, id, l)
+}
+
+func addStatement(tmpl deploy.Template, id string, st map[string]any) {
+	setStatements(tmpl, id, append(*statements(tmpl, id), st))
+}
+
+func globalEnv(tmpl deploy.Template) map[string]any {
+	return m(m(m(m(tmpl["Globals"])["Function"])["Environment"])["Variables"])
+}
+
+func ref(id string) map[string]any { return map[string]any{"Ref": id} }
+
+func getAtt(id, attr string) map[string]any { return map[string]any{"Fn::GetAtt": []any{id, attr}} }
+
+func apiEvent(method, path string) map[string]any {
+	return map[string]any{"Type": "Api", "Properties": map[string]any{"RestApiId": ref("Api"), "Path": path, "Method": method}}
+}
+
+// TestCheckCatchesDrift shows that the check fails for each kind of drift:
+// each case changes a copy of the template (and, for workers, the
+// declarations) and names a problem the check must report.
+func TestCheckCatchesDrift(t *testing.T) {
+	base := load(t)
+	for _, tc := range []struct {
+		name   string
+		mutate func(deploy.Template)
+		fns    func([]deploy.Function) []deploy.Function
+		want   []string
+	}{
+		// Routes.
+		{"a route removed", func(d deploy.Template) { delete(events(d, "FilesUploadFunction"), "PostV1Files") },
+			nil, []string{"function files-upload: no event routes POST /v1/files"}},
+		{"a route no code serves", func(d deploy.Template) {
+			events(d, "FilesListFunction")["Chat"] = apiEvent("post", "/v1/chat/completions")
+		}, nil, []string{"function files-list: event Chat: routes POST /v1/chat/completions, which is no route of pkg/server"}},
+		{"a route on the wrong function", func(d deploy.Template) {
+			events(d, "HealthFunction")["Models"] = apiEvent("get", "/v1/models")
+		}, nil, []string{"routes GET /v1/models, which pkg/server serves with function models"}},
+		{"ANY instead of the route's methods", func(d deploy.Template) { event(d, "PassthroughAnthropicFunction", "GetAnthropic")["Method"] = "any" },
+			nil, []string{"routes ANY /anthropic/{endpoint+}", "no event routes GET /anthropic/{endpoint+}"}},
+		{"a path parameter renamed", func(d deploy.Template) { event(d, "FileGetFunction", "GetV1FilesByFileId")["Path"] = "/v1/files/{id}" },
+			nil, []string{"routes GET /v1/files/{id}, which is no route", "no event routes GET /v1/files/{file_id}"}},
+		{"a greedy path made plain", func(d deploy.Template) {
+			event(d, "PassthroughGeminiFunction", "PostGemini")["Path"] = "/gemini/{endpoint}"
+		},
+			nil, []string{"no event routes POST /gemini/{endpoint+}"}},
+		{"a route on another API", func(d deploy.Template) { event(d, "ModelsFunction", "GetV1Models")["RestApiId"] = ref("OtherApi") },
+			nil, []string{"RestApiId \"${OtherApi}\", want !Ref Api"}},
+		{"a second API", func(d deploy.Template) {
+			resources(d)["OtherApi"] = map[string]any{"Type": "AWS::Serverless::HttpApi", "Properties": map[string]any{}}
+		}, nil, []string{"resource OtherApi (AWS::Serverless::HttpApi) routes requests outside the API"}},
+		{"a function URL", func(d deploy.Template) {
+			props(d, "EmbeddingsFunction")["FunctionUrlConfig"] = map[string]any{"AuthType": "NONE", "InvokeMode": "RESPONSE_STREAM"}
+		}, nil, []string{"function embeddings: FunctionUrlConfig is not allowed"}},
+		{"an OpenAPI body", func(d deploy.Template) { props(d, "Api")["DefinitionBody"] = map[string]any{"openapi": "3.0.1"} },
+			nil, []string{"api: DefinitionBody routes requests besides the functions' events"}},
+
+		// Streaming.
+		{"STREAM instead of RESPONSE_STREAM", func(d deploy.Template) {
+			event(d, "EmbeddingsFunction", "PostV1Embeddings")["ResponseTransferMode"] = "STREAM"
+		}, nil, []string{`ResponseTransferMode "STREAM" is not RESPONSE_STREAM`}},
+		{"a streaming route buffered", func(d deploy.Template) {
+			delete(event(d, "FileContentFunction", "GetV1FilesByFileIdContent"), "ResponseTransferMode")
+		}, nil, []string{"GET /v1/files/{file_id}/content): a streaming route without ResponseTransferMode"}},
+		{"a buffered route streamed", func(d deploy.Template) {
+			event(d, "FilesListFunction", "GetV1Files")["ResponseTransferMode"] = "RESPONSE_STREAM"
+		}, nil, []string{"GET /v1/files): a buffered route with ResponseTransferMode"}},
+		{"a stream cut at 29 s", func(d deploy.Template) {
+			event(d, "PassthroughBedrockFunction", "PostBedrock")["TimeoutInMillis"] = 29000
+		}, nil, []string{"TimeoutInMillis 29000, want the function's Timeout, 900000"}},
+		{"a buffered function past API Gateway's 29 s", func(d deploy.Template) { props(d, "FilesUploadFunction")["Timeout"] = 60 },
+			nil, []string{"function files-upload: Timeout 60, want 1..29 s"}},
+
+		// Environment.
+		{"a variable removed", func(d deploy.Template) { delete(globalEnv(d), "SLUICE_TABLE") },
+			nil, []string{"function admin: environment variable SLUICE_TABLE is not set", "function files-sweep: environment variable SLUICE_TABLE is not set"}},
+		{"a variable pointing elsewhere", func(d deploy.Template) {
+			props(d, "FilesListFunction")["Environment"] = map[string]any{"Variables": map[string]any{"SLUICE_BUCKET": ref("WorkQueue")}}
+		}, nil, []string{`function files-list: environment variable SLUICE_BUCKET is "${WorkQueue}", want "${Files}"`}},
+		{"the local backend", func(d deploy.Template) { globalEnv(d)["SLUICE_BACKEND"] = "local" },
+			nil, []string{`function health: environment variable SLUICE_BACKEND is "local", want "aws"`}},
+		{"a variable nothing reads", func(d deploy.Template) { globalEnv(d)["SLUICE_TABEL"] = ref("Records") },
+			nil, []string{"function models: environment variable SLUICE_TABEL is set but not declared"}},
+
+		// Permissions.
+		{"a permission removed", func(d deploy.Template) { removeStatement(d, "FilesUploadFunction", "RecordsWrite") },
+			nil, []string{"function files-upload: lacks dynamodb:PutItem on ${Records.Arn} (needed for records-write)"}},
+		{"a shared permission removed", func(d deploy.Template) { removeStatement(d, "FunctionBase", "MasterKeySecret") },
+			nil, []string{"function health: lacks secretsmanager:GetSecretValue on ${MasterKeySecret} (needed for master-key)"}},
+		{"the config permission dropped for S3 configs", func(d deploy.Template) {
+			l := *statements(d, "FunctionBase")
+			l[0] = map[string]any{"Fn::If": []any{"ConfigInS3", ref("AWS::NoValue"), m(l[0])["Fn::If"].([]any)[2]}}
+			setStatements(d, "FunctionBase", l)
+		}, nil, []string{"function files-sweep: lacks s3:GetObject on arn:${AWS::Partition}:s3:::${ConfigObject} when ConfigInS3"}},
+		{"Bedrock for a function that never calls models", func(d deploy.Template) {
+			addStatement(d, "FilesListFunction", map[string]any{"Effect": "Allow", "Action": []any{"bedrock:InvokeModel"},
+				"Resource": map[string]any{"Fn::Sub": "arn:${AWS::Partition}:bedrock:*::foundation-model/*"}})
+		}, nil, []string{"function files-list: is granted bedrock:InvokeModel on arn:${AWS::Partition}:bedrock:*::foundation-model/*, which none of its capabilities"}},
+		{"provider secrets for a CRUD function", func(d deploy.Template) {
+			addStatement(d, "FileDeleteFunction", map[string]any{"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": ref("ProviderSecret")})
+		}, nil, []string{"function file-delete: is granted secretsmanager:GetSecretValue on ${ProviderSecret}"}},
+		{"file bytes for a passthrough", func(d deploy.Template) {
+			addStatement(d, "PassthroughGeminiFunction", map[string]any{"Effect": "Allow", "Action": "s3:GetObject",
+				"Resource": map[string]any{"Fn::Sub": "${Files.Arn}/files/*"}})
+		}, nil, []string{"function passthrough-gemini: is granted s3:GetObject on ${Files.Arn}/files/*"}},
+		{"a resource widened", func(d deploy.Template) {
+			for _, s := range *statements(d, "FileContentFunction") {
+				if sm, ok := s.(map[string]any); ok && sm["Sid"] == "FileBytesRead" {
+					sm["Resource"] = map[string]any{"Fn::Sub": "${Files.Arn}/*"}
+				}
+			}
+		}, nil, []string{"function file-content: is granted s3:GetObject on ${Files.Arn}/*", "function file-content: lacks s3:GetObject on ${Files.Arn}/files/*"}},
+		{"the limiter's key condition dropped", func(d deploy.Template) {
+			for _, s := range *statements(d, "FilesListFunction") {
+				if sm, ok := s.(map[string]any); ok && sm["Sid"] == "RateLimitWindows" {
+					delete(sm, "Condition")
+				}
+			}
+		}, nil, []string{"function files-list: is granted dynamodb:UpdateItem on ${Records.Arn}, which none"}},
+		{"Bedrock granted unconditionally", func(d deploy.Template) {
+			l := *statements(d, "EmbeddingsFunction")
+			for i, s := range l {
+				if args, ok := m(s)["Fn::If"].([]any); ok && args[0] == "BedrockEnabled" {
+					l[i] = args[1]
+				}
+			}
+		}, nil, []string{"function embeddings: is granted bedrock:InvokeModel on arn:${AWS::Partition}:bedrock:*::foundation-model/*,"}},
+		{"an AWS managed policy", func(d deploy.Template) {
+			p := props(d, "AdminFunction")
+			p["Policies"] = append(p["Policies"].([]any), "AmazonDynamoDBFullAccess")
+		}, nil, []string{"function admin: Policies[2] is neither an inline policy document"}},
+		{"a SAM policy template", func(d deploy.Template) {
+			p := props(d, "AdminFunction")
+			p["Policies"] = append(p["Policies"].([]any), map[string]any{"DynamoDBCrudPolicy": map[string]any{"TableName": ref("Records")}})
+		}, nil, []string{"function admin: Policies[2] is neither an inline policy document"}},
+		{"a role of its own", func(d deploy.Template) { props(d, "AdminFunction")["Role"] = getAtt("SomeRole", "Arn") },
+			nil, []string{"function admin: Role is not allowed"}},
+
+		// Build and runtime.
+		{"the x86 architecture", func(d deploy.Template) { m(m(d["Globals"])["Function"])["Architectures"] = []any{"x86_64"} },
+			nil, []string{"function health: Architectures [x86_64], want [arm64]"}},
+		{"the go1.x builder", func(d deploy.Template) { m(m(resources(d)["ModelsFunction"])["Metadata"])["BuildMethod"] = "go1.x" },
+			nil, []string{`function models: Metadata.BuildMethod "go1.x", want makefile`}},
+		{"built from the function's folder", func(d deploy.Template) {
+			delete(m(m(resources(d)["ModelsFunction"])["Metadata"]), "ProjectRootDirectory")
+		},
+			nil, []string{`function models: Metadata.ProjectRootDirectory "", want .`}},
+		{"logs kept forever", func(d deploy.Template) { delete(props(d, "ModelsLogs"), "RetentionInDays") },
+			nil, []string{"function models: LoggingConfig.LogGroup must !Ref a log group with RetentionInDays"}},
+		{"text logs", func(d deploy.Template) {
+			m(m(m(d["Globals"])["Function"])["LoggingConfig"])["LogFormat"] = "Text"
+		}, nil, []string{`function admin: LoggingConfig.LogFormat "Text", want JSON`}},
+		{"a function removed", func(d deploy.Template) { delete(resources(d), "FilesSweepFunction") },
+			nil, []string{"function files-sweep: no AWS::Serverless::Function FilesSweepFunction"}},
+		{"a function nothing declares", func(d deploy.Template) {
+			resources(d)["ChatCompletionsFunction"] = map[string]any{"Type": "AWS::Serverless::Function", "Properties": map[string]any{}}
+		}, nil, []string{"function resource ChatCompletionsFunction is no function of pkg/deploy"}},
+		{"the sweep's schedule changed", func(d deploy.Template) { event(d, "FilesSweepFunction", "Hourly")["Schedule"] = "rate(1 day)" },
+			nil, []string{`function files-sweep: event Hourly: Schedule "rate(1 day)", want "rate(1 hour)"`}},
+		{"the sweep unscheduled", func(d deploy.Template) { delete(events(d, "FilesSweepFunction"), "Hourly") },
+			nil, []string{"function files-sweep: 0 Schedule events, want 1"}},
+
+		// Alarms.
+		{"a dead-letter queue without an alarm", func(d deploy.Template) { delete(resources(d), "WorkDeadLettersAlarm") },
+			nil, []string{"dead-letter queue WorkDeadLetters (of WorkQueue): no CloudWatch alarm"}},
+		{"an alarm nobody hears", func(d deploy.Template) { delete(props(d, "DeliveryDeadLettersAlarm"), "AlarmActions") },
+			nil, []string{"dead-letter queue DeliveryDeadLetters (of DeliveryQueue): no CloudWatch alarm"}},
+		{"a function without an error alarm", func(d deploy.Template) { delete(resources(d), "FilesListErrors") },
+			nil, []string{"function files-list: no CloudWatch alarm (with AlarmActions) on AWS/Lambda Errors of FilesListFunction"}},
+
+		// The API.
+		{"a gateway response removed", func(d deploy.Template) { delete(m(props(d, "Api")["GatewayResponses"]), "THROTTLED") },
+			nil, []string{"api: no gateway response THROTTLED"}},
+		{"a gateway response in another shape", func(d deploy.Template) {
+			r := m(m(props(d, "Api")["GatewayResponses"])["MISSING_AUTHENTICATION_TOKEN"])
+			r["ResponseTemplates"] = map[string]any{"application/json": `{"message":"Missing Authentication Token"}`}
+		}, nil, []string{`api: gateway response MISSING_AUTHENTICATION_TOKEN: want {"error":{"message","type","param","code"}}`}},
+		{"a gateway response with API Gateway's status", func(d deploy.Template) {
+			delete(m(m(props(d, "Api")["GatewayResponses"])["MISSING_AUTHENTICATION_TOKEN"]), "StatusCode")
+		}, nil, []string{"api: gateway response MISSING_AUTHENTICATION_TOKEN: status 0, want 404"}},
+		{"a gateway response with a wrong code", func(d deploy.Template) {
+			r := m(m(props(d, "Api")["GatewayResponses"])["REQUEST_TOO_LARGE"])
+			r["ResponseTemplates"] = map[string]any{"application/json": `{"error":{"message":$context.error.messageString,"type":"invalid_request_error","param":null,"code":"too_big"}}`}
+		}, nil, []string{`api: gateway response REQUEST_TOO_LARGE: error.code is not "payload_too_large"`}},
+		{"binary media types unescaped", func(d deploy.Template) {
+			props(d, "Api")["BinaryMediaTypes"] = []any{"multipart/form-data", "application/octet-stream"}
+		}, nil, []string{"api: BinaryMediaTypes lacks multipart~1form-data", "api: BinaryMediaTypes lacks application~1octet-stream"}},
+		{"an edge-optimized API", func(d deploy.Template) { props(d, "Api")["EndpointConfiguration"] = map[string]any{"Type": "EDGE"} },
+			nil, []string{"api: EndpointConfiguration"}},
+		{"no throttling", func(d deploy.Template) { delete(props(d, "Api"), "MethodSettings") },
+			nil, []string{"api: no stage throttling"}},
+		{"no access logs", func(d deploy.Template) { delete(props(d, "Api"), "AccessLogSetting") },
+			nil, []string{"api: no AccessLogSetting"}},
+		{"no API URL output", func(d deploy.Template) { delete(m(d["Outputs"]), "ApiURL") },
+			nil, []string{`outputs: ApiURL "" is not the API's invoke URL`}},
+		{"a master key written in the template", func(d deploy.Template) { props(d, "MasterKeySecret")["SecretString"] = "sk-123" },
+			nil, []string{"secret MasterKeySecret: the master key must be generated"}},
+
+		// Workers: a queue consumer's visibility timeout must outlast 6 runs.
+		{"a worker whose queue redelivers too early", func(d deploy.Template) {
+			resources(d)["BatchWorkerFunction"] = map[string]any{
+				"Type":     "AWS::Serverless::Function",
+				"Metadata": m(resources(d)["ModelsFunction"])["Metadata"],
+				"Properties": map[string]any{
+					"CodeUri": "functions/batch-worker/", "Timeout": 900,
+					"LoggingConfig": map[string]any{"LogGroup": ref("ModelsLogs")},
+					"Policies":      []any{ref("FunctionBase")},
+					"Events": map[string]any{"Work": map[string]any{"Type": "SQS", "Properties": map[string]any{
+						"Queue": getAtt("WorkQueue", "Arn"), "FunctionResponseTypes": []any{"ReportBatchItemFailures"},
+					}}},
+				},
+			}
+			resources(d)["BatchWorkerErrors"] = resources(d)["ModelsErrors"]
+		}, func(fns []deploy.Function) []deploy.Function {
+			return append(fns, deploy.Function{
+				Name: "batch-worker", Queue: deploy.WorkQueueID, Env: deploy.CloudEnv(),
+				Capabilities: []deploy.Capability{deploy.ConfigRead, deploy.MasterKey},
+			})
+		}, []string{"function batch-worker: event Work: queue WorkQueue VisibilityTimeout 900 s, want at least 6 × (Timeout + batching window) = 5400 s"}},
+		{"an SQS event nothing declares", func(d deploy.Template) {
+			events(d, "AdminFunction")["Work"] = map[string]any{"Type": "SQS", "Properties": map[string]any{"Queue": getAtt("WorkQueue", "Arn")}}
+		}, nil, []string{"function admin: event Work: an SQS event on a function that declares no queue"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := base.Clone()
+			tc.mutate(d)
+			fns := functions(t)
+			if tc.fns != nil {
+				fns = tc.fns(fns)
+			}
+			problems := deploy.Check(d, fns)
+			for _, want := range tc.want {
+				if !slices.ContainsFunc(problems, func(p error) bool { return strings.Contains(p.Error(), want) }) {
+					t.Errorf("no problem says %q; got:\n%s", want, join(problems))
+				}
+			}
+		})
+	}
+	// The mutations changed copies only.
+	if problems := deploy.Check(base, functions(t)); len(problems) > 0 {
+		t.Errorf("the template changed under the mutations:\n%s", join(problems))
+	}
+}
+
+func join(errs []error) string {
+	var b strings.Builder
+	for _, e := range errs {
+		fmt.Fprintf(&b, "  %v\n", e)
+	}
+	return b.String()
+}
+
+// templateEnv is function fn's environment as the template sets it (Globals
+// merged with the function's own), each value made concrete: !If takes the
+// default branch (the SSM config), a parameter its default, any other ${X}
+// test-X.
+func templateEnv(t *testing.T, tmpl deploy.Template, id string) map[string]string {
+	t.Helper()
+	vars := map[string]any{}
+	for k, v := range globalEnv(tmpl) {
+		vars[k] = v
+	}
+	if own, ok := props(tmpl, id)["Environment"].(map[string]any); ok {
+		for k, v := range m(own["Variables"]) {
+			vars[k] = v
+		}
+	}
+	subst := regexp.MustCompile(`\$\{([^}]+)\}`)
+	env := map[string]string{}
+	for k, v := range vars {
+		if vm, ok := v.(map[string]any); ok && vm["Fn::If"] != nil {
+			args := vm["Fn::If"].([]any)
+			v = args[2]
+		}
+		env[k] = subst.ReplaceAllStringFunc(deploy.Render(v), func(ref string) string {
+			name := ref[2 : len(ref)-1]
+			if p, ok := m(tmpl["Parameters"])[name].(map[string]any); ok && p["Default"] != nil {
+				return deploy.Render(p["Default"])
+			}
+			return "test-" + name
+		})
+	}
+	return env
+}
+
+// openEnv runs the readers a function runs at start-up (gateway.Open) over
+// env: the settings, and the AWS resources (read from the process
+// environment, so every variable they read is set here, empty if env has
+// none).
+func openEnv(t *testing.T, env map[string]string) error {
+	settings, err := config.SettingsFromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		return err
+	}
+	if settings.Backend != config.BackendAWS {
+		return fmt.Errorf("backend %q", settings.Backend)
+	}
+	if !strings.HasPrefix(settings.ConfigLocation, "ssm:/") && !strings.HasPrefix(settings.ConfigLocation, "s3://") {
+		return fmt.Errorf("config location %q", settings.ConfigLocation)
+	}
+	for _, line := range (awsstore.Resources{}).Env() {
+		name, _, _ := strings.Cut(line, "=")
+		t.Setenv(name, env[name])
+	}
+	_, err = awsstore.ResourcesFromEnv()
+	return err
+}
+
+// TestTemplateEnvStartsEveryFunction runs the real readers of a function's
+// start-up over the environment the template gives each function; and,
+// dropping each declared variable in turn, shows every one is needed.
+func TestTemplateEnvStartsEveryFunction(t *testing.T) {
+	tmpl := load(t)
+	for _, f := range functions(t) {
+		env := templateEnv(t, tmpl, f.LogicalID())
+		if err := openEnv(t, env); err != nil {
+			t.Errorf("%s does not start with the template's environment: %v", f.Name, err)
+		}
+	}
+	env := templateEnv(t, tmpl, "HealthFunction")
+	for _, v := range deploy.CloudEnv() {
+		without := map[string]string{}
+		for k, val := range env {
+			if k != v.Name {
+				without[k] = val
+			}
+		}
+		if err := openEnv(t, without); err == nil {
+			t.Errorf("a function starts without %s: CloudEnv declares a variable nothing needs", v.Name)
+		}
+	}
+}
+
+// TestCloudEnvIsWhatTheAdapterReads: the resource variables of CloudEnv are
+// exactly the ones pkg/store/aws requires.
+func TestCloudEnvIsWhatTheAdapterReads(t *testing.T) {
+	var want []string
+	for _, line := range (awsstore.Resources{}).Env() { // required variables only, when empty
+		name, _, _ := strings.Cut(line, "=")
+		want = append(want, name)
+	}
+	var got []string
+	for _, v := range deploy.CloudEnv() {
+		if v.Name != "SLUICE_BACKEND" && v.Name != "SLUICE_CONFIG" {
+			got = append(got, v.Name)
+		}
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("CloudEnv resources %v, pkg/store/aws requires %v", got, want)
+	}
+}
+
+// TestStorageMatchesTheAdapters: the queues and the table are what
+// pkg/store/aws provisions and expects.
+func TestStorageMatchesTheAdapters(t *testing.T) {
+	tmpl := load(t)
+	secs := func(d time.Duration) int { return int(d / time.Second) }
+	for _, q := range []struct {
+		id, dlq    string
+		visibility time.Duration
+	}{
+		{deploy.WorkQueueID, "WorkDeadLetters", awsstore.WorkVisibility},
+		{deploy.DeliveryQueueID, "DeliveryDeadLetters", awsstore.DeliveryVisibility},
+	} {
+		p := props(tmpl, q.id)
+		if got := p["VisibilityTimeout"]; got != secs(q.visibility) {
+			t.Errorf("%s: VisibilityTimeout %v, pkg/store/aws provisions %d", q.id, got, secs(q.visibility))
+		}
+		redrive := m(p["RedrivePolicy"])
+		if got := redrive["maxReceiveCount"]; got != awsstore.MaxReceives {
+			t.Errorf("%s: maxReceiveCount %v, pkg/store/aws provisions %d", q.id, got, awsstore.MaxReceives)
+		}
+		if got := deploy.Render(redrive["deadLetterTargetArn"]); got != "${"+q.dlq+".Arn}" {
+			t.Errorf("%s: dead letters go to %s", q.id, got)
+		}
+		if got := props(tmpl, q.dlq)["MessageRetentionPeriod"]; got != secs(14*24*time.Hour) {
+			t.Errorf("%s: MessageRetentionPeriod %v, want 14 days", q.dlq, got)
+		}
+	}
+	table := props(tmpl, deploy.TableID)
+	var indexes []string
+	for _, g := range table["GlobalSecondaryIndexes"].([]any) {
+		indexes = append(indexes, m(g)["IndexName"].(string))
+	}
+	if want := []string{string(store.GSI1), string(store.GSI2)}; !slices.Equal(indexes, want) {
+		t.Errorf("table indexes %v, want %v", indexes, want)
+	}
+	if table["BillingMode"] != "PAY_PER_REQUEST" || deploy.Render(table["PointInTimeRecoverySpecification"]) != `{"PointInTimeRecoveryEnabled":true}` ||
+		deploy.Render(table["TimeToLiveSpecification"]) != `{"AttributeName":"ttl","Enabled":true}` {
+		t.Errorf("table: want on-demand, point-in-time recovery and TTL on ttl: %v", table)
+	}
+}
+
+func TestParseAndRender(t *testing.T) {
+	doc := `
+A: !Ref Table
+B: !GetAtt Queue.Arn
+C: !Sub "arn:${AWS::Partition}:s3:::${Bucket}/*"
+D: !If [IsProd, !Sub "s3://${Obj}", !Join ["", ["ssm:", !Ref Param]]]
+E: !Sub ["${X}-y", {X: !Ref Stage}]
+F: !GetAtt [Queue, QueueName]
+G: !Select [0, !GetAZs ""]
+H: {"Fn::GetAtt": ["Queue", "Arn"]}
+I: [1, true, "x"]
+`
+	tmpl, err := deploy.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		"A": "${Table}", "B": "${Queue.Arn}", "C": "arn:${AWS::Partition}:s3:::${Bucket}/*",
+		"D": "If(IsProd,s3://${Obj},ssm:${Param})", "E": "${Stage}-y", "F": "${Queue.QueueName}",
+		"G": "Fn::Select(0,Fn::GetAZs())", "H": "${Queue.Arn}", "I": `[1,true,"x"]`,
+	} {
+		if got := deploy.Render(tmpl[k]); got != want {
+			t.Errorf("%s: %q, want %q", k, got, want)
+		}
+	}
+	for name, bad := range map[string]string{
+		"alias":         "a: &x 1\nb: *x\n",
+		"merge key":     "a: {x: 1}\nb:\n  <<: {y: 2}\n",
+		"duplicate key": "a: 1\na: 2\n",
+		"GetAtt":        "a: !GetAtt NoDot\n",
+		"not a map":     "- a\n",
+		"two documents": "a: 1\n---\nb: 2\n",
+	} {
+		if _, err := deploy.Parse([]byte(bad)); err == nil {
+			t.Errorf("%s: parsed", name)
+		}
+	}
+}
+
+// FuzzParse: a template is read from a file the team writes, but the parser
+// must still never panic, and whatever parses renders.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("a: !Ref B\nc: !If [X, !Sub '${Y}', !Ref AWS::NoValue]\n"))
+	f.Add([]byte("Resources: {F: {Type: AWS::Serverless::Function, Properties: {Events: {E: {Type: Api}}}}}\n"))
+	f.Add([]byte("a: !GetAtt [B, C]\nb: !Sub [x, {y: !Ref z}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tmpl, err := deploy.Parse(data)
+		if err != nil {
+			return
+		}
+		for _, v := range tmpl {
+			deploy.Render(v)
+		}
+		deploy.Check(tmpl, nil)
+	})
+}
+
+// TestSamconfigParameters: every parameter samconfig.toml overrides exists
+// in the template and takes the value given (its pattern, its allowed
+// values), so `make deploy` does not fail on a typo after the build.
+func TestSamconfigParameters(t *testing.T) {
+	data, err := os.ReadFile("../../samconfig.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := m(load(t)["Parameters"])
+	line := regexp.MustCompile(`(?m)^parameter_overrides = "([^"]*)"$`)
+	envs := line.FindAllStringSubmatch(string(data), -1)
+	if len(envs) < 2 {
+		t.Fatalf("want parameter_overrides for the default and the prod environment, found %d", len(envs))
+	}
+	for _, env := range envs {
+		for _, kv := range strings.Fields(env[1]) {
+			k, v, _ := strings.Cut(kv, "=")
+			p, ok := params[k].(map[string]any)
+			if !ok {
+				t.Errorf("samconfig.toml overrides %s, which is no template parameter", k)
+				continue
+			}
+			if pat, ok := p["AllowedPattern"].(string); ok {
+				re, err := regexp.Compile(pat)
+				if err != nil {
+					t.Errorf("parameter %s: AllowedPattern %s: %v", k, pat, err)
+				} else if !re.MatchString(v) {
+					t.Errorf("samconfig.toml: %s=%s does not match %s", k, v, pat)
+				}
+			}
+			if allowed, ok := p["AllowedValues"].([]any); ok && !slices.ContainsFunc(allowed, func(a any) bool { return deploy.Render(a) == v }) {
+				t.Errorf("samconfig.toml: %s=%s is not one of %v", k, v, allowed)
+			}
+		}
+	}
+}
