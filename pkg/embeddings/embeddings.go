@@ -101,6 +101,7 @@ func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
 
 	usage, _ := scan.Usage()
 	ev.PromptTokens, ev.TotalTokens = usage.PromptTokens, usage.TotalTokens
+	ev.UsageEstimated = ans.UsageEstimated
 	ev.Response = summarize(scan, req.Encoding(), usage)
 	if sendErr != nil {
 		models.Fail(ev, api.Upstream(sendErr, "The answer was cut off before it ended."))

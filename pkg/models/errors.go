@@ -139,7 +139,13 @@ func classify(err error) failure {
 	}
 	var ae *api.Error
 	if errors.As(err, &ae) {
-		return failDeployment // from opening the deployment: 503, or 400 unsupported
+		if ae.Status >= 400 && ae.Status < 500 && ae.Status != http.StatusTooManyRequests {
+			// A provider that cannot honour the request as asked (a
+			// parameter its model does not take): the request's fault, as
+			// the provider's own 400 would be. No retry, no cooldown.
+			return failFatal
+		}
+		return failDeployment // the deployment cannot serve: no credential, no token
 	}
 	return failRetry // transport: timeout or connection
 }

@@ -78,4 +78,7 @@ type Answer struct {
 	// (EncodingFloat or EncodingBase64); empty for other calls. When it is
 	// not what the client asked for, the embeddings endpoint converts.
 	Encoding string
+	// UsageEstimated is true when the provider reported no token counts
+	// and the usage in Body is sluice's estimate (the log event says so).
+	UsageEstimated bool
 }

@@ -50,6 +50,66 @@ func (r *EmbeddingRequest) Encoding() string {
 	return EncodingFloat
 }
 
+// Extras returns the members named of the request body that sluice does not
+// model: LiteLLM's provider-specific extras, such as input_type, which
+// providers that translate the request read. Absent and null members are
+// left out; a member given twice is a 400 naming it (a provider could read
+// either copy).
+func (r *EmbeddingRequest) Extras(names ...string) (Extras, error) {
+	members, ok, err := objectMembers(r.body)
+	if !ok || err != nil {
+		// Parse validated the body; only a request not built by it lands here.
+		return nil, api.InvalidJSON("Request body must be a JSON object.")
+	}
+	var x Extras
+	for _, m := range members {
+		for _, name := range names {
+			if m.key != name {
+				continue
+			}
+			if _, dup := x[name]; dup {
+				return nil, api.InvalidValue(name, "'%s' is given more than once.", name)
+			}
+			v := r.body[m.start:m.end]
+			if isNull(v) {
+				continue
+			}
+			if x == nil {
+				x = Extras{}
+			}
+			x[name] = v
+		}
+	}
+	return x, nil
+}
+
+// Extras are raw JSON values of request members, by name.
+type Extras map[string]json.RawMessage
+
+// String returns the string member name; given is false when it is absent.
+// Another type is a 400 naming it.
+func (x Extras) String(name string) (value string, given bool, err error) {
+	v, ok := x[name]
+	if !ok {
+		return "", false, nil
+	}
+	return stringField(fields{name: v}, name)
+}
+
+// Bool returns the boolean member name; given is false when it is absent.
+// Another type is a 400 naming it.
+func (x Extras) Bool(name string) (value, given bool, err error) {
+	switch v, ok := x[name]; {
+	case !ok:
+		return false, false, nil
+	case string(v) == "true":
+		return true, true, nil
+	case string(v) == "false":
+		return false, true, nil
+	}
+	return false, false, api.InvalidValue(name, "Invalid type for '%s': expected a boolean.", name)
+}
+
 // ModerationRequest is a validated POST /v1/moderations body.
 type ModerationRequest struct {
 	// Model is "" when the client named none; the moderations endpoint

@@ -19,7 +19,10 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/azure"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
+	"github.com/sluice-gateway/sluice/pkg/providers/cohere"
+	"github.com/sluice-gateway/sluice/pkg/providers/gemini"
 	"github.com/sluice-gateway/sluice/pkg/providers/openai"
+	"github.com/sluice-gateway/sluice/pkg/providers/vertex"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -109,7 +112,13 @@ func NewServices(deps Deps) (*Services, error) {
 // embeddings and moderations endpoints on it.
 func (s *Services) buildModels(deps Deps, client *http.Client) error {
 	getenv := deps.Getenv
-	registry := map[string]models.Provider{azure.Name: azure.New(client, getenv)}
+	registry := map[string]models.Provider{
+		azure.Name:   azure.New(client, getenv),
+		bedrock.Name: bedrock.NewProvider(client, getenv, bedrock.SDKDefaultChain),
+		vertex.Name:  vertex.New(client, getenv),
+		gemini.Name:  gemini.New(client, getenv),
+		cohere.Name:  cohere.New(client, getenv),
+	}
 	for _, name := range openai.Names() {
 		registry[name] = openai.New(name, client, getenv)
 	}

@@ -1,0 +1,233 @@
+// Package cohere serves embeddings on Cohere's API, v2:
+//
+//	POST {base}/v2/embed   (Authorization: Bearer {api_key})
+//	{"model":"embed-v4.0","texts":["…"],"input_type":"search_document","embedding_types":["float"]}
+//
+// base is https://api.cohere.com unless api_base replaces it. v2 requires
+// input_type for every v3+ model; when neither the request nor the
+// deployment gives one, sluice sends search_document (as LiteLLM does).
+package cohere
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
+)
+
+// Name is the litellm_params.model provider prefix this package serves.
+const Name = "cohere"
+
+// DefaultAPIBase is Cohere's API.
+const DefaultAPIBase = "https://api.cohere.com"
+
+// MaxTexts is the most texts one embed call takes.
+const MaxTexts = 96
+
+// DefaultInputType is sent when neither the request nor the deployment
+// names an input_type (v2 requires one).
+const DefaultInputType = "search_document"
+
+// Provider opens Cohere deployments.
+type Provider struct {
+	client *http.Client
+	getenv func(string) string
+}
+
+// New returns the provider, calling out through client. getenv (nil: none)
+// supplies COHERE_API_KEY (or CO_API_KEY) and COHERE_API_BASE when a
+// deployment sets no api_key or api_base.
+func New(client *http.Client, getenv func(string) string) *Provider {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	return &Provider{client: client, getenv: getenv}
+}
+
+// Open resolves the deployment's api_key (503 without one) and api_base.
+func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
+	key, err := resolve(ctx, d.Params.APIKey)
+	if err != nil {
+		return nil, fmt.Errorf("cohere: resolve api_key: %w", err)
+	}
+	for _, env := range []string{"COHERE_API_KEY", "CO_API_KEY"} {
+		if key = strings.TrimSpace(key); key == "" {
+			key = p.getenv(env)
+		}
+	}
+	if key = strings.TrimSpace(key); key == "" {
+		return nil, api.Unavailable("Model '%s' has no api_key configured for provider cohere: set litellm_params.api_key, or COHERE_API_KEY.", d.ModelName)
+	}
+	base, err := resolve(ctx, d.Params.APIBase)
+	if err != nil {
+		return nil, fmt.Errorf("cohere: resolve api_base: %w", err)
+	}
+	if strings.TrimSpace(base) == "" {
+		base = p.getenv("COHERE_API_BASE")
+	}
+	if strings.TrimSpace(base) == "" {
+		base = DefaultAPIBase
+	}
+	if base, err = embedbatch.Base(base); err != nil {
+		return nil, api.Unavailable("Model '%s' (provider cohere): %v.", d.ModelName, err)
+	}
+	model := d.Params.ProviderModel()
+	if model == "" {
+		return nil, api.Unavailable("Model '%s' names no Cohere model: litellm_params.model must be cohere/<model>.", d.ModelName)
+	}
+	e := &endpoint{client: p.client, base: base, model: model, url: base + "/v2/embed", auth: "Bearer " + key}
+	for name, dst := range map[string]*string{"input_type": &e.inputType, "truncate": &e.truncate} {
+		if v, ok := d.Params.Extra[name]; ok && v != nil {
+			s, ok := v.(string)
+			if !ok {
+				return nil, api.Unavailable("Model '%s' (provider cohere): litellm_params.%s must be a string.", d.ModelName, name)
+			}
+			*dst = s
+		}
+	}
+	return e, nil
+}
+
+type endpoint struct {
+	client    *http.Client
+	base      string
+	model     string
+	url       string
+	auth      string
+	inputType string // the deployment's defaults
+	truncate  string
+}
+
+func (e *endpoint) APIBase() string { return e.base }
+
+// embedRequest is the /v2/embed body.
+type embedRequest struct {
+	Model           string   `json:"model"`
+	Texts           []string `json:"texts"`
+	InputType       string   `json:"input_type"`
+	EmbeddingTypes  []string `json:"embedding_types"`
+	OutputDimension int      `json:"output_dimension,omitempty"`
+	Truncate        string   `json:"truncate,omitempty"`
+}
+
+// SupportsDimensions reports whether a Cohere model takes output_dimension:
+// embed v4 and later; the v2 and v3 models have a fixed size.
+func SupportsDimensions(model string) bool {
+	m := strings.ToLower(model)
+	return !strings.Contains(m, "-v3") && !strings.Contains(m, "-v2")
+}
+
+// Embed sends the texts in batches of up to 96, concurrently, always asking
+// for float embeddings (sluice encodes base64 itself, as OpenAI defines it).
+func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*models.Answer, error) {
+	texts, err := embedbatch.Texts(req, Name)
+	if err != nil {
+		return nil, err
+	}
+	if req.Dimensions > 0 && !SupportsDimensions(e.model) {
+		return nil, embedbatch.Unsupported("dimensions", "Model '%s' (Cohere %s) does not take 'dimensions': its vectors have a fixed size; Cohere Embed v4 takes it.", req.Model, e.model)
+	}
+	x, err := req.Extras("input_type", "truncate")
+	if err != nil {
+		return nil, err
+	}
+	tmpl := embedRequest{Model: e.model, InputType: e.inputType, Truncate: e.truncate, EmbeddingTypes: []string{"float"}, OutputDimension: req.Dimensions}
+	if v, given, err := x.String("input_type"); err != nil {
+		return nil, err
+	} else if given {
+		tmpl.InputType = v
+	}
+	if tmpl.InputType == "" {
+		tmpl.InputType = DefaultInputType
+	}
+	tmpl.InputType = embedbatch.CohereInputType(tmpl.InputType)
+	if v, given, err := x.String("truncate"); err != nil {
+		return nil, err
+	} else if given {
+		tmpl.Truncate = v
+	}
+	out := embedbatch.Output{Provider: Name, Model: e.model, Encoding: req.Encoding(), Dimensions: req.Dimensions}
+	return embedbatch.Run(ctx, texts, embedbatch.Limits{MaxInputs: MaxTexts}, out, func(ctx context.Context, b embedbatch.Batch) (embedbatch.Result, error) {
+		body := tmpl
+		body.Texts = b.Texts
+		resp, err := e.post(ctx, body)
+		if err != nil {
+			return embedbatch.Result{}, err
+		}
+		res, err := ParseEmbed(resp.Body)
+		if err != nil {
+			return embedbatch.Result{}, embedbatch.Malformed(Name, "%v", err)
+		}
+		return res, nil
+	})
+}
+
+func (e *endpoint) post(ctx context.Context, v embedRequest) (*embedbatch.Response, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("cohere: encode the request: %w", err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("cohere embed: %w", err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	hreq.Header.Set("Authorization", e.auth)
+	return embedbatch.Do(e.client, Name, hreq)
+}
+
+// ParseEmbed reads a /v2/embed answer: embeddings.float (one vector per
+// text, in order) and meta.billed_units.input_tokens.
+func ParseEmbed(body []byte) (embedbatch.Result, error) {
+	var embeddings, meta, list, billed []byte
+	var res embedbatch.Result
+	pick := func(want string, dst *[]byte) func(string, []byte) error {
+		return func(key string, v []byte) error {
+			if key == want {
+				*dst = v
+			}
+			return nil
+		}
+	}
+	if err := embedbatch.Members(body, func(key string, v []byte) error {
+		switch key {
+		case "embeddings":
+			embeddings = v
+		case "meta":
+			meta = v
+		}
+		return nil
+	}); err != nil {
+		return res, fmt.Errorf("embed answer: %w", err)
+	}
+	if !embedbatch.Null(embeddings) {
+		if err := embedbatch.Members(embeddings, pick("float", &list)); err != nil {
+			return res, fmt.Errorf("embed answer embeddings: %w", err)
+		}
+	}
+	if embedbatch.Null(list) {
+		return res, errors.New("embed answer has no embeddings.float")
+	}
+	if err := embedbatch.Elements(list, func(v []byte) error {
+		res.Vectors = append(res.Vectors, v)
+		return nil
+	}); err != nil {
+		return res, fmt.Errorf("embed answer embeddings.float: %w", err)
+	}
+	if !embedbatch.Null(meta) && embedbatch.Members(meta, pick("billed_units", &billed)) == nil && !embedbatch.Null(billed) {
+		var tokens []byte
+		if embedbatch.Members(billed, pick("input_tokens", &tokens)) == nil {
+			res.Tokens, res.TokensKnown = embedbatch.Count(tokens)
+		}
+	}
+	return res, nil
+}

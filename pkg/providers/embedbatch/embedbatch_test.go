@@ -1,0 +1,567 @@
+package embedbatch
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/models"
+)
+
+// vector is the deterministic embedding the fake calls answer for a text.
+func vector(text string, dims int) []float32 {
+	var seed int
+	for _, c := range text {
+		seed = seed*31 + int(c)
+	}
+	v := make([]float32, dims)
+	for j := range v {
+		v[j] = float32(math.Sin(float64(seed%10007*1000+j))) / 3
+	}
+	return v
+}
+
+// rawVector writes v as a provider would: JSON numbers that round-trip to
+// the float32 values.
+func rawVector(v []float32) json.RawMessage {
+	b := []byte{'['}
+	for i, f := range v {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = strconv.AppendFloat(b, float64(f), 'g', -1, 32)
+	}
+	return append(b, ']')
+}
+
+type answer struct {
+	Object string `json:"object"`
+	Data   []struct {
+		Object    string          `json:"object"`
+		Index     int             `json:"index"`
+		Embedding json.RawMessage `json:"embedding"`
+	} `json:"data"`
+	Model string `json:"model"`
+	Usage struct {
+		PromptTokens int64 `json:"prompt_tokens"`
+		TotalTokens  int64 `json:"total_tokens"`
+	} `json:"usage"`
+}
+
+func readAnswer(t *testing.T, a *models.Answer) answer {
+	t.Helper()
+	b, err := io.ReadAll(a.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Body.Close()
+	if int64(len(b)) != a.ContentLength {
+		t.Errorf("ContentLength %d, body %d bytes", a.ContentLength, len(b))
+	}
+	var out answer
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("answer is not JSON: %v\n%s", err, b)
+	}
+	return out
+}
+
+// decode reads an embedding in either encoding.
+func decode(t *testing.T, raw json.RawMessage) []float32 {
+	t.Helper()
+	if raw[0] == '"' {
+		var s string
+		json.Unmarshal(raw, &s)
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil || len(b)%4 != 0 {
+			t.Fatalf("bad base64 %s: %v", raw, err)
+		}
+		v := make([]float32, len(b)/4)
+		for i := range v {
+			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		return v
+	}
+	var v []float32
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func texts(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("text number %d", i)
+	}
+	return out
+}
+
+func TestSplit(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		texts []string
+		lim   Limits
+		want  [][2]int // start, len
+	}{
+		{"one per call", []string{"a", "b", "c"}, Limits{MaxInputs: 1}, [][2]int{{0, 1}, {1, 1}, {2, 1}}},
+		{"under the limit", []string{"a", "b"}, Limits{MaxInputs: 96}, [][2]int{{0, 2}}},
+		{"exact multiple", texts(6), Limits{MaxInputs: 3}, [][2]int{{0, 3}, {3, 3}}},
+		{"remainder", texts(7), Limits{MaxInputs: 3}, [][2]int{{0, 3}, {3, 3}, {6, 1}}},
+		{"zero limit means one", []string{"a", "b"}, Limits{}, [][2]int{{0, 1}, {1, 1}}},
+		{"byte bound", []string{"aaaa", "bbbb", "cc", "dddddddddd", "e"}, Limits{MaxInputs: 10, MaxBytes: 8}, [][2]int{{0, 2}, {2, 1}, {3, 1}, {4, 1}}},
+		{"large text alone", []string{strings.Repeat("x", 20), "y"}, Limits{MaxInputs: 10, MaxBytes: 8}, [][2]int{{0, 1}, {1, 1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got [][2]int
+			next := 0
+			for _, b := range Split(tc.texts, tc.lim) {
+				got = append(got, [2]int{b.Start, len(b.Texts)})
+				if b.Start != next || !reflect.DeepEqual(b.Texts, tc.texts[b.Start:b.Start+len(b.Texts)]) {
+					t.Errorf("batch %+v does not follow on", b)
+				}
+				next += len(b.Texts)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("batches %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAppendVector(t *testing.T) {
+	v := []float32{0.1, -2.5e-8, 3, 1e-3, -0.99999994}
+	raw := rawVector(v)
+	out, n, _, err := AppendVector(nil, raw, models.EncodingFloat, nil)
+	if err != nil || n != len(v) || !reflect.DeepEqual(decode(t, out), v) {
+		t.Errorf("float: %s %d %v", out, n, err)
+	}
+	if string(out) != "[0.1,-2.5e-08,3,0.001,-0.99999994]" {
+		t.Errorf("float output %s: want the provider's numbers, compact", out)
+	}
+	out, n, scratch, err := AppendVector([]byte("x"), raw, models.EncodingBase64, nil)
+	if err != nil || n != len(v) || out[0] != 'x' || !reflect.DeepEqual(decode(t, out[1:]), v) {
+		t.Errorf("base64: %s %d %v", out, n, err)
+	}
+	// The scratch buffer is reused.
+	out2, _, _, err := AppendVector(nil, json.RawMessage(`[1,2]`), models.EncodingBase64, scratch)
+	if err != nil || !reflect.DeepEqual(decode(t, out2), []float32{1, 2}) {
+		t.Errorf("reused scratch: %s %v", out2, err)
+	}
+	for _, bad := range []string{``, `{}`, `[]`, `[ ]`, `[1,]`, `[1 2]`, `["1"]`, `[1,[2]]`, `[01]`, `[1.]`, `[.5]`, `[+1]`, `[1e]`, `[1,null]`, `[true]`, `[1]x`, `[1`, `[NaN]`, `[1e39]`} {
+		for _, enc := range []string{models.EncodingFloat, models.EncodingBase64} {
+			got, _, _, err := AppendVector([]byte("keep"), json.RawMessage(bad), enc, nil)
+			if bad == `[1e39]` && enc == models.EncodingFloat {
+				// A valid JSON number, relayed as the provider wrote it.
+				if err != nil {
+					t.Errorf("%s float: %v", bad, err)
+				}
+				continue
+			}
+			if err == nil || string(got) != "keep" {
+				t.Errorf("%q %s: %q %v; want an error and dst unchanged", bad, enc, got, err)
+			}
+		}
+	}
+}
+
+func TestRunAssembles(t *testing.T) {
+	in := texts(10)
+	for _, enc := range []string{models.EncodingFloat, models.EncodingBase64} {
+		t.Run(enc, func(t *testing.T) {
+			var calls atomic.Int32
+			ans, err := Run(context.Background(), in, Limits{MaxInputs: 3}, Output{Provider: "p", Model: "m-1", Encoding: enc, Dimensions: 4},
+				func(ctx context.Context, b Batch) (Result, error) {
+					calls.Add(1)
+					res := Result{Tokens: int64(10 * len(b.Texts)), TokensKnown: b.Start != 3}
+					for _, t := range b.Texts {
+						res.Vectors = append(res.Vectors, rawVector(vector(t, 4)))
+					}
+					return res, nil
+				})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if calls.Load() != 4 || ans.Encoding != enc || !ans.UsageEstimated {
+				t.Errorf("%d calls, encoding %s, estimated %v", calls.Load(), ans.Encoding, ans.UsageEstimated)
+			}
+			got := readAnswer(t, ans)
+			// Batch 3..5 reported nothing: estimated at 4 bytes a token.
+			var est int64
+			for _, s := range in[3:6] {
+				est += EstimateTokens(s)
+			}
+			if want := 70 + est; got.Usage.PromptTokens != want || got.Usage.TotalTokens != want {
+				t.Errorf("usage %+v, want %d", got.Usage, want)
+			}
+			if got.Object != "list" || got.Model != "m-1" || len(got.Data) != len(in) {
+				t.Fatalf("%+v", got)
+			}
+			for i, d := range got.Data {
+				if d.Index != i || d.Object != "embedding" || !reflect.DeepEqual(decode(t, d.Embedding), vector(in[i], 4)) {
+					t.Errorf("item %d: %+v", i, d)
+				}
+				if (enc == models.EncodingBase64) != (d.Embedding[0] == '"') {
+					t.Errorf("item %d in the wrong encoding: %s", i, d.Embedding)
+				}
+			}
+		})
+	}
+}
+
+func TestRunKnownUsage(t *testing.T) {
+	ans, err := Run(context.Background(), []string{"a"}, Limits{MaxInputs: 1}, Output{Model: "m", Encoding: models.EncodingFloat},
+		func(ctx context.Context, b Batch) (Result, error) {
+			return Result{Vectors: []json.RawMessage{json.RawMessage(`[1]`)}, Tokens: 7, TokensKnown: true}, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans.UsageEstimated || readAnswer(t, ans).Usage.PromptTokens != 7 {
+		t.Errorf("usage not the provider's")
+	}
+}
+
+// TestRunConcurrent is the fan-out's performance target: 16 one-text calls
+// to an upstream that takes 100 ms each finish in about one call's latency
+// (at most 2×), not 16×, with the calls truly in flight together and never
+// more than the bound.
+func TestRunConcurrent(t *testing.T) {
+	const latency = 100 * time.Millisecond
+	var inFlight, peak atomic.Int32
+	call := func(ctx context.Context, b Batch) (Result, error) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		select {
+		case <-time.After(latency):
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		}
+		return Result{Vectors: []json.RawMessage{rawVector(vector(b.Texts[0], 8))}, Tokens: 1, TokensKnown: true}, nil
+	}
+	start := time.Now()
+	ans, err := Run(context.Background(), texts(16), Limits{MaxInputs: 1}, Output{Encoding: models.EncodingBase64}, call)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAnswer(t, ans); len(got.Data) != 16 {
+		t.Fatalf("%d embeddings", len(got.Data))
+	}
+	t.Logf("16 inputs, one call each at %v: %v wall (%.2f× one call), peak %d in flight", latency, took.Round(time.Millisecond), float64(took)/float64(latency), peak.Load())
+	if peak.Load() != 16 {
+		t.Errorf("peak %d calls in flight, want all 16 together", peak.Load())
+	}
+	if took > 2*latency {
+		t.Errorf("16 inputs took %v, more than 2× one call (%v)", took, latency)
+	}
+
+	// The bound holds: 40 calls with a bound of 5 never exceed 5 at once.
+	peak.Store(0)
+	if _, err := Run(context.Background(), texts(40), Limits{MaxInputs: 1, Concurrency: 5}, Output{Encoding: models.EncodingFloat}, func(ctx context.Context, b Batch) (Result, error) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(time.Millisecond)
+		return Result{Vectors: []json.RawMessage{json.RawMessage(`[1]`)}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if peak.Load() > 5 || peak.Load() < 2 {
+		t.Errorf("peak %d in flight with a bound of 5", peak.Load())
+	}
+}
+
+func TestRunFirstErrorCancels(t *testing.T) {
+	boom := &models.ProviderError{Provider: "p", Status: 400, Message: "bad text 3"}
+	var cancelled atomic.Int32
+	var mu sync.Mutex
+	started := map[int]bool{}
+	_, err := Run(context.Background(), texts(40), Limits{MaxInputs: 1, Concurrency: 4}, Output{}, func(ctx context.Context, b Batch) (Result, error) {
+		mu.Lock()
+		started[b.Start] = true
+		mu.Unlock()
+		if b.Start == 3 {
+			return Result{}, boom
+		}
+		select {
+		case <-ctx.Done():
+			cancelled.Add(1)
+			return Result{}, ctx.Err()
+		case <-time.After(5 * time.Second):
+			return Result{Vectors: []json.RawMessage{json.RawMessage(`[1]`)}}, nil
+		}
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("error %v, want the first failure", err)
+	}
+	if cancelled.Load() == 0 || len(started) >= 40 {
+		t.Errorf("%d calls cancelled, %d of 40 started: the failure should stop the rest", cancelled.Load(), len(started))
+	}
+}
+
+func TestRunParentCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Run(ctx, texts(5), Limits{MaxInputs: 1}, Output{}, func(ctx context.Context, b Batch) (Result, error) {
+		return Result{}, fmt.Errorf("call: %w", ctx.Err())
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("%v", err)
+	}
+}
+
+func TestRunMalformed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		res  Result
+		dims int
+		msg  string
+	}{
+		{"too few", Result{Vectors: []json.RawMessage{json.RawMessage(`[1]`)}}, 0, "1 embeddings for 2 inputs"},
+		{"not numbers", Result{Vectors: []json.RawMessage{json.RawMessage(`[1]`), json.RawMessage(`["x"]`)}}, 0, "not a number"},
+		{"wrong size", Result{Vectors: []json.RawMessage{json.RawMessage(`[1,2]`), json.RawMessage(`[1,2,3]`)}}, 2, "3 dimensions, not the 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Run(context.Background(), []string{"a", "b"}, Limits{MaxInputs: 2}, Output{Provider: "p", Dimensions: tc.dims}, func(ctx context.Context, b Batch) (Result, error) {
+				return tc.res, nil
+			})
+			var pe *models.ProviderError
+			if !errors.As(err, &pe) || !strings.Contains(pe.Message, tc.msg) {
+				t.Errorf("%v; want a provider error saying %q", err, tc.msg)
+			}
+		})
+	}
+}
+
+func TestTexts(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want []string
+	}{
+		{`{"model":"m","input":"héllo \"x\""}`, []string{`héllo "x"`}},
+		{`{"model":"m","input":["a","b\n"]}`, []string{"a", "b\n"}},
+	} {
+		req, err := models.ParseEmbeddingRequest([]byte(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Texts(req, "p")
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %q %v", tc.body, got, err)
+		}
+	}
+	for _, body := range []string{`{"model":"m","input":[1,2]}`, `{"model":"m","input":[[1],[2]]}`} {
+		req, err := models.ParseEmbeddingRequest([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Texts(req, "p")
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Status != 400 || ae.Param != "input" || !strings.Contains(ae.Message, "text only") {
+			t.Errorf("%s: %v", body, err)
+		}
+	}
+}
+
+func TestTaskTypes(t *testing.T) {
+	for _, tc := range []struct{ in, cohere, google string }{
+		{"search_query", "search_query", "RETRIEVAL_QUERY"},
+		{"RETRIEVAL_DOCUMENT", "search_document", "RETRIEVAL_DOCUMENT"},
+		{"retrieval_query", "search_query", "RETRIEVAL_QUERY"},
+		{"clustering", "clustering", "CLUSTERING"},
+		{"SEMANTIC_SIMILARITY", "SEMANTIC_SIMILARITY", "SEMANTIC_SIMILARITY"},
+		{"image", "image", "IMAGE"},
+	} {
+		if got := CohereInputType(tc.in); got != tc.cohere {
+			t.Errorf("CohereInputType(%s) = %s", tc.in, got)
+		}
+		if got := GoogleTaskType(tc.in); got != tc.google {
+			t.Errorf("GoogleTaskType(%s) = %s", tc.in, got)
+		}
+	}
+	for _, tc := range []struct {
+		body, deployment, want, errParam string
+	}{
+		{`{"model":"m","input":"x"}`, "", "", ""},
+		{`{"model":"m","input":"x"}`, "clustering", "CLUSTERING", ""},
+		{`{"model":"m","input":"x","input_type":"search_query"}`, "clustering", "RETRIEVAL_QUERY", ""},
+		{`{"model":"m","input":"x","task_type":"QUESTION_ANSWERING"}`, "", "QUESTION_ANSWERING", ""},
+		{`{"model":"m","input":"x","task_type":"RETRIEVAL_QUERY","input_type":"search_query"}`, "", "RETRIEVAL_QUERY", ""},
+		{`{"model":"m","input":"x","task_type":"RETRIEVAL_QUERY","input_type":"clustering"}`, "", "", "task_type"},
+		{`{"model":"m","input":"x","input_type":7}`, "", "", "input_type"},
+		{`{"model":"m","input":"x","input_type":"a","input_type":"b"}`, "", "", "input_type"},
+	} {
+		req, err := models.ParseEmbeddingRequest([]byte(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := TaskType(req, tc.deployment)
+		var ae *api.Error
+		if tc.errParam != "" {
+			if !errors.As(err, &ae) || ae.Param != tc.errParam || ae.Status != 400 {
+				t.Errorf("%s: %v, want a 400 naming %s", tc.body, err, tc.errParam)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %q %v, want %q", tc.body, got, err, tc.want)
+		}
+	}
+}
+
+func TestDo(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ok":
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"a":1}`)
+		case "/chunked":
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.(http.Flusher).Flush()
+			io.WriteString(w, `{"a":2}`)
+		case "/html":
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, `<html>`)
+		case "/denied":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(403)
+			io.WriteString(w, `{"message":"The security token included in the request is invalid."}`)
+		}
+	}))
+	defer srv.Close()
+	do := func(path string) (*Response, error) {
+		req, _ := http.NewRequest("POST", srv.URL+path, nil)
+		return Do(srv.Client(), "p", req)
+	}
+	if r, err := do("/ok"); err != nil || string(r.Body) != `{"a":1}` || r.Status != 200 {
+		t.Errorf("ok: %+v %v", r, err)
+	}
+	if r, err := do("/chunked"); err != nil || string(r.Body) != `{"a":2}` {
+		t.Errorf("chunked: %+v %v", r, err)
+	}
+	var pe *models.ProviderError
+	if _, err := do("/html"); !errors.As(err, &pe) || !strings.Contains(pe.Message, "not JSON") {
+		t.Errorf("html: %v", err)
+	}
+	if _, err := do("/denied"); !errors.As(err, &pe) || pe.Status != 403 || !strings.Contains(pe.Message, "security token") {
+		t.Errorf("denied: %v", err)
+	}
+	srv.Close()
+	if _, err := do("/ok"); err == nil || errors.As(err, &pe) {
+		t.Errorf("closed server: %v, want a transport error", err)
+	}
+}
+
+func TestBase(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://bedrock-runtime.us-east-1.amazonaws.com/": "https://bedrock-runtime.us-east-1.amazonaws.com",
+		"http://127.0.0.1:9000":                            "http://127.0.0.1:9000",
+		" https://proxy.internal/prefix/ ":                 "https://proxy.internal/prefix",
+	} {
+		if got, err := Base(in); err != nil || got != want {
+			t.Errorf("Base(%q) = %q, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"", "ftp://x", "https://", "https://u:p@host", "https://host/?a=1", "https://host/#f", "::"} {
+		if _, err := Base(bad); err == nil {
+			t.Errorf("Base(%q) accepted", bad)
+		}
+	}
+}
+
+// FuzzAppendVector holds the vector encoder to encoding/json: whatever JSON
+// array of numbers it accepts decodes to the same float32 values in both
+// encodings, and what encoding/json accepts as a non-empty array of
+// float32-range numbers it accepts too.
+func FuzzAppendVector(f *testing.F) {
+	for _, s := range []string{`[1,2,3]`, ` [ -0.5 , 1e-3,2E+2 ] `, `[0]`, `[]`, `[1,]`, `["a"]`, `[1e39]`, `[-0]`, `[01]`, `{"a":1}`, "[1,\n2]"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var want []float64
+		jsonErr := json.Unmarshal(raw, &want)
+		fits := jsonErr == nil && len(want) > 0 && raw[skipSpace(raw, 0)] == '['
+		for _, w := range want {
+			if math.Abs(w) > math.MaxFloat32 {
+				fits = false
+			}
+		}
+		for _, enc := range []string{models.EncodingFloat, models.EncodingBase64} {
+			out, n, _, err := AppendVector(nil, raw, enc, nil)
+			if err != nil {
+				if fits {
+					t.Fatalf("%s: %q refused (%v) though encoding/json reads %v", enc, raw, err, want)
+				}
+				continue
+			}
+			if jsonErr != nil {
+				t.Fatalf("%s: %q accepted though encoding/json refuses it: %v", enc, raw, jsonErr)
+			}
+			if n != len(want) {
+				t.Fatalf("%s: %d values, want %d", enc, n, len(want))
+			}
+			if enc == models.EncodingFloat {
+				// The provider's numbers, as written.
+				var got []float64
+				if err := json.Unmarshal(out, &got); err != nil || !reflect.DeepEqual(got, want) {
+					t.Fatalf("float: %s reads %v (%v), want %v", out, got, err, want)
+				}
+				continue
+			}
+			if !fits {
+				continue
+			}
+			got := decode(t, out)
+			for i := range want {
+				// Rounding the decimal straight to float32 may differ from
+				// rounding through float64 by one unit in the last place.
+				w := float32(want[i])
+				if got[i] != w && got[i] != math.Nextafter32(w, float32(math.Inf(1))) && got[i] != math.Nextafter32(w, float32(math.Inf(-1))) {
+					t.Fatalf("base64: value %d is %v, want %v", i, got[i], w)
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkAppendVectorBase64 is the translation's hot path: one
+// 1536-dimension float answer re-encoded as OpenAI base64.
+func BenchmarkAppendVectorBase64(b *testing.B) {
+	raw := rawVector(vector("benchmark", 1536))
+	var dst, scratch []byte
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		dst, _, scratch, err = AppendVector(dst[:0], raw, models.EncodingBase64, scratch)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package embedbatch
+
+import (
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/models"
+)
+
+// MaxAnswerBytes bounds one provider answer, which is read whole to be
+// translated: 2048 vectors of 3072 floats as text is about 70 MB at worst,
+// and no single call carries more than 250 of them.
+const MaxAnswerBytes = 64 << 20
+
+// Response is a provider's successful JSON answer, read whole.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Do sends req through client and reads its JSON answer. An answer other
+// than 2xx is a *models.ProviderError (its message read from the body); an
+// answer that is not JSON, or larger than MaxAnswerBytes, too (the router
+// reports it as the provider's unexpected answer). Transport failures come
+// back wrapped, so timeouts stay recognisable.
+func Do(client *http.Client, provider string, req *http.Request) (*Response, error) {
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", provider, req.URL.Path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, models.ReadProviderError(provider, resp)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		if mt, _, _ := mime.ParseMediaType(ct); mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+			return nil, &models.ProviderError{Provider: provider, Status: resp.StatusCode,
+				Message: fmt.Sprintf("answered with Content-Type %q, not JSON", mt)}
+		}
+	}
+	if resp.ContentLength > MaxAnswerBytes {
+		return nil, tooLarge(provider, resp.StatusCode)
+	}
+	var body []byte
+	if resp.ContentLength >= 0 {
+		body = make([]byte, resp.ContentLength)
+		_, err = io.ReadFull(resp.Body, body)
+	} else {
+		body, err = io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
+		if err == nil && len(body) > MaxAnswerBytes {
+			return nil, tooLarge(provider, resp.StatusCode)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read the answer: %w", provider, req.URL.Path, err)
+	}
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, nil
+}
+
+func tooLarge(provider string, status int) *models.ProviderError {
+	return &models.ProviderError{Provider: provider, Status: status,
+		Message: fmt.Sprintf("answered more than %d bytes", MaxAnswerBytes)}
+}
+
+// Base checks an api_base for a provider of this package and returns it
+// without a trailing slash. As in LiteLLM, it is the scheme and host that
+// replace the provider's default endpoint; the provider's own paths follow
+// it (a path in api_base, e.g. a proxy's prefix, is kept before them).
+func Base(raw string) (string, error) {
+	s := strings.TrimRight(strings.TrimSpace(raw), "/")
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("api_base is not a URL: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("api_base must be an http:// or https:// URL")
+	case u.Host == "":
+		return "", fmt.Errorf("api_base has no host")
+	case u.User != nil:
+		return "", fmt.Errorf("api_base must not hold credentials")
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return "", fmt.Errorf("api_base must not have a query or fragment")
+	}
+	return s, nil
+}
+
+// The input types of embedding APIs, by vocabulary. LiteLLM passes a
+// request's input_type to the provider as is; sluice also translates the
+// four values both vocabularies share, so one client can send either
+// spelling to any of these providers.
+var (
+	googleToCohere = map[string]string{
+		"RETRIEVAL_DOCUMENT": "search_document",
+		"RETRIEVAL_QUERY":    "search_query",
+		"CLASSIFICATION":     "classification",
+		"CLUSTERING":         "clustering",
+	}
+	cohereToGoogle = map[string]string{
+		"search_document": "RETRIEVAL_DOCUMENT",
+		"search_query":    "RETRIEVAL_QUERY",
+		"classification":  "CLASSIFICATION",
+		"clustering":      "CLUSTERING",
+	}
+)
+
+// CohereInputType spells an input_type the way Cohere's embed API does:
+// Google task types with a Cohere counterpart (RETRIEVAL_QUERY →
+// search_query, …) are translated; other values pass unchanged for the
+// provider to judge.
+func CohereInputType(v string) string {
+	if c, ok := googleToCohere[strings.ToUpper(v)]; ok {
+		return c
+	}
+	return v
+}
+
+// GoogleTaskType spells an input_type the way Vertex AI and Gemini do:
+// Cohere's input types with a Google counterpart (search_query →
+// RETRIEVAL_QUERY, …) are translated, Google's own in any case are upper
+// cased; other values pass unchanged for the provider to judge.
+func GoogleTaskType(v string) string {
+	if g, ok := cohereToGoogle[strings.ToLower(v)]; ok {
+		return g
+	}
+	return strings.ToUpper(v)
+}
+
+// TaskType is a Google request's task type: the request's task_type or
+// input_type (LiteLLM's name; given both, they must agree), else the
+// deployment's default, in Google's spelling; "" when none is set.
+func TaskType(req *models.EmbeddingRequest, deployment string) (string, error) {
+	x, err := req.Extras("input_type", "task_type")
+	if err != nil {
+		return "", err
+	}
+	in, inGiven, err := x.String("input_type")
+	if err != nil {
+		return "", err
+	}
+	task, taskGiven, err := x.String("task_type")
+	if err != nil {
+		return "", err
+	}
+	v := deployment
+	switch {
+	case inGiven && taskGiven && GoogleTaskType(in) != GoogleTaskType(task):
+		return "", api.InvalidValue("task_type", "'task_type' and 'input_type' disagree; give one of them.")
+	case taskGiven:
+		v = task
+	case inGiven:
+		v = in
+	}
+	if v == "" {
+		return "", nil
+	}
+	return GoogleTaskType(v), nil
+}

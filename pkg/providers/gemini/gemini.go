@@ -1,0 +1,217 @@
+// Package gemini serves embeddings on the Gemini API (Google AI Studio):
+//
+//	POST {base}/v1beta/models/{model}:batchEmbedContents   (x-goog-api-key)
+//	{"requests":[{"model":"models/{model}","content":{"parts":[{"text":"…"}]},
+//	              "taskType":"RETRIEVAL_QUERY","outputDimensionality":256}]}
+//
+// base is https://generativelanguage.googleapis.com unless api_base replaces
+// it. The answer carries no token counts, so sluice estimates them
+// (embedbatch.EstimateTokens) and the log event says usage_estimated.
+package gemini
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
+)
+
+// Name is the litellm_params.model provider prefix this package serves.
+const Name = "gemini"
+
+// DefaultAPIBase is the Gemini API.
+const DefaultAPIBase = "https://generativelanguage.googleapis.com"
+
+// MaxBatch is the most requests one batchEmbedContents call takes.
+const MaxBatch = 100
+
+// Provider opens Gemini API deployments.
+type Provider struct {
+	client *http.Client
+	getenv func(string) string
+}
+
+// New returns the provider, calling out through client. getenv (nil: none)
+// supplies GEMINI_API_KEY and GEMINI_API_BASE when a deployment sets no
+// api_key or api_base.
+func New(client *http.Client, getenv func(string) string) *Provider {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	return &Provider{client: client, getenv: getenv}
+}
+
+// Open resolves the deployment's api_key (503 without one) and api_base.
+func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
+	key, err := resolve(ctx, d.Params.APIKey)
+	if err != nil {
+		return nil, fmt.Errorf("gemini: resolve api_key: %w", err)
+	}
+	if key = strings.TrimSpace(key); key == "" {
+		key = strings.TrimSpace(p.getenv("GEMINI_API_KEY"))
+	}
+	if key == "" {
+		return nil, api.Unavailable("Model '%s' has no api_key configured for provider gemini: set litellm_params.api_key, or GEMINI_API_KEY.", d.ModelName)
+	}
+	base, err := resolve(ctx, d.Params.APIBase)
+	if err != nil {
+		return nil, fmt.Errorf("gemini: resolve api_base: %w", err)
+	}
+	if strings.TrimSpace(base) == "" {
+		base = p.getenv("GEMINI_API_BASE")
+	}
+	if strings.TrimSpace(base) == "" {
+		base = DefaultAPIBase
+	}
+	if base, err = embedbatch.Base(base); err != nil {
+		return nil, api.Unavailable("Model '%s' (provider gemini): %v.", d.ModelName, err)
+	}
+	model := strings.TrimPrefix(d.Params.ProviderModel(), "models/")
+	if model == "" {
+		return nil, api.Unavailable("Model '%s' names no Gemini model: litellm_params.model must be gemini/<model>.", d.ModelName)
+	}
+	taskType, _ := d.Params.Extra["input_type"].(string)
+	if t, _ := d.Params.Extra["task_type"].(string); t != "" {
+		taskType = t
+	}
+	return &endpoint{
+		client: p.client, base: base, model: model, key: key, taskType: taskType,
+		url:      base + "/v1beta/models/" + url.PathEscape(model) + ":batchEmbedContents",
+		resource: "models/" + model,
+	}, nil
+}
+
+type endpoint struct {
+	client   *http.Client
+	base     string
+	model    string
+	resource string // models/{model}, as each request names it
+	url      string
+	key      string
+	taskType string // the deployment's input_type / task_type
+}
+
+func (e *endpoint) APIBase() string { return e.base }
+
+type batchRequest struct {
+	Requests []embedRequest `json:"requests"`
+}
+
+type embedRequest struct {
+	Model                string  `json:"model"`
+	Content              content `json:"content"`
+	TaskType             string  `json:"taskType,omitempty"`
+	OutputDimensionality int     `json:"outputDimensionality,omitempty"`
+}
+
+type content struct {
+	Parts []part `json:"parts"`
+}
+
+type part struct {
+	Text string `json:"text"`
+}
+
+// Embed sends the texts in batches of up to 100, concurrently. input_type
+// (or task_type) becomes taskType, dimensions outputDimensionality.
+func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*models.Answer, error) {
+	texts, err := embedbatch.Texts(req, Name)
+	if err != nil {
+		return nil, err
+	}
+	task, err := embedbatch.TaskType(req, e.taskType)
+	if err != nil {
+		return nil, err
+	}
+	out := embedbatch.Output{Provider: Name, Model: e.model, Encoding: req.Encoding(), Dimensions: req.Dimensions}
+	return embedbatch.Run(ctx, texts, embedbatch.Limits{MaxInputs: MaxBatch}, out, func(ctx context.Context, b embedbatch.Batch) (embedbatch.Result, error) {
+		body := batchRequest{Requests: make([]embedRequest, len(b.Texts))}
+		for i, t := range b.Texts {
+			body.Requests[i] = embedRequest{
+				Model: e.resource, Content: content{Parts: []part{{Text: t}}},
+				TaskType: task, OutputDimensionality: req.Dimensions,
+			}
+		}
+		resp, err := e.post(ctx, body)
+		if err != nil {
+			return embedbatch.Result{}, err
+		}
+		vecs, err := ParseBatch(resp.Body)
+		if err != nil {
+			return embedbatch.Result{}, embedbatch.Malformed(Name, "%v", err)
+		}
+		// No usage in the answer: Run estimates it.
+		return embedbatch.Result{Vectors: vecs}, nil
+	})
+}
+
+func (e *endpoint) post(ctx context.Context, v batchRequest) (*embedbatch.Response, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("gemini: encode the request: %w", err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("gemini batchEmbedContents: %w", err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	hreq.Header.Set("X-Goog-Api-Key", e.key)
+	resp, err := embedbatch.Do(e.client, Name, hreq)
+	var pe *models.ProviderError
+	if errors.As(err, &pe) && pe.Status == http.StatusBadRequest && strings.Contains(pe.Message, "API key") {
+		// The Gemini API refuses a bad or expired key with a 400
+		// (INVALID_ARGUMENT, API_KEY_INVALID): it is the gateway's
+		// credential, not the client's request, so it is a refused
+		// credential (502), not a 400 for the client.
+		pe.Status = http.StatusUnauthorized
+	}
+	return resp, err
+}
+
+// ParseBatch reads a batchEmbedContents answer: {"embeddings":[{"values":[…]},
+// …]}, one per request, in order.
+func ParseBatch(body []byte) ([]json.RawMessage, error) {
+	var list []byte
+	if err := embedbatch.Members(body, func(key string, v []byte) error {
+		if key == "embeddings" {
+			list = v
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("batchEmbedContents answer: %w", err)
+	}
+	if embedbatch.Null(list) {
+		return nil, errors.New("batchEmbedContents answer has no embeddings")
+	}
+	var vecs []json.RawMessage
+	err := embedbatch.Elements(list, func(e []byte) error {
+		var values []byte
+		if err := embedbatch.Members(e, func(key string, v []byte) error {
+			if key == "values" {
+				values = v
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("embedding %d: %w", len(vecs), err)
+		}
+		if embedbatch.Null(values) {
+			return fmt.Errorf("embedding %d has no values", len(vecs))
+		}
+		vecs = append(vecs, values)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("batchEmbedContents answer: %w", err)
+	}
+	return vecs, nil
+}

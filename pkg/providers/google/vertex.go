@@ -1,0 +1,35 @@
+package google
+
+import "regexp"
+
+// DefaultVertexLocation is the Vertex AI location used when none is configured
+// (LiteLLM's default).
+const DefaultVertexLocation = "us-central1"
+
+var (
+	// locationPattern is what a Vertex AI location may look like: it
+	// becomes part of a host name.
+	locationPattern = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
+	// projectPattern is a Google Cloud project id or number: it becomes a
+	// path segment.
+	projectPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9.:-]{0,127}$`)
+)
+
+// ValidLocation reports whether location can name a Vertex AI location.
+func ValidLocation(location string) bool {
+	return len(location) <= 63 && locationPattern.MatchString(location)
+}
+
+// ValidProject reports whether project can name a Google Cloud project.
+func ValidProject(project string) bool { return projectPattern.MatchString(project) }
+
+// VertexEndpoint is the Vertex AI base URL of a location:
+// https://{location}-aiplatform.googleapis.com, and
+// https://aiplatform.googleapis.com for the global location. location must
+// be ValidLocation.
+func VertexEndpoint(location string) string {
+	if location == "global" {
+		return "https://aiplatform.googleapis.com"
+	}
+	return "https://" + location + "-aiplatform.googleapis.com"
+}

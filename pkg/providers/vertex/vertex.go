@@ -1,0 +1,338 @@
+// Package vertex serves embeddings on Vertex AI's text-embedding models
+// (gemini-embedding-001, text-embedding-005, text-multilingual-embedding-002,
+// …) through their predict method:
+//
+//	POST {base}/v1/projects/{project}/locations/{location}/publishers/google/models/{model}:predict
+//	{"instances":[{"content":"…","task_type":"RETRIEVAL_QUERY"}],"parameters":{"outputDimensionality":256}}
+//
+// base is https://{location}-aiplatform.googleapis.com
+// (https://aiplatform.googleapis.com for the global location) unless api_base
+// replaces it. Calls carry an OAuth2 access token minted from the
+// deployment's service account (pkg/providers/google), cached until shortly
+// before it expires.
+package vertex
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
+	"github.com/sluice-gateway/sluice/pkg/providers/google"
+)
+
+// Name is the litellm_params.model provider prefix this package serves.
+const Name = "vertex_ai"
+
+// Request limits of Vertex AI's text embeddings API.
+const (
+	// MaxInstances is the most texts one predict call takes.
+	MaxInstances = 250
+	// MaxBytes bounds the text of one call: the API refuses a request over
+	// 20,000 tokens, so a call carries at most 40,000 bytes of text (a
+	// pessimistic 2 bytes per token). A longer single text still goes,
+	// alone (the API truncates it to the model's input length).
+	MaxBytes = 40000
+)
+
+// instanceLimit is the most texts one call to model may carry: the Gemini
+// embedding models take one instance per request, the legacy gecko models
+// five.
+func instanceLimit(model string) int {
+	switch m := strings.ToLower(model); {
+	case strings.HasPrefix(m, "gemini-embedding"):
+		return 1
+	case strings.HasPrefix(m, "textembedding-gecko"):
+		return 5
+	}
+	return MaxInstances
+}
+
+// Provider opens Vertex AI deployments.
+type Provider struct {
+	client *http.Client
+	getenv func(string) string
+
+	mu     sync.Mutex
+	tokens map[[sha256.Size]byte]*google.TokenSource // by credential, shared by deployments
+}
+
+// New returns the provider, calling out (and to the token endpoint) through
+// client. getenv (nil: none) supplies LiteLLM's fallbacks: VERTEXAI_PROJECT,
+// VERTEXAI_LOCATION, VERTEXAI_CREDENTIALS, GOOGLE_APPLICATION_CREDENTIALS.
+func New(client *http.Client, getenv func(string) string) *Provider {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	return &Provider{client: client, getenv: getenv, tokens: map[[sha256.Size]byte]*google.TokenSource{}}
+}
+
+// Open resolves the deployment's credentials (vertex_credentials: the
+// service-account JSON or a path to it), project (vertex_project, else the
+// credential's project_id) and location (vertex_location, default
+// us-central1), each falling back to its environment variable, and builds
+// the predict URL.
+func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
+	setting := func(name, v, alias, env string) (string, error) {
+		if v == "" && alias != "" {
+			v, _ = d.Params.Extra[alias].(string)
+		}
+		out, err := resolve(ctx, v)
+		if err != nil {
+			return "", fmt.Errorf("vertex_ai: resolve %s: %w", name, err)
+		}
+		if out = strings.TrimSpace(out); out == "" && env != "" {
+			out = strings.TrimSpace(p.getenv(env))
+		}
+		return out, nil
+	}
+	creds, err := setting("vertex_credentials", d.Params.VertexCredentials, "", "VERTEXAI_CREDENTIALS")
+	if err != nil {
+		return nil, err
+	}
+	if creds == "" {
+		creds = strings.TrimSpace(p.getenv("GOOGLE_APPLICATION_CREDENTIALS"))
+	}
+	if creds == "" {
+		return nil, api.Unavailable("Model '%s' (provider vertex_ai) has no credentials configured: set litellm_params.vertex_credentials to a service-account JSON (or a path to one), or GOOGLE_APPLICATION_CREDENTIALS.", d.ModelName)
+	}
+	tokens, err := p.tokenSource(creds)
+	if err != nil {
+		// The message says what is wrong with the credential, never its content.
+		e := api.Unavailable("Model '%s' (provider vertex_ai) has unusable credentials: %v.", d.ModelName, err)
+		e.Err = err
+		return nil, e
+	}
+	project, err := setting("vertex_project", d.Params.VertexProject, "vertex_ai_project", "VERTEXAI_PROJECT")
+	if err != nil {
+		return nil, err
+	}
+	if project == "" {
+		project = tokens.ProjectID()
+	}
+	if project == "" {
+		return nil, api.Unavailable("Model '%s' (provider vertex_ai) has no project: set litellm_params.vertex_project or VERTEXAI_PROJECT.", d.ModelName)
+	}
+	if !google.ValidProject(project) {
+		return nil, api.Unavailable("Model '%s' (provider vertex_ai): vertex_project %q is not a Google Cloud project id.", d.ModelName, project)
+	}
+	location, err := setting("vertex_location", d.Params.VertexLocation, "vertex_ai_location", "VERTEXAI_LOCATION")
+	if err != nil {
+		return nil, err
+	}
+	if location == "" {
+		location = google.DefaultVertexLocation
+	}
+	if !google.ValidLocation(location) {
+		return nil, api.Unavailable("Model '%s' (provider vertex_ai): vertex_location %q is not a Vertex AI location.", d.ModelName, location)
+	}
+	base, err := resolve(ctx, d.Params.APIBase)
+	if err != nil {
+		return nil, fmt.Errorf("vertex_ai: resolve api_base: %w", err)
+	}
+	if strings.TrimSpace(base) == "" {
+		base = google.VertexEndpoint(location)
+	}
+	if base, err = embedbatch.Base(base); err != nil {
+		return nil, api.Unavailable("Model '%s' (provider vertex_ai): %v.", d.ModelName, err)
+	}
+	model := strings.TrimPrefix(d.Params.ProviderModel(), "publishers/google/models/")
+	if model == "" {
+		return nil, api.Unavailable("Model '%s' names no Vertex AI model: litellm_params.model must be vertex_ai/<model>.", d.ModelName)
+	}
+	inputType, _ := d.Params.Extra["input_type"].(string)
+	if t, _ := d.Params.Extra["task_type"].(string); t != "" {
+		inputType = t
+	}
+	return &endpoint{
+		client: p.client, tokens: tokens, base: base, model: model, taskType: inputType,
+		url: base + "/v1/projects/" + url.PathEscape(project) + "/locations/" + url.PathEscape(location) +
+			"/publishers/google/models/" + url.PathEscape(model) + ":predict",
+	}, nil
+}
+
+// tokenSource returns the token source of a credential, shared by every
+// deployment using it: one token cache per service account.
+func (p *Provider) tokenSource(creds string) (*google.TokenSource, error) {
+	key := sha256.Sum256([]byte(creds))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ts, ok := p.tokens[key]; ok {
+		return ts, nil
+	}
+	ts, err := google.NewTokenSource(creds, google.Options{HTTPClient: p.client})
+	if err != nil {
+		return nil, err
+	}
+	p.tokens[key] = ts
+	return ts, nil
+}
+
+type endpoint struct {
+	client   *http.Client
+	tokens   *google.TokenSource
+	base     string
+	model    string
+	url      string
+	taskType string // the deployment's input_type / task_type
+}
+
+func (e *endpoint) APIBase() string { return e.base }
+
+type instance struct {
+	Content  string `json:"content"`
+	TaskType string `json:"task_type,omitempty"`
+}
+
+type predictRequest struct {
+	Instances  []instance  `json:"instances"`
+	Parameters *parameters `json:"parameters,omitempty"`
+}
+
+type parameters struct {
+	OutputDimensionality int `json:"outputDimensionality,omitempty"`
+}
+
+// Embed sends the texts in batches within the model's instance limit,
+// concurrently. input_type (LiteLLM's name; task_type is accepted too)
+// becomes each instance's task_type; dimensions becomes
+// parameters.outputDimensionality.
+func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*models.Answer, error) {
+	texts, err := embedbatch.Texts(req, Name)
+	if err != nil {
+		return nil, err
+	}
+	taskType, err := embedbatch.TaskType(req, e.taskType)
+	if err != nil {
+		return nil, err
+	}
+	var params *parameters
+	if req.Dimensions > 0 {
+		params = &parameters{OutputDimensionality: req.Dimensions}
+	}
+	lim := embedbatch.Limits{MaxInputs: instanceLimit(e.model), MaxBytes: MaxBytes}
+	out := embedbatch.Output{Provider: Name, Model: e.model, Encoding: req.Encoding(), Dimensions: req.Dimensions}
+	return embedbatch.Run(ctx, texts, lim, out, func(ctx context.Context, b embedbatch.Batch) (embedbatch.Result, error) {
+		body := predictRequest{Instances: make([]instance, len(b.Texts)), Parameters: params}
+		for i, t := range b.Texts {
+			body.Instances[i] = instance{Content: t, TaskType: taskType}
+		}
+		resp, err := e.predict(ctx, body)
+		if err != nil {
+			return embedbatch.Result{}, err
+		}
+		res, err := ParsePredictions(resp.Body)
+		if err != nil {
+			return embedbatch.Result{}, embedbatch.Malformed(Name, "%v", err)
+		}
+		return res, nil
+	})
+}
+
+func (e *endpoint) predict(ctx context.Context, v predictRequest) (*embedbatch.Response, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("vertex_ai: encode the request: %w", err)
+	}
+	token, err := e.tokens.AccessToken(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("vertex_ai: %w", err)
+		}
+		return nil, api.Upstream(err, "The gateway could not get a Google access token for Vertex AI model '%s' from its service account's token endpoint.", e.model)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("vertex_ai predict: %w", err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	hreq.Header.Set("Authorization", "Bearer "+token)
+	return embedbatch.Do(e.client, Name, hreq)
+}
+
+// ParsePredictions reads a text-embeddings predict answer: one prediction
+// per instance, in order, each {"embeddings":{"values":[…],
+// "statistics":{"token_count":N,"truncated":false}}}. Usage is the sum of
+// token_count; it is known only when every prediction has one.
+func ParsePredictions(body []byte) (embedbatch.Result, error) {
+	var preds []byte
+	if err := embedbatch.Members(body, func(key string, v []byte) error {
+		if key == "predictions" {
+			preds = v
+		}
+		return nil
+	}); err != nil {
+		return embedbatch.Result{}, fmt.Errorf("predict answer: %w", err)
+	}
+	if embedbatch.Null(preds) {
+		return embedbatch.Result{}, errors.New("predict answer has no predictions")
+	}
+	res := embedbatch.Result{TokensKnown: true}
+	err := embedbatch.Elements(preds, func(p []byte) error {
+		i := len(res.Vectors)
+		var emb, values, stats []byte
+		if err := embedbatch.Members(p, func(key string, v []byte) error {
+			if key == "embeddings" {
+				emb = v
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("prediction %d: %w", i, err)
+		}
+		if !embedbatch.Null(emb) {
+			if err := embedbatch.Members(emb, func(key string, v []byte) error {
+				switch key {
+				case "values":
+					values = v
+				case "statistics":
+					stats = v
+				}
+				return nil
+			}); err != nil {
+				return fmt.Errorf("prediction %d: %w", i, err)
+			}
+		}
+		if embedbatch.Null(values) {
+			return fmt.Errorf("prediction %d has no embeddings.values", i)
+		}
+		res.Vectors = append(res.Vectors, values)
+		var (
+			tokens int64
+			known  bool
+		)
+		if !embedbatch.Null(stats) {
+			if err := embedbatch.Members(stats, func(key string, v []byte) error {
+				if key == "token_count" {
+					tokens, known = embedbatch.Count(v)
+				}
+				return nil
+			}); err != nil {
+				return fmt.Errorf("prediction %d statistics: %w", i, err)
+			}
+		}
+		if known {
+			res.Tokens += tokens
+		} else {
+			res.TokensKnown = false
+		}
+		return nil
+	})
+	if err != nil {
+		return embedbatch.Result{}, fmt.Errorf("predict answer: %w", err)
+	}
+	if !res.TokensKnown {
+		res.Tokens = 0
+	}
+	return res, nil
+}
