@@ -1,0 +1,180 @@
+package logevent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/store"
+)
+
+// recordingBus keeps what was published.
+type recordingBus struct {
+	mu     sync.Mutex
+	events []store.Event
+	delay  time.Duration
+}
+
+func (b *recordingBus) Publish(_ context.Context, evs ...store.Event) error {
+	time.Sleep(b.delay)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.events = append(b.events, evs...)
+	return nil
+}
+
+func (b *recordingBus) published() []store.Event {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]store.Event(nil), b.events...)
+}
+
+// memBlobs is an in-memory store.Blobs.
+type memBlobs struct {
+	mu      sync.Mutex
+	objects map[string][]byte
+}
+
+func (m *memBlobs) Put(_ context.Context, key string, r io.Reader) (int64, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.objects[key] = data
+	return int64(len(data)), nil
+}
+
+func (m *memBlobs) Get(_ context.Context, key string, _, _ int64) (io.ReadCloser, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	data, ok := m.objects[key]
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	return io.NopCloser(bytes.NewReader(data)), nil
+}
+
+func (m *memBlobs) Size(_ context.Context, key string) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return int64(len(m.objects[key])), nil
+}
+
+func (m *memBlobs) Delete(_ context.Context, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.objects, key)
+	return nil
+}
+
+func listeningTo(teams ...string) Listening {
+	return func(_ context.Context, team string) (bool, error) {
+		for _, t := range teams {
+			if t == team {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+}
+
+func event(team string, messages string) *Event {
+	return &Event{ID: "req_1", CallType: CallEmbedding, Status: StatusSuccess, Model: "m",
+		Metadata: Metadata{UserAPIKeyTeamID: team}, Messages: json.RawMessage(messages)}
+}
+
+func TestEmitterPublishesOnlyWhenSomeoneListens(t *testing.T) {
+	bus := &recordingBus{}
+	e := NewEmitter(bus, nil, listeningTo("team-a"), 0)
+	ctx := context.Background()
+	e.Emit(ctx, event("team-b", `"hi"`))
+	if n := len(bus.published()); n != 0 {
+		t.Fatalf("published %d events for a team nobody listens to", n)
+	}
+	e.Emit(ctx, event("team-a", `"hi"`))
+	got := bus.published()
+	if len(got) != 1 {
+		t.Fatalf("published %d events, want 1", len(got))
+	}
+	if got[0].Attributes[AttrTeam] != "team-a" || got[0].Attributes[AttrStatus] != StatusSuccess {
+		t.Errorf("attributes = %v", got[0].Attributes)
+	}
+	var back Event
+	if err := json.Unmarshal(got[0].Body, &back); err != nil || back.ID != "req_1" || string(back.Messages) != `"hi"` {
+		t.Errorf("body = %s (%v)", got[0].Body, err)
+	}
+}
+
+func TestEmitterStartOverlapsAndWaits(t *testing.T) {
+	bus := &recordingBus{delay: 50 * time.Millisecond}
+	e := NewEmitter(bus, nil, listeningTo("t"), 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	began := time.Now()
+	wait := e.Start(ctx, event("t", `"x"`))
+	if time.Since(began) > 25*time.Millisecond {
+		t.Error("Start blocked on the publish")
+	}
+	cancel() // the client went away: the event must still go out
+	wait()
+	if len(bus.published()) != 1 {
+		t.Error("wait returned before the event was published")
+	}
+}
+
+func TestEmitterClaimCheck(t *testing.T) {
+	bus := &recordingBus{}
+	blobs := &memBlobs{objects: map[string][]byte{}}
+	e := NewEmitter(bus, blobs, listeningTo("t"), 1024)
+	big := `"` + strings.Repeat("a", 4096) + `"`
+	e.Emit(context.Background(), event("t", big))
+	got := bus.published()
+	if len(got) != 1 || len(got[0].Body) > 1024 {
+		t.Fatalf("published %d events, body %d bytes", len(got), len(got[0].Body))
+	}
+	var small Event
+	json.Unmarshal(got[0].Body, &small)
+	if small.ClaimCheck != ClaimCheckPrefix+"req_1" || small.Messages != nil {
+		t.Fatalf("event = %+v", small)
+	}
+	var claimed ClaimedBodies
+	if err := json.Unmarshal(blobs.objects[small.ClaimCheck], &claimed); err != nil || string(claimed.Messages) != big {
+		t.Errorf("claim-checked bodies = %.60s (%v)", blobs.objects[small.ClaimCheck], err)
+	}
+}
+
+func TestEmitterFailuresDoNotFailTheCall(t *testing.T) {
+	bus := &recordingBus{}
+	failing := func(context.Context, string) (bool, error) { return false, errors.New("table down") }
+	NewEmitter(bus, nil, failing, 0).Emit(context.Background(), event("t", `"x"`))
+	if len(bus.published()) != 0 {
+		t.Error("published although listeners could not be read")
+	}
+	// A nil emitter and one with no listeners are no-ops.
+	var nilEmitter *Emitter
+	nilEmitter.Emit(context.Background(), event("t", `"x"`))
+	NewEmitter(bus, nil, nil, 0).Emit(context.Background(), event("t", `"x"`))
+	if len(bus.published()) != 0 {
+		t.Error("an emitter without listeners published")
+	}
+}
+
+func TestSetTimes(t *testing.T) {
+	start := time.Unix(100, 0)
+	var e Event
+	e.SetTimes(start, start.Add(200*time.Millisecond), start.Add(time.Second))
+	if e.StartTime != 100 || e.EndTime != 101 || e.CompletionStartTime != 100.2 || e.ResponseTime < 0.199 || e.ResponseTime > 0.201 {
+		t.Errorf("times = %+v", e)
+	}
+	e.SetTimes(start, time.Time{}, start.Add(time.Second))
+	if e.CompletionStartTime != 101 {
+		t.Errorf("unstreamed completionStartTime = %v, want endTime", e.CompletionStartTime)
+	}
+}
