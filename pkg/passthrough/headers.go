@@ -73,8 +73,15 @@ func outboundHeader(in http.Header) http.Header {
 	return out
 }
 
-// copyResponseHeader relays the upstream's headers, minus hop-by-hop ones and
-// the upstream's own X-Request-Id (sluice's request id is the one returned).
+// redirectingHeaders would send the client to the provider's own host, where
+// its SDK would present the credential it holds — its sluice key — to the
+// provider: Gemini's resumable-upload URLs, and an absolute Location. They
+// are not relayed; such a flow fails cleanly instead of leaking the key.
+var redirectingHeaders = map[string]bool{"X-Goog-Upload-Url": true, "X-Goog-Upload-Control-Url": true}
+
+// copyResponseHeader relays the upstream's headers, minus hop-by-hop ones,
+// the redirecting ones, and the upstream's own X-Request-Id (sluice's request
+// id is the one returned).
 func copyResponseHeader(dst, src http.Header) {
 	var named map[string]bool
 	for _, v := range src["Connection"] {
@@ -88,7 +95,8 @@ func copyResponseHeader(dst, src http.Header) {
 		}
 	}
 	for k, vs := range src {
-		if hopByHop[k] || named[k] || k == "X-Request-Id" {
+		if hopByHop[k] || named[k] || k == "X-Request-Id" || redirectingHeaders[k] ||
+			(k == "Location" && len(vs) > 0 && strings.Contains(vs[0], "://")) {
 			continue
 		}
 		dst[k] = vs
