@@ -69,7 +69,7 @@ type stream struct {
 func (s *Service) HandleUpload(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	p := auth.FromContext(ctx)
-	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxFileSize+formOverhead)
+	r.Body = bufferedBody(http.MaxBytesReader(w, r.Body, s.opts.MaxFileSize+formOverhead))
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return api.InvalidValue("", "POST /v1/files takes a multipart/form-data body with the fields 'purpose' and 'file' (%v).", err)
@@ -321,4 +321,17 @@ func (s *Service) deleteBlobs(ctx context.Context, parts []Part) {
 			slog.WarnContext(ctx, "files: could not delete a blob object; it is orphaned", "key", p.Key, "error", err)
 		}
 	}
+}
+
+// connReadSize is how much an upload reads from the connection at a time.
+const connReadSize = 256 << 10
+
+// bufferedBody reads body in large chunks. The multipart reader asks for a
+// few KB at a time; without this each of those is a read from the socket,
+// and those system calls are most of an upload's CPU.
+func bufferedBody(body io.ReadCloser) io.ReadCloser {
+	return struct {
+		io.Reader
+		io.Closer
+	}{bufio.NewReaderSize(body, connReadSize), body}
 }

@@ -259,7 +259,7 @@ func (s *Service) HandleAddPart(w http.ResponseWriter, r *http.Request) error {
 	if remaining <= 0 {
 		return api.InvalidValue(fieldData, "The parts of upload %s already hold all %d bytes it was created for.", u.ID, u.Bytes)
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, MaxPartBytes+formOverhead)
+	r.Body = bufferedBody(http.MaxBytesReader(w, r.Body, MaxPartBytes+formOverhead))
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return api.InvalidValue(fieldData, "POST /v1/uploads/{upload_id}/parts takes a multipart/form-data body with the field 'data' (%v).", err)

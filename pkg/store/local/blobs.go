@@ -91,8 +91,10 @@ func (b *Blobs) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 	// Readers such as a multipart part hand over a few KB at a time: gather
 	// them so the file sees one large write instead of thousands of small
 	// ones (the difference is most of an upload's CPU).
+	// (The struct hides bufio.Writer's ReadFrom, which would hand the copy
+	// straight to the file's and bypass the buffer.)
 	w := bufio.NewWriterSize(f, writeBufferSize)
-	n, err := io.Copy(w, ctxReader{ctx, r})
+	n, err := io.Copy(struct{ io.Writer }{w}, ctxReader{ctx, r})
 	if err == nil {
 		err = w.Flush()
 	}
