@@ -53,11 +53,11 @@ func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
 
 	body, err := models.ReadBody(w, r, s.jsonLimit)
 	if err != nil {
-		return s.fail(ctx, w, start, nil, ev, err)
+		return models.Failed(ctx, w.Header(), s.events, start, nil, ev, err)
 	}
 	req, err := models.ParseEmbeddingRequest(body)
 	if err != nil {
-		return s.fail(ctx, w, start, nil, ev, err)
+		return models.Failed(ctx, w.Header(), s.events, start, nil, ev, err)
 	}
 	ev.Model, ev.ModelGroup, ev.EndUser = req.Model, req.Model, req.User
 	ev.Messages = req.Input
@@ -66,7 +66,7 @@ func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
 	rep, err := s.router.Embed(ctx, p, req)
 	rep.Describe(ev)
 	if err != nil {
-		return s.fail(ctx, w, start, rep, ev, err)
+		return models.Failed(ctx, w.Header(), s.events, start, rep, ev, err)
 	}
 	ans := rep.Answer
 	defer ans.Body.Close()
@@ -90,7 +90,7 @@ func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
 		var out []byte
 		out, scan, err = convert(ans.Body, req.Encoding())
 		if err != nil {
-			return s.fail(ctx, w, start, rep, ev, api.Upstream(err, "The provider's answer for model '%s' could not be read.", req.Model))
+			return models.Failed(ctx, w.Header(), s.events, start, rep, ev, api.Upstream(err, "The provider's answer for model '%s' could not be read.", req.Model))
 		}
 		h.Set("Content-Length", strconv.Itoa(len(out)))
 		models.SetOverhead(h, start, rep)
@@ -112,15 +112,6 @@ func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
 	s.router.Finish(ctx, p, rep, usage.TotalTokens)
 	s.events.Start(ctx, ev)()
 	return sendErr
-}
-
-// fail records a failed call and returns err for the middleware to render.
-func (s *Service) fail(ctx context.Context, w http.ResponseWriter, start time.Time, rep *models.Reply, ev *logevent.Event, err error) error {
-	models.SetOverhead(w.Header(), start, rep)
-	models.Fail(ev, err)
-	ev.SetTimes(start, time.Time{}, time.Now())
-	s.events.Start(ctx, ev)()
-	return err
 }
 
 func parameters(req *models.EmbeddingRequest) map[string]any {

@@ -84,3 +84,15 @@ func Fail(ev *logevent.Event, err error) {
 	}
 	ev.ErrorInformation = info
 }
+
+// Failed closes a call that ends in err before any answer was written: it
+// sets the overhead header, records the failure and its times on ev,
+// publishes ev, and returns err for the middleware to render. rep may be nil
+// (no provider called).
+func Failed(ctx context.Context, h http.Header, events *logevent.Emitter, start time.Time, rep *Reply, ev *logevent.Event, err error) error {
+	SetOverhead(h, start, rep)
+	Fail(ev, err)
+	ev.SetTimes(start, time.Time{}, time.Now())
+	events.Start(ctx, ev)()
+	return err
+}

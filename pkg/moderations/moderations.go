@@ -77,15 +77,15 @@ func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
 
 	body, err := models.ReadBody(w, r, s.jsonLimit)
 	if err != nil {
-		return s.fail(ctx, w, start, nil, ev, err)
+		return models.Failed(ctx, w.Header(), s.events, start, nil, ev, err)
 	}
 	req, err := models.ParseModerationRequest(body)
 	if err != nil {
-		return s.fail(ctx, w, start, nil, ev, err)
+		return models.Failed(ctx, w.Header(), s.events, start, nil, ev, err)
 	}
 	if req.Model == "" {
 		if s.defaultModel == "" {
-			return s.fail(ctx, w, start, nil, ev, api.InvalidValue("model",
+			return models.Failed(ctx, w.Header(), s.events, start, nil, ev, api.InvalidValue("model",
 				"No moderation model is configured on this gateway: name one in 'model', or configure a deployment named '%s' or with model_info.mode: %s.",
 				DefaultModel, ModeModeration))
 		}
@@ -97,7 +97,7 @@ func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
 	rep, err := s.router.Moderate(ctx, p, req)
 	rep.Describe(ev)
 	if err != nil {
-		return s.fail(ctx, w, start, rep, ev, err)
+		return models.Failed(ctx, w.Header(), s.events, start, rep, ev, err)
 	}
 	ans := rep.Answer
 	defer ans.Body.Close()
@@ -121,14 +121,6 @@ func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
 	ev.SetTimes(start, first, time.Now())
 	s.events.Start(ctx, ev)()
 	return sendErr
-}
-
-func (s *Service) fail(ctx context.Context, w http.ResponseWriter, start time.Time, rep *models.Reply, ev *logevent.Event, err error) error {
-	models.SetOverhead(w.Header(), start, rep)
-	models.Fail(ev, err)
-	ev.SetTimes(start, time.Time{}, time.Now())
-	s.events.Start(ctx, ev)()
-	return err
 }
 
 // capped keeps the first max bytes written to it and notes whether more came.
