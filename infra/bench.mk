@@ -1,6 +1,6 @@
 # Benchmarks: the harness of infra/bench, included by the main Makefile.
-#   make bench                  every scenario, a few minutes; report in .bench/bench.{txt,json}
-#   make bench-embeddings       one scenario
+#   make bench                  every scenario, the bootstrap sizes and cold starts; report in .bench/bench.{txt,json}
+#   make bench-embeddings       one scenario (bench-embeddings-titan also runs embeddings)
 #   make bench BENCH_FLAGS='-rounds 5 -duration 3s'
 # Run `.bench/bin/load -h` for every flag; docs/benchmarks.md explains the figures.
 
@@ -8,10 +8,10 @@ BENCH_OUT ?= .bench
 BENCH_FLAGS ?=
 BENCH_UPSTREAM_ADDR ?= 127.0.0.1:8090
 BENCH_UPSTREAM_FLAGS ?=
-BENCH_SCENARIOS := noop embeddings chat chat-stream passthrough passthrough-stream upload batch callback
+BENCH_SCENARIOS := noop embeddings titan-fanout chat chat-stream passthrough passthrough-stream upload batch callback
 BENCH_LOAD = $(BENCH_OUT)/bin/load -out $(BENCH_OUT)
 
-.PHONY: bench bench-tools run-upstream $(addprefix bench-,$(BENCH_SCENARIOS))
+.PHONY: bench bench-tools run-upstream bench-embeddings-titan $(addprefix bench-,$(BENCH_SCENARIOS))
 
 bench-tools: ## Build the bench upstream, bare proxy and load generator into .bench/bin
 	@mkdir -p $(BENCH_OUT)/bin
@@ -22,6 +22,7 @@ bench: bench-tools ## Run every benchmark scenario (a few minutes) and the boots
 
 bench-noop: ## Benchmark the authenticated no-op (GET /v1/models with a team key)
 bench-embeddings: ## Benchmark POST /v1/embeddings (1536-dim answers)
+bench-titan-fanout: ## Benchmark 16 Titan inputs vs one call, upstream at 100 ms per call (≤ 2× one call)
 bench-chat: ## Benchmark POST /v1/chat/completions, non-streaming
 bench-chat-stream: ## Benchmark POST /v1/chat/completions, streaming (TTFB)
 bench-passthrough: ## Benchmark the Anthropic passthrough, POST /anthropic/v1/messages
@@ -31,6 +32,11 @@ bench-batch: ## Benchmark a 50,000-line batch vs the ideal
 bench-callback: ## Benchmark embeddings with and without a team logging callback
 $(addprefix bench-,$(BENCH_SCENARIOS)): bench-%: bench-tools
 	$(BENCH_LOAD) -scenarios $* -sizes=false -json $(BENCH_OUT)/bench-$*.json -txt $(BENCH_OUT)/bench-$*.txt $(BENCH_FLAGS)
+
+# embeddings-titan runs with embeddings: its report line sets sluice's CPU
+# per translated answer next to the pass-through's of the same run.
+bench-embeddings-titan: bench-tools ## Benchmark POST /v1/embeddings translated to Bedrock Titan (base64), next to the OpenAI pass-through
+	$(BENCH_LOAD) -scenarios embeddings,embeddings-titan -sizes=false -json $(BENCH_OUT)/bench-embeddings-titan.json -txt $(BENCH_OUT)/bench-embeddings-titan.txt $(BENCH_FLAGS)
 
 run-upstream: bench-tools ## Run the bench upstream (fake OpenAI/Anthropic/Gemini/Vertex/Bedrock) on 127.0.0.1:8090 for demos
 	$(BENCH_OUT)/bin/upstream -addr $(BENCH_UPSTREAM_ADDR) $(BENCH_UPSTREAM_FLAGS)

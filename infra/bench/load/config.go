@@ -12,7 +12,7 @@ import (
 
 // allScenarios lists every scenario in run order.
 func allScenarios() []string {
-	return []string{"noop", "embeddings", "chat", "chat-stream", "passthrough", "passthrough-stream", "upload", "batch", "callback"}
+	return []string{"noop", "embeddings", "embeddings-titan", "titan-fanout", "chat", "chat-stream", "passthrough", "passthrough-stream", "upload", "batch", "callback"}
 }
 
 // config is the load generator's command line.
@@ -32,8 +32,9 @@ type config struct {
 	maxLag       time.Duration
 	retries      int
 
-	sluice bool
-	sizes  bool
+	sluice      bool
+	sizes       bool
+	startupRuns int
 
 	uploadMB         int
 	uploadPurpose    string
@@ -87,6 +88,9 @@ func (c *config) validate() error {
 	}
 	if c.maxLag <= 0 || c.retries < 0 {
 		errs = append(errs, errors.New("-max-lag must be positive and -retries not negative"))
+	}
+	if c.startupRuns < 0 {
+		errs = append(errs, errors.New("-startup-runs must not be negative"))
 	}
 	if c.deadline <= 0 {
 		errs = append(errs, errors.New("-deadline must be positive"))

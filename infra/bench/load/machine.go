@@ -60,8 +60,13 @@ type upstreamStats struct {
 }
 
 func (b *bench) upstreamStats(ctx context.Context) (upstreamStats, error) {
+	return b.statsOf(ctx, b.upstreamURL)
+}
+
+// statsOf reads the counters of the upstream at base.
+func (b *bench) statsOf(ctx context.Context, base string) (upstreamStats, error) {
 	var st upstreamStats
-	status, body, err := doJSON(ctx, b.client, http.MethodGet, b.upstreamURL+"/_bench/stats", "", nil)
+	status, body, err := doJSON(ctx, b.client, http.MethodGet, base+"/_bench/stats", "", nil)
 	if err != nil {
 		return st, fmt.Errorf("upstream stats: %w", err)
 	}

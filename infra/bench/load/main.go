@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,6 +48,7 @@ func main() {
 	flag.DurationVar(&cfg.deadline, "deadline", 20*time.Minute, "the whole run stops after this long")
 	flag.BoolVar(&cfg.sluice, "sluice", true, "build and measure sluice (./functions/local) when it exists")
 	flag.BoolVar(&cfg.sizes, "sizes", true, "build each functions/*/ bootstrap for linux/arm64 and report its size")
+	flag.IntVar(&cfg.startupRuns, "startup-runs", 5, "with -sizes: cold starts per function for the Lambda start-up figures (0: none)")
 	flag.IntVar(&cfg.uploadMB, "upload-mb", 200, "upload scenario: file size in MiB")
 	flag.StringVar(&cfg.uploadPurpose, "upload-purpose", "user_data", "upload scenario: the file's purpose")
 	flag.IntVar(&cfg.batchLines, "batch-lines", 50000, "batch scenario: lines in the input file")
@@ -108,6 +110,9 @@ func run(cfg *config) error {
 	if err != nil {
 		return err
 	}
+	if slices.Contains(cfg.scenarios, "titan-fanout") {
+		b.startSlowUpstream(ctx)
+	}
 	b.startSluice(ctx)
 
 	rep := &report{Started: started, Machine: describeMachine(ctx, b.ticks), Settings: cfg.settings(), Sluice: "measured (" + b.sluiceBase() + ")"}
@@ -122,6 +127,7 @@ func run(cfg *config) error {
 		if ctx.Err() != nil {
 			break
 		}
+		b.checkSluiceAlive()
 		b.logf("bench: scenario %s", name)
 		var s *scenarioReport
 		switch name {
@@ -131,15 +137,24 @@ func run(cfg *config) error {
 			s = b.runBatch(ctx)
 		case "callback":
 			s = b.runCallback(ctx, scenarios["embeddings"])
+		case "titan-fanout":
+			s = b.runTitanFanout(ctx)
 		default:
 			s = b.runHTTPScenario(ctx, scenarios[name])
 		}
 		rep.Scenarios = append(rep.Scenarios, s)
+	}
+	reportTranslated(rep.Scenarios)
+	for _, s := range rep.Scenarios {
 		rep.Checks = append(rep.Checks, s.Checks...)
 	}
 	if cfg.sizes && ctx.Err() == nil {
 		b.logf("bench: building bootstraps for linux/arm64")
 		rep.Lambda = buildBootstraps(ctx, cfg.root, cfg.outDir)
+		if cfg.startupRuns > 0 && ctx.Err() == nil {
+			b.logf("bench: measuring Lambda cold starts (%d per function)", cfg.startupRuns)
+			rep.Lambda.Startup = measureStartup(ctx, cfg.root, cfg.outDir, b.upstreamURL, cfg.startupRuns)
+		}
 	}
 	rep.ElapsedSeconds = time.Since(started).Seconds()
 	printReport(os.Stdout, rep)
@@ -169,7 +184,7 @@ func (b *bench) startSluice(ctx context.Context) {
 		return
 	}
 	b.logf("bench: building and starting sluice (./functions/local)")
-	s, err := startSluice(ctx, b.cfg, b.client, b.upstreamURL, b.ticks)
+	s, err := startSluice(ctx, b.cfg, b.client, b.upstreamURL, b.slowUpstreamURL, b.ticks)
 	if err != nil {
 		if se := (*skipError)(nil); errors.As(err, &se) {
 			b.sluiceSkip = se.reason
@@ -182,6 +197,30 @@ func (b *bench) startSluice(ctx context.Context) {
 	b.sluice = s
 }
 
+// startSlowUpstream starts a second upstream whose every model call waits
+// titanFanoutLatency (the latency flag is per process), for titan-fanout.
+func (b *bench) startSlowUpstream(ctx context.Context) {
+	var err error
+	b.slowUpstream, b.slowUpstreamURL, err = startChild(ctx, "upstream-slow", b.cfg.logDir, filepath.Join(b.cfg.binDir, "upstream"),
+		[]string{"-addr", "127.0.0.1:0", "-latency", titanFanoutLatency.String()}, nil, b.ticks, true)
+	if err != nil {
+		b.slowSkip = err.Error()
+		b.logf("bench: slow upstream: %v", err)
+	}
+}
+
+// checkSluiceAlive turns a sluice that exited mid-run (a crash, or a signal
+// from outside the harness) into one reason on every later scenario, instead
+// of a connection error on each.
+func (b *bench) checkSluiceAlive() {
+	if b.sluice == nil || !b.sluice.child.exited() {
+		return
+	}
+	b.sluiceSkip = fmt.Sprintf("sluice exited during the run (%v); last log lines: %s", b.sluice.child.waitErr, b.sluice.child.tail(2))
+	b.logf("bench: %s", b.sluiceSkip)
+	b.exited, b.sluice = b.sluice, nil
+}
+
 func (b *bench) sluiceBase() string {
 	if b.sluice == nil {
 		return ""
@@ -191,8 +230,10 @@ func (b *bench) sluiceBase() string {
 
 func (b *bench) stopAll() {
 	b.sluice.stop()
+	b.exited.stop()
 	b.proxy.stop()
 	b.upstream.stop()
+	b.slowUpstream.stop()
 }
 
 // ensureTools (re)builds the upstream and the proxy, so a run never

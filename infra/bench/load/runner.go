@@ -21,8 +21,13 @@ type bench struct {
 	proxyURL    string
 	proxy       *child
 	sluice      *sluiceProc
-	sluiceSkip  string // why there is no sluice column, when there is none
-	progress    io.Writer
+	sluiceSkip  string      // why there is no sluice column, when there is none
+	exited      *sluiceProc // a sluice that ended mid-run, kept for clean-up
+	// slowUpstream answers after titanFanoutLatency (titan-fanout only).
+	slowUpstreamURL string
+	slowUpstream    *child
+	slowSkip        string
+	progress        io.Writer
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -89,6 +94,7 @@ func (b *bench) runHTTPScenario(ctx context.Context, sc httpScenario) *scenarioR
 	rep := newScenarioReport(sc.name, sc.about)
 	rep.Stream = sc.stream
 	rep.cpuLimit = sc.cpuLimit
+	rep.reportOnly = sc.reportOnly
 	conc, rate := sc.concurrency, sc.rate
 	if b.cfg.concurrency > 0 {
 		conc = b.cfg.concurrency
@@ -163,7 +169,7 @@ func (b *bench) probe(ctx context.Context, sc httpScenario, t target) error {
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("%s answers %d: %s", what, resp.StatusCode, clip(body))
 	}
-	if err := sc.check(resp.Header, body); err != nil {
+	if err := sc.check(t, resp.Header, body); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	if sc.upstreamRoute != "" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -29,12 +30,15 @@ type httpScenario struct {
 	// cpuLimit is the target for sluice's CPU per request as a multiple of
 	// the bare proxy's; 0 means the issues set none.
 	cpuLimit float64
+	// reportOnly says the issues set no latency target for this path: its
+	// figures are reported and compared, but checked against nothing.
+	reportOnly bool
 	// upstreamRoute is the upstream counter a sluice request must move
 	// (proof that sluice called the provider); "" if sluice answers itself.
 	upstreamRoute string
 	spec          func(t target) requestSpec
-	// check validates one answer (the probe's).
-	check func(h http.Header, body []byte) error
+	// check validates one answer (the probe's) from target t.
+	check func(t target, h http.Header, body []byte) error
 }
 
 // Request bodies of realistic size: a short document to embed, a chat with
@@ -89,6 +93,67 @@ func mustJSON(v any) []byte {
 	return b
 }
 
+// The Bedrock Titan deployments of the embeddings-titan and titan-fanout
+// scenarios: sluice's model names and the Bedrock model id behind them.
+const (
+	titanModelID   = "amazon.titan-embed-text-v2:0"
+	titanModel     = "titan-embed-v2"
+	titanSlowModel = "titan-embed-v2-slow" // on the upstream with -latency titanFanoutLatency
+	// titanDims is the vector size the upstream answers a Titan call that
+	// names no dimensions with (its -dims default).
+	titanDims = 1536
+)
+
+// titanInvokePath is the InvokeModel path as sluice sends it (the model id
+// path-escaped, ':' as %3A), for the direct and bare-proxy targets.
+const titanInvokePath = "/model/amazon.titan-embed-text-v2%3A0/invoke"
+
+// titanInvokeBody is the InvokeModel body sluice sends for one text.
+func titanInvokeBody(text string) []byte {
+	return mustJSON(map[string]any{"inputText": text, "embeddingTypes": []string{"float"}})
+}
+
+// titanEmbeddingsBody is the OpenAI request sluice translates to Titan calls.
+func titanEmbeddingsBody(model string, input any) []byte {
+	return mustJSON(map[string]any{"model": model, "input": input, "encoding_format": "base64"})
+}
+
+// titanCheck checks a Titan answer (direct, proxy) or sluice's translation
+// of it: an OpenAI list whose vectors are base64 of n float32s each.
+func titanCheck(n, dims int) func(target, http.Header, []byte) error {
+	raw := jsonHas("embedding")
+	return func(t target, h http.Header, body []byte) error {
+		if !t.sluice {
+			return raw(t, h, body)
+		}
+		var ans struct {
+			Data []struct {
+				Embedding json.RawMessage `json:"embedding"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(body, &ans); err != nil {
+			return fmt.Errorf("answer is not an embeddings list: %s", clip(body))
+		}
+		if len(ans.Data) != n {
+			return fmt.Errorf("answer has %d vectors, want %d: %s", len(ans.Data), n, clip(body))
+		}
+		for i, d := range ans.Data {
+			var s string
+			if err := json.Unmarshal(d.Embedding, &s); err != nil {
+				return fmt.Errorf("vector %d is not a base64 string: %s", i, clip(d.Embedding))
+			}
+			v, err := base64.StdEncoding.DecodeString(s)
+			if err != nil {
+				return fmt.Errorf("vector %d: %w", i, err)
+			}
+			if len(v) != 4*dims {
+				return fmt.Errorf("vector %d has %d bytes, want %d float32s", i, len(v), dims)
+			}
+		}
+		return nil
+	}
+}
+
 func bearer(t target) http.Header { return http.Header{"Authorization": {"Bearer " + t.key}} }
 
 func post(t target, path string, h http.Header, body []byte) requestSpec {
@@ -98,6 +163,7 @@ func post(t target, path string, h http.Header, body []byte) requestSpec {
 // httpScenarios returns the request/response scenarios in run order.
 func httpScenarios() []httpScenario {
 	embeddings := mustJSON(map[string]any{"model": "text-embedding-3-small", "input": embedInput})
+	titanEmbeddings, titanInvoke := titanEmbeddingsBody(titanModel, embedInput), titanInvokeBody(embedInput)
 	chat, chatStream := chatBody(false), chatBody(true)
 	msgs, msgsStream := anthropicBody(false), anthropicBody(true)
 	anthropicHeaders := func(t target) http.Header {
@@ -123,6 +189,17 @@ func httpScenarios() []httpScenario {
 			concurrency: 32, rate: 400, cpuLimit: 2, upstreamRoute: "openai.embeddings",
 			spec:  func(t target) requestSpec { return post(t, "/v1/embeddings", bearer(t), embeddings) },
 			check: jsonHas("data"),
+		},
+		{
+			name: "embeddings-titan", about: "POST /v1/embeddings, one input, base64, to Bedrock Titan v2 (direct and proxy: the Titan InvokeModel call)",
+			concurrency: 32, rate: 400, upstreamRoute: "bedrock.invoke", reportOnly: true,
+			spec: func(t target) requestSpec {
+				if t.sluice {
+					return post(t, "/v1/embeddings", bearer(t), titanEmbeddings)
+				}
+				return post(t, titanInvokePath, nil, titanInvoke)
+			},
+			check: titanCheck(1, titanDims),
 		},
 		{
 			name: "chat", about: "POST /v1/chat/completions, non-streaming, 200-token answer",
@@ -152,8 +229,8 @@ func httpScenarios() []httpScenario {
 }
 
 // jsonHas checks that an answer is a JSON object with the given field.
-func jsonHas(field string) func(http.Header, []byte) error {
-	return func(_ http.Header, body []byte) error {
+func jsonHas(field string) func(target, http.Header, []byte) error {
+	return func(_ target, _ http.Header, body []byte) error {
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(body, &m); err != nil {
 			return fmt.Errorf("answer is not a JSON object: %s", clip(body))
@@ -166,8 +243,8 @@ func jsonHas(field string) func(http.Header, []byte) error {
 }
 
 // streamHas checks a streamed answer's media type and that it ran to its end.
-func streamHas(contentType, last string) func(http.Header, []byte) error {
-	return func(h http.Header, body []byte) error {
+func streamHas(contentType, last string) func(target, http.Header, []byte) error {
+	return func(_ target, h http.Header, body []byte) error {
 		if ct := h.Get("Content-Type"); !strings.HasPrefix(ct, contentType) {
 			return fmt.Errorf("Content-Type %q, want %s", ct, contentType)
 		}
