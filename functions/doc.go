@@ -1,6 +1,7 @@
 // Package functions holds one main package per AWS Lambda function,
-// functions/<name>/main.go: each is a composition root of a few lines over
-// pkg/. The route table (pkg/server) says which routes a function serves and
+// functions/<name>/main.go: each HTTP function's main is one call,
+// lambdafn.Serve("<name>"), the composition shared in pkg/gateway/lambdafn;
+// the scheduled files-sweep has a few lines of its own. The route table (pkg/server) says which routes a function serves and
 // whether they stream; pkg/lambdaedge turns Lambda's events into requests and
 // answers. functions/local is not a Lambda function: it runs every route in
 // one local process.

@@ -112,7 +112,7 @@ func TestEveryFunctionHasAMain(t *testing.T) {
 			t.Errorf("function %q (route table) has no functions/%s/main.go: %v", fn, fn, err)
 			continue
 		}
-		if !bytes.Contains(src, []byte(`const function = "`+fn+`"`)) {
+		if !bytes.Contains(src, []byte(`lambdafn.Serve("`+fn+`")`)) {
 			t.Errorf("functions/%s/main.go does not build function %q", fn, fn)
 		}
 	}
