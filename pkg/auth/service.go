@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
@@ -20,33 +22,63 @@ type Options struct {
 	CacheTTL         time.Duration // how long a found key is trusted without a lookup
 	NegativeCacheTTL time.Duration // how long an unknown key is remembered as unknown
 	Now              func() time.Time
+	// ResolveMasterKey, when set and no master key is given, supplies it on
+	// first use (a secret read only once a request needs it, so functions
+	// that never authenticate need no access to it). A failure is retried
+	// on the next request.
+	ResolveMasterKey func(ctx context.Context) (string, error)
 }
 
 // Service authenticates keys and manages teams and keys.
 type Service struct {
-	records    store.Records
-	limiter    store.Limiter
-	masterHash []byte
-	cache      *keyCache
-	opts       Options
+	records store.Records
+	limiter store.Limiter
+	cache   *keyCache
+	opts    Options
+
+	masterMu   sync.Mutex             // serialises resolving the master key
+	masterHash atomic.Pointer[string] // nil until resolved
 }
 
-// NewService builds the service. masterKey must be non-empty.
+// NewService builds the service. masterKey must be non-empty unless
+// opts.ResolveMasterKey supplies it.
 func NewService(records store.Records, limiter store.Limiter, masterKey string, opts Options) (*Service, error) {
-	if masterKey == "" {
+	if masterKey == "" && opts.ResolveMasterKey == nil {
 		return nil, errors.New("auth: a master key is required")
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	h := Token(masterKey)
-	return &Service{
-		records:    records,
-		limiter:    limiter,
-		masterHash: []byte(h),
-		cache:      newKeyCache(opts.Now),
-		opts:       opts,
-	}, nil
+	s := &Service{records: records, limiter: limiter, cache: newKeyCache(opts.Now), opts: opts}
+	if masterKey != "" {
+		h := Token(masterKey)
+		s.masterHash.Store(&h)
+	}
+	return s, nil
+}
+
+// master returns the master key's hash, resolving the key on first use.
+func (s *Service) master(ctx context.Context) (string, error) {
+	if h := s.masterHash.Load(); h != nil {
+		return *h, nil
+	}
+	s.masterMu.Lock()
+	defer s.masterMu.Unlock()
+	if h := s.masterHash.Load(); h != nil {
+		return *h, nil
+	}
+	k, err := s.opts.ResolveMasterKey(ctx)
+	if err == nil && k == "" {
+		err = errors.New("the master key resolved to an empty value")
+	}
+	if err != nil {
+		e := api.Unavailable("Keys cannot be checked right now: the master key could not be read.")
+		e.Err = fmt.Errorf("resolve master key: %w", err)
+		return "", e
+	}
+	h := Token(k)
+	s.masterHash.Store(&h)
+	return h, nil
 }
 
 func keyRecordKey(token string) store.Key { return store.Key{PK: "KEY#" + token, SK: "KEY"} }
@@ -59,7 +91,11 @@ func (s *Service) Authenticate(ctx context.Context, key string) (Principal, erro
 		return Principal{}, api.Unauthorized("No API key provided. Pass your sluice key as 'Authorization: Bearer <key>'.")
 	}
 	token := Token(key)
-	if subtle.ConstantTimeCompare([]byte(token), s.masterHash) == 1 {
+	masterHash, err := s.master(ctx)
+	if err != nil {
+		return Principal{}, err
+	}
+	if subtle.ConstantTimeCompare([]byte(token), []byte(masterHash)) == 1 {
 		return Principal{Admin: true, TeamID: AdminTeam}, nil
 	}
 	if e, ok := s.cache.get(token); ok {

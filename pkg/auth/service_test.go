@@ -248,3 +248,35 @@ func TestPrincipalAllowsModel(t *testing.T) {
 }
 
 func containsBytes(b []byte, s string) bool { return strings.Contains(string(b), s) }
+
+func TestMasterKeyResolvedOnFirstUse(t *testing.T) {
+	ctx := context.Background()
+	calls := 0
+	fail := true
+	s, err := NewService(nil, nil, "", Options{ResolveMasterKey: func(context.Context) (string, error) {
+		calls++
+		if fail {
+			return "", errors.New("secrets manager unavailable")
+		}
+		return "sk-lazy", nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 0 {
+		t.Fatal("the master key was read before any request needed it")
+	}
+	if _, err := s.Authenticate(ctx, "sk-lazy"); status(err) != 503 {
+		t.Fatalf("unreadable master key: %v, want 503", err)
+	}
+	fail = false
+	for range 3 {
+		p, err := s.Authenticate(ctx, "sk-lazy")
+		if err != nil || !p.Admin {
+			t.Fatalf("Authenticate = %+v, %v", p, err)
+		}
+	}
+	if calls != 2 {
+		t.Errorf("resolved %d times, want 2 (one failure, then once)", calls)
+	}
+}

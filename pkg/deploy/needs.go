@@ -137,12 +137,13 @@ func LogicalID(name string) string {
 }
 
 // every is what every function needs, whatever it serves: gateway.Open
-// reads the configuration and resolves the master key on every start.
-var every = []Capability{ConfigRead, MasterKey}
+// reads the configuration on every start.
+var every = []Capability{ConfigRead}
 
-// authenticated is what a route that takes a key needs: the key and team
-// lookups, and the key's and team's rate-limit windows.
-var authenticated = []Capability{RecordsRead, Limits}
+// authenticated is what a route that takes a key needs: the master key
+// (read on the first request that needs it), the key and team lookups, and
+// the key's and team's rate-limit windows.
+var authenticated = []Capability{MasterKey, RecordsRead, Limits}
 
 // modelCall is what a route that calls providers needs: the provider
 // credentials, Bedrock when it is enabled, and the log event's way out —

@@ -53,27 +53,32 @@ func event(tmpl deploy.Template, fn, ev string) map[string]any {
 	return m(m(events(tmpl, fn)[ev])["Properties"])
 }
 
-// statements returns a pointer to the statement list of a function's
-// inline policy (or of the shared FunctionBase policy).
-func statements(tmpl deploy.Template, id string) *[]any {
+// policyDoc returns the policy document holding id's statements: a managed
+// policy's own (FunctionBase, AuthenticatedBase), or a function's inline one.
+func policyDoc(tmpl deploy.Template, id string) map[string]any {
 	doc := props(tmpl, id)
-	if id == "FunctionBase" {
-		doc = m(doc["PolicyDocument"])
-	} else {
-		doc = m(doc["Policies"].([]any)[1])
+	if pd, ok := doc["PolicyDocument"]; ok {
+		return m(pd)
 	}
-	l := doc["Statement"].([]any)
+	for _, p := range doc["Policies"].([]any) {
+		if pm, ok := p.(map[string]any); ok {
+			if _, ok := pm["Statement"]; ok {
+				return pm
+			}
+		}
+	}
+	panic("no inline policy in " + id)
+}
+
+// statements returns a pointer to the statement list of a function's
+// inline policy (or of a shared managed policy).
+func statements(tmpl deploy.Template, id string) *[]any {
+	l := policyDoc(tmpl, id)["Statement"].([]any)
 	return &l
 }
 
 func setStatements(tmpl deploy.Template, id string, l []any) {
-	doc := props(tmpl, id)
-	if id == "FunctionBase" {
-		doc = m(doc["PolicyDocument"])
-	} else {
-		doc = m(doc["Policies"].([]any)[1])
-	}
-	doc["Statement"] = l
+	policyDoc(tmpl, id)["Statement"] = l
 }
 
 func removeStatement(tmpl deploy.Template, id, sid string) {
@@ -171,8 +176,11 @@ func TestCheckCatchesDrift(t *testing.T) {
 		// Permissions.
 		{"a permission removed", func(d deploy.Template) { removeStatement(d, "FilesUploadFunction", "RecordsWrite") },
 			nil, []string{"function files-upload: lacks dynamodb:PutItem on ${Records.Arn} (needed for records-write)"}},
-		{"a shared permission removed", func(d deploy.Template) { removeStatement(d, "FunctionBase", "MasterKeySecret") },
-			nil, []string{"function health: lacks secretsmanager:GetSecretValue on ${MasterKeySecret} (needed for master-key)"}},
+		{"a shared permission removed", func(d deploy.Template) { removeStatement(d, "AuthenticatedBase", "MasterKeySecret") },
+			nil, []string{"function admin: lacks secretsmanager:GetSecretValue on ${MasterKeySecret} (needed for master-key)"}},
+		{"the master key granted where no route takes a key", func(d deploy.Template) {
+			addStatement(d, "HealthFunction", map[string]any{"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": ref("MasterKeySecret")})
+		}, nil, []string{"function health: is granted secretsmanager:GetSecretValue on ${MasterKeySecret}"}},
 		{"the config permission dropped for S3 configs", func(d deploy.Template) {
 			l := *statements(d, "FunctionBase")
 			l[0] = map[string]any{"Fn::If": []any{"ConfigInS3", ref("AWS::NoValue"), m(l[0])["Fn::If"].([]any)[2]}}
@@ -214,11 +222,11 @@ func TestCheckCatchesDrift(t *testing.T) {
 		{"an AWS managed policy", func(d deploy.Template) {
 			p := props(d, "AdminFunction")
 			p["Policies"] = append(p["Policies"].([]any), "AmazonDynamoDBFullAccess")
-		}, nil, []string{"function admin: Policies[2] is neither an inline policy document"}},
+		}, nil, []string{"function admin: Policies[3] is neither an inline policy document"}},
 		{"a SAM policy template", func(d deploy.Template) {
 			p := props(d, "AdminFunction")
 			p["Policies"] = append(p["Policies"].([]any), map[string]any{"DynamoDBCrudPolicy": map[string]any{"TableName": ref("Records")}})
-		}, nil, []string{"function admin: Policies[2] is neither an inline policy document"}},
+		}, nil, []string{"function admin: Policies[3] is neither an inline policy document"}},
 		{"a role of its own", func(d deploy.Template) { props(d, "AdminFunction")["Role"] = getAtt("SomeRole", "Arn") },
 			nil, []string{"function admin: Role is not allowed"}},
 

@@ -57,14 +57,14 @@ func OpenWith(ctx context.Context, settings config.Settings, getenv func(string)
 		return nil, err
 	}
 	g := &Gateway{Settings: settings, Config: cfg, Backend: cloud.backend}
-	masterKey, err := g.masterKey(ctx, cloud.secrets)
+	masterKey, resolveMasterKey, err := g.masterKey(cloud.secrets)
 	if err != nil {
 		cloud.backend.Close()
 		return nil, err
 	}
 	g.Services, err = server.NewServices(server.Deps{
-		Settings: settings, Config: cfg, Backend: cloud.backend, MasterKey: masterKey, Secrets: cloud.secrets,
-		Getenv: getenv,
+		Settings: settings, Config: cfg, Backend: cloud.backend, Secrets: cloud.secrets, Getenv: getenv,
+		MasterKey: masterKey, ResolveMasterKey: resolveMasterKey,
 	})
 	if err != nil {
 		cloud.backend.Close()
@@ -78,41 +78,49 @@ func (g *Gateway) Close() error { return g.Backend.Close() }
 
 // masterKey picks the master key: SLUICE_MASTER_KEY, else
 // general_settings.master_key, else (local backend only) the key file in the
-// data dir, generated 0600 on first start.
-func (g *Gateway) masterKey(ctx context.Context, secrets config.Secrets) (string, error) {
+// data dir, generated 0600 on first start. A secretsmanager/ reference is not
+// read here but on the first request that needs it (resolve), so functions
+// that never authenticate — health checks, the sweep — need no access to it.
+func (g *Gateway) masterKey(secrets config.Secrets) (key string, resolve func(context.Context) (string, error), err error) {
 	if k := g.Settings.MasterKey; k != "" {
 		g.MasterKeySource = "SLUICE_MASTER_KEY"
-		return k, nil
+		return k, nil, nil
 	}
 	if ref := g.Config.GeneralSettings.MasterKey; ref != "" {
-		k, err := g.Config.Resolve(ctx, secrets, ref)
-		if err != nil {
-			return "", fmt.Errorf("general_settings.master_key: %w", err)
+		g.MasterKeySource = "config"
+		if !strings.HasPrefix(ref, "secretsmanager/") {
+			return ref, nil, nil
 		}
-		if k != "" {
-			g.MasterKeySource = "config"
+		if secrets == nil {
+			return "", nil, fmt.Errorf("general_settings.master_key %s: no secret store on the %s backend (Secrets Manager needs SLUICE_BACKEND=aws)", ref, g.Settings.Backend)
+		}
+		return "", func(ctx context.Context) (string, error) {
+			k, err := g.Config.Resolve(ctx, secrets, ref)
+			if err != nil {
+				return "", fmt.Errorf("general_settings.master_key: %w", err)
+			}
 			return k, nil
-		}
+		}, nil
 	}
 	if g.Settings.Backend != config.BackendLocal {
-		return "", errors.New("no master key: set SLUICE_MASTER_KEY or general_settings.master_key (e.g. secretsmanager/sluice-master-key)")
+		return "", nil, errors.New("no master key: set SLUICE_MASTER_KEY or general_settings.master_key (e.g. secretsmanager/sluice-master-key)")
 	}
 	path := filepath.Join(g.Settings.DataDir, masterKeyFile)
 	g.MasterKeySource = path
 	data, err := os.ReadFile(path)
 	if err == nil {
 		if k := strings.TrimSpace(string(data)); k != "" {
-			return k, nil
+			return k, nil, nil
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("read master key: %w", err)
+		return "", nil, fmt.Errorf("read master key: %w", err)
 	}
 	k := auth.NewKey()
 	if err := writeFileAtomic(path, []byte(k+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("save master key: %w", err)
+		return "", nil, fmt.Errorf("save master key: %w", err)
 	}
 	g.GeneratedMasterKey = k
-	return k, nil
+	return k, nil, nil
 }
 
 // writeFileAtomic writes data to path through a temporary file and a rename,

@@ -182,10 +182,13 @@ func TestOpenErrors(t *testing.T) {
 	ctx := context.Background()
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(bad, []byte("model_list:\n  - model_name: x\n"), 0o600)
+	secretRef := filepath.Join(t.TempDir(), "secret.yaml")
+	os.WriteFile(secretRef, []byte("general_settings:\n  master_key: secretsmanager/sluice-master\n"), 0o600)
 	for name, env := range map[string]map[string]string{
-		"bad setting": {"SLUICE_BACKEND": "mainframe"},
-		"bad config":  {"SLUICE_CONFIG": bad},
-		"no config":   {"SLUICE_CONFIG": filepath.Join(t.TempDir(), "missing.yaml")},
+		"bad setting":                   {"SLUICE_BACKEND": "mainframe"},
+		"bad config":                    {"SLUICE_CONFIG": bad},
+		"no config":                     {"SLUICE_CONFIG": filepath.Join(t.TempDir(), "missing.yaml")},
+		"secret without a secret store": {"SLUICE_CONFIG": secretRef},
 	} {
 		env["SLUICE_DATA_DIR"] = t.TempDir()
 		if g, err := Open(ctx, func(k string) string { return env[k] }); err == nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"os"
@@ -32,8 +33,10 @@ type Deps struct {
 	Settings config.Settings
 	Config   *config.Config
 	Backend  *store.Backend
-	// MasterKey is the resolved master key.
-	MasterKey string
+	// MasterKey is the master key; when empty, ResolveMasterKey reads it on
+	// the first request that needs it.
+	MasterKey        string
+	ResolveMasterKey func(ctx context.Context) (string, error)
 	// Secrets resolves secretsmanager/ references in the config (nil locally).
 	Secrets config.Secrets
 	// Now is the clock for expiry decisions; nil means time.Now (tests move it).
@@ -74,6 +77,7 @@ func NewServices(deps Deps) (*Services, error) {
 	a, err := auth.NewService(deps.Backend.Records, deps.Backend.Limiter, deps.MasterKey, auth.Options{
 		CacheTTL:         deps.Settings.KeyCacheTTL,
 		NegativeCacheTTL: deps.Settings.KeyNegativeCacheTTL,
+		ResolveMasterKey: deps.ResolveMasterKey,
 	})
 	if err != nil {
 		return nil, err
