@@ -22,6 +22,7 @@ package models
 import (
 	"context"
 	"io"
+	"strings"
 
 	"github.com/sluice-gateway/sluice/pkg/config"
 )
@@ -44,6 +45,24 @@ type Provider interface {
 
 // Resolver resolves a config value that may be a secretsmanager/ reference.
 type Resolver func(ctx context.Context, value string) (string, error)
+
+// Setting resolves a deployment setting and, when it is empty, falls back to
+// the first of envs that getenv finds set (LiteLLM's environment names for
+// provider credentials). The result is trimmed; "" means none anywhere.
+func (r Resolver) Setting(ctx context.Context, value string, getenv func(string) string, envs ...string) (string, error) {
+	v, err := r(ctx, value)
+	if err != nil {
+		return "", err
+	}
+	v = strings.TrimSpace(v)
+	for _, env := range envs {
+		if v != "" {
+			break
+		}
+		v = strings.TrimSpace(getenv(env))
+	}
+	return v, nil
+}
 
 // Endpoint is an opened deployment. It implements Embedder, Moderator, or
 // both; the router answers 400 for a model whose deployments support neither

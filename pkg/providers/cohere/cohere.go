@@ -54,26 +54,18 @@ func New(client *http.Client, getenv func(string) string) *Provider {
 
 // Open resolves the deployment's api_key (503 without one) and api_base.
 func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
-	key, err := resolve(ctx, d.Params.APIKey)
+	key, err := resolve.Setting(ctx, d.Params.APIKey, p.getenv, "COHERE_API_KEY", "CO_API_KEY")
 	if err != nil {
 		return nil, fmt.Errorf("cohere: resolve api_key: %w", err)
 	}
-	for _, env := range []string{"COHERE_API_KEY", "CO_API_KEY"} {
-		if key = strings.TrimSpace(key); key == "" {
-			key = p.getenv(env)
-		}
-	}
-	if key = strings.TrimSpace(key); key == "" {
+	if key == "" {
 		return nil, api.Unavailable("Model '%s' has no api_key configured for provider cohere: set litellm_params.api_key, or COHERE_API_KEY.", d.ModelName)
 	}
-	base, err := resolve(ctx, d.Params.APIBase)
+	base, err := resolve.Setting(ctx, d.Params.APIBase, p.getenv, "COHERE_API_BASE")
 	if err != nil {
 		return nil, fmt.Errorf("cohere: resolve api_base: %w", err)
 	}
-	if strings.TrimSpace(base) == "" {
-		base = p.getenv("COHERE_API_BASE")
-	}
-	if strings.TrimSpace(base) == "" {
+	if base == "" {
 		base = DefaultAPIBase
 	}
 	if base, err = embedbatch.Base(base); err != nil {

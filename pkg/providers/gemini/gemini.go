@@ -52,24 +52,18 @@ func New(client *http.Client, getenv func(string) string) *Provider {
 
 // Open resolves the deployment's api_key (503 without one) and api_base.
 func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
-	key, err := resolve(ctx, d.Params.APIKey)
+	key, err := resolve.Setting(ctx, d.Params.APIKey, p.getenv, "GEMINI_API_KEY")
 	if err != nil {
 		return nil, fmt.Errorf("gemini: resolve api_key: %w", err)
-	}
-	if key = strings.TrimSpace(key); key == "" {
-		key = strings.TrimSpace(p.getenv("GEMINI_API_KEY"))
 	}
 	if key == "" {
 		return nil, api.Unavailable("Model '%s' has no api_key configured for provider gemini: set litellm_params.api_key, or GEMINI_API_KEY.", d.ModelName)
 	}
-	base, err := resolve(ctx, d.Params.APIBase)
+	base, err := resolve.Setting(ctx, d.Params.APIBase, p.getenv, "GEMINI_API_BASE")
 	if err != nil {
 		return nil, fmt.Errorf("gemini: resolve api_base: %w", err)
 	}
-	if strings.TrimSpace(base) == "" {
-		base = p.getenv("GEMINI_API_BASE")
-	}
-	if strings.TrimSpace(base) == "" {
+	if base == "" {
 		base = DefaultAPIBase
 	}
 	if base, err = embedbatch.Base(base); err != nil {

@@ -87,12 +87,13 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 		if v == "" && alias != "" {
 			v, _ = d.Params.Extra[alias].(string)
 		}
-		out, err := resolve(ctx, v)
+		var envs []string
+		if env != "" {
+			envs = append(envs, env)
+		}
+		out, err := resolve.Setting(ctx, v, p.getenv, envs...)
 		if err != nil {
 			return "", fmt.Errorf("vertex_ai: resolve %s: %w", name, err)
-		}
-		if out = strings.TrimSpace(out); out == "" && env != "" {
-			out = strings.TrimSpace(p.getenv(env))
 		}
 		return out, nil
 	}
