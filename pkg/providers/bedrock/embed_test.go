@@ -2,13 +2,10 @@ package bedrock_test
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -26,6 +23,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock/bedrocktest"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
+	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
 )
 
 const (
@@ -33,19 +31,6 @@ const (
 	testSecret = "embed-test-secret"
 	testToken  = "embed-session-token"
 )
-
-// vector is the deterministic embedding the fake Bedrock answers for a text.
-func vector(text string, dims int) []float32 {
-	var seed int
-	for _, c := range text {
-		seed = seed*31 + int(c)
-	}
-	v := make([]float32, dims)
-	for j := range v {
-		v[j] = float32(math.Sin(float64(seed%10007*1000+j))) / 3
-	}
-	return v
-}
 
 func appendFloats(b []byte, v []float32) []byte {
 	b = append(b, '[')
@@ -157,7 +142,7 @@ func (f *fakeBedrock) serve(w http.ResponseWriter, r *http.Request) {
 		if d, ok := call.Body["dimensions"].(float64); ok {
 			dims = int(d)
 		}
-		vec := appendFloats(nil, vector(text, dims))
+		vec := appendFloats(nil, embedtest.Vector(text, dims))
 		out := []byte(`{"embedding":`)
 		out = append(out, vec...)
 		tokens := len(strings.Fields(text)) + 1
@@ -185,7 +170,7 @@ func (f *fakeBedrock) serve(w http.ResponseWriter, r *http.Request) {
 		if i > 0 {
 			list = append(list, ',')
 		}
-		list = appendFloats(list, vector(t.(string), dims))
+		list = appendFloats(list, embedtest.Vector(t.(string), dims))
 	}
 	list = append(list, ']')
 	w.Header().Set(bedrock.InputTokenHeader, strconv.Itoa(3*len(texts)))
@@ -228,66 +213,14 @@ func openEmbedder(t *testing.T, d config.Deployment) models.Embedder {
 	return ep.(models.Embedder)
 }
 
-func embed(t *testing.T, e models.Embedder, body string) (answer, *models.Answer, error) {
-	t.Helper()
-	req, err := models.ParseEmbeddingRequest([]byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ans, err := e.Embed(context.Background(), req)
-	if err != nil {
-		return answer{}, nil, err
-	}
-	b, _ := io.ReadAll(ans.Body)
-	ans.Body.Close()
-	var a answer
-	if err := json.Unmarshal(b, &a); err != nil {
-		t.Fatalf("answer is not JSON: %s", b)
-	}
-	if ans.ContentLength != int64(len(b)) {
-		t.Errorf("ContentLength %d for %d bytes", ans.ContentLength, len(b))
-	}
-	return a, ans, nil
-}
-
-type answer struct {
-	Object string `json:"object"`
-	Data   []struct {
-		Index     int             `json:"index"`
-		Embedding json.RawMessage `json:"embedding"`
-	} `json:"data"`
-	Model string `json:"model"`
-	Usage struct {
-		PromptTokens int64 `json:"prompt_tokens"`
-		TotalTokens  int64 `json:"total_tokens"`
-	} `json:"usage"`
-}
-
-func decodeVector(t *testing.T, raw json.RawMessage) []float32 {
-	t.Helper()
-	if raw[0] == '"' {
-		var s string
-		json.Unmarshal(raw, &s)
-		b, _ := base64.StdEncoding.DecodeString(s)
-		v := make([]float32, len(b)/4)
-		for i := range v {
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-		}
-		return v
-	}
-	var v []float32
-	json.Unmarshal(raw, &v)
-	return v
-}
-
 // checkVectors checks the answer holds texts' vectors, in order.
-func checkVectors(t *testing.T, a answer, texts []string, dims int) {
+func checkVectors(t *testing.T, a embedtest.Answer, texts []string, dims int) {
 	t.Helper()
 	if len(a.Data) != len(texts) {
 		t.Fatalf("%d embeddings for %d texts", len(a.Data), len(texts))
 	}
 	for i, d := range a.Data {
-		if d.Index != i || !reflect.DeepEqual(decodeVector(t, d.Embedding), vector(texts[i], dims)) {
+		if d.Index != i || !reflect.DeepEqual(embedtest.Decode(t, d.Embedding), embedtest.Vector(texts[i], dims)) {
 			t.Fatalf("embedding %d (index %d) is not the vector of %q", i, d.Index, texts[i])
 		}
 	}
@@ -318,7 +251,7 @@ func TestTitanV2Translation(t *testing.T) {
 	f := newFakeBedrock(t)
 	e := openEmbedder(t, f.deployment("amazon.titan-embed-text-v2:0", nil))
 	texts := inputs(5)
-	a, ans, err := embed(t, e, body("emb", texts, `,"dimensions":256,"encoding_format":"base64","normalize":false`))
+	a, ans, err := embedtest.Embed(t, e, body("emb", texts, `,"dimensions":256,"encoding_format":"base64","normalize":false`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +301,7 @@ func TestTitanFanOutIsConcurrent(t *testing.T) {
 	e := openEmbedder(t, f.deployment("amazon.titan-embed-text-v2:0", nil))
 	texts := inputs(16)
 	req := body("emb", texts, `,"dimensions":256,"encoding_format":"base64"`)
-	if _, _, err := embed(t, e, req); err != nil { // warm the connection pool
+	if _, _, err := embedtest.Embed(t, e, req); err != nil { // warm the connection pool
 		t.Fatal(err)
 	}
 	f.set(func(b *behaviour) { b.delay = delay })
@@ -376,7 +309,7 @@ func TestTitanFanOutIsConcurrent(t *testing.T) {
 	for range 3 {
 		f.peak.Store(0)
 		start := time.Now()
-		a, _, err := embed(t, e, req)
+		a, _, err := embedtest.Embed(t, e, req)
 		took := time.Since(start)
 		if err != nil {
 			t.Fatal(err)
@@ -400,7 +333,7 @@ func TestTitanFanOutIsConcurrent(t *testing.T) {
 func TestTitanV1(t *testing.T) {
 	f := newFakeBedrock(t)
 	e := openEmbedder(t, f.deployment("amazon.titan-embed-text-v1", nil))
-	a, _, err := embed(t, e, body("emb", []string{"hello"}, ""))
+	a, _, err := embedtest.Embed(t, e, body("emb", []string{"hello"}, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +346,7 @@ func TestTitanV1(t *testing.T) {
 		{`,"normalize":true`, "normalize", "does not take 'normalize'"},
 		{`,"input_type":"search_query"`, "input_type", "does not take 'input_type'"},
 	} {
-		_, _, err := embed(t, e, body("emb", []string{"x"}, tc.extra))
+		_, _, err := embedtest.Embed(t, e, body("emb", []string{"x"}, tc.extra))
 		apiError(t, err, 400, tc.param, tc.msg)
 	}
 	if len(f.received()) != 1 {
@@ -431,7 +364,7 @@ func TestTitanV2Refusals(t *testing.T) {
 		{`{"model":"emb","input":[[1,2],[3]]}`, "input", "text only"},
 		{`{"model":"emb","input":[1,2,3]}`, "input", "text only"},
 	} {
-		_, _, err := embed(t, e, tc.body)
+		_, _, err := embedtest.Embed(t, e, tc.body)
 		apiError(t, err, 400, tc.param, tc.msg)
 	}
 	if len(f.received()) != 0 {
@@ -444,7 +377,7 @@ func TestTitanUsageSources(t *testing.T) {
 	e := openEmbedder(t, f.deployment("amazon.titan-embed-text-v2:0", map[string]any{"normalize": true}))
 	texts := []string{"one two", "three"}
 	f.set(func(b *behaviour) { b.titanTokens = "header" })
-	a, ans, err := embed(t, e, body("emb", texts, ""))
+	a, ans, err := embedtest.Embed(t, e, body("emb", texts, ""))
 	if err != nil || ans.UsageEstimated || a.Usage.PromptTokens != 3+2 {
 		t.Errorf("header tokens: %+v estimated %v %v", a.Usage, ans != nil && ans.UsageEstimated, err)
 	}
@@ -452,7 +385,7 @@ func TestTitanUsageSources(t *testing.T) {
 		t.Errorf("the deployment's normalize was not sent: %v", c[0].Body)
 	}
 	f.set(func(b *behaviour) { b.titanTokens = "none" })
-	a, ans, err = embed(t, e, body("emb", texts, ""))
+	a, ans, err = embedtest.Embed(t, e, body("emb", texts, ""))
 	want := embedbatch.EstimateTokens(texts[0]) + embedbatch.EstimateTokens(texts[1])
 	if err != nil || !ans.UsageEstimated || a.Usage.PromptTokens != want {
 		t.Errorf("no tokens reported: %+v estimated %v %v; want %d estimated", a.Usage, ans != nil && ans.UsageEstimated, err, want)
@@ -466,7 +399,7 @@ func TestCohereOnBedrock(t *testing.T) {
 	e := openEmbedder(t, f.deployment("cohere.embed-english-v3", map[string]any{"truncate": "END"}))
 	texts := inputs(200)
 	start := time.Now()
-	a, ans, err := embed(t, e, body("emb", texts, `,"input_type":"RETRIEVAL_QUERY"`))
+	a, ans, err := embedtest.Embed(t, e, body("emb", texts, `,"input_type":"RETRIEVAL_QUERY"`))
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
@@ -494,7 +427,7 @@ func TestCohereOnBedrock(t *testing.T) {
 	// The default input type, the other answer shape, and dimensions.
 	f.reset()
 	f.set(func(b *behaviour) { b.cohereShape = "floats" })
-	a, _, err = embed(t, e, body("emb", []string{"a", "b"}, ""))
+	a, _, err = embedtest.Embed(t, e, body("emb", []string{"a", "b"}, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,12 +435,12 @@ func TestCohereOnBedrock(t *testing.T) {
 	if c := f.received(); c[0].Body["input_type"] != "search_document" {
 		t.Errorf("default input_type: %v", c[0].Body)
 	}
-	_, _, err = embed(t, e, body("emb", []string{"a"}, `,"dimensions":256`))
+	_, _, err = embedtest.Embed(t, e, body("emb", []string{"a"}, `,"dimensions":256`))
 	apiError(t, err, 400, "dimensions", "does not take 'dimensions'")
 
 	v4 := openEmbedder(t, f.deployment("us.cohere.embed-v4:0", map[string]any{"input_type": "classification"}))
 	f.reset()
-	a, _, err = embed(t, v4, body("emb", []string{"a"}, `,"dimensions":256`))
+	a, _, err = embedtest.Embed(t, v4, body("emb", []string{"a"}, `,"dimensions":256`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -522,7 +455,7 @@ func TestModelIDs(t *testing.T) {
 	f := newFakeBedrock(t)
 	arn := "arn:aws:bedrock:eu-west-1:123456789012:application-inference-profile/a1b2c3"
 	e := openEmbedder(t, f.deployment("amazon.titan-embed-text-v2:0", map[string]any{"model_id": arn}))
-	if _, _, err := embed(t, e, body("emb", []string{"x"}, "")); err != nil {
+	if _, _, err := embedtest.Embed(t, e, body("emb", []string{"x"}, "")); err != nil {
 		t.Fatal(err)
 	}
 	// The ARN's ':' and '/' are encoded once on the wire, as the AWS SDK does.
@@ -530,7 +463,7 @@ func TestModelIDs(t *testing.T) {
 		t.Errorf("calls %+v", c)
 	}
 	unknown := openEmbedder(t, f.deployment("anthropic.claude-3-haiku-20240307-v1:0", nil))
-	_, _, err := embed(t, unknown, body("emb", []string{"x"}, ""))
+	_, _, err := embedtest.Embed(t, unknown, body("emb", []string{"x"}, ""))
 	apiError(t, err, 400, "model", "does not translate")
 }
 
@@ -538,7 +471,7 @@ func TestSessionCredentials(t *testing.T) {
 	f := newFakeBedrock(t)
 	d := f.deployment("amazon.titan-embed-text-v2:0", nil)
 	d.Params.AWSAccessKeyID, d.Params.AWSSessionToken = testKeyID+"S", testToken
-	if _, _, err := embed(t, openEmbedder(t, d), body("emb", []string{"x"}, "")); err != nil {
+	if _, _, err := embedtest.Embed(t, openEmbedder(t, d), body("emb", []string{"x"}, "")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -564,7 +497,7 @@ func TestBedrockErrors(t *testing.T) {
 				return 0, "", ""
 			}
 		})
-		_, _, err := embed(t, e, body("emb", []string{"good", "bad", "good too"}, ""))
+		_, _, err := embedtest.Embed(t, e, body("emb", []string{"good", "bad", "good too"}, ""))
 		var pe *models.ProviderError
 		if !errors.As(err, &pe) || pe.Status != tc.status || pe.Message != tc.msg || pe.Provider != "bedrock" {
 			t.Errorf("%d: %v", tc.status, err)
@@ -580,7 +513,7 @@ func TestBedrockErrors(t *testing.T) {
 	defer bad.Close()
 	d := f.deployment("amazon.titan-embed-text-v2:0", nil)
 	d.Params.APIBase = bad.URL
-	_, _, err := embed(t, openEmbedder(t, d), body("emb", []string{"x"}, ""))
+	_, _, err := embedtest.Embed(t, openEmbedder(t, d), body("emb", []string{"x"}, ""))
 	var pe *models.ProviderError
 	if !errors.As(err, &pe) || !strings.Contains(pe.Message, "not a number") {
 		t.Errorf("malformed answer: %v", err)

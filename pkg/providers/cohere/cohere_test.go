@@ -2,13 +2,10 @@ package cohere
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -24,21 +21,10 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
+	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
 )
 
 const upstreamKey = "co-test-key"
-
-func vector(text string, dims int) []float32 {
-	var seed int
-	for _, c := range text {
-		seed = seed*31 + int(c)
-	}
-	v := make([]float32, dims)
-	for j := range v {
-		v[j] = float32(math.Sin(float64(seed%10007*1000+j))) / 3
-	}
-	return v
-}
 
 type embedCall struct {
 	Path, Auth string
@@ -92,7 +78,7 @@ func newFakeCohere(t *testing.T, delay time.Duration) *fakeCohere {
 				b = append(b, ',')
 			}
 			b = append(b, '[')
-			for j, v := range vector(t.(string), dims) {
+			for j, v := range embedtest.Vector(t.(string), dims) {
 				if j > 0 {
 					b = append(b, ',')
 				}
@@ -129,49 +115,6 @@ func (f *fakeCohere) open(t *testing.T, model, key string, extra map[string]any)
 	return ep.(models.Embedder)
 }
 
-type answer struct {
-	Data []struct {
-		Index     int             `json:"index"`
-		Embedding json.RawMessage `json:"embedding"`
-	} `json:"data"`
-	Model string `json:"model"`
-	Usage struct {
-		PromptTokens int64 `json:"prompt_tokens"`
-	} `json:"usage"`
-}
-
-func embed(t *testing.T, e models.Embedder, body string) (answer, *models.Answer, error) {
-	t.Helper()
-	req, err := models.ParseEmbeddingRequest([]byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ans, err := e.Embed(context.Background(), req)
-	if err != nil {
-		return answer{}, nil, err
-	}
-	defer ans.Body.Close()
-	var a answer
-	if err := json.NewDecoder(ans.Body).Decode(&a); err != nil {
-		t.Fatal(err)
-	}
-	return a, ans, nil
-}
-
-func base64Vector(t *testing.T, raw json.RawMessage) []float32 {
-	t.Helper()
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		t.Fatalf("not base64: %.40s", raw)
-	}
-	b, _ := base64.StdEncoding.DecodeString(s)
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v
-}
-
 func inputs(n int) []string {
 	out := make([]string, n)
 	for i := range out {
@@ -189,7 +132,7 @@ func TestEmbed(t *testing.T) {
 	f := newFakeCohere(t, 20*time.Millisecond)
 	e := f.open(t, "embed-v4.0", upstreamKey, map[string]any{"truncate": "START"})
 	texts := inputs(200)
-	a, ans, err := embed(t, e, body(texts, `,"dimensions":256,"encoding_format":"base64","input_type":"RETRIEVAL_DOCUMENT"`))
+	a, ans, err := embedtest.Embed(t, e, body(texts, `,"dimensions":256,"encoding_format":"base64","input_type":"RETRIEVAL_DOCUMENT"`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +140,7 @@ func TestEmbed(t *testing.T) {
 		t.Fatalf("%d embeddings, model %s, usage %+v (estimated %v)", len(a.Data), a.Model, a.Usage, ans.UsageEstimated)
 	}
 	for i, d := range a.Data {
-		if d.Index != i || !reflect.DeepEqual(base64Vector(t, d.Embedding), vector(texts[i], 256)) {
+		if d.Index != i || !reflect.DeepEqual(embedtest.Base64(t, d.Embedding), embedtest.Vector(texts[i], 256)) {
 			t.Fatalf("embedding %d is not input %d's", d.Index, i)
 		}
 	}
@@ -221,7 +164,7 @@ func TestDefaultsAndRefusals(t *testing.T) {
 	f := newFakeCohere(t, 0)
 	e := f.open(t, "embed-english-v3.0", upstreamKey, nil)
 	f.noUsage.Store(true)
-	a, ans, err := embed(t, e, body([]string{"a b c d e f"}, ""))
+	a, ans, err := embedtest.Embed(t, e, body([]string{"a b c d e f"}, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +179,7 @@ func TestDefaultsAndRefusals(t *testing.T) {
 		{body([]string{"x"}, `,"input_type":["search_query"]`), "input_type"},
 		{`{"model":"emb","input":[[1]]}`, "input"},
 	} {
-		_, _, err := embed(t, e, tc.body)
+		_, _, err := embedtest.Embed(t, e, tc.body)
 		var ae *api.Error
 		if !errors.As(err, &ae) || ae.Status != 400 || ae.Param != tc.param {
 			t.Errorf("%s: %v, want a 400 naming %s", tc.body, err, tc.param)
@@ -246,12 +189,12 @@ func TestDefaultsAndRefusals(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	f := newFakeCohere(t, 0)
-	_, _, err := embed(t, f.open(t, "embed-v4.0", "wrong", nil), body([]string{"x"}, ""))
+	_, _, err := embedtest.Embed(t, f.open(t, "embed-v4.0", "wrong", nil), body([]string{"x"}, ""))
 	var pe *models.ProviderError
 	if !errors.As(err, &pe) || pe.Status != 401 || pe.Message != "invalid api token" {
 		t.Errorf("bad key: %v", err)
 	}
-	_, _, err = embed(t, f.open(t, "embed-v4.0", upstreamKey, nil), body([]string{"ok", "reject me"}, ""))
+	_, _, err = embedtest.Embed(t, f.open(t, "embed-v4.0", upstreamKey, nil), body([]string{"ok", "reject me"}, ""))
 	if !errors.As(err, &pe) || pe.Status != 400 || !strings.Contains(pe.Message, "non-empty") {
 		t.Errorf("request error: %v", err)
 	}

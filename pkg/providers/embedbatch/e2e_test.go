@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -22,6 +21,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock/bedrocktest"
+	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
 	"github.com/sluice-gateway/sluice/pkg/providers/google/googletest"
 )
 
@@ -37,19 +37,6 @@ const (
 	cohereKey  = "co-e2e"
 	vertexProj = "acme-search"
 )
-
-// vector is the deterministic embedding the stand-in answers for a text.
-func vector(text string, dims int) []float32 {
-	var seed int
-	for _, c := range text {
-		seed = seed*31 + int(c)
-	}
-	v := make([]float32, dims)
-	for j := range v {
-		v[j] = float32(math.Sin(float64(seed%10007*1000+j))) / 3
-	}
-	return v
-}
 
 func appendFloats(b []byte, v []float32) []byte {
 	b = append(b, '[')
@@ -191,7 +178,7 @@ func (p *providersStandIn) serve(w http.ResponseWriter, r *http.Request) {
 	switch family {
 	case "bedrock":
 		if len(texts) == 1 && body["inputText"] != nil {
-			b = fmt.Appendf(b, `{"embedding":%s,"inputTextTokenCount":%d}`, appendFloats(nil, vector(texts[0], dims)), 2)
+			b = fmt.Appendf(b, `{"embedding":%s,"inputTextTokenCount":%d}`, appendFloats(nil, embedtest.Vector(texts[0], dims)), 2)
 			break
 		}
 		w.Header().Set(bedrock.InputTokenHeader, strconv.Itoa(2*len(texts)))
@@ -200,7 +187,7 @@ func (p *providersStandIn) serve(w http.ResponseWriter, r *http.Request) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendFloats(b, vector(s, dims))
+			b = appendFloats(b, embedtest.Vector(s, dims))
 		}
 		b = append(b, `]},"response_type":"embeddings_by_type"}`...)
 	case "vertex":
@@ -209,7 +196,7 @@ func (p *providersStandIn) serve(w http.ResponseWriter, r *http.Request) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = fmt.Appendf(b, `{"embeddings":{"statistics":{"truncated":false,"token_count":2},"values":%s}}`, appendFloats(nil, vector(s, dims)))
+			b = fmt.Appendf(b, `{"embeddings":{"statistics":{"truncated":false,"token_count":2},"values":%s}}`, appendFloats(nil, embedtest.Vector(s, dims)))
 		}
 		b = append(b, "]}"...)
 	case "gemini":
@@ -218,7 +205,7 @@ func (p *providersStandIn) serve(w http.ResponseWriter, r *http.Request) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = fmt.Appendf(b, `{"values":%s}`, appendFloats(nil, vector(s, dims)))
+			b = fmt.Appendf(b, `{"values":%s}`, appendFloats(nil, embedtest.Vector(s, dims)))
 		}
 		b = append(b, "]}"...)
 	case "cohere":
@@ -227,7 +214,7 @@ func (p *providersStandIn) serve(w http.ResponseWriter, r *http.Request) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendFloats(b, vector(s, dims))
+			b = appendFloats(b, embedtest.Vector(s, dims))
 		}
 		b = fmt.Appendf(b, `]},"meta":{"billed_units":{"input_tokens":%d}}}`, 2*len(texts))
 	}
@@ -260,7 +247,7 @@ func checkVectors(t *testing.T, data []openai.Embedding, texts []string, dims in
 		t.Fatalf("%d embeddings for %d inputs", len(data), len(texts))
 	}
 	for i, e := range data {
-		want := vector(texts[i], dims)
+		want := embedtest.Vector(texts[i], dims)
 		if int(e.Index) != i || len(e.Embedding) != dims {
 			t.Fatalf("embedding %d: index %d, %d values, want %d", i, e.Index, len(e.Embedding), dims)
 		}

@@ -2,8 +2,6 @@ package embedbatch
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,20 +19,8 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
 )
-
-// vector is the deterministic embedding the fake calls answer for a text.
-func vector(text string, dims int) []float32 {
-	var seed int
-	for _, c := range text {
-		seed = seed*31 + int(c)
-	}
-	v := make([]float32, dims)
-	for j := range v {
-		v[j] = float32(math.Sin(float64(seed%10007*1000+j))) / 3
-	}
-	return v
-}
 
 // rawVector writes v as a provider would: JSON numbers that round-trip to
 // the float32 values.
@@ -49,21 +35,7 @@ func rawVector(v []float32) json.RawMessage {
 	return append(b, ']')
 }
 
-type answer struct {
-	Object string `json:"object"`
-	Data   []struct {
-		Object    string          `json:"object"`
-		Index     int             `json:"index"`
-		Embedding json.RawMessage `json:"embedding"`
-	} `json:"data"`
-	Model string `json:"model"`
-	Usage struct {
-		PromptTokens int64 `json:"prompt_tokens"`
-		TotalTokens  int64 `json:"total_tokens"`
-	} `json:"usage"`
-}
-
-func readAnswer(t *testing.T, a *models.Answer) answer {
+func readAnswer(t *testing.T, a *models.Answer) embedtest.Answer {
 	t.Helper()
 	b, err := io.ReadAll(a.Body)
 	if err != nil {
@@ -73,34 +45,11 @@ func readAnswer(t *testing.T, a *models.Answer) answer {
 	if int64(len(b)) != a.ContentLength {
 		t.Errorf("ContentLength %d, body %d bytes", a.ContentLength, len(b))
 	}
-	var out answer
+	var out embedtest.Answer
 	if err := json.Unmarshal(b, &out); err != nil {
 		t.Fatalf("answer is not JSON: %v\n%s", err, b)
 	}
 	return out
-}
-
-// decode reads an embedding in either encoding.
-func decode(t *testing.T, raw json.RawMessage) []float32 {
-	t.Helper()
-	if raw[0] == '"' {
-		var s string
-		json.Unmarshal(raw, &s)
-		b, err := base64.StdEncoding.DecodeString(s)
-		if err != nil || len(b)%4 != 0 {
-			t.Fatalf("bad base64 %s: %v", raw, err)
-		}
-		v := make([]float32, len(b)/4)
-		for i := range v {
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-		}
-		return v
-	}
-	var v []float32
-	if err := json.Unmarshal(raw, &v); err != nil {
-		t.Fatal(err)
-	}
-	return v
 }
 
 func texts(n int) []string {
@@ -147,19 +96,19 @@ func TestAppendVector(t *testing.T) {
 	v := []float32{0.1, -2.5e-8, 3, 1e-3, -0.99999994}
 	raw := rawVector(v)
 	out, n, _, err := AppendVector(nil, raw, models.EncodingFloat, nil)
-	if err != nil || n != len(v) || !reflect.DeepEqual(decode(t, out), v) {
+	if err != nil || n != len(v) || !reflect.DeepEqual(embedtest.Decode(t, out), v) {
 		t.Errorf("float: %s %d %v", out, n, err)
 	}
 	if string(out) != "[0.1,-2.5e-08,3,0.001,-0.99999994]" {
 		t.Errorf("float output %s: want the provider's numbers, compact", out)
 	}
 	out, n, scratch, err := AppendVector([]byte("x"), raw, models.EncodingBase64, nil)
-	if err != nil || n != len(v) || out[0] != 'x' || !reflect.DeepEqual(decode(t, out[1:]), v) {
+	if err != nil || n != len(v) || out[0] != 'x' || !reflect.DeepEqual(embedtest.Decode(t, out[1:]), v) {
 		t.Errorf("base64: %s %d %v", out, n, err)
 	}
 	// The scratch buffer is reused.
 	out2, _, _, err := AppendVector(nil, json.RawMessage(`[1,2]`), models.EncodingBase64, scratch)
-	if err != nil || !reflect.DeepEqual(decode(t, out2), []float32{1, 2}) {
+	if err != nil || !reflect.DeepEqual(embedtest.Decode(t, out2), []float32{1, 2}) {
 		t.Errorf("reused scratch: %s %v", out2, err)
 	}
 	for _, bad := range []string{``, `{}`, `[]`, `[ ]`, `[1,]`, `[1 2]`, `["1"]`, `[1,[2]]`, `[01]`, `[1.]`, `[.5]`, `[+1]`, `[1e]`, `[1,null]`, `[true]`, `[1]x`, `[1`, `[NaN]`, `[1e39]`} {
@@ -189,7 +138,7 @@ func TestRunAssembles(t *testing.T) {
 					calls.Add(1)
 					res := Result{Tokens: int64(10 * len(b.Texts)), TokensKnown: b.Start != 3}
 					for _, t := range b.Texts {
-						res.Vectors = append(res.Vectors, rawVector(vector(t, 4)))
+						res.Vectors = append(res.Vectors, rawVector(embedtest.Vector(t, 4)))
 					}
 					return res, nil
 				})
@@ -212,7 +161,7 @@ func TestRunAssembles(t *testing.T) {
 				t.Fatalf("%+v", got)
 			}
 			for i, d := range got.Data {
-				if d.Index != i || d.Object != "embedding" || !reflect.DeepEqual(decode(t, d.Embedding), vector(in[i], 4)) {
+				if d.Index != i || d.Object != "embedding" || !reflect.DeepEqual(embedtest.Decode(t, d.Embedding), embedtest.Vector(in[i], 4)) {
 					t.Errorf("item %d: %+v", i, d)
 				}
 				if (enc == models.EncodingBase64) != (d.Embedding[0] == '"') {
@@ -257,7 +206,7 @@ func TestRunConcurrent(t *testing.T) {
 		case <-ctx.Done():
 			return Result{}, ctx.Err()
 		}
-		return Result{Vectors: []json.RawMessage{rawVector(vector(b.Texts[0], 8))}, Tokens: 1, TokensKnown: true}, nil
+		return Result{Vectors: []json.RawMessage{rawVector(embedtest.Vector(b.Texts[0], 8))}, Tokens: 1, TokensKnown: true}, nil
 	}
 	start := time.Now()
 	ans, err := Run(context.Background(), texts(16), Limits{MaxInputs: 1}, Output{Encoding: models.EncodingBase64}, call)
@@ -537,7 +486,7 @@ func FuzzAppendVector(f *testing.F) {
 			if !fits {
 				continue
 			}
-			got := decode(t, out)
+			got := embedtest.Decode(t, out)
 			for i := range want {
 				// Rounding the decimal straight to float32 may differ from
 				// rounding through float64 by one unit in the last place.
@@ -553,7 +502,7 @@ func FuzzAppendVector(f *testing.F) {
 // BenchmarkAppendVectorBase64 is the translation's hot path: one
 // 1536-dimension float answer re-encoded as OpenAI base64.
 func BenchmarkAppendVectorBase64(b *testing.B) {
-	raw := rawVector(vector("benchmark", 1536))
+	raw := rawVector(embedtest.Vector("benchmark", 1536))
 	var dst, scratch []byte
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()

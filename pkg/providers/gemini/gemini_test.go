@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -22,21 +21,10 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
+	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
 )
 
 const upstreamKey = "AIza-test-key"
-
-func vector(text string, dims int) []float32 {
-	var seed int
-	for _, c := range text {
-		seed = seed*31 + int(c)
-	}
-	v := make([]float32, dims)
-	for j := range v {
-		v[j] = float32(math.Sin(float64(seed%10007*1000+j))) / 3
-	}
-	return v
-}
 
 type batchCall struct {
 	Path, Key, Query string
@@ -101,7 +89,7 @@ func newFakeGemini(t *testing.T, delay time.Duration) *fakeGemini {
 				dims = req.OutputDimensionality
 			}
 			b = append(b, `    {"values": [`...)
-			for j, v := range vector(text, dims) {
+			for j, v := range embedtest.Vector(text, dims) {
 				if j > 0 {
 					b = append(b, ", "...)
 				}
@@ -182,7 +170,7 @@ func TestBatchEmbedContents(t *testing.T) {
 		var got []float32
 		b, _ := json.Marshal(d["embedding"])
 		json.Unmarshal(b, &got)
-		if d["index"] != float64(i) || !reflect.DeepEqual(got, vector(texts[i], 32)) {
+		if d["index"] != float64(i) || !reflect.DeepEqual(got, embedtest.Vector(texts[i], 32)) {
 			t.Fatalf("embedding %v is not input %d's", d["index"], i)
 		}
 	}

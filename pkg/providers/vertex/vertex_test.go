@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -21,20 +20,9 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/providers"
+	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
 	"github.com/sluice-gateway/sluice/pkg/providers/google/googletest"
 )
-
-func vector(text string, dims int) []float32 {
-	var seed int
-	for _, c := range text {
-		seed = seed*31 + int(c)
-	}
-	v := make([]float32, dims)
-	for j := range v {
-		v[j] = float32(math.Sin(float64(seed%10007*1000+j))) / 3
-	}
-	return v
-}
 
 type predictCall struct {
 	Path, Auth string
@@ -99,7 +87,7 @@ func newFakeVertex(t *testing.T, delay time.Duration) *fakeVertex {
 				b = append(b, ',')
 			}
 			b = fmt.Appendf(b, `{"embeddings":{"statistics":{"truncated":false,"token_count":%d},"values":[`, len(strings.Fields(in.Content))+1)
-			for j, v := range vector(in.Content, dims) {
+			for j, v := range embedtest.Vector(in.Content, dims) {
 				if j > 0 {
 					b = append(b, ',')
 				}
@@ -191,7 +179,7 @@ func TestPredict(t *testing.T) {
 	}
 	var tokens int64
 	for i, d := range a.Data {
-		if d.Index != i || !reflect.DeepEqual(d.Embedding, vector(texts[i], 64)) {
+		if d.Index != i || !reflect.DeepEqual(d.Embedding, embedtest.Vector(texts[i], 64)) {
 			t.Fatalf("embedding %d is not the vector of input %d", d.Index, i)
 		}
 		tokens += int64(len(strings.Fields(texts[i])) + 1)
