@@ -1,7 +1,6 @@
 package bedrock
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -433,16 +432,10 @@ func headerTokens(h http.Header) (int64, bool) {
 
 // invoke sends one InvokeModel call, SigV4-signed over the exact body.
 func (e *endpoint) invoke(ctx context.Context, v any) (*embedbatch.Response, error) {
-	body, err := json.Marshal(v)
+	hreq, body, err := embedbatch.NewRequest(ctx, Name, e.invokeURL, v)
 	if err != nil {
-		return nil, fmt.Errorf("bedrock: encode the request: %w", err)
+		return nil, err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.invokeURL, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("bedrock invoke: %w", err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
 	if err := e.auth.Sign(ctx, hreq, body); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("bedrock invoke: %w", err)

@@ -9,9 +9,7 @@
 package cohere
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -163,16 +161,10 @@ func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*mo
 }
 
 func (e *endpoint) post(ctx context.Context, v embedRequest) (*embedbatch.Response, error) {
-	body, err := json.Marshal(v)
+	hreq, _, err := embedbatch.NewRequest(ctx, Name, e.url, v)
 	if err != nil {
-		return nil, fmt.Errorf("cohere: encode the request: %w", err)
+		return nil, err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("cohere embed: %w", err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
 	hreq.Header.Set("Authorization", e.auth)
 	return embedbatch.Do(e.client, Name, hreq)
 }

@@ -1,6 +1,9 @@
 package embedbatch
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
@@ -22,6 +25,22 @@ type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
+}
+
+// NewRequest builds a provider's JSON POST to url with v encoded as the
+// body. It returns the body's bytes too, for providers that sign them.
+func NewRequest(ctx context.Context, provider, url string, v any) (*http.Request, []byte, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: encode the request: %w", provider, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: build the request: %w", provider, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	return req, body, nil
 }
 
 // Do sends req through client and reads its JSON answer. An answer other

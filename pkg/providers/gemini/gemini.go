@@ -10,7 +10,6 @@
 package gemini
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -149,16 +148,10 @@ func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*mo
 }
 
 func (e *endpoint) post(ctx context.Context, v batchRequest) (*embedbatch.Response, error) {
-	body, err := json.Marshal(v)
+	hreq, _, err := embedbatch.NewRequest(ctx, Name, e.url, v)
 	if err != nil {
-		return nil, fmt.Errorf("gemini: encode the request: %w", err)
+		return nil, err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("gemini batchEmbedContents: %w", err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
 	hreq.Header.Set("X-Goog-Api-Key", e.key)
 	resp, err := embedbatch.Do(e.client, Name, hreq)
 	var pe *models.ProviderError

@@ -13,10 +13,8 @@
 package vertex
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -241,9 +239,9 @@ func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*mo
 }
 
 func (e *endpoint) predict(ctx context.Context, v predictRequest) (*embedbatch.Response, error) {
-	body, err := json.Marshal(v)
+	hreq, _, err := embedbatch.NewRequest(ctx, Name, e.url, v)
 	if err != nil {
-		return nil, fmt.Errorf("vertex_ai: encode the request: %w", err)
+		return nil, err
 	}
 	token, err := e.tokens.AccessToken(ctx)
 	if err != nil {
@@ -252,12 +250,6 @@ func (e *endpoint) predict(ctx context.Context, v predictRequest) (*embedbatch.R
 		}
 		return nil, api.Upstream(err, "The gateway could not get a Google access token for Vertex AI model '%s' from its service account's token endpoint.", e.model)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("vertex_ai predict: %w", err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
 	hreq.Header.Set("Authorization", "Bearer "+token)
 	return embedbatch.Do(e.client, Name, hreq)
 }
