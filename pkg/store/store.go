@@ -65,6 +65,11 @@ type Cond struct {
 	Exists   bool     // the record must exist
 	StatusIn []string // the record's status must be one of these (implies Exists)
 	Version  int64    // when > 0, the record's version must equal it (implies Exists)
+	// AtMost bounds counters: each named counter must be at most its value
+	// (a missing counter, or a missing or expired record, counts as 0). With
+	// an Add of d to counter c, AtMost{c: max - d} keeps c at most max after
+	// it, atomically: a quota that concurrent adds cannot overshoot.
+	AtMost map[string]int64
 }
 
 // Query reads one partition of the table or an index in sort-key order.

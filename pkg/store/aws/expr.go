@@ -1,6 +1,8 @@
 package awsstore
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -122,7 +124,22 @@ func (e *expr) cond(c store.Cond, now time.Time) string {
 	if c.Version > 0 {
 		parts = append(parts, e.name(attrVer)+" = "+e.value(num(c.Version)))
 	}
+	for _, name := range slices.Sorted(maps.Keys(c.AtMost)) {
+		parts = append(parts, e.atMost(counterPrefix+name, c.AtMost[name], now))
+	}
 	return and(parts...)
+}
+
+// atMost holds when the counter attribute is at most most, a missing
+// attribute or a missing or expired item counting as 0 (a comparison with a
+// missing attribute is false in DynamoDB, so the zero cases are spelled out).
+func (e *expr) atMost(attr string, most int64, now time.Time) string {
+	le := e.name(attr) + " <= " + e.value(num(most))
+	if most < 0 {
+		return e.liveItem(now) + " AND " + le
+	}
+	return "(attribute_not_exists(" + e.name(attrPK) + ") OR " + e.name(attrExp) + " <= " + e.value(num(now.UnixNano())) +
+		" OR attribute_not_exists(" + e.name(attr) + ") OR " + le + ")"
 }
 
 // sameItem holds while the item is still the one a snapshot saw: absent if

@@ -222,5 +222,18 @@ func holds(c store.Cond, it item, now time.Time) bool {
 			return false
 		}
 	}
+	for name, most := range c.AtMost {
+		var n int64
+		if _, ok := it[counterPrefix+name]; ok && isLive {
+			v, err := intAttr(it, counterPrefix+name)
+			if err != nil {
+				return false
+			}
+			n = v
+		}
+		if n > most {
+			return false
+		}
+	}
 	return true
 }

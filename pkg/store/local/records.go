@@ -214,6 +214,15 @@ func holds(c store.Cond, cur store.Record, live bool) bool {
 	case c.Version > 0 && c.Version != cur.Version:
 		return false
 	}
+	for name, most := range c.AtMost {
+		var n int64
+		if live {
+			n = cur.Counters[name]
+		}
+		if n > most {
+			return false
+		}
+	}
 	return true
 }
 

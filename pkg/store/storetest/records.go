@@ -20,7 +20,8 @@ import (
 // creates has Version 1); Update of a missing or expired record fails with
 // ErrConditionFailed, as every unmet condition does; an expired record counts
 // as absent for conditions too (create-if-absent over it succeeds); Add
-// returns the new values of the counters it named; Transact refuses two
+// returns the new values of the counters it named; Cond.AtMost reads a
+// missing counter, record or expired record as 0; Transact refuses two
 // writes to one item (as DynamoDB does) and writes nothing then.
 func Records(t *testing.T, open func(t *testing.T) store.Records) {
 	cases := []struct {
@@ -37,6 +38,8 @@ func Records(t *testing.T, open func(t *testing.T) store.Records) {
 		{"UpdateKeepsCounters", recordsUpdateKeepsCounters},
 		{"Add", recordsAdd},
 		{"AddConcurrent", recordsAddConcurrent},
+		{"AtMost", recordsAtMost},
+		{"AtMostConcurrent", recordsAtMostConcurrent},
 		{"Query", recordsQuery},
 		{"QueryIndexes", recordsQueryIndexes},
 		{"Expiry", recordsExpiry},
