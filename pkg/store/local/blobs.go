@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
@@ -41,13 +40,9 @@ const (
 	objectFile = "@data"
 	// maxKeyLen is S3's key limit.
 	maxKeyLen = 1024
-	// staleTmpAge is how old an in-progress write must be before NewBlobs
-	// treats it as left by a crash and removes it.
-	staleTmpAge = time.Hour
 )
 
-// NewBlobs returns the blob store rooted at dir, creating it if needed, and
-// removes temporary files that crashed writes left behind.
+// NewBlobs returns the blob store rooted at dir, creating it if needed.
 func NewBlobs(dir string) (*Blobs, error) {
 	b := &Blobs{objects: filepath.Join(dir, "objects"), tmp: filepath.Join(dir, "tmp")}
 	for _, d := range []string{b.objects, b.tmp} {
@@ -55,16 +50,26 @@ func NewBlobs(dir string) (*Blobs, error) {
 			return nil, fmt.Errorf("local blobs: %w", err)
 		}
 	}
+	return b, nil
+}
+
+// removeTemps deletes every in-progress write and returns how many there
+// were. Only the process that holds the data dir's lock may call it (Open
+// does, before serving): then no write is in progress, and each temporary
+// file is the partial object of a write a crash interrupted.
+func (b *Blobs) removeTemps() (int, error) {
 	entries, err := os.ReadDir(b.tmp)
 	if err != nil {
-		return nil, fmt.Errorf("local blobs: %w", err)
+		return 0, fmt.Errorf("local blobs: remove partial writes: %w", err)
 	}
+	n := 0
 	for _, e := range entries {
-		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > staleTmpAge {
-			_ = os.Remove(filepath.Join(b.tmp, e.Name()))
+		if err := os.RemoveAll(filepath.Join(b.tmp, e.Name())); err != nil {
+			return n, fmt.Errorf("local blobs: remove partial write: %w", err)
 		}
+		n++
 	}
-	return b, nil
+	return n, nil
 }
 
 // writeBufferSize is how much Put gathers before writing to the file.

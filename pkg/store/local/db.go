@@ -2,11 +2,13 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"go.etcd.io/bbolt"
+	bberrors "go.etcd.io/bbolt/errors"
 )
 
 // DB is the bbolt file that the local records and queues share. bbolt locks
@@ -19,11 +21,22 @@ type DB struct {
 	closeOnce sync.Once
 }
 
-// OpenDB opens (creating if needed) the bbolt file at path.
+// ErrLocked means another process has the database open.
+var ErrLocked = errors.New("database in use")
+
+// lockTimeout is how long OpenDB waits for another process to let go of the
+// file before failing.
+const lockTimeout = time.Second
+
+// OpenDB opens (creating if needed) the bbolt file at path; if another
+// process has it open, OpenDB fails with ErrLocked after lockTimeout.
 func OpenDB(path string) (*DB, error) {
-	b, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
+	b, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockTimeout})
+	if errors.Is(err, bberrors.ErrTimeout) {
+		return nil, fmt.Errorf("local: open %s: %w: another process holds its lock (one sluice per data dir; stop the other or use another dir)", path, ErrLocked)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("local: open %s (is another sluice using this data dir?): %w", path, err)
+		return nil, fmt.Errorf("local: open %s: %w", path, err)
 	}
 	return &DB{bolt: b, closed: make(chan struct{})}, nil
 }

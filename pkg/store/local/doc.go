@@ -8,6 +8,7 @@
 // The data directory holds:
 //
 //	sluice.db    records and queues (bbolt; locked, so one process at a time)
-//	blobs/       blob objects and in-progress writes
+//	blobs/       blob objects, and in blobs/tmp the writes in progress (removed
+//	             by Open: under the lock, any there is what a crash left)
 //	sealer.key   the sealer's master key (32 bytes, mode 0600)
 package local

@@ -187,20 +187,6 @@ func TestRestartKeepsRecordsAndQueue(t *testing.T) {
 	}
 }
 
-func TestSecondOpenOfDirFails(t *testing.T) {
-	t.Parallel() // waits out the file lock's timeout
-	dir := t.TempDir()
-	b, err := local.Open(dir, local.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if b2, err := local.Open(dir, local.Options{}); err == nil {
-		b2.Close()
-		t.Fatal("a second Open of a dir in use succeeded")
-	}
-}
-
 func TestSealerKeyFile(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "sealer.key")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -27,7 +28,9 @@ const (
 )
 
 // Open builds a complete store.Backend in dir, creating the directory and its
-// files on first use. Only one process may have a dir open at a time.
+// files on first use. Only one process may have a dir open at a time: the
+// database file is locked (flock), a second Open fails, and the blob writes a
+// crashed process left half done are removed here.
 func Open(dir string, opts Options) (_ *store.Backend, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("local: open %s: %w", dir, err)
@@ -48,6 +51,13 @@ func Open(dir string, opts Options) (_ *store.Backend, err error) {
 	blobs, err := NewBlobs(filepath.Join(dir, "blobs"))
 	if err != nil {
 		return nil, err
+	}
+	// The lock is ours, so nothing else is writing: every temporary file is
+	// what a crash left of a write.
+	if n, err := blobs.removeTemps(); err != nil {
+		return nil, err
+	} else if n > 0 {
+		slog.Info("local: removed partial blob writes left by an earlier process", "count", n, "dir", blobs.tmp)
 	}
 	work, err := newQueueWithDead(db, workQueue, opts.Work)
 	if err != nil {
