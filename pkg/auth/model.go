@@ -14,7 +14,10 @@ type Team struct {
 	Models    []string       `json:"models"`
 	RPMLimit  *int64         `json:"rpm_limit"`
 	TPMLimit  *int64         `json:"tpm_limit"`
-	CreatedAt time.Time      `json:"created_at"`
+	// MaxStorageBytes bounds the bytes of files and uploads the team may
+	// hold (pkg/files counts them); nil or 0 means no bound.
+	MaxStorageBytes *int64    `json:"max_storage_bytes"`
+	CreatedAt       time.Time `json:"created_at"`
 }
 
 // KeyInfo is a virtual key as stored: everything but the key itself.

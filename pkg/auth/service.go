@@ -163,6 +163,9 @@ type NewTeam struct {
 	Models    []string       `json:"models"`
 	RPMLimit  *int64         `json:"rpm_limit"`
 	TPMLimit  *int64         `json:"tpm_limit"`
+	// MaxStorageBytes is the team's storage quota (files and uploads);
+	// absent, null or 0: none.
+	MaxStorageBytes *int64 `json:"max_storage_bytes"`
 }
 
 // CreateTeam stores a new team. A team_id already taken is a 409.
@@ -179,10 +182,14 @@ func (s *Service) CreateTeam(ctx context.Context, in NewTeam, teamID string) (*T
 	if err := checkLimits(in.RPMLimit, in.TPMLimit); err != nil {
 		return nil, err
 	}
+	if in.MaxStorageBytes != nil && *in.MaxStorageBytes < 0 {
+		return nil, api.InvalidValue("max_storage_bytes", "max_storage_bytes must not be negative (0 or null: no quota).")
+	}
 	t := &Team{
 		TeamID: teamID, TeamAlias: in.TeamAlias, Metadata: in.Metadata,
 		Models: nonNil(in.Models), RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit,
-		CreatedAt: s.opts.Now().UTC().Truncate(time.Millisecond),
+		MaxStorageBytes: in.MaxStorageBytes,
+		CreatedAt:       s.opts.Now().UTC().Truncate(time.Millisecond),
 	}
 	if t.Metadata == nil {
 		t.Metadata = map[string]any{}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/store"
 	"github.com/sluice-gateway/sluice/pkg/store/local"
@@ -278,5 +280,33 @@ func TestMasterKeyResolvedOnFirstUse(t *testing.T) {
 	}
 	if calls != 2 {
 		t.Errorf("resolved %d times, want 2 (one failure, then once)", calls)
+	}
+}
+
+func TestTeamStorageQuota(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := newTestService(t)
+	if _, err := s.CreateTeam(ctx, NewTeam{MaxStorageBytes: int64p(-1)}, "team-neg"); status(err) != 400 || api.AsError(err).Param != "max_storage_bytes" {
+		t.Fatalf("a negative max_storage_bytes: %v; want 400 naming it", err)
+	}
+	created, err := s.CreateTeam(ctx, NewTeam{MaxStorageBytes: int64p(1 << 30)}, "team-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Team(ctx, Principal{Admin: true}, "team-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(created, info); diff != "" || info.MaxStorageBytes == nil || *info.MaxStorageBytes != 1<<30 {
+		t.Fatalf("team info (-created +read):\n%s; max_storage_bytes %v", diff, info.MaxStorageBytes)
+	}
+	// The team's keys carry it to the services that enforce it.
+	gen, err := s.GenerateKey(ctx, NewKeyRequest{TeamID: "team-q"}, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Authenticate(ctx, gen.Key)
+	if err != nil || p.Team.MaxStorageBytes == nil || *p.Team.MaxStorageBytes != 1<<30 {
+		t.Fatalf("principal's team: %+v, %v", p.Team, err)
 	}
 }

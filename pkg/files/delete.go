@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 	"time"
 
@@ -21,23 +20,14 @@ const DefaultSweepInterval = 10 * time.Minute
 // sweepPage is how many expiry-index entries a sweep reads at a time.
 const sweepPage = 100
 
-// HandleDelete serves DELETE /v1/files/{file_id}.
-func (s *Service) HandleDelete(w http.ResponseWriter, r *http.Request) error {
-	id := r.PathValue("file_id")
-	if err := s.Delete(r.Context(), auth.FromContext(r.Context()), id); err != nil {
-		return err
-	}
-	api.WriteJSON(w, http.StatusOK, Deleted{ID: id, Object: "file", Deleted: true})
-	return nil
-}
-
 // Delete removes a file p may see, bytes and records. The input of a
 // running batch is refused (409 naming the batch).
 //
 // The file vanishes first, in one transaction: its record turns
-// "deleting", leaves the listings and enters the expiry index as due now.
-// Then its objects and record are removed. If that second step fails, the
-// client has still seen a clean delete, and the next sweep finishes it.
+// "deleting", leaves the listings and enters the expiry index as due now,
+// and its bytes leave the team's storage usage. Then its objects and
+// record are removed. If that second step fails, the client has still seen
+// a clean delete, and the next sweep finishes it.
 func (s *Service) Delete(ctx context.Context, p auth.Principal, id string) error {
 	f, version, err := s.load(ctx, id)
 	if err != nil {
@@ -64,33 +54,48 @@ func (s *Service) Delete(ctx context.Context, p auth.Principal, id string) error
 	main.GSI1 = store.IndexKey{}
 	main.GSI2 = store.IndexKey{PK: expiresPK, SK: expirySK(now, id)}
 	main.ExpiresAt = now.Add(recordGrace)
-	err = s.records.Transact(ctx, []store.Write{
+	writes := []store.Write{
 		{Kind: store.WriteUpdate, Record: main, Cond: store.Cond{Version: version}},
 		{Kind: store.WriteDelete, Record: store.Record{Key: fileAllKey(id)}},
-	})
+	}
+	if f.counted {
+		writes = append(writes, releaseUsage(f.Team, f.Bytes))
+	}
+	err = s.records.Transact(ctx, writes)
 	if errors.Is(err, store.ErrConditionFailed) {
 		return notFound(id) // deleted meanwhile
 	}
 	if err != nil {
 		return fmt.Errorf("files: delete %s: %w", id, err)
 	}
-	if err := s.purgeFile(context.WithoutCancel(ctx), f); err != nil {
+	if err := s.purgeFile(context.WithoutCancel(ctx), f, false, 0); err != nil {
 		slog.WarnContext(ctx, "files: delete left work for the sweep", "file", id, "error", err)
 	}
 	return nil
 }
 
-// purgeFile removes a file's objects, then its records.
-func (s *Service) purgeFile(ctx context.Context, f Stored) error {
+// purgeFile removes a file's objects, then its records. release gives the
+// file's bytes back to the team's storage usage with the records, provided
+// the record is still at version (so two sweeps cannot both give them
+// back); a delete gave them back already.
+func (s *Service) purgeFile(ctx context.Context, f Stored, release bool, version int64) error {
 	for _, p := range f.Parts {
 		if err := s.blobs.Delete(ctx, p.Key); err != nil {
 			return fmt.Errorf("files: purge %s: %w", f.ID, err)
 		}
 	}
-	err := s.records.Transact(ctx, []store.Write{
+	writes := []store.Write{
 		{Kind: store.WriteDelete, Record: store.Record{Key: fileKey(f.ID)}},
 		{Kind: store.WriteDelete, Record: store.Record{Key: fileAllKey(f.ID)}},
-	})
+	}
+	if release {
+		writes[0].Cond = store.Cond{Version: version}
+		writes = append(writes, releaseUsage(f.Team, f.Bytes))
+	}
+	err := s.records.Transact(ctx, writes)
+	if errors.Is(err, store.ErrConditionFailed) {
+		return nil // purged meanwhile
+	}
 	if err != nil {
 		return fmt.Errorf("files: purge %s: %w", f.ID, err)
 	}
@@ -101,12 +106,14 @@ func (s *Service) purgeFile(ctx context.Context, f Stored) error {
 type SweepResult struct {
 	Files   int // expired or deleted files whose bytes and records are gone
 	Uploads int // expired or cancelled uploads whose parts are gone
+	Holds   int // storage holds of uploads a crash interrupted, undone
 	Failed  int // entries that failed (the next sweep retries them)
 }
 
 // Sweep removes everything due by now in the expiry index: the bytes and
-// records of expired files (and of deletes that were interrupted), and the
-// parts of uploads that expired or were cancelled. Reads already treat all of
+// records of expired files (and of deletes that were interrupted), the
+// parts of uploads that expired or were cancelled, and what uploads a crash
+// interrupted left (their storage holds). Reads already treat all of
 // them as gone; the sweep reclaims the storage. The local process runs it
 // every DefaultSweepInterval (SweepEvery); in the cloud a scheduled function
 // calls it. It stops when ctx ends; the next run picks up where it stopped.
@@ -135,6 +142,10 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 				if err = s.sweepUpload(ctx, rec, now); err == nil {
 					res.Uploads++
 				}
+			case strings.HasPrefix(rec.Key.PK, holdPrefix):
+				if err = s.sweepHold(ctx, rec); err == nil {
+					res.Holds++
+				}
 			}
 			if err != nil {
 				res.Failed++
@@ -158,7 +169,7 @@ func (s *Service) sweepFile(ctx context.Context, rec store.Record, now time.Time
 	if rec.Status == statusLive && !f.expired(now) {
 		return nil
 	}
-	return s.purgeFile(ctx, f)
+	return s.purgeFile(ctx, f, rec.Status == statusLive && f.counted, rec.Version)
 }
 
 // SweepEvery runs Sweep now and then every interval until ctx ends,
@@ -169,9 +180,9 @@ func (s *Service) SweepEvery(ctx context.Context, interval time.Duration) {
 	for {
 		res, err := s.Sweep(ctx)
 		if err != nil && ctx.Err() == nil {
-			slog.WarnContext(ctx, "files: sweep incomplete", "files", res.Files, "uploads", res.Uploads, "failed", res.Failed, "error", err)
-		} else if res.Files+res.Uploads > 0 {
-			slog.InfoContext(ctx, "files: sweep", "files", res.Files, "uploads", res.Uploads)
+			slog.WarnContext(ctx, "files: sweep incomplete", "files", res.Files, "uploads", res.Uploads, "holds", res.Holds, "failed", res.Failed, "error", err)
+		} else if res.Files+res.Uploads+res.Holds > 0 {
+			slog.InfoContext(ctx, "files: sweep", "files", res.Files, "uploads", res.Uploads, "holds", res.Holds)
 		}
 		select {
 		case <-ctx.Done():

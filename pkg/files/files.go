@@ -101,14 +101,13 @@ type Options struct {
 	// MaxLineBytes bounds one batch input line; 0 means
 	// batchinput.DefaultMaxLineBytes.
 	MaxLineBytes int
-	// JSONLimit bounds the JSON bodies of the Uploads API; 0 means
-	// api.DefaultJSONLimit.
-	JSONLimit int64
 	// Now is the clock (tests move it); nil means time.Now.
 	Now func() time.Time
 }
 
 // Service is the files capability over a records table and a blob store.
+// It knows nothing of HTTP: Handlers serve it, and any caller in process
+// (the batch engine) uses the same methods, under the same rules.
 type Service struct {
 	records store.Records
 	blobs   store.Blobs
@@ -125,9 +124,6 @@ func NewService(records store.Records, blobs store.Blobs, opts Options) *Service
 	}
 	if opts.MaxLineBytes <= 0 {
 		opts.MaxLineBytes = batchinput.DefaultMaxLineBytes
-	}
-	if opts.JSONLimit <= 0 {
-		opts.JSONLimit = api.DefaultJSONLimit
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -148,6 +144,8 @@ type Stored struct {
 	Parts     []Part
 	Created   time.Time
 	ExpiresAt time.Time // zero: never
+	// counted says the bytes count in the team's storage usage (quota.go).
+	counted bool
 }
 
 // expired reports whether the file has expired by now.
@@ -172,10 +170,18 @@ type NewFile struct {
 }
 
 // Create records a file whose bytes are already in the blob store, as the
-// manifest of parts, in order. The batch engine calls it to publish output
-// and error files. It does not check the parts exist.
+// manifest of parts, in order: the batch engine publishes its output and
+// error files with it. The caller has stored the objects and vouches for
+// them: Create does not read them, check their sizes or validate their
+// content, and the file does not count against the team's storage quota.
+// The file owns the objects from then on (a delete or the sweep removes
+// them). A missing team or an empty or oversized manifest is an error; an
+// ID already taken fails and changes nothing.
 func (s *Service) Create(ctx context.Context, nf NewFile) (File, error) {
-	f, writes, err := s.newFileWrites(nf)
+	if nf.Team == "" {
+		return File{}, errors.New("files: create: a file needs a team")
+	}
+	f, writes, err := s.newFileWrites(nf, false)
 	if err != nil {
 		return File{}, err
 	}
@@ -186,8 +192,9 @@ func (s *Service) Create(ctx context.Context, nf NewFile) (File, error) {
 }
 
 // newFileWrites builds a file and the writes that record it: the file item
-// (owner listing, expiry index) and its admin-listing item.
-func (s *Service) newFileWrites(nf NewFile) (Stored, []store.Write, error) {
+// (owner listing, expiry index) and its admin-listing item. counted says its
+// bytes are already counted in the team's storage usage.
+func (s *Service) newFileWrites(nf NewFile, counted bool) (Stored, []store.Write, error) {
 	if len(nf.Parts) == 0 || len(nf.Parts) > MaxParts {
 		return Stored{}, nil, fmt.Errorf("files: a file needs 1 to %d parts, got %d", MaxParts, len(nf.Parts))
 	}
@@ -206,7 +213,7 @@ func (s *Service) newFileWrites(nf NewFile) (Stored, []store.Write, error) {
 			Filename: nf.Filename, Purpose: nf.Purpose, Status: "processed",
 		},
 		Team: nf.Team, ContentType: nf.ContentType, Provider: nf.Provider,
-		Parts: slices.Clone(nf.Parts), Created: created,
+		Parts: slices.Clone(nf.Parts), Created: created, counted: counted,
 	}
 	if nf.ExpiresAfter > 0 {
 		f.ExpiresAt = created.Add(nf.ExpiresAfter)

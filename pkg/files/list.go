@@ -4,14 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
-	"github.com/sluice-gateway/sluice/pkg/ids"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -24,52 +19,6 @@ type ListParams struct {
 	Limit   int
 	Desc    bool
 	After   string // a file id, exclusive
-}
-
-// HandleList serves GET /v1/files: the caller's team's files (every file for
-// the admin), newest first unless order=asc, at most limit of them after the
-// file named by after.
-func (s *Service) HandleList(w http.ResponseWriter, r *http.Request) error {
-	lp, err := parseListParams(r)
-	if err != nil {
-		return err
-	}
-	page, more, err := s.List(r.Context(), auth.FromContext(r.Context()), lp)
-	if err != nil {
-		return err
-	}
-	data := make([]File, len(page))
-	for i, f := range page {
-		data[i] = f.File
-	}
-	api.WriteJSON(w, http.StatusOK, api.NewList(data, more, func(f File) string { return f.ID }))
-	return nil
-}
-
-func parseListParams(r *http.Request) (ListParams, error) {
-	q := r.URL.Query()
-	lp := ListParams{Limit: defaultListLimit, Desc: true, Purpose: q.Get("purpose"), After: q.Get("after")}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxListLimit {
-			return lp, api.InvalidValue("limit", "Invalid limit %s: expected an integer from 1 to %d.", quote(v), maxListLimit)
-		}
-		lp.Limit = n
-	}
-	switch o := q.Get("order"); o {
-	case "", "desc":
-	case "asc":
-		lp.Desc = false
-	default:
-		return lp, api.InvalidValue("order", "Invalid order %s: expected 'asc' or 'desc'.", quote(o))
-	}
-	if lp.Purpose != "" && !slices.Contains(objectPurposes, lp.Purpose) {
-		return lp, api.InvalidValue("purpose", "Invalid purpose %s; expected one of: %s.", quote(lp.Purpose), strings.Join(objectPurposes, ", "))
-	}
-	if lp.After != "" && !ids.Valid(ids.File, lp.After) {
-		return lp, api.InvalidValue("after", "Invalid after %s: expected a file id (file-…).", quote(lp.After))
-	}
-	return lp, nil
 }
 
 // List returns one page of the files p may see, and whether more follow.

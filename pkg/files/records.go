@@ -14,6 +14,8 @@ import (
 //	admin list  FILE#<id> / ALL      gsi1 ALL#FILE / <created>#<id>
 //	upload      UPLOAD#<id> / UPLOAD gsi2 EXPIRES / <expires>#<id> (while it holds parts to clean up)
 //	upload part UPLOAD#<id> / PART#<part id>
+//	usage       USAGE#<team> / STORAGE  counter bytes (teams with a storage quota)
+//	hold        HOLD#<file id> / HOLD    gsi2 EXPIRES / <due>#<file id>; counter bytes
 //
 // One record cannot sit in two gsi1 partitions, so every file has a second,
 // small item that places it in the admin's all-files listing; the two are
@@ -63,13 +65,14 @@ type fileDoc struct {
 	ContentType string `json:"content_type,omitempty"`
 	Provider    string `json:"provider,omitempty"`
 	Parts       []Part `json:"parts,omitempty"` // absent from the admin-listing item
+	Counted     bool   `json:"counted,omitempty"`
 }
 
 // fileRecords builds a file's item and its admin-listing item.
 func fileRecords(f Stored) (main, all store.Record, err error) {
 	doc := fileDoc{
 		ID: f.ID, Team: f.Team, Bytes: f.Bytes, Created: f.Created.UnixNano(), Filename: f.Filename,
-		Purpose: f.Purpose, ContentType: f.ContentType, Provider: f.Provider, Parts: f.Parts,
+		Purpose: f.Purpose, ContentType: f.ContentType, Provider: f.Provider, Parts: f.Parts, Counted: f.counted,
 	}
 	var storeExpiry time.Time
 	var gsi2 store.IndexKey
@@ -119,6 +122,7 @@ func decodeFile(rec store.Record) (Stored, error) {
 			Filename: d.Filename, Purpose: d.Purpose, Status: "processed",
 		},
 		Team: d.Team, ContentType: d.ContentType, Provider: d.Provider, Parts: d.Parts, Created: created,
+		counted: d.Counted,
 	}
 	if d.ExpiresAt != 0 {
 		f.ExpiresAt = time.Unix(0, d.ExpiresAt)

@@ -94,7 +94,7 @@ func TestRefusedUploadsStoreNothing(t *testing.T) {
 		{"bad expiry after the file", []string{"@file", good, "purpose", "batch", "expires_after[seconds]", "5"}, 400},
 		{"blank batch file", []string{"purpose", "batch", "@file", "\n\n"}, 400},
 	} {
-		w := serve(s.HandleUpload, p, uploadRequest(t, tc.pairs...))
+		w := serve(Handlers{Service: s}.Upload, p, uploadRequest(t, tc.pairs...))
 		if w.Code != tc.status {
 			t.Errorf("%s: %d %s; want %d", tc.name, w.Code, w.Body, tc.status)
 		}
@@ -102,7 +102,7 @@ func TestRefusedUploadsStoreNothing(t *testing.T) {
 			t.Errorf("%s: objects left behind: %v", tc.name, left)
 		}
 	}
-	w := serve(s.HandleUpload, p, uploadRequest(t, "@file", good, "purpose", "batch"))
+	w := serve(Handlers{Service: s}.Upload, p, uploadRequest(t, "@file", good, "purpose", "batch"))
 	if w.Code != 200 || len(objects(t, root)) != 1 {
 		t.Fatalf("a good upload: %d %s, %d objects", w.Code, w.Body, len(objects(t, root)))
 	}
@@ -210,7 +210,7 @@ func TestSweepLeavesWhatIsNotDue(t *testing.T) {
 func TestIgnoredPartsAreBounded(t *testing.T) {
 	s, _, root := newTestService(t, Options{MaxFileSize: 1000})
 	req := uploadRequest(t, "purpose", "user_data", "padding", strings.Repeat("x", formOverhead+2000), "@file", "abc")
-	w := serve(s.HandleUpload, auth.Principal{TeamID: "t1"}, req)
+	w := serve(Handlers{Service: s}.Upload, auth.Principal{TeamID: "t1"}, req)
 	if w.Code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("an oversized ignored part: %d %s; want 413", w.Code, w.Body)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,137 +16,130 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/batchinput"
 	"github.com/sluice-gateway/sluice/pkg/ids"
+	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
-// Form fields of POST /v1/files.
+// Parameter names of POST /v1/files, which the service's errors name.
 const (
 	fieldFile     = "file"
 	fieldPurpose  = "purpose"
 	fieldAnchor   = "expires_after[anchor]"
 	fieldSeconds  = "expires_after[seconds]"
 	fieldProvider = "custom_llm_provider"
-	// providerHeader is LiteLLM's header form of custom_llm_provider.
-	providerHeader  = "Custom-Llm-Provider"
+
 	defaultProvider = "openai"
 	// maxFilenameBytes bounds a file name.
 	maxFilenameBytes = 1024
 	// maxProviderBytes bounds custom_llm_provider.
 	maxProviderBytes = 64
-	// formOverhead is what a form may add to its file: value fields, part
-	// headers and boundaries, and ignored parts. The whole body is capped at
-	// the file limit plus this, so no part of a form is unbounded.
-	formOverhead = maxFormParts * (maxFieldBytes + 1<<10)
-	// readBufferSize is the buffer between the request body and the blob
+	// readBufferSize is the buffer between a request body and the blob
 	// store: large enough to keep system calls few, small enough not to
 	// matter to memory.
 	readBufferSize = 64 << 10
 )
 
-var uploadFields = []string{fieldPurpose, fieldAnchor, fieldSeconds, fieldProvider}
+// Content is a file's bytes as they arrive: Body streams them, and is read
+// once, to its end or to the first refusal.
+type Content struct {
+	// Filename names the file; "" makes it "file" (a form field sent
+	// without a file name). Parts of an upload have none.
+	Filename string
+	// ContentType is recorded and served back; "" is
+	// application/octet-stream.
+	ContentType string
+	Body        io.Reader
+}
 
-// stream is a file part that has been written to the blob store.
-type stream struct {
+// FileParams are what an upload says besides its bytes (the fields of the
+// POST /v1/files form).
+type FileParams struct {
+	Purpose string
+	// ExpiresAfter, when > 0, makes the file expire that long after its
+	// creation: MinExpiresAfter to MaxExpiresAfter seconds. 0 means never,
+	// except for a batch input file: DefaultBatchExpiry.
+	ExpiresAfter time.Duration
+	// Provider is the custom_llm_provider the upload named, "" for "openai".
+	// It is recorded only: sluice keeps the bytes itself.
+	Provider string
+}
+
+// check applies the rules of the parameters, naming them as the form does.
+func (fp FileParams) check() error {
+	if err := checkUploadPurpose(fp.Purpose); err != nil {
+		return err
+	}
+	if fp.ExpiresAfter != 0 {
+		if err := checkExpiresAfter(fieldSeconds, fp.ExpiresAfter); err != nil {
+			return err
+		}
+	}
+	if len(fp.Provider) > maxProviderBytes {
+		return api.InvalidValue(fieldProvider, "custom_llm_provider is longer than %d bytes.", maxProviderBytes)
+	}
+	return nil
+}
+
+// Upload stores a file's bytes and records it as p's team's: the whole of
+// POST /v1/files when the parameters are known before the bytes. It is
+// Stage then Commit.
+func (s *Service) Upload(ctx context.Context, p auth.Principal, params FileParams, c Content) (File, error) {
+	if err := params.check(); err != nil {
+		return File{}, err
+	}
+	st, err := s.Stage(ctx, p, params.Purpose, c)
+	if err != nil {
+		return File{}, err
+	}
+	return st.Commit(ctx, params)
+}
+
+// StagedFile is an upload's bytes in the blob store, not yet a file: Commit
+// makes it one, Discard removes it; one of them must follow.
+type StagedFile struct {
+	s           *Service
+	id, team    string
 	key         string
 	size        int64
 	filename    string
 	contentType string
 	// speculative is the batch validation that ran while the purpose was
-	// not yet known (the file part came first); nil if none ran.
+	// not yet known; nil if none ran.
 	speculative *batchinput.Validator
+	// hold is the room taken in the team's storage quota; nil without one.
+	hold *hold
 }
 
-// HandleUpload serves POST /v1/files. The file part streams into the blob
-// store as it arrives; memory does not grow with the file.
+// Stage streams an upload's bytes into the blob store; memory does not grow
+// with the file. Everything that can be refused before or while the bytes
+// stream is refused then: a bad file name, an empty file, a file over the
+// size limit (413), over the team's storage quota (413, room for each block
+// taken before the block is stored), and — when purpose is "batch" — a bad
+// batch input line, which stops the stream at once.
 //
-// Batch input lines are validated while they stream. When "purpose" comes
-// before the file (curl, the Python SDK), a bad batch line stops the upload
-// at once. When it comes after (the Go SDK sorts fields, so "file" precedes
-// "purpose"), the lines are validated speculatively on the same single pass
-// — cheap, because a file that is not JSONL fails on its first byte and is
-// then only counted — and the verdict is applied once the purpose is known:
-// nothing is read twice, and a bad batch file is deleted before the answer.
-func (s *Service) HandleUpload(w http.ResponseWriter, r *http.Request) error {
-	ctx := r.Context()
-	p := auth.FromContext(ctx)
-	r.Body = bufferedBody(http.MaxBytesReader(w, r.Body, s.opts.MaxFileSize+formOverhead))
-	mr, err := r.MultipartReader()
-	if err != nil {
-		return api.InvalidValue("", "POST /v1/files takes a multipart/form-data body with the fields 'purpose' and 'file' (%v).", err)
-	}
-	id := ids.New(ids.File)
-	var st *stream
-	fields, sawFile, err := readForm(mr, fieldFile, uploadFields, func(fields map[string]string, ff formFile) error {
-		var err error
-		st, err = s.streamFile(ctx, "files/"+id, fields[fieldPurpose], ff)
-		return err
-	})
-	if err == nil {
-		err = s.finishUpload(w, r, p, id, fields, sawFile, st)
-	}
-	if err != nil && st != nil {
-		s.deleteBlobs(context.WithoutCancel(ctx), []Part{{Key: st.key}})
-	}
-	return err
-}
-
-// finishUpload checks the fields, applies a speculative batch verdict and
-// records the file.
-func (s *Service) finishUpload(w http.ResponseWriter, r *http.Request, p auth.Principal, id string, fields map[string]string, sawFile bool, st *stream) error {
-	purpose, ok := fields[fieldPurpose]
-	if !ok {
-		return api.MissingParam(fieldPurpose)
-	}
-	if err := checkUploadPurpose(purpose); err != nil {
-		return err
-	}
-	if !sawFile {
-		return api.MissingParam(fieldFile)
-	}
-	expiresAfter, err := formExpiry(fields)
-	if err != nil {
-		return err
-	}
-	if expiresAfter == 0 && purpose == PurposeBatch {
-		expiresAfter = DefaultBatchExpiry
-	}
-	provider, err := requestProvider(r, fields)
-	if err != nil {
-		return err
-	}
-	if purpose == PurposeBatch && st.speculative != nil {
-		if err := batchError(st.speculative.Close()); err != nil {
-			return err
-		}
-	}
-	f, err := s.Create(r.Context(), NewFile{
-		ID: id, Team: p.TeamID, Filename: st.filename, Purpose: purpose, ContentType: st.contentType,
-		Provider: provider, Parts: []Part{{Key: st.key, Size: st.size}}, ExpiresAfter: expiresAfter,
-	})
-	if err != nil {
-		return err
-	}
-	api.WriteJSON(w, http.StatusOK, f)
-	return nil
-}
-
-// streamFile writes the file part to the blob store at key. purpose is the
-// purpose if it came before the file, else "".
-func (s *Service) streamFile(ctx context.Context, key, purpose string, ff formFile) (*stream, error) {
+// purpose is "" when it is not known yet (a form whose "purpose" follows
+// the file, as the Go SDK sends it): then the lines are validated
+// speculatively on the same single pass — cheap, because a file that is
+// not JSONL fails on its first byte and is then only counted — and Commit
+// applies the verdict if the purpose turns out to be "batch". Nothing is
+// read twice.
+func (s *Service) Stage(ctx context.Context, p auth.Principal, purpose string, c Content) (*StagedFile, error) {
 	if purpose != "" {
 		if err := checkUploadPurpose(purpose); err != nil {
 			return nil, err
 		}
 	}
-	filename, err := checkFilename(ff.Filename)
+	filename, err := checkFilename(c.Filename)
 	if err != nil {
 		return nil, err
 	}
-	body := bufio.NewReaderSize(ff.Body, readBufferSize)
+	body := bufio.NewReaderSize(c.Body, readBufferSize)
 	if _, err := body.Peek(1); err == io.EOF {
 		return nil, api.InvalidValue(fieldFile, "The file is empty.")
 	} else if err != nil {
 		return nil, err
 	}
+	id := ids.New(ids.File)
+	st := &StagedFile{s: s, id: id, team: p.TeamID, key: "files/" + id, filename: filename, contentType: contentTypeOr(c.ContentType)}
 	limit := s.opts.MaxFileSize
 	var v *batchinput.Validator
 	switch purpose {
@@ -158,23 +150,89 @@ func (s *Service) streamFile(ctx context.Context, key, purpose string, ff formFi
 		v = batchinput.NewValidator(batchinput.Options{MaxLineBytes: s.opts.MaxLineBytes, KeepGoing: true})
 	}
 	var src io.Reader = &limitReader{r: body, max: limit}
+	if quota := quotaOf(p); quota > 0 {
+		st.hold = &hold{s: s, team: p.TeamID, quota: quota, file: id, blob: st.key}
+		src = newReservingReader(ctx, src, st.hold, limit)
+	}
 	if v != nil {
 		src = io.TeeReader(src, v)
 	}
-	n, err := s.blobs.Put(ctx, key, src)
+	n, err := s.blobs.Put(ctx, st.key, src)
 	if err != nil {
 		// A failed Put stores nothing.
+		if st.hold != nil {
+			st.hold.release(context.WithoutCancel(ctx))
+		}
 		return nil, uploadError(err)
 	}
-	st := &stream{key: key, size: n, filename: filename, contentType: contentTypeOr(ff.ContentType)}
-	if purpose == PurposeBatch {
+	st.size = n
+	switch purpose {
+	case PurposeBatch:
 		if err := batchError(v.Close()); err != nil {
-			return st, err
+			st.Discard(ctx)
+			return nil, err
 		}
-	} else if purpose == "" {
+	case "":
 		st.speculative = v
 	}
 	return st, nil
+}
+
+// Commit records a staged upload as a file with params, or, if params or
+// the batch verdict refuse it, discards it: either way st is used up.
+func (st *StagedFile) Commit(ctx context.Context, params FileParams) (File, error) {
+	f, err := st.commit(ctx, params)
+	if err != nil {
+		st.Discard(ctx)
+	}
+	return f, err
+}
+
+func (st *StagedFile) commit(ctx context.Context, params FileParams) (File, error) {
+	if err := params.check(); err != nil {
+		return File{}, err
+	}
+	if params.Purpose == PurposeBatch && st.speculative != nil {
+		if err := batchError(st.speculative.Close()); err != nil {
+			return File{}, err
+		}
+	}
+	expiresAfter := params.ExpiresAfter
+	if expiresAfter == 0 && params.Purpose == PurposeBatch {
+		expiresAfter = DefaultBatchExpiry
+	}
+	provider := params.Provider
+	if provider == "" {
+		provider = defaultProvider
+	}
+	f, writes, err := st.s.newFileWrites(NewFile{
+		ID: st.id, Team: st.team, Filename: st.filename, Purpose: params.Purpose, ContentType: st.contentType,
+		Provider: provider, Parts: []Part{{Key: st.key, Size: st.size}}, ExpiresAfter: expiresAfter,
+	}, st.hold != nil)
+	if err != nil {
+		return File{}, err
+	}
+	if st.hold != nil {
+		writes = append(writes, st.hold.commit())
+	}
+	if err := st.s.records.Transact(ctx, writes); err != nil {
+		if errors.Is(err, store.ErrConditionFailed) && st.hold != nil {
+			return File{}, fmt.Errorf("files: record %s: its storage hold is gone (uploads may stream for %v): %w", st.id, holdTTL, err)
+		}
+		return File{}, fmt.Errorf("files: create %s: %w", st.id, err)
+	}
+	return f.File, nil
+}
+
+// Discard removes a staged upload's bytes and gives back the room they
+// took. It cleans up after a refusal, so it logs rather than returns its
+// own failures, and carries on if ctx has ended.
+func (st *StagedFile) Discard(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
+	st.s.deleteBlobs(ctx, []Part{{Key: st.key}})
+	if st.hold != nil {
+		st.hold.release(ctx)
+	}
 }
 
 // limitReader fails once more than max bytes have passed: with tooBig's
@@ -198,7 +256,7 @@ func (l *limitReader) Read(p []byte) (int, error) {
 
 // uploadError turns the error of a streaming Put into what the client
 // should see: the client's own mistakes (a bad batch line, a file over the
-// limit, a malformed body) pass through whatever wrapped them.
+// limit or the quota, a malformed body) pass through whatever wrapped them.
 func uploadError(err error) error {
 	if be := batchError(err); be != err {
 		return be
@@ -256,52 +314,18 @@ func contentTypeOr(ct string) string {
 	return ct
 }
 
-// formExpiry reads expires_after[anchor] and expires_after[seconds]; 0 means
-// none was given.
-func formExpiry(fields map[string]string) (time.Duration, error) {
-	anchor, hasAnchor := fields[fieldAnchor]
-	secs, hasSecs := fields[fieldSeconds]
-	if !hasAnchor && !hasSecs {
-		return 0, nil
+// checkExpiresAfter holds an expiry to OpenAI's bounds, naming param.
+func checkExpiresAfter(param string, d time.Duration) error {
+	if d%time.Second != 0 || d < MinExpiresAfter*time.Second || d > MaxExpiresAfter*time.Second {
+		return expiresAfterError(param, strconv.FormatFloat(d.Seconds(), 'f', -1, 64))
 	}
-	return expiry(fieldAnchor, anchor, fieldSeconds, secs, hasSecs)
+	return nil
 }
 
-// expiry checks an expires_after policy: anchor created_at (or omitted) and
-// seconds within OpenAI's bounds.
-func expiry(anchorParam, anchor, secondsParam, seconds string, hasSeconds bool) (time.Duration, error) {
-	if anchor != "" && anchor != "created_at" {
-		return 0, api.InvalidValue(anchorParam, "Invalid anchor %s; the only supported anchor is 'created_at'.", quote(anchor))
-	}
-	if !hasSeconds {
-		return 0, api.MissingParam(secondsParam)
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(seconds), 10, 64)
-	if err != nil || n < MinExpiresAfter || n > MaxExpiresAfter {
-		return 0, api.InvalidValue(secondsParam, "Invalid %s %s: expected an integer from %d (1 hour) to %d (30 days).",
-			secondsParam, quote(seconds), MinExpiresAfter, MaxExpiresAfter)
-	}
-	return time.Duration(n) * time.Second, nil
-}
-
-// requestProvider reads custom_llm_provider from, in LiteLLM's order, the
-// header, the query, then the form; default "openai". Sluice records it and
-// keeps the bytes itself whatever it says.
-func requestProvider(r *http.Request, fields map[string]string) (string, error) {
-	v := r.Header.Get(providerHeader)
-	if v == "" {
-		v = r.URL.Query().Get(fieldProvider)
-	}
-	if v == "" {
-		v = fields[fieldProvider]
-	}
-	if v == "" {
-		return defaultProvider, nil
-	}
-	if len(v) > maxProviderBytes {
-		return "", api.InvalidValue(fieldProvider, "custom_llm_provider is longer than %d bytes.", maxProviderBytes)
-	}
-	return v, nil
+// expiresAfterError refuses an expires_after seconds value given as shown.
+func expiresAfterError(param, shown string) error {
+	return api.InvalidValue(param, "Invalid %s %s: expected an integer from %d (1 hour) to %d (30 days).",
+		param, quote(shown), MinExpiresAfter, MaxExpiresAfter)
 }
 
 // quote quotes a client's value for an error message, cut short if long.
@@ -321,17 +345,4 @@ func (s *Service) deleteBlobs(ctx context.Context, parts []Part) {
 			slog.WarnContext(ctx, "files: could not delete a blob object; it is orphaned", "key", p.Key, "error", err)
 		}
 	}
-}
-
-// connReadSize is how much an upload reads from the connection at a time.
-const connReadSize = 256 << 10
-
-// bufferedBody reads body in large chunks. The multipart reader asks for a
-// few KB at a time; without this each of those is a read from the socket,
-// and those system calls are most of an upload's CPU.
-func bufferedBody(body io.ReadCloser) io.ReadCloser {
-	return struct {
-		io.Reader
-		io.Closer
-	}{bufio.NewReaderSize(body, connReadSize), body}
 }

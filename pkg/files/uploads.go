@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"mime"
-	"net/http"
 	"strings"
 	"time"
 
@@ -66,19 +65,22 @@ type UploadPart struct {
 
 // uploadDoc is an upload record's body.
 type uploadDoc struct {
-	ID           string `json:"id"`
-	Team         string `json:"team"`
-	Filename     string `json:"filename"`
-	Purpose      string `json:"purpose"`
-	MimeType     string `json:"mime_type"`
-	Bytes        int64  `json:"bytes"`
-	Created      int64  `json:"created_ns"`
-	ExpiresAt    int64  `json:"expires_ns"`
-	FileExpiry   int64  `json:"file_expires_after_s,omitempty"`
-	FileID       string `json:"file_id,omitempty"`
-	FileObject   *File  `json:"file,omitempty"`
-	partsCounted int64  // from the record's counters
-	bytesCounted int64
+	ID         string `json:"id"`
+	Team       string `json:"team"`
+	Filename   string `json:"filename"`
+	Purpose    string `json:"purpose"`
+	MimeType   string `json:"mime_type"`
+	Bytes      int64  `json:"bytes"`
+	Created    int64  `json:"created_ns"`
+	ExpiresAt  int64  `json:"expires_ns"`
+	FileExpiry int64  `json:"file_expires_after_s,omitempty"`
+	FileID     string `json:"file_id,omitempty"`
+	FileObject *File  `json:"file,omitempty"`
+	// Counted says Bytes count in the team's storage usage (taken at
+	// creation; the completed file keeps them).
+	Counted      bool  `json:"counted,omitempty"`
+	partsCounted int64 // from the record's counters
+	bytesCounted int64 // the parts' bytes, and those of parts arriving
 }
 
 // partDoc is an upload part record's body.
@@ -89,10 +91,9 @@ type partDoc struct {
 	Created int64  `json:"created_ns"`
 }
 
-const (
-	counterBytes = "bytes"
-	counterParts = "parts"
-)
+// counterParts counts an upload's recorded parts; its counterBytes counts
+// the bytes of its parts, those still arriving included.
+const counterParts = "parts"
 
 func (u uploadDoc) expiresAt() time.Time { return time.Unix(0, u.ExpiresAt) }
 
@@ -123,76 +124,88 @@ func uploadRecord(u uploadDoc, status string, gsi2 store.IndexKey) (store.Record
 	}, nil
 }
 
-// HandleCreateUpload serves POST /v1/uploads.
-func (s *Service) HandleCreateUpload(w http.ResponseWriter, r *http.Request) error {
-	var in struct {
-		Filename     *string `json:"filename"`
-		Purpose      *string `json:"purpose"`
-		Bytes        *int64  `json:"bytes"`
-		MimeType     *string `json:"mime_type"`
-		ExpiresAfter *struct {
-			Anchor  string       `json:"anchor"`
-			Seconds *json.Number `json:"seconds"`
-		} `json:"expires_after"`
+// endWrites are the writes that end a pending upload at version with
+// status: its record, conditional on it still being that pending version,
+// and the return of its bytes to the team's storage usage if they counted.
+func endWrites(u uploadDoc, version int64, status string, gsi2 store.IndexKey) ([]store.Write, error) {
+	rec, err := uploadRecord(u, status, gsi2)
+	if err != nil {
+		return nil, err
 	}
-	if err := api.DecodeJSON(w, r, s.opts.JSONLimit, &in); err != nil {
+	writes := []store.Write{{Kind: store.WriteUpdate, Record: rec, Cond: store.Cond{StatusIn: []string{uploadPending}, Version: version}}}
+	if u.Counted && status != uploadCompleted {
+		writes = append(writes, releaseUsage(u.Team, u.Bytes))
+	}
+	return writes, nil
+}
+
+// NewUpload is what POST /v1/uploads asks for.
+type NewUpload struct {
+	Filename string
+	Purpose  string
+	// Bytes is the size of the file: the parts must add up to it.
+	Bytes    int64
+	MimeType string
+	// ExpiresAfter, when > 0, is the completed file's expiry (as
+	// FileParams.ExpiresAfter).
+	ExpiresAfter time.Duration
+}
+
+// check applies the rules of an upload, naming the JSON parameters.
+func (s *Service) checkNewUpload(in NewUpload) error {
+	if err := checkUploadPurpose(in.Purpose); err != nil {
 		return err
 	}
 	switch {
-	case in.Filename == nil:
-		return api.MissingParam("filename")
-	case in.Purpose == nil:
-		return api.MissingParam("purpose")
-	case in.Bytes == nil:
-		return api.MissingParam("bytes")
-	case in.MimeType == nil:
-		return api.MissingParam("mime_type")
-	}
-	if err := checkUploadPurpose(*in.Purpose); err != nil {
-		return err
-	}
-	if *in.Filename == "" || len(*in.Filename) > maxFilenameBytes {
+	case in.Filename == "" || len(in.Filename) > maxFilenameBytes:
 		return api.InvalidValue("filename", "Invalid filename: expected 1 to %d bytes.", maxFilenameBytes)
+	case in.Bytes < 1:
+		return api.InvalidValue("bytes", "Invalid bytes %d: a file holds at least 1 byte.", in.Bytes)
+	case in.Bytes > s.opts.MaxFileSize:
+		return api.TooLarge("The file would be %d bytes; the limit is %d bytes.", in.Bytes, s.opts.MaxFileSize)
+	case in.Purpose == PurposeBatch && in.Bytes > batchinput.MaxBytes:
+		return api.TooLarge("A batch input file may be at most %d bytes; this one would be %d.", batchinput.MaxBytes, in.Bytes)
 	}
-	if *in.Bytes < 1 {
-		return api.InvalidValue("bytes", "Invalid bytes %d: a file holds at least 1 byte.", *in.Bytes)
+	if _, _, err := mime.ParseMediaType(in.MimeType); err != nil || len(in.MimeType) > 255 {
+		return api.InvalidValue("mime_type", "Invalid mime_type %s: expected a media type such as text/jsonl.", quote(in.MimeType))
 	}
-	if *in.Bytes > s.opts.MaxFileSize {
-		return api.TooLarge("The file would be %d bytes; the limit is %d bytes.", *in.Bytes, s.opts.MaxFileSize)
+	if in.ExpiresAfter != 0 {
+		return checkExpiresAfter("expires_after.seconds", in.ExpiresAfter)
 	}
-	if *in.Purpose == PurposeBatch && *in.Bytes > batchinput.MaxBytes {
-		return api.TooLarge("A batch input file may be at most %d bytes; this one would be %d.", batchinput.MaxBytes, *in.Bytes)
+	return nil
+}
+
+// CreateUpload starts an upload for p's team. A team with a storage quota
+// has the declared bytes taken from it now (413 if they do not fit), so
+// the parts need no further check against it.
+func (s *Service) CreateUpload(ctx context.Context, p auth.Principal, in NewUpload) (Upload, error) {
+	if err := s.checkNewUpload(in); err != nil {
+		return Upload{}, err
 	}
-	if _, _, err := mime.ParseMediaType(*in.MimeType); err != nil || len(*in.MimeType) > 255 {
-		return api.InvalidValue("mime_type", "Invalid mime_type %s: expected a media type such as text/jsonl.", quote(*in.MimeType))
-	}
-	var fileExpiry time.Duration
-	if ea := in.ExpiresAfter; ea != nil {
-		secs := ""
-		if ea.Seconds != nil {
-			secs = ea.Seconds.String()
-		}
-		var err error
-		if fileExpiry, err = expiry("expires_after.anchor", ea.Anchor, "expires_after.seconds", secs, ea.Seconds != nil); err != nil {
-			return err
-		}
-	}
-	p := auth.FromContext(r.Context())
 	now := s.now()
 	u := uploadDoc{
-		ID: ids.New(ids.Upload), Team: p.TeamID, Filename: *in.Filename, Purpose: *in.Purpose, MimeType: *in.MimeType,
-		Bytes: *in.Bytes, Created: now.UnixNano(), ExpiresAt: now.Add(UploadTTL).UnixNano(),
-		FileExpiry: int64(fileExpiry / time.Second),
+		ID: ids.New(ids.Upload), Team: p.TeamID, Filename: in.Filename, Purpose: in.Purpose, MimeType: in.MimeType,
+		Bytes: in.Bytes, Created: now.UnixNano(), ExpiresAt: now.Add(UploadTTL).UnixNano(),
+		FileExpiry: int64(in.ExpiresAfter / time.Second),
 	}
+	quota := quotaOf(p)
+	u.Counted = quota > 0
 	rec, err := uploadRecord(u, uploadPending, store.IndexKey{PK: expiresPK, SK: expirySK(u.expiresAt(), u.ID)})
 	if err != nil {
-		return err
+		return Upload{}, err
 	}
-	if err := s.records.Put(r.Context(), rec, store.Cond{Absent: true}); err != nil {
-		return fmt.Errorf("files: create upload: %w", err)
+	writes := []store.Write{{Kind: store.WritePut, Record: rec, Cond: store.Cond{Absent: true}}}
+	if u.Counted {
+		writes = append(writes, takeUsage(u.Team, u.Bytes, quota))
 	}
-	api.WriteJSON(w, http.StatusOK, u.object(uploadPending))
-	return nil
+	err = s.records.Transact(ctx, writes)
+	if errors.Is(err, store.ErrConditionFailed) && u.Counted {
+		return Upload{}, s.quotaError(ctx, u.Team, quota, u.Bytes, fmt.Errorf("files: create upload %s: %w", u.ID, err))
+	}
+	if err != nil {
+		return Upload{}, fmt.Errorf("files: create upload: %w", err)
+	}
+	return u.object(uploadPending), nil
 }
 
 // loadUpload reads an upload p may see (another team's is a 404).
@@ -240,84 +253,128 @@ func checkPending(u uploadDoc, status string) error {
 	return api.Conflict("Upload %s expired at %s; create a new upload.", u.ID, u.expiresAt().UTC().Format(time.RFC3339))
 }
 
-// HandleAddPart serves POST /v1/uploads/{upload_id}/parts: the multipart
-// field "data" streams into its own blob object.
-func (s *Service) HandleAddPart(w http.ResponseWriter, r *http.Request) error {
-	ctx := r.Context()
-	u, rec, err := s.loadUpload(ctx, auth.FromContext(ctx), r.PathValue("upload_id"))
+// partRefusal explains a conditional write to upload id that failed: the
+// upload stopped taking parts (409), or else the refusal format describes
+// (400, naming param).
+func (s *Service) partRefusal(ctx context.Context, id, param, format string, args ...any) error {
+	rec, err := s.records.Get(ctx, uploadKey(id))
+	if errors.Is(err, store.ErrNotFound) {
+		return api.Conflict("Upload %s stopped taking parts while this one arrived.", id)
+	}
+	if err != nil {
+		return fmt.Errorf("files: get upload %s: %w", id, err)
+	}
+	u, err := decodeUpload(rec)
 	if err != nil {
 		return err
+	}
+	if err := checkPending(u, u.status(rec.Status, s.now())); err != nil {
+		return err
+	}
+	return api.InvalidValue(param, format, args...)
+}
+
+// AddPart streams one part of upload uploadID into its own blob object and
+// records it: StagePart, then Commit.
+func (s *Service) AddPart(ctx context.Context, p auth.Principal, uploadID string, c Content) (UploadPart, error) {
+	sp, err := s.StagePart(ctx, p, uploadID, c)
+	if err != nil {
+		return UploadPart{}, err
+	}
+	return sp.Commit(ctx)
+}
+
+// StagedPart is a part's bytes in the blob store, their room taken in the
+// upload, not yet one of its parts: Commit makes it one, Discard removes it.
+type StagedPart struct {
+	s    *Service
+	u    uploadDoc
+	part partDoc
+	room *partBudget
+}
+
+// StagePart streams one part of upload uploadID into its own blob object.
+// Room for the part's bytes is taken from the upload's declared bytes block
+// by block, atomically, before each block is stored: parts arriving at
+// once cannot add up to more than the upload was created for.
+func (s *Service) StagePart(ctx context.Context, p auth.Principal, uploadID string, c Content) (*StagedPart, error) {
+	u, rec, err := s.loadUpload(ctx, p, uploadID)
+	if err != nil {
+		return nil, err
 	}
 	now := s.now()
 	if err := checkPending(u, u.status(rec.Status, now)); err != nil {
-		return err
+		return nil, err
 	}
+	// Early answers for the common refusals; the conditional writes are
+	// what guarantee them.
 	if u.partsCounted >= MaxParts {
-		return api.InvalidValue(fieldData, "Upload %s already has %d parts, the most one upload may have.", u.ID, MaxParts)
+		return nil, api.InvalidValue(fieldData, "Upload %s already has %d parts, the most one upload may have.", u.ID, MaxParts)
 	}
 	remaining := u.Bytes - u.bytesCounted
 	if remaining <= 0 {
-		return api.InvalidValue(fieldData, "The parts of upload %s already hold all %d bytes it was created for.", u.ID, u.Bytes)
+		return nil, api.InvalidValue(fieldData, "The parts of upload %s already hold all %d bytes it was created for.", u.ID, u.Bytes)
 	}
-	r.Body = bufferedBody(http.MaxBytesReader(w, r.Body, MaxPartBytes+formOverhead))
-	mr, err := r.MultipartReader()
+	body := bufio.NewReaderSize(c.Body, readBufferSize)
+	if _, err := body.Peek(1); err == io.EOF {
+		return nil, api.InvalidValue(fieldData, "The part is empty.")
+	} else if err != nil {
+		return nil, err
+	}
+	sp := &StagedPart{s: s, u: u, part: partDoc{ID: ids.New(ids.Part), Created: now.UnixNano()}, room: &partBudget{s: s, u: u}}
+	sp.part.Key = "uploads/" + u.ID + "/" + sp.part.ID
+	limit := min(MaxPartBytes, remaining)
+	lr := &limitReader{r: body, max: limit, tooBig: func() error {
+		if remaining < MaxPartBytes {
+			return api.InvalidValue(fieldData, "This part would take upload %s past the %d bytes it was created for.", u.ID, u.Bytes)
+		}
+		return api.TooLarge("A part may be at most %d bytes.", MaxPartBytes)
+	}}
+	n, err := s.blobs.Put(ctx, sp.part.Key, newReservingReader(ctx, lr, sp.room, limit))
 	if err != nil {
-		return api.InvalidValue(fieldData, "POST /v1/uploads/{upload_id}/parts takes a multipart/form-data body with the field 'data' (%v).", err)
+		// A failed Put stores nothing.
+		sp.room.release(context.WithoutCancel(ctx))
+		return nil, uploadError(err)
 	}
-	part := partDoc{ID: ids.New(ids.Part), Created: now.UnixNano()}
-	part.Key = "uploads/" + u.ID + "/" + part.ID
-	stored := false
-	_, sawData, err := readForm(mr, fieldData, nil, func(_ map[string]string, ff formFile) error {
-		body := bufio.NewReaderSize(ff.Body, readBufferSize)
-		if _, err := body.Peek(1); err == io.EOF {
-			return api.InvalidValue(fieldData, "The part is empty.")
-		} else if err != nil {
-			return err
-		}
-		lr := &limitReader{r: body, max: min(MaxPartBytes, remaining), tooBig: func() error {
-			if remaining < MaxPartBytes {
-				return api.InvalidValue(fieldData, "This part would take upload %s past the %d bytes it was created for.", u.ID, u.Bytes)
-			}
-			return api.TooLarge("A part may be at most %d bytes.", MaxPartBytes)
-		}}
-		n, err := s.blobs.Put(ctx, part.Key, lr)
-		if err != nil {
-			return uploadError(err)
-		}
-		part.Size, stored = n, true
-		return nil
-	})
-	if err == nil && !sawData {
-		err = api.MissingParam(fieldData)
-	}
-	if err == nil {
-		err = s.recordPart(ctx, u, part)
-	}
-	if err != nil {
-		if stored {
-			s.deleteBlobs(context.WithoutCancel(ctx), []Part{{Key: part.Key}})
-		}
-		return err
-	}
-	api.WriteJSON(w, http.StatusOK, UploadPart{ID: part.ID, Object: "upload.part", CreatedAt: now.Unix(), UploadID: u.ID})
-	return nil
+	sp.part.Size = n
+	return sp, nil
 }
 
-// recordPart adds a stored part to its upload, atomically with the upload's
-// byte and part counters, provided the upload is still pending.
+// Commit records the part in its upload, provided the upload is still
+// pending and has room for another part, or else discards it.
+func (sp *StagedPart) Commit(ctx context.Context) (UploadPart, error) {
+	if err := sp.s.recordPart(ctx, sp.u, sp.part); err != nil {
+		sp.Discard(ctx)
+		return UploadPart{}, err
+	}
+	return UploadPart{ID: sp.part.ID, Object: "upload.part", CreatedAt: time.Unix(0, sp.part.Created).Unix(), UploadID: sp.u.ID}, nil
+}
+
+// Discard removes a staged part's bytes and gives their room in the upload
+// back. It cleans up after a refusal, so it logs rather than returns its
+// own failures, and carries on if ctx has ended.
+func (sp *StagedPart) Discard(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
+	sp.s.deleteBlobs(ctx, []Part{{Key: sp.part.Key}})
+	sp.room.release(ctx)
+}
+
+// recordPart adds a stored part, whose bytes are already counted, to its
+// upload: atomically with the part counter, provided the upload is still
+// pending and has room for another part.
 func (s *Service) recordPart(ctx context.Context, u uploadDoc, part partDoc) error {
 	body, err := json.Marshal(part)
 	if err != nil {
 		return fmt.Errorf("files: encode part: %w", err)
 	}
 	err = s.records.Transact(ctx, []store.Write{
-		{Kind: store.WriteAdd, Record: store.Record{Key: uploadKey(u.ID), Counters: map[string]int64{counterBytes: part.Size, counterParts: 1}},
-			Cond: store.Cond{StatusIn: []string{uploadPending}}},
+		{Kind: store.WriteAdd, Record: store.Record{Key: uploadKey(u.ID), Counters: map[string]int64{counterParts: 1}},
+			Cond: store.Cond{StatusIn: []string{uploadPending}, AtMost: map[string]int64{counterParts: MaxParts - 1}}},
 		{Kind: store.WritePut, Record: store.Record{Key: partKey(u.ID, part.ID), Body: body, ExpiresAt: u.expiresAt().Add(recordGrace)},
 			Cond: store.Cond{Absent: true}},
 	})
 	if errors.Is(err, store.ErrConditionFailed) {
-		return api.Conflict("Upload %s stopped taking parts while this one arrived (it was completed or cancelled).", u.ID)
+		return s.partRefusal(ctx, u.ID, fieldData, "Upload %s already has %d parts, the most one upload may have.", u.ID, MaxParts)
 	}
 	if err != nil {
 		return fmt.Errorf("files: record part of %s: %w", u.ID, err)
@@ -348,71 +405,56 @@ func (s *Service) uploadParts(ctx context.Context, uploadID string) ([]partDoc, 
 	}
 }
 
-// HandleCompleteUpload serves POST /v1/uploads/{upload_id}/complete: the
-// listed parts, in that order, become the file. Their bytes must add up to
-// the upload's; md5, if given, and batch line validation are checked in one
-// streaming pass across the parts.
-func (s *Service) HandleCompleteUpload(w http.ResponseWriter, r *http.Request) error {
-	var in struct {
-		PartIDs *[]string `json:"part_ids"`
-		MD5     *string   `json:"md5"`
+// CompleteUpload makes the listed parts, in that order, the file. Their
+// bytes must add up to the upload's; md5 (32 hex digits, or "" for none)
+// and, for a batch file, every line are checked in one streaming pass
+// across the parts. Unlisted parts are deleted.
+func (s *Service) CompleteUpload(ctx context.Context, p auth.Principal, uploadID string, partIDs []string, md5sum string) (Upload, error) {
+	if len(partIDs) == 0 || len(partIDs) > MaxParts {
+		return Upload{}, api.InvalidValue("part_ids", "Invalid part_ids: list 1 to %d part ids, in file order.", MaxParts)
 	}
-	if err := api.DecodeJSON(w, r, s.opts.JSONLimit, &in); err != nil {
-		return err
+	wantMD5 := strings.ToLower(md5sum)
+	if b, err := hex.DecodeString(wantMD5); md5sum != "" && (err != nil || len(b) != md5.Size) {
+		return Upload{}, api.InvalidValue("md5", "Invalid md5 %s: expected 32 hexadecimal digits.", quote(md5sum))
 	}
-	if in.PartIDs == nil {
-		return api.MissingParam("part_ids")
-	}
-	if len(*in.PartIDs) == 0 || len(*in.PartIDs) > MaxParts {
-		return api.InvalidValue("part_ids", "Invalid part_ids: list 1 to %d part ids, in file order.", MaxParts)
-	}
-	wantMD5 := ""
-	if in.MD5 != nil && *in.MD5 != "" {
-		wantMD5 = strings.ToLower(*in.MD5)
-		if b, err := hex.DecodeString(wantMD5); err != nil || len(b) != md5.Size {
-			return api.InvalidValue("md5", "Invalid md5 %s: expected 32 hexadecimal digits.", quote(*in.MD5))
-		}
-	}
-	ctx := r.Context()
-	u, rec, err := s.loadUpload(ctx, auth.FromContext(ctx), r.PathValue("upload_id"))
+	u, rec, err := s.loadUpload(ctx, p, uploadID)
 	if err != nil {
-		return err
+		return Upload{}, err
 	}
 	if err := checkPending(u, u.status(rec.Status, s.now())); err != nil {
-		return err
+		return Upload{}, err
 	}
-	manifest, err := s.manifest(ctx, u, *in.PartIDs)
+	manifest, err := s.manifest(ctx, u, partIDs)
 	if err != nil {
-		return err
+		return Upload{}, err
 	}
 	if wantMD5 != "" || u.Purpose == PurposeBatch {
 		if err := s.verify(ctx, u, manifest, wantMD5); err != nil {
-			return err
+			return Upload{}, err
 		}
 	}
 	fileExpiry := time.Duration(u.FileExpiry) * time.Second
 	if fileExpiry == 0 && u.Purpose == PurposeBatch {
 		fileExpiry = DefaultBatchExpiry
 	}
+	// The file keeps the bytes the upload counted.
 	f, writes, err := s.newFileWrites(NewFile{
 		Team: u.Team, Filename: u.Filename, Purpose: u.Purpose, ContentType: u.MimeType,
 		Provider: defaultProvider, Parts: manifest, ExpiresAfter: fileExpiry,
-	})
+	}, u.Counted)
 	if err != nil {
-		return err
+		return Upload{}, err
 	}
 	u.FileID, u.FileObject = f.ID, &f.File
-	done, err := uploadRecord(u, uploadCompleted, store.IndexKey{})
+	done, err := endWrites(u, rec.Version, uploadCompleted, store.IndexKey{})
 	if err != nil {
-		return err
+		return Upload{}, err
 	}
-	writes = append(writes, store.Write{Kind: store.WriteUpdate, Record: done,
-		Cond: store.Cond{StatusIn: []string{uploadPending}, Version: rec.Version}})
-	if err := s.records.Transact(ctx, writes); err != nil {
+	if err := s.records.Transact(ctx, append(writes, done...)); err != nil {
 		if errors.Is(err, store.ErrConditionFailed) {
-			return api.Conflict("Upload %s changed while completing (it was completed or cancelled meanwhile).", u.ID)
+			return Upload{}, api.Conflict("Upload %s changed while completing (it was completed or cancelled meanwhile).", u.ID)
 		}
-		return fmt.Errorf("files: complete upload %s: %w", u.ID, err)
+		return Upload{}, fmt.Errorf("files: complete upload %s: %w", u.ID, err)
 	}
 	// The file owns the listed parts' objects now; the rest go, and the part
 	// records have served their purpose.
@@ -423,8 +465,7 @@ func (s *Service) HandleCompleteUpload(w http.ResponseWriter, r *http.Request) e
 	if err := s.purgeParts(context.WithoutCancel(ctx), u.ID, keep); err != nil {
 		slog.WarnContext(ctx, "files: completed upload left part records behind", "upload", u.ID, "error", err)
 	}
-	api.WriteJSON(w, http.StatusOK, u.object(uploadCompleted))
-	return nil
+	return u.object(uploadCompleted), nil
 }
 
 // manifest turns part_ids into the file's parts, in order, checking that
@@ -508,40 +549,39 @@ func (s *Service) purgeParts(ctx context.Context, uploadID string, keep map[stri
 	return nil
 }
 
-// HandleCancelUpload serves POST /v1/uploads/{upload_id}/cancel. The parts
-// go at once; should that fail, the upload stays due in the expiry index and
-// the sweep finishes it.
-func (s *Service) HandleCancelUpload(w http.ResponseWriter, r *http.Request) error {
-	ctx := r.Context()
-	u, rec, err := s.loadUpload(ctx, auth.FromContext(ctx), r.PathValue("upload_id"))
+// CancelUpload cancels a pending upload: its bytes leave the team's storage
+// usage at once, and its parts go. Should deleting them fail, the upload
+// stays due in the expiry index and the sweep finishes it.
+func (s *Service) CancelUpload(ctx context.Context, p auth.Principal, uploadID string) (Upload, error) {
+	u, rec, err := s.loadUpload(ctx, p, uploadID)
 	if err != nil {
-		return err
+		return Upload{}, err
 	}
 	now := s.now()
 	if err := checkPending(u, u.status(rec.Status, now)); err != nil {
-		return err
+		return Upload{}, err
 	}
-	cancelled, err := uploadRecord(u, uploadCancelled, store.IndexKey{PK: expiresPK, SK: expirySK(now, u.ID)})
+	writes, err := endWrites(u, rec.Version, uploadCancelled, store.IndexKey{PK: expiresPK, SK: expirySK(now, u.ID)})
 	if err != nil {
-		return err
+		return Upload{}, err
 	}
-	err = s.records.Update(ctx, cancelled, store.Cond{StatusIn: []string{uploadPending}, Version: rec.Version})
+	err = s.records.Transact(ctx, writes)
 	if errors.Is(err, store.ErrConditionFailed) {
-		return api.Conflict("Upload %s changed while cancelling (it was completed or cancelled meanwhile).", u.ID)
+		return Upload{}, api.Conflict("Upload %s changed while cancelling (it was completed or cancelled meanwhile).", u.ID)
 	}
 	if err != nil {
-		return fmt.Errorf("files: cancel upload %s: %w", u.ID, err)
+		return Upload{}, fmt.Errorf("files: cancel upload %s: %w", u.ID, err)
 	}
 	if err := s.purgeParts(context.WithoutCancel(ctx), u.ID, nil); err != nil {
 		slog.WarnContext(ctx, "files: cancel left parts for the sweep", "upload", u.ID, "error", err)
 	}
-	api.WriteJSON(w, http.StatusOK, u.object(uploadCancelled))
-	return nil
+	return u.object(uploadCancelled), nil
 }
 
 // sweepUpload removes the parts and the record of an upload that expired or
-// was cancelled. An expired one is first marked expired, conditionally, so
-// a completion racing the sweep wins or loses cleanly.
+// was cancelled. An expired one is first marked expired, conditionally (and
+// its bytes given back to the team's usage in the same write), so a
+// completion racing the sweep wins or loses cleanly.
 func (s *Service) sweepUpload(ctx context.Context, rec store.Record, now time.Time) error {
 	u, err := decodeUpload(rec)
 	if err != nil {
@@ -552,11 +592,11 @@ func (s *Service) sweepUpload(ctx context.Context, rec store.Record, now time.Ti
 		return nil // not due, or no longer in need of a sweep
 	case uploadExpired:
 		if rec.Status == uploadPending {
-			expired, err := uploadRecord(u, uploadExpired, rec.GSI2)
+			writes, err := endWrites(u, rec.Version, uploadExpired, rec.GSI2)
 			if err != nil {
 				return err
 			}
-			err = s.records.Update(ctx, expired, store.Cond{StatusIn: []string{uploadPending}, Version: rec.Version})
+			err = s.records.Transact(ctx, writes)
 			if errors.Is(err, store.ErrConditionFailed) {
 				return nil // completed or cancelled meanwhile: its own path cleans up
 			}

@@ -91,8 +91,7 @@ func NewServices(deps Deps) (*Services, error) {
 		// Nobody listens until team callbacks exist.
 		Events: logevent.NewEmitter(deps.Backend.Bus, deps.Backend.Blobs, nil, int(deps.Settings.ClaimCheckThreshold)),
 		Files: files.NewService(deps.Backend.Records, deps.Backend.Blobs, files.Options{
-			MaxFileSize: deps.Settings.MaxFileSize, MaxLineBytes: int(deps.Settings.JSONBodyLimit),
-			JSONLimit: deps.Settings.JSONBodyLimit, Now: deps.Now,
+			MaxFileSize: deps.Settings.MaxFileSize, MaxLineBytes: int(deps.Settings.JSONBodyLimit), Now: deps.Now,
 		}),
 	}
 	if deps.Getenv == nil {
@@ -141,6 +140,10 @@ func (s *Services) buildModels(deps Deps, client *http.Client) error {
 
 func (s *Services) admin() auth.Handlers {
 	return auth.Handlers{Service: s.Auth, JSONLimit: s.Settings.JSONBodyLimit}
+}
+
+func (s *Services) filesAPI() files.Handlers {
+	return files.Handlers{Service: s.Files, JSONLimit: s.Settings.JSONBodyLimit}
 }
 
 var healthy = map[string]string{"status": "healthy"}
