@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"mime/multipart"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
@@ -218,3 +221,156 @@ func TestIgnoredPartsAreBounded(t *testing.T) {
 		t.Errorf("objects left behind: %v", left)
 	}
 }
+
+// The service is usable without HTTP: the batch engine's way in.
+func TestServiceUploadsWithoutHTTP(t *testing.T) {
+	s, _, root := newTestService(t, Options{})
+	ctx := context.Background()
+	p := auth.Principal{TeamID: "t1"}
+	good := `{"custom_id":"a","method":"POST","url":"/v1/embeddings","body":{}}` + "\n"
+	f, err := s.Upload(ctx, p, FileParams{Purpose: PurposeBatch}, Content{Filename: "in.jsonl", Body: strings.NewReader(good)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, p, f.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := File{ID: f.ID, Object: "file", Bytes: int64(len(good)), CreatedAt: f.CreatedAt, Filename: "in.jsonl",
+		Purpose: PurposeBatch, Status: "processed", ExpiresAt: f.ExpiresAt}
+	if diff := cmp.Diff(want, got.File); diff != "" || f.ExpiresAt == nil || *f.ExpiresAt != f.CreatedAt+int64(DefaultBatchExpiry/time.Second) {
+		t.Errorf("file (-want +got):\n%s", diff)
+	}
+	rc, err := s.Open(ctx, got, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(b) != good {
+		t.Errorf("content %q", b)
+	}
+
+	// Parameters are checked before any byte is read.
+	_, err = s.Upload(ctx, p, FileParams{Purpose: "user_data", ExpiresAfter: time.Minute}, Content{Body: strings.NewReader("x")})
+	if e := api.AsError(err); e.Status != 400 || e.Param != "expires_after[seconds]" {
+		t.Errorf("a one-minute expiry: %v", err)
+	}
+	// Staged without a purpose, the batch verdict waits for Commit.
+	st, err := s.Stage(ctx, p, "", Content{Body: strings.NewReader("not json\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Commit(ctx, FileParams{Purpose: PurposeBatch}); api.AsError(err).Status != 400 {
+		t.Errorf("a bad batch file committed: %v", err)
+	}
+	if left := objects(t, root); len(left) != 1 {
+		t.Errorf("objects: %v; want only the first file's", left)
+	}
+	// The same bytes are a fine user_data file.
+	st, err = s.Stage(ctx, p, "", Content{Body: strings.NewReader("not json\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Commit(ctx, FileParams{Purpose: "user_data"}); err != nil {
+		t.Errorf("commit as user_data: %v", err)
+	}
+	// Discard removes what was staged.
+	st, err = s.Stage(ctx, p, "user_data", Content{Body: strings.NewReader("gone")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Discard(ctx)
+	if left := objects(t, root); len(left) != 2 {
+		t.Errorf("objects after Discard: %v; want two", left)
+	}
+}
+
+// A parts form that goes bad after its data part leaves no part behind,
+// and the upload's room is given back.
+func TestBadPartFormLeavesNothing(t *testing.T) {
+	s, _, root := newTestService(t, Options{})
+	ctx := context.Background()
+	p := auth.Principal{TeamID: "t1"}
+	u, err := s.CreateUpload(ctx, p, NewUpload{Filename: "a.txt", Purpose: "user_data", Bytes: 4, MimeType: "text/plain"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Handlers{Service: s}
+	post := func(pairs ...string) *httptest.ResponseRecorder {
+		req := uploadRequest(t, pairs...)
+		req.URL.Path = "/v1/uploads/" + u.ID + "/parts"
+		req.SetPathValue("upload_id", u.ID)
+		return serve(h.AddPart, p, req)
+	}
+	if w := post("@data", "abcd", "@data", "efgh"); w.Code != 400 {
+		t.Fatalf("two data parts: %d %s", w.Code, w.Body)
+	}
+	if left := objects(t, root); len(left) != 0 {
+		t.Fatalf("objects after a refused form: %v", left)
+	}
+	if w := post("@data", "abcd"); w.Code != 200 {
+		t.Fatalf("the whole declared size after a refused form: %d %s", w.Code, w.Body)
+	}
+}
+
+// reservingReader takes room for every byte before handing it on, exactly,
+// and a refusal stops the stream before the refused bytes pass.
+func TestReservingReaderTakesBeforeHandingOn(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		size  int
+		limit int64
+		room  int64
+	}{
+		{"one block", 1000, 1 << 30, 1 << 30},
+		{"several blocks", 2*reserveStep + 5, 1 << 30, 1 << 30},
+		{"block bounded by the limit", 100, 10, 1 << 30},
+		{"refused at the second block", 2*reserveStep + 5, 1 << 30, reserveStep + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &countingBudget{room: tc.room}
+			q := newReservingReader(context.Background(), strings.NewReader(strings.Repeat("x", tc.size)), b, tc.limit)
+			var passed int64
+			buf := make([]byte, 7000)
+			var err error
+			for {
+				var n int
+				n, err = q.Read(buf)
+				passed += int64(n)
+				if passed > b.taken {
+					t.Fatalf("%d bytes handed on, %d taken", passed, b.taken)
+				}
+				if err != nil {
+					break
+				}
+			}
+			want := int64(tc.size)
+			if tc.room < want {
+				want = reserveStep // the first block; the second did not fit
+				if err != errNoRoom {
+					t.Fatalf("err = %v; want the refusal", err)
+				}
+			} else if err != io.EOF {
+				t.Fatal(err)
+			}
+			if passed != want || b.taken != want {
+				t.Errorf("passed %d, taken %d; want %d each", passed, b.taken, want)
+			}
+		})
+	}
+}
+
+var errNoRoom = errors.New("no room")
+
+type countingBudget struct{ room, taken int64 }
+
+func (b *countingBudget) take(_ context.Context, n int64) error {
+	if b.taken+n > b.room {
+		return errNoRoom
+	}
+	b.taken += n
+	return nil
+}
+
+func (b *countingBudget) release(context.Context) { b.taken = 0 }

@@ -178,6 +178,9 @@ func (s *Service) Stage(ctx context.Context, p auth.Principal, purpose string, c
 	return st, nil
 }
 
+// ID is the id the file will have.
+func (st *StagedFile) ID() string { return st.id }
+
 // Commit records a staged upload as a file with params, or, if params or
 // the batch verdict refuse it, discards it: either way st is used up.
 func (st *StagedFile) Commit(ctx context.Context, params FileParams) (File, error) {
