@@ -44,9 +44,9 @@ const (
 	// holdTTL is how long an ordinary upload may stream before its hold is
 	// taken for a crash's and swept.
 	holdTTL = 24 * time.Hour
-	// reserveStep is the block an upload reads ahead before taking room for
-	// it: one conditional add per block, and a block in memory per upload
-	// (the blob stores buffer as much).
+	// reserveStep is the largest block an upload reads ahead before taking
+	// room for it: one conditional add per block, and a block in memory per
+	// upload (the blob stores buffer as much).
 	reserveStep = 4 << 20
 	// quotaCode is the error code of a refusal for the quota.
 	quotaCode = "storage_quota_exceeded"
@@ -123,24 +123,35 @@ type budget interface {
 // reservingReader reads ahead a block at a time and takes room for exactly
 // the block's bytes before handing any of them on, so nothing reaches the
 // blob store before its room is taken, and nothing is taken that is not
-// stored.
+// stored. The first block is small, so a small file costs a small buffer;
+// a stream that fills it goes on in blocks of reserveStep.
 type reservingReader struct {
 	ctx    context.Context
 	src    io.Reader
 	budget budget
 	buf    []byte
+	most   int   // the largest block
 	r, w   int   // buf[r:w] is taken and not yet handed on
 	err    error // the source's error, once buf[r:w] is handed on
 }
 
+// firstBlock is the size of a stream's first block.
+const firstBlock = 64 << 10
+
+// newReservingReader reserves for src through b; limit bounds the stream
+// (and so the blocks worth reading ahead).
 func newReservingReader(ctx context.Context, src io.Reader, b budget, limit int64) *reservingReader {
-	return &reservingReader{ctx: ctx, src: src, budget: b, buf: make([]byte, max(1, min(reserveStep, limit)))}
+	most := int(max(1, min(reserveStep, limit)))
+	return &reservingReader{ctx: ctx, src: src, budget: b, buf: make([]byte, min(firstBlock, most)), most: most}
 }
 
 func (q *reservingReader) Read(p []byte) (int, error) {
 	if q.r == q.w {
 		if q.err != nil {
 			return 0, q.err
+		}
+		if q.w == len(q.buf) && len(q.buf) < q.most {
+			q.buf = make([]byte, q.most)
 		}
 		n, err := io.ReadFull(q.src, q.buf)
 		switch {

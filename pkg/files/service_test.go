@@ -6,10 +6,12 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -318,15 +320,16 @@ func TestBadPartFormLeavesNothing(t *testing.T) {
 // and a refusal stops the stream before the refused bytes pass.
 func TestReservingReaderTakesBeforeHandingOn(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		size  int
-		limit int64
-		room  int64
+		name   string
+		size   int
+		limit  int64
+		room   int64
+		passed int64 // what passes before a refusal; the size without one
 	}{
-		{"one block", 1000, 1 << 30, 1 << 30},
-		{"several blocks", 2*reserveStep + 5, 1 << 30, 1 << 30},
-		{"block bounded by the limit", 100, 10, 1 << 30},
-		{"refused at the second block", 2*reserveStep + 5, 1 << 30, reserveStep + 1},
+		{"one block", 1000, 1 << 30, 1 << 30, 1000},
+		{"several blocks", 2*reserveStep + 5, 1 << 30, 1 << 30, 2*reserveStep + 5},
+		{"block bounded by the limit", 100, 10, 1 << 30, 100},
+		{"refused at the third block", 2*reserveStep + 5, 1 << 30, firstBlock + reserveStep + 1, firstBlock + reserveStep},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &countingBudget{room: tc.room}
@@ -345,17 +348,14 @@ func TestReservingReaderTakesBeforeHandingOn(t *testing.T) {
 					break
 				}
 			}
-			want := int64(tc.size)
-			if tc.room < want {
-				want = reserveStep // the first block; the second did not fit
-				if err != errNoRoom {
-					t.Fatalf("err = %v; want the refusal", err)
-				}
-			} else if err != io.EOF {
-				t.Fatal(err)
+			if wantErr := map[bool]error{true: errNoRoom, false: io.EOF}[tc.room < int64(tc.size)]; err != wantErr {
+				t.Fatalf("err = %v; want %v", err, wantErr)
 			}
-			if passed != want || b.taken != want {
-				t.Errorf("passed %d, taken %d; want %d each", passed, b.taken, want)
+			if passed != tc.passed || b.taken != tc.passed {
+				t.Errorf("passed %d, taken %d; want %d each", passed, b.taken, tc.passed)
+			}
+			if most := min(reserveStep, tc.limit); b.biggest > most {
+				t.Errorf("a block of %d bytes; want at most %d", b.biggest, most)
 			}
 		})
 	}
@@ -363,14 +363,38 @@ func TestReservingReaderTakesBeforeHandingOn(t *testing.T) {
 
 var errNoRoom = errors.New("no room")
 
-type countingBudget struct{ room, taken int64 }
+type countingBudget struct{ room, taken, biggest int64 }
 
 func (b *countingBudget) take(_ context.Context, n int64) error {
 	if b.taken+n > b.room {
 		return errNoRoom
 	}
 	b.taken += n
+	b.biggest = max(b.biggest, n)
 	return nil
 }
 
 func (b *countingBudget) release(context.Context) { b.taken = 0 }
+
+// An upload streams: what it allocates does not grow with the file, quota
+// reservation and batch validation included.
+func TestUploadAllocationsDoNotGrowWithSize(t *testing.T) {
+	s, _, _ := newTestService(t, Options{MaxFileSize: 1 << 30})
+	ctx := context.Background()
+	quota := int64(1 << 40)
+	p := auth.Principal{TeamID: "t1", Team: &auth.Team{TeamID: "t1", MaxStorageBytes: &quota}}
+	allocated := func(size int64) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if _, err := s.Upload(ctx, p, FileParams{Purpose: "user_data"}, Content{Body: io.LimitReader(rand.NewChaCha8([32]byte{1}), size)}); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	small, large := allocated(8<<20), allocated(128<<20)
+	t.Logf("allocated %d KiB for 8 MiB, %d KiB for 128 MiB", small>>10, large>>10)
+	if large > 3*small {
+		t.Errorf("allocations grew with the file: %d bytes for 8 MiB, %d for 128 MiB", small, large)
+	}
+}
