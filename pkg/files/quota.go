@@ -94,19 +94,15 @@ func (s *Service) Usage(ctx context.Context, team string) (int64, error) {
 	return rec.Counters[counterBytes], nil
 }
 
-// quotaError is the 413 for n more bytes that do not fit team's quota.
-// When they would fit after all, the refusal had another cause, which
-// other says.
-func (s *Service) quotaError(ctx context.Context, team string, quota, n int64, other error) error {
-	used, err := s.Usage(ctx, team)
-	if err != nil {
-		return err
+// quotaError is the 413 for bytes that do not fit team's quota, saying how
+// much is in use if that can be read.
+func (s *Service) quotaError(ctx context.Context, team string, quota int64) error {
+	inUse := ""
+	if used, err := s.Usage(ctx, team); err == nil {
+		inUse = fmt.Sprintf(", and %d are in use", used)
 	}
-	if used+n <= quota {
-		return other
-	}
-	e := api.TooLarge("Team %s may store at most %d bytes of files and uploads (its max_storage_bytes), and %d are in use: "+
-		"this would take it past the quota. Delete files, or wait for them to expire, and try again.", team, quota, used)
+	e := api.TooLarge("Team %s may store at most %d bytes of files and uploads (its max_storage_bytes)%s: "+
+		"this would take it past the quota. Delete files, or wait for them to expire, and try again.", team, quota, inUse)
 	e.Code = quotaCode
 	return e
 }
@@ -212,15 +208,24 @@ func (h *hold) take(ctx context.Context, n int64) error {
 			Record: store.Record{Key: holdKey(h.file), Counters: map[string]int64{counterBytes: n}}}
 	}
 	err := h.s.records.Transact(ctx, []store.Write{w, takeUsage(h.team, n, h.quota)})
+	if errors.Is(err, store.ErrConditionFailed) && h.taken > 0 && !h.stillHeld(ctx) {
+		return fmt.Errorf("files: upload %s: its storage hold is gone (uploads may stream for %v): %w", h.file, holdTTL, err)
+	}
 	if errors.Is(err, store.ErrConditionFailed) {
-		return h.s.quotaError(ctx, h.team, h.quota, n,
-			fmt.Errorf("files: upload %s: its storage hold is gone (uploads may stream for %v)", h.file, holdTTL))
+		return h.s.quotaError(ctx, h.team, h.quota)
 	}
 	if err != nil {
 		return fmt.Errorf("files: take storage for %s: %w", h.file, err)
 	}
 	h.taken += n
 	return nil
+}
+
+// stillHeld reports whether the hold is still holding (or cannot be read:
+// then the quota is the likelier refusal).
+func (h *hold) stillHeld(ctx context.Context) bool {
+	rec, err := h.s.records.Get(ctx, holdKey(h.file))
+	return !errors.Is(err, store.ErrNotFound) && (err != nil || rec.Status == holding)
 }
 
 func (h *hold) release(ctx context.Context) {

@@ -190,6 +190,9 @@ func (s *Service) CreateUpload(ctx context.Context, p auth.Principal, in NewUplo
 	}
 	quota := quotaOf(p)
 	u.Counted = quota > 0
+	if u.Counted && u.Bytes > quota {
+		return Upload{}, s.quotaError(ctx, u.Team, quota)
+	}
 	rec, err := uploadRecord(u, uploadPending, store.IndexKey{PK: expiresPK, SK: expirySK(u.expiresAt(), u.ID)})
 	if err != nil {
 		return Upload{}, err
@@ -200,7 +203,8 @@ func (s *Service) CreateUpload(ctx context.Context, p auth.Principal, in NewUplo
 	}
 	err = s.records.Transact(ctx, writes)
 	if errors.Is(err, store.ErrConditionFailed) && u.Counted {
-		return Upload{}, s.quotaError(ctx, u.Team, quota, u.Bytes, fmt.Errorf("files: create upload %s: %w", u.ID, err))
+		// The upload's id is new, so its Put cannot be what failed.
+		return Upload{}, s.quotaError(ctx, u.Team, quota)
 	}
 	if err != nil {
 		return Upload{}, fmt.Errorf("files: create upload: %w", err)
