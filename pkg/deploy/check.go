@@ -83,8 +83,11 @@ var otherEntries = []string{
 // Check holds template t to the functions fns (Functions()): the API and
 // its gateway responses; one function resource per function, built and run
 // as required, its events exactly its routes (streaming exactly where the
-// route table streams) or its schedule or queue, its environment exactly
-// its variables, its permissions exactly its capabilities; alarms on every
+// route table streams), or its job's schedule, or its job's queue (partial
+// batch failures, a concurrency cap that is a parameter, a visibility
+// timeout that outlasts its retries, a dead-letter queue, the topic's
+// subscription for the delivery queue); its environment exactly its
+// variables, its permissions exactly its capabilities; alarms on every
 // function's errors and every dead-letter queue; the outputs. It returns
 // every problem found, sorted; none means the template matches.
 func Check(t Template, fns []Function) []error {
@@ -275,7 +278,7 @@ func (c *checker) checkFunctions() {
 	}
 	for _, id := range c.ofType("AWS::Serverless::Function") {
 		if !declared[id] {
-			c.fail("function resource %s is no function of pkg/deploy (Functions): declare its needs there", id)
+			c.fail("function resource %s is no function of pkg/deploy (Functions): declare it as a route or a job in pkg/server", id)
 		}
 	}
 	for _, id := range c.ofType("AWS::Lambda::Function") {
@@ -332,7 +335,11 @@ func (c *checker) checkFunction(f Function, id string) {
 	if timeout <= 0 || timeout > limit {
 		c.fail("%s: Timeout %v, want 1..%d s", name, get(props, "Timeout"), limit)
 	}
+	if margin := int(server.ScheduleMargin.Seconds()); f.Schedule != "" && timeout <= 2*margin {
+		c.fail("%s: Timeout %d s leaves a scheduled run little time: it stops %d s before its deadline (want more than %d s)", name, timeout, margin, 2*margin)
+	}
 	c.checkEvents(f, props, timeout)
+	c.checkSubscription(f)
 	c.checkEnv(f, props)
 	c.checkPolicies(f, props)
 	c.checkErrorAlarm(f, id)
@@ -433,8 +440,14 @@ func (c *checker) checkEvents(f Function, props any, timeout int) {
 	}
 }
 
-// checkQueueEvent checks a worker's SQS event: its declared queue, partial
-// batch failures, and a visibility timeout that outlasts its retries.
+// MaxConcurrencyRange is the range ScalingConfig.MaximumConcurrency
+// accepts (Lambda's API).
+var MaxConcurrencyRange = [2]int{2, 1000}
+
+// checkQueueEvent checks a queue job's SQS event: its declared queue,
+// partial batch failures, a concurrency cap that is a template parameter,
+// and a queue that outlasts its consumer's retries and dead-letters what
+// keeps failing.
 func (c *checker) checkQueueEvent(f Function, where string, p any, timeout int) {
 	if f.Queue == "" {
 		c.fail("%s: an SQS event on a function that declares no queue", where)
@@ -446,11 +459,72 @@ func (c *checker) checkQueueEvent(f Function, where string, p any, timeout int) 
 	if !slices.Contains(renderList(get(p, "FunctionResponseTypes")), "ReportBatchItemFailures") {
 		c.fail("%s: FunctionResponseTypes lacks ReportBatchItemFailures (a failed message would fail the whole batch)", where)
 	}
+	c.checkConcurrencyParameter(f, where, get(p, "ScalingConfig", "MaximumConcurrency"))
 	visibility := toInt(get(c.props(f.Queue), "VisibilityTimeout"))
 	need := SQSVisibilityFactor * (timeout + toInt(get(p, "MaximumBatchingWindowInSeconds")))
 	if visibility < need {
 		c.fail("%s: queue %s VisibilityTimeout %d s, want at least %d × (Timeout + batching window) = %d s",
 			where, f.Queue, visibility, SQSVisibilityFactor, need)
+	}
+	if get(c.props(f.Queue), "RedrivePolicy") == nil {
+		c.fail("%s: queue %s has no RedrivePolicy: a message that keeps failing would be retried until it expires, not dead-lettered", where, f.Queue)
+	}
+}
+
+// checkConcurrencyParameter: a queue job's ScalingConfig.MaximumConcurrency
+// is !Ref its own Number parameter, within what Lambda accepts, so an
+// operator sets how much of the account's concurrency it may take.
+func (c *checker) checkConcurrencyParameter(f Function, where string, v any) {
+	param := f.ConcurrencyParameter()
+	if got := Render(v); got != "${"+param+"}" {
+		c.fail("%s: ScalingConfig.MaximumConcurrency %q, want !Ref %s (a template parameter)", where, got, param)
+		return
+	}
+	def, _ := get(c.t, "Parameters", param).(map[string]any)
+	lo, hi := MaxConcurrencyRange[0], MaxConcurrencyRange[1]
+	switch {
+	case def == nil:
+		c.fail("%s: no template parameter %s", where, param)
+	case Render(def["Type"]) != "Number" || def["MinValue"] == nil || def["MaxValue"] == nil:
+		c.fail("%s: parameter %s: want Type Number with MinValue and MaxValue", where, param)
+	case toInt(def["MinValue"]) < lo || toInt(def["MaxValue"]) > hi || toInt(def["Default"]) < toInt(def["MinValue"]) || toInt(def["Default"]) > toInt(def["MaxValue"]):
+		c.fail("%s: parameter %s: want %d ≤ MinValue ≤ Default ≤ MaxValue ≤ %d (Lambda's range)", where, param, lo, hi)
+	}
+}
+
+// checkSubscription: a queue the bus feeds (the delivery queue) receives the
+// topic's events, raw, and lets the topic send to it.
+func (c *checker) checkSubscription(f Function) {
+	if f.Queue != DeliveryQueueID {
+		return
+	}
+	subscribed := false
+	for _, id := range c.ofType("AWS::SNS::Subscription") {
+		p := c.props(id)
+		if Render(get(p, "TopicArn")) == "${"+TopicID+"}" && Render(get(p, "Protocol")) == "sqs" &&
+			Render(get(p, "Endpoint")) == "${"+f.Queue+".Arn}" && get(p, "RawMessageDelivery") == true {
+			subscribed = true
+		}
+	}
+	if !subscribed {
+		c.fail("function %s: queue %s is not subscribed to topic %s (AWS::SNS::Subscription, Protocol sqs, RawMessageDelivery: true)", f.Name, f.Queue, TopicID)
+	}
+	allowed := false
+	for _, id := range c.ofType("AWS::SQS::QueuePolicy") {
+		p := c.props(id)
+		if !slices.Contains(renderList(get(p, "Queues")), "${"+f.Queue+"}") {
+			continue
+		}
+		for _, st := range list(get(p, "PolicyDocument", "Statement")) {
+			if Render(get(st, "Effect")) == "Allow" && slices.Contains(renderList(get(st, "Action")), "sqs:SendMessage") &&
+				Render(get(st, "Principal", "Service")) == "sns.amazonaws.com" &&
+				Render(get(st, "Condition", "ArnEquals", "aws:SourceArn")) == "${"+TopicID+"}" {
+				allowed = true
+			}
+		}
+	}
+	if !allowed {
+		c.fail("function %s: queue %s has no policy letting topic %s send to it (sqs:SendMessage for sns.amazonaws.com, aws:SourceArn the topic)", f.Name, f.Queue, TopicID)
 	}
 }
 
@@ -516,7 +590,7 @@ func canonicalCondition(c map[string]map[string][]string) string {
 
 func (c *checker) checkPolicies(f Function, props any) {
 	name := "function " + f.Name
-	want := map[grantKey][]Capability{}
+	want := map[grantKey][]server.Capability{}
 	for _, cp := range f.Capabilities {
 		for _, g := range Grants(cp) {
 			for _, k := range expand(g) {
@@ -612,7 +686,7 @@ func (c *checker) statement(name, where string, st any, when string, got map[gra
 	}
 }
 
-func joinCaps(caps []Capability) string {
+func joinCaps(caps []server.Capability) string {
 	s := make([]string, len(caps))
 	for i, c := range caps {
 		s[i] = string(c)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/deploy"
+	"github.com/sluice-gateway/sluice/pkg/server"
 	"github.com/sluice-gateway/sluice/pkg/store"
 	awsstore "github.com/sluice-gateway/sluice/pkg/store/aws"
 )
@@ -308,7 +309,7 @@ func TestCheckCatchesDrift(t *testing.T) {
 		}, func(fns []deploy.Function) []deploy.Function {
 			return append(fns, deploy.Function{
 				Name: "batch-worker", Queue: deploy.WorkQueueID, Env: deploy.CloudEnv(),
-				Capabilities: []deploy.Capability{deploy.ConfigRead, deploy.MasterKey},
+				Capabilities: []server.Capability{server.ConfigRead, server.MasterKey},
 			})
 		}, []string{"function batch-worker: event Work: queue WorkQueue VisibilityTimeout 900 s, want at least 6 × (Timeout + batching window) = 5400 s"}},
 		{"an SQS event nothing declares", func(d deploy.Template) {

@@ -15,7 +15,7 @@ import (
 )
 
 // DefaultSweepInterval is how often the local process sweeps; the cloud's
-// scheduled sweep runs hourly.
+// scheduled sweep runs hourly (the jobs table of pkg/server).
 const DefaultSweepInterval = 10 * time.Minute
 
 // sweepPage is how many expiry-index entries a sweep reads at a time.
@@ -108,8 +108,9 @@ type SweepResult struct {
 // records of expired files (and of deletes that were interrupted), and the
 // parts of uploads that expired or were cancelled. Reads already treat all of
 // them as gone; the sweep reclaims the storage. The local process runs it
-// every DefaultSweepInterval (SweepEvery); in the cloud a scheduled function
-// calls it. It stops when ctx ends; the next run picks up where it stopped.
+// every DefaultSweepInterval; in the cloud the scheduled files-sweep
+// function calls it (both from the jobs table of pkg/server). It stops when
+// ctx ends; the next run picks up where it stopped.
 func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 	now := s.now()
 	due := sortableTime(now)
@@ -159,24 +160,4 @@ func (s *Service) sweepFile(ctx context.Context, rec store.Record, now time.Time
 		return nil
 	}
 	return s.purgeFile(ctx, f)
-}
-
-// SweepEvery runs Sweep now and then every interval until ctx ends,
-// logging what each run removed.
-func (s *Service) SweepEvery(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		res, err := s.Sweep(ctx)
-		if err != nil && ctx.Err() == nil {
-			slog.WarnContext(ctx, "files: sweep incomplete", "files", res.Files, "uploads", res.Uploads, "failed", res.Failed, "error", err)
-		} else if res.Files+res.Uploads > 0 {
-			slog.InfoContext(ctx, "files: sweep", "files", res.Files, "uploads", res.Uploads)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
