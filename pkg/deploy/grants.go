@@ -78,9 +78,19 @@ var (
 	tableARN      = "${" + TableID + ".Arn}"
 	tableIndexes  = "${" + TableID + ".Arn}/index/*"
 	keyARN        = "${" + KeyID + ".Arn}"
+	bucketARN     = "${" + BucketID + ".Arn}"
 	bucketObjects = func(prefix string) string { return "${" + BucketID + ".Arn}/" + prefix + "*" }
 	viaS3         = map[string]map[string][]string{"StringEquals": {"kms:ViaService": {"s3.${AWS::Region}.amazonaws.com"}}}
 )
+
+// filePatterns are the s3:prefix patterns of file bytes.
+func filePatterns() []string {
+	out := make([]string, len(FilePrefixes))
+	for i, p := range FilePrefixes {
+		out[i] = p + "*"
+	}
+	return out
+}
 
 func fileObjects() []string {
 	out := make([]string, len(FilePrefixes))
@@ -109,8 +119,13 @@ func Grants(c server.Capability) []Grant {
 			Condition: map[string]map[string][]string{"ForAllValues:StringLike": {"dynamodb:LeadingKeys": {"LIMIT#*"}}},
 		}}
 	case server.FilesRead:
+		// Listing (under the file prefixes only) makes S3 answer a missing
+		// object with 404, not the 403 it gives callers that may not list.
 		return []Grant{
 			{Actions: []string{"s3:GetObject"}, Resources: fileObjects()},
+			{Actions: []string{"s3:ListBucket"}, Resources: []string{bucketARN}, Condition: map[string]map[string][]string{
+				"StringLike": {"s3:prefix": filePatterns()},
+			}},
 			{Actions: []string{"kms:Decrypt"}, Resources: []string{keyARN}, Condition: viaS3},
 		}
 	case server.FilesWrite:

@@ -32,6 +32,17 @@ const (
 	MaxTimeout = 900
 )
 
+// TimeoutParameters are the functions whose Timeout is a template
+// parameter (with each streaming route's TimeoutInMillis looked up from it):
+// model calls that stream for as long as a provider answers, where the
+// operator chooses how long a call may run (and be billed).
+var TimeoutParameters = map[string]string{
+	"passthrough-anthropic": "PassthroughTimeout",
+	"passthrough-bedrock":   "PassthroughTimeout",
+	"passthrough-gemini":    "PassthroughTimeout",
+	"passthrough-vertex-ai": "PassthroughTimeout",
+}
+
 // Function is what one Lambda function needs from the deployment.
 type Function struct {
 	// Name is the function's name: its directory under functions/ and its

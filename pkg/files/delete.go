@@ -122,12 +122,19 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 		if err != nil {
 			return res, errors.Join(append(errs, fmt.Errorf("files: sweep: %w", err))...)
 		}
-		for _, rec := range page.Records {
-			if when, _, _ := strings.Cut(rec.GSI2.SK, "#"); when > due {
+		for _, entry := range page.Records {
+			if when, _, _ := strings.Cut(entry.GSI2.SK, "#"); when > due {
 				return res, errors.Join(errs...)
 			}
-			var err error
+			// The index holds keys only (store.GSI2.KeysOnly): read the
+			// record. One that is gone, or expired, needs nothing more.
+			rec, err := s.records.Get(ctx, entry.Key)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
 			switch {
+			case err != nil:
+				err = fmt.Errorf("files: sweep: read %s: %w", entry.Key.PK, err)
 			case strings.HasPrefix(rec.Key.PK, filePrefix):
 				if err = s.sweepFile(ctx, rec, now); err == nil {
 					res.Files++
