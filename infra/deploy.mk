@@ -49,6 +49,6 @@ deploy-guided: ## First deployment: sam build, then sam deploy --guided (asks fo
 	$(SAM) deploy --guided --config-env $(SAM_CONFIG_ENV)
 
 .PHONY: lint-template
-lint-template: ## cfn-lint template.yaml (with the SAM transform)
+lint-template: ## cfn-lint template.yaml (with the SAM transform), informational checks included
 	@command -v $(CFN_LINT) >/dev/null 2>&1 || { echo "cfn-lint is not installed (pip install cfn-lint): make lint-template and make test need it"; exit 1; }
-	$(CFN_LINT) template.yaml
+	$(CFN_LINT) --include-checks I -- template.yaml

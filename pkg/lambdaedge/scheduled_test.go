@@ -12,7 +12,7 @@ import (
 // scheduledEvent is the EventBridge event a scheduled function receives.
 const scheduledEvent = `{"version":"0","id":"5d8a7e2c","detail-type":"Scheduled Event","source":"aws.events","account":"123456789012","time":"2026-01-15T13:00:00Z","region":"us-east-1","resources":["arn:aws:events:us-east-1:123456789012:rule/sweep"],"detail":{}}`
 
-func invocation(t *testing.T, deadline time.Time) context.Context {
+func invocationCtx(t *testing.T, deadline time.Time) context.Context {
 	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "b7a4c1e0-scheduled"})
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	t.Cleanup(cancel)
@@ -28,7 +28,7 @@ func TestScheduledStopsBeforeTheDeadline(t *testing.T) {
 		got, _ = ctx.Deadline()
 		return nil
 	}, 10*time.Second)
-	if _, err := h.Invoke(invocation(t, deadline), []byte(scheduledEvent)); err != nil {
+	if _, err := h.Invoke(invocationCtx(t, deadline), []byte(scheduledEvent)); err != nil {
 		t.Fatal(err)
 	}
 	if want := deadline.Add(-10 * time.Second); !got.Equal(want) {
@@ -43,7 +43,7 @@ func TestScheduledRunOutOfTimeIsNoFailure(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}, time.Second)
-	if _, err := h.Invoke(invocation(t, time.Now().Add(1100*time.Millisecond)), []byte(scheduledEvent)); err != nil {
+	if _, err := h.Invoke(invocationCtx(t, time.Now().Add(1100*time.Millisecond)), []byte(scheduledEvent)); err != nil {
 		t.Errorf("a run stopped at its time limit failed the invocation: %v", err)
 	}
 }
@@ -52,7 +52,7 @@ func TestScheduledRunOutOfTimeIsNoFailure(t *testing.T) {
 // invocation's, so the error alarm sees it.
 func TestScheduledFailureFailsTheInvocation(t *testing.T) {
 	h := ScheduledFunction(func(ctx context.Context) error { return errors.New("3 files could not be removed") }, time.Second)
-	_, err := h.Invoke(invocation(t, time.Now().Add(time.Minute)), []byte(scheduledEvent))
+	_, err := h.Invoke(invocationCtx(t, time.Now().Add(time.Minute)), []byte(scheduledEvent))
 	if err == nil || err.Error() != "3 files could not be removed" {
 		t.Errorf("invocation error %v, want the run's", err)
 	}

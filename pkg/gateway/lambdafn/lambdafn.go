@@ -5,6 +5,7 @@ package lambdafn
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -28,28 +29,45 @@ func Serve(function string) {
 	for _, w := range g.Config.Warnings {
 		slog.Warn(w)
 	}
-	h, err := Handler(g.Services, function)
+	if j, ok := server.LookupJob(function); ok {
+		h, err := JobHandler(g.Services, j)
+		if err != nil {
+			lambdaedge.InitFailed(err)
+		}
+		lambdaedge.Start(h)
+	}
+	h, stream, err := routes(g.Services, function)
 	if err != nil {
 		lambdaedge.InitFailed(err)
 	}
-	lambdaedge.Start(h)
+	lambdaedge.StartHTTP(h, stream)
 }
 
-// Handler is function's Lambda handler over s: its job's (JobHandler), or
-// its routes' — streamed or buffered as the route table says.
+// Handler is function's Lambda handler over s, as Serve runs it, for
+// invoking in process: its job's (JobHandler), or its routes' — streamed or
+// buffered as the route table says.
 func Handler(s *server.Services, function string) (lambda.Handler, error) {
 	if j, ok := server.LookupJob(function); ok {
 		return JobHandler(s, j)
 	}
-	h, err := server.Handler(s, server.Options{Function: function})
-	if err != nil {
-		return nil, err
-	}
-	stream, err := server.Streams(function)
+	h, stream, err := routes(s, function)
 	if err != nil {
 		return nil, err
 	}
 	return lambdaedge.HTTPFunction(h, stream), nil
+}
+
+// routes mounts function's routes over s and says whether they stream.
+func routes(s *server.Services, function string) (http.Handler, bool, error) {
+	h, err := server.Handler(s, server.Options{Function: function})
+	if err != nil {
+		return nil, false, err
+	}
+	stream, err := server.Streams(function)
+	if err != nil {
+		return nil, false, err
+	}
+	return h, stream, nil
 }
 
 // JobHandler is job j's Lambda handler over s. A scheduled job runs once per
