@@ -710,3 +710,43 @@ func renderListOf(v any) []string {
 	}
 	return out
 }
+
+// TestREADMEDocumentsTheDeploy: README's deploy section names every
+// template parameter, the Go version of go.mod, and the tools' facts a
+// first deploy needs.
+func TestREADMEDocumentsTheDeploy(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(readme)
+	for name := range m(load(t)["Parameters"]) {
+		if !strings.Contains(doc, "`"+name+"`") {
+			t.Errorf("README's parameter table does not name %s", name)
+		}
+	}
+	goVersion := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(gomod)
+	if goVersion == nil || !strings.Contains(doc, "Go "+string(goVersion[1])) {
+		t.Errorf("README does not name the Go version of go.mod (%s)", goVersion)
+	}
+	for _, fact := range []string{
+		"SAM CLI 1.158.0",                 // the first with a translator that knows ResponseTransferMode
+		"--use-container",                 // which sam build does without
+		"sam local start-api",             // which cannot serve the streaming routes
+		"make invoke",                     // which can
+		"env.json",                        // for sam local invoke
+		"--no-confirm-changeset",          // for deploys without a person
+		"curl -N",                         // the smoke test
+		"RetainExceptOnCreate",            // what a deleted or failed stack leaves
+		"--force-delete-without-recovery", // re-creating a stage
+		"part_size",                       // uploads over the 6 MB limit
+	} {
+		if !strings.Contains(doc, fact) {
+			t.Errorf("README does not say %q", fact)
+		}
+	}
+}
