@@ -39,6 +39,27 @@ func TestSettingsFromEnv(t *testing.T) {
 	}
 }
 
+// TestMaxFileSizeOnAWS: on the AWS backend a file is at most what one
+// streamed Lambda answer carries (200 MiB with its prelude), unless set.
+func TestMaxFileSizeOnAWS(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want int64
+	}{
+		{map[string]string{"SLUICE_BACKEND": "aws"}, DefaultCloudMaxFileSize},
+		{map[string]string{"SLUICE_BACKEND": "aws", "SLUICE_MAX_FILE_BYTES": "50MB"}, 50e6},
+		{map[string]string{"SLUICE_BACKEND": "local"}, DefaultMaxFileSize},
+	} {
+		s, err := SettingsFromEnv(env(tc.env))
+		if err != nil || s.MaxFileSize != tc.want {
+			t.Errorf("%v: MaxFileSize %d (%v), want %d", tc.env, s.MaxFileSize, err, tc.want)
+		}
+	}
+	if DefaultCloudMaxFileSize+64<<10 > 200<<20 {
+		t.Error("a file of DefaultCloudMaxFileSize and a prelude do not fit in Lambda's 200 MiB streamed answer")
+	}
+}
+
 func TestSettingsFromEnvErrors(t *testing.T) {
 	for name, value := range map[string]string{
 		"SLUICE_BACKEND":             "gcp",

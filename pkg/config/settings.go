@@ -20,6 +20,10 @@ const (
 	DefaultKeyNegativeCacheTTL = 5 * time.Second
 	DefaultJSONBodyLimit       = 10 << 20
 	DefaultMaxFileSize         = 512 << 20
+	// DefaultCloudMaxFileSize is the largest file on the AWS backend: a
+	// Lambda function streams at most 200 MiB, prelude included, so a whole
+	// file's content fits in one streamed answer.
+	DefaultCloudMaxFileSize    = 200_000_000
 	DefaultClaimCheckThreshold = 200 << 10
 	DefaultShutdownTimeout     = 30 * time.Second
 )
@@ -42,7 +46,7 @@ type Settings struct {
 	KeyCacheTTL            time.Duration // SLUICE_KEY_CACHE_TTL
 	KeyNegativeCacheTTL    time.Duration // SLUICE_KEY_NEGATIVE_CACHE_TTL
 	JSONBodyLimit          int64         // SLUICE_MAX_JSON_BODY_BYTES
-	MaxFileSize            int64         // SLUICE_MAX_FILE_BYTES
+	MaxFileSize            int64         // SLUICE_MAX_FILE_BYTES (DefaultCloudMaxFileSize on the AWS backend)
 	BatchCompletionWindows []string      // SLUICE_BATCH_COMPLETION_WINDOWS
 	ClaimCheckThreshold    int64         // SLUICE_CLAIM_CHECK_BYTES
 	ServiceAccountDir      string        // SLUICE_GCS_SERVICE_ACCOUNT_DIR
@@ -71,6 +75,9 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 		ServiceAccountDir:      p.str("SLUICE_GCS_SERVICE_ACCOUNT_DIR", ""),
 		Pprof:                  p.boolean("SLUICE_PPROF"),
 		ShutdownTimeout:        p.duration("SLUICE_SHUTDOWN_TIMEOUT", DefaultShutdownTimeout),
+	}
+	if s.Backend == BackendAWS {
+		s.MaxFileSize = p.bytes("SLUICE_MAX_FILE_BYTES", DefaultCloudMaxFileSize)
 	}
 	if s.ConfigLocation == "" {
 		if _, err := os.Stat(DefaultConfigPath); err == nil {

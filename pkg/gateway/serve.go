@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-gateway/sluice/pkg/files"
 	"github.com/sluice-gateway/sluice/pkg/server"
 )
 
@@ -72,38 +71,35 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 	return nil
 }
 
-// background lists the loops the local process runs beside the server; in
-// the cloud each is a scheduled or queue-triggered function instead.
+// background lists the loops the local process runs beside the server: one
+// per job of the jobs table (in the cloud each is a scheduled or
+// queue-triggered function instead) and, where the backend has no TTL
+// deletion of its own, the purge of expired records.
 func (g *Gateway) background() []func(context.Context) {
-	loops := []func(context.Context){
-		func(ctx context.Context) { g.Services.Files.SweepEvery(ctx, files.DefaultSweepInterval) },
+	var loops []func(context.Context)
+	for _, j := range server.Jobs() {
+		loops = append(loops, func(ctx context.Context) {
+			if err := RunJob(ctx, g.Services, j); err != nil {
+				slog.ErrorContext(ctx, "job not run", "error", err)
+			}
+		})
 	}
 	if purge := g.Backend.PurgeExpired; purge != nil {
-		loops = append(loops, func(ctx context.Context) { every(ctx, purgeInterval, "purge expired records", purge) })
+		loops = append(loops, func(ctx context.Context) {
+			repeat(ctx, purgeInterval, func(ctx context.Context) {
+				if n, err := purge(ctx); err != nil && ctx.Err() == nil {
+					slog.WarnContext(ctx, "purge expired records failed", "error", err)
+				} else if n > 0 {
+					slog.InfoContext(ctx, "purge expired records", "count", n)
+				}
+			})
+		})
 	}
 	return loops
 }
 
 // purgeInterval is how often the local process reclaims expired records.
 const purgeInterval = time.Hour
-
-// every runs job now and then every interval until ctx ends.
-func every(ctx context.Context, interval time.Duration, what string, job func(context.Context) (int, error)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if n, err := job(ctx); err != nil && ctx.Err() == nil {
-			slog.WarnContext(ctx, what+" failed", "error", err)
-		} else if n > 0 {
-			slog.InfoContext(ctx, what, "count", n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
 
 // banner tells a new user where sluice listens and how to authenticate. The
 // generated master key is printed here, once, the only time a secret is shown.

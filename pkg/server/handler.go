@@ -79,9 +79,12 @@ func (s *Services) wrap(rt Route, h HandlerFunc) http.Handler {
 		}
 		if err != nil {
 			if tw.wrote {
-				// The answer has begun (a stream): all that is left is to log.
+				// The answer has begun (a stream): log, and cut it, so that
+				// the client sees a broken answer, not a short one that
+				// looks whole (net/http aborts the connection; the Lambda
+				// edge ends the stream with the Runtime API's error trailers).
 				api.LogLateError(r, err)
-				return
+				panic(http.ErrAbortHandler)
 			}
 			api.WriteError(w, r, err)
 		}
