@@ -271,6 +271,9 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 			return api.TooLarge("The request body (%d bytes) is larger than the passthrough limit of %d bytes.", r.ContentLength, s.opts.MaxBody)
 		}
 		limited = &limitedBody{r: r.Body, left: s.opts.MaxBody}
+		if r.ContentLength > 0 {
+			limited.left, limited.exact = r.ContentLength, true
+		}
 		body, length = limited, r.ContentLength
 	}
 
@@ -583,9 +586,17 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 }
 
 // limitedBody streams a request body and fails once it passes its limit.
+//
+// A body of declared length ends after that many bytes without another read
+// of the client's body. The transport reads it on its own goroutine and,
+// after the declared bytes, once more to see EOF; by then the upstream may
+// have answered, and net/http closes an HTTP/1 request body once the answer
+// begins. That read would fail, and the transport, taking it for a failed
+// upload, would drop the upstream connection in the middle of the answer.
 type limitedBody struct {
 	r        io.ReadCloser
 	left     int64
+	exact    bool // left is the declared length: nothing follows it
 	exceeded bool
 }
 
@@ -593,6 +604,9 @@ var errBodyTooLarge = errors.New("passthrough: request body over the limit")
 
 func (l *limitedBody) Read(p []byte) (int, error) {
 	if l.left <= 0 {
+		if l.exact {
+			return 0, io.EOF
+		}
 		// At the limit: the body is fine only if nothing follows.
 		var one [1]byte
 		n, err := l.r.Read(one[:])

@@ -79,9 +79,12 @@ func (s *Services) wrap(rt Route, h HandlerFunc) http.Handler {
 		}
 		if err != nil {
 			if tw.wrote {
-				// The answer has begun (a stream): all that is left is to log.
+				// The answer has begun (a stream) and cannot become an error
+				// any more: it is cut (the connection closed, or the Lambda
+				// edge's error trailer), so the client sees a broken answer,
+				// never the clean end of a truncated one.
 				api.LogLateError(r, err)
-				return
+				panic(http.ErrAbortHandler)
 			}
 			api.WriteError(w, r, err)
 		}
