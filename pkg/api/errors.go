@@ -120,6 +120,11 @@ func MethodNotAllowed(method, path string) *Error {
 		"Method %s is not allowed on %s.", method, path)
 }
 
+// RequestTimeout is a 408: the request's body did not arrive in time.
+func RequestTimeout(format string, args ...any) *Error {
+	return newError(http.StatusRequestTimeout, TypeInvalidRequest, "request_timeout", "", format, args...)
+}
+
 // Conflict is a 409: the request conflicts with the resource's state.
 func Conflict(format string, args ...any) *Error {
 	return newError(http.StatusConflict, TypeInvalidRequest, "conflict", "", format, args...)

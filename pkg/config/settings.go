@@ -22,6 +22,9 @@ const (
 	DefaultMaxFileSize         = 512 << 20
 	DefaultClaimCheckThreshold = 200 << 10
 	DefaultShutdownTimeout     = 30 * time.Second
+	DefaultBodyIdleTimeout     = 60 * time.Second
+	DefaultBodyMinRate         = 1 << 10
+	DefaultMaxConnections      = 1024
 )
 
 // Backends sluice can run on.
@@ -48,6 +51,9 @@ type Settings struct {
 	ServiceAccountDir      string        // SLUICE_GCS_SERVICE_ACCOUNT_DIR
 	Pprof                  bool          // SLUICE_PPROF
 	ShutdownTimeout        time.Duration // SLUICE_SHUTDOWN_TIMEOUT
+	BodyIdleTimeout        time.Duration // SLUICE_BODY_IDLE_TIMEOUT
+	BodyMinRate            int64         // SLUICE_BODY_MIN_RATE: bytes per second; 0 turns the check off
+	MaxConnections         int           // SLUICE_MAX_CONNECTIONS
 }
 
 // SettingsFromEnv reads the settings through getenv (os.Getenv in main). Every
@@ -71,6 +77,9 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 		ServiceAccountDir:      p.str("SLUICE_GCS_SERVICE_ACCOUNT_DIR", ""),
 		Pprof:                  p.boolean("SLUICE_PPROF"),
 		ShutdownTimeout:        p.duration("SLUICE_SHUTDOWN_TIMEOUT", DefaultShutdownTimeout),
+		BodyIdleTimeout:        p.positiveDuration("SLUICE_BODY_IDLE_TIMEOUT", DefaultBodyIdleTimeout),
+		BodyMinRate:            p.rate("SLUICE_BODY_MIN_RATE", DefaultBodyMinRate),
+		MaxConnections:         p.count("SLUICE_MAX_CONNECTIONS", DefaultMaxConnections),
 	}
 	if s.ConfigLocation == "" {
 		if _, err := os.Stat(DefaultConfigPath); err == nil {
@@ -124,6 +133,42 @@ func (p *envParser) duration(name string, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+func (p *envParser) positiveDuration(name string, def time.Duration) time.Duration {
+	d := p.duration(name, def)
+	if d == 0 {
+		p.fail(name, p.str(name, ""), "a positive duration such as 30s or 5m")
+		return def
+	}
+	return d
+}
+
+// rate reads bytes per second: a size, or 0 for none.
+func (p *envParser) rate(name string, def int64) int64 {
+	v := p.str(name, "")
+	if v == "" {
+		return def
+	}
+	n, err := ParseBytes(v)
+	if err != nil || n < 0 {
+		p.fail(name, v, "bytes per second such as 1KiB, or 0 for none")
+		return def
+	}
+	return n
+}
+
+func (p *envParser) count(name string, def int) int {
+	v := p.str(name, "")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		p.fail(name, v, "a positive whole number")
+		return def
+	}
+	return n
 }
 
 func (p *envParser) bytes(name string, def int64) int64 {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/files"
 	"github.com/sluice-gateway/sluice/pkg/server"
 )
@@ -27,10 +28,19 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 	if g.Settings.Pprof {
 		h = withPprof(h)
 	}
+	idle, maxConns := g.Settings.BodyIdleTimeout, g.Settings.MaxConnections
+	if idle <= 0 {
+		idle = config.DefaultBodyIdleTimeout
+	}
+	if maxConns <= 0 {
+		maxConns = config.DefaultMaxConnections
+	}
+	h = guardBodies(h, idle, g.Settings.BodyMinRate)
 	ln, err := net.Listen("tcp", g.Settings.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", g.Settings.Addr, err)
 	}
+	ln = limitConnections(ln, maxConns)
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
@@ -367,10 +368,19 @@ func (s *Service) authorize(ctx context.Context, up *upstream, out *http.Request
 
 // callError classifies a failure to get an answer's headers.
 func (s *Service) callError(r *http.Request, ctx context.Context, limited *limitedBody, err error) error {
-	var tooLarge *http.MaxBytesError
+	var (
+		tooLarge *http.MaxBytesError
+		bodyErr  *api.Error
+	)
 	switch cause := context.Cause(ctx); {
 	case limited != nil && limited.exceeded, errors.As(err, &tooLarge):
 		return api.TooLarge("The request body is larger than the passthrough limit of %d bytes.", s.opts.MaxBody)
+	case limited != nil && limited.refused.Load() != nil:
+		// The server's own verdict on the client's body (408: too slow),
+		// whether the transport saw it or the cancellation it causes.
+		return limited.refused.Load()
+	case errors.As(err, &bodyErr):
+		return bodyErr
 	case r.Context().Err() != nil:
 		// The client went away; nobody reads an answer.
 		return fmt.Errorf("passthrough: client gone: %w", context.Canceled)
@@ -574,6 +584,10 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	}
 	n, err := b.ReadFrom(io.LimitReader(r.Body, limit+1))
 	if err != nil {
+		var e *api.Error
+		if errors.As(err, &e) {
+			return nil, e // the server's own verdict on the body (408: too slow)
+		}
 		if r.Context().Err() != nil {
 			return nil, fmt.Errorf("passthrough: client gone: %w", context.Canceled)
 		}
@@ -598,6 +612,7 @@ type limitedBody struct {
 	left     int64
 	exact    bool // left is the declared length: nothing follows it
 	exceeded bool
+	refused  atomic.Pointer[api.Error] // the server refused the client's body
 }
 
 var errBodyTooLarge = errors.New("passthrough: request body over the limit")
@@ -621,6 +636,10 @@ func (l *limitedBody) Read(p []byte) (int, error) {
 	}
 	n, err := l.r.Read(p)
 	l.left -= int64(n)
+	var refused *api.Error
+	if errors.As(err, &refused) {
+		l.refused.Store(refused)
+	}
 	return n, err
 }
 
