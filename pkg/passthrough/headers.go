@@ -3,6 +3,7 @@ package passthrough
 import (
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strings"
 )
 
@@ -75,13 +76,32 @@ func outboundHeader(in http.Header) http.Header {
 
 // redirectingHeaders would send the client to the provider's own host, where
 // its SDK would present the credential it holds — its sluice key — to the
-// provider: Gemini's resumable-upload URLs, and an absolute Location. They
-// are not relayed; such a flow fails cleanly instead of leaking the key.
+// provider: Gemini's resumable-upload URLs, and a Location that leaves
+// sluice's origin (leavesOrigin). They are not relayed; such a flow fails
+// cleanly instead of leaking the key.
 var redirectingHeaders = map[string]bool{"X-Goog-Upload-Url": true, "X-Goog-Upload-Control-Url": true}
 
+// leavesOrigin reports whether a Location value could lead the client away
+// from the origin it called, sluice. Only an absolute path cannot: no scheme,
+// no authority ("//host"), no backslash (clients that parse URLs as browsers
+// do read "/\host" as "//host"), no control character, space or non-ASCII
+// byte (which parsers strip, stop at or normalise).
+func leavesOrigin(v string) bool {
+	if !strings.HasPrefix(v, "/") || strings.HasPrefix(v, "//") {
+		return true
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c <= ' ' || c >= 0x7f || c == '\\' {
+			return true
+		}
+	}
+	return false
+}
+
 // copyResponseHeader relays the upstream's headers, minus hop-by-hop ones,
-// the redirecting ones, and the upstream's own X-Request-Id (sluice's request
-// id is the one returned).
+// the redirecting ones, a Location unless every value of it is a path on
+// sluice's origin, and the upstream's own X-Request-Id (sluice's request id
+// is the one returned).
 func copyResponseHeader(dst, src http.Header) {
 	var named map[string]bool
 	for _, v := range src["Connection"] {
@@ -96,7 +116,7 @@ func copyResponseHeader(dst, src http.Header) {
 	}
 	for k, vs := range src {
 		if hopByHop[k] || named[k] || k == "X-Request-Id" || redirectingHeaders[k] ||
-			(k == "Location" && len(vs) > 0 && strings.Contains(vs[0], "://")) {
+			k == "Location" && (len(vs) == 0 || slices.ContainsFunc(vs, leavesOrigin)) {
 			continue
 		}
 		dst[k] = vs
