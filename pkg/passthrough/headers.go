@@ -62,7 +62,7 @@ func outboundHeader(in http.Header) http.Header {
 		// Keys are canonical when they come from net/http; an edge adapter
 		// that fills the map by hand must not slip a credential past us.
 		ck := textproto.CanonicalMIMEHeaderKey(k)
-		if droppedRequestHeaders[ck] || named[ck] || strings.HasPrefix(ck, "X-Amz-") {
+		if dropped(ck, named) {
 			continue
 		}
 		if prev, ok := out[ck]; ok {
@@ -70,6 +70,38 @@ func outboundHeader(in http.Header) http.Header {
 		} else {
 			out[ck] = vs
 		}
+	}
+	return out
+}
+
+// dropped reports whether a request header never goes upstream, under its
+// canonical name or spelled with '_' for '-' (x_api_key): servers and proxies
+// that fold the two (CGI and WSGI environments, nginx with
+// underscores_in_headers) would read it as the header it imitates.
+func dropped(name string, named map[string]bool) bool {
+	for _, k := range []string{name, textproto.CanonicalMIMEHeaderKey(strings.ReplaceAll(name, "_", "-"))} {
+		if droppedRequestHeaders[k] || named[k] || strings.HasPrefix(k, "X-Amz-") {
+			return true
+		}
+	}
+	return false
+}
+
+// injectedSecrets returns the credentials sluice put on an outbound request,
+// read after the client's own were dropped and sluice's injected: the API
+// key, the OAuth2 access token, the SigV4 signature and session token.
+func injectedSecrets(h http.Header) []string {
+	var out []string
+	for _, k := range []string{"X-Api-Key", "X-Goog-Api-Key", "X-Amz-Security-Token"} {
+		if v := h.Get(k); v != "" {
+			out = append(out, v)
+		}
+	}
+	auth := h.Get("Authorization")
+	if tok, ok := strings.CutPrefix(auth, "Bearer "); ok && tok != "" {
+		out = append(out, tok)
+	} else if _, sig, ok := strings.Cut(auth, "Signature="); ok && sig != "" {
+		out = append(out, sig)
 	}
 	return out
 }
@@ -100,9 +132,11 @@ func leavesOrigin(v string) bool {
 
 // copyResponseHeader relays the upstream's headers, minus hop-by-hop ones,
 // the redirecting ones, a Location unless every value of it is a path on
-// sluice's origin, and the upstream's own X-Request-Id (sluice's request id
-// is the one returned).
-func copyResponseHeader(dst, src http.Header) {
+// sluice's origin, the upstream's own X-Request-Id (sluice's request id is
+// the one returned), and any header whose name or value holds one of
+// secrets: an upstream, or a debugging proxy before it, that echoes the
+// request's headers must not hand sluice's credential to the client.
+func copyResponseHeader(dst, src http.Header, secrets []string) {
 	var named map[string]bool
 	for _, v := range src["Connection"] {
 		for f := range strings.SplitSeq(v, ",") {
@@ -116,9 +150,19 @@ func copyResponseHeader(dst, src http.Header) {
 	}
 	for k, vs := range src {
 		if hopByHop[k] || named[k] || k == "X-Request-Id" || redirectingHeaders[k] ||
-			k == "Location" && (len(vs) == 0 || slices.ContainsFunc(vs, leavesOrigin)) {
+			k == "Location" && (len(vs) == 0 || slices.ContainsFunc(vs, leavesOrigin)) || revealsAny(k, vs, secrets) {
 			continue
 		}
 		dst[k] = vs
 	}
+}
+
+// revealsAny reports whether a header's name or values contain a secret.
+func revealsAny(name string, values, secrets []string) bool {
+	for _, secret := range secrets {
+		if strings.Contains(name, secret) || slices.ContainsFunc(values, func(v string) bool { return strings.Contains(v, secret) }) {
+			return true
+		}
+	}
+	return false
 }

@@ -20,7 +20,7 @@ func TestCopyResponseHeaderKeepsClientsOffTheProviderHost(t *testing.T) {
 		"Transfer-Encoding":         {"chunked"},
 	}
 	dst := http.Header{}
-	copyResponseHeader(dst, src)
+	copyResponseHeader(dst, src, nil)
 	for _, k := range []string{"X-Goog-Upload-Url", "X-Goog-Upload-Control-Url", "Location", "X-Request-Id", "X-Private", "Transfer-Encoding", "Connection"} {
 		if _, ok := dst[k]; ok {
 			t.Errorf("%s was relayed", k)
@@ -33,7 +33,7 @@ func TestCopyResponseHeaderKeepsClientsOffTheProviderHost(t *testing.T) {
 	}
 	// A relative Location stays: it points back at sluice.
 	dst = http.Header{}
-	copyResponseHeader(dst, http.Header{"Location": {"/v1beta/files/abc"}})
+	copyResponseHeader(dst, http.Header{"Location": {"/v1beta/files/abc"}}, nil)
 	if dst.Get("Location") != "/v1beta/files/abc" {
 		t.Errorf("relative Location = %q", dst.Get("Location"))
 	}
@@ -65,7 +65,7 @@ func TestNoRedirectLeavesSluice(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := http.Header{}
-			copyResponseHeader(dst, http.Header{"Location": tc.value, "Content-Type": {"text/html"}})
+			copyResponseHeader(dst, http.Header{"Location": tc.value, "Content-Type": {"text/html"}}, nil)
 			if _, kept := dst["Location"]; kept != tc.kept {
 				t.Errorf("Location %q kept = %v, want %v", tc.value, kept, tc.kept)
 			}

@@ -184,6 +184,7 @@ type call struct {
 	start     time.Time
 	first     time.Time
 	counts    counts
+	secrets   []string // the credentials injected: never handed back
 }
 
 func (s *Service) serve(w http.ResponseWriter, r *http.Request, p Provider) error {
@@ -298,6 +299,7 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err := s.authorize(cctx, up, out, buffered); err != nil {
 		return err
 	}
+	c.secrets = injectedSecrets(out.Header)
 
 	// The transport directly: the client would only add redirect handling,
 	// which provider calls never follow, and a copy of every header.
@@ -393,7 +395,7 @@ func (s *Service) callError(r *http.Request, ctx context.Context, limited *limit
 // answer relays the upstream's answer: status and headers, then the body as
 // it arrives, flushed read by read when it streams, through the usage meter.
 func (s *Service) answer(w http.ResponseWriter, r *http.Request, ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, c *call) error {
-	copyResponseHeader(w.Header(), resp.Header)
+	copyResponseHeader(w.Header(), resp.Header, c.secrets)
 	c.status = resp.StatusCode
 	c.counts.addHeaders(resp.Header)
 	mt := mediaType(resp.Header.Get("Content-Type"))
