@@ -41,11 +41,24 @@ func Handler(s *Services, opts Options) (http.Handler, error) {
 			api.WriteError(w, r, api.MethodNotAllowed(r.Method, r.URL.Path))
 		})
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		r = api.StartRequest(w, r)
-		api.WriteError(w, r, api.NotFound("Unknown route: %s %s.", r.Method, r.URL.Path))
-	})
+	for pattern := range methods {
+		// A pattern ending in a {name...} wildcard would have the mux answer
+		// its bare prefix (/anthropic) with a redirect and an HTML body.
+		if i := strings.LastIndex(pattern, "/{"); i > 0 && strings.HasSuffix(pattern, "...}") {
+			prefix := pattern[:i]
+			mux.HandleFunc(prefix, func(w http.ResponseWriter, r *http.Request) {
+				r = api.StartRequest(w, r)
+				api.WriteError(w, r, api.NotFound("Unknown route: %s %s. Name the endpoint after the prefix: %s/….", r.Method, r.URL.Path, prefix))
+			})
+		}
+	}
+	mux.HandleFunc("/", unknownRoute)
 	return rejectUncleanPaths(mux), nil
+}
+
+func unknownRoute(w http.ResponseWriter, r *http.Request) {
+	r = api.StartRequest(w, r)
+	api.WriteError(w, r, api.NotFound("Unknown route: %s %s.", r.Method, r.URL.Path))
 }
 
 // rejectUncleanPaths answers 400 for paths with dot segments or empty
