@@ -198,7 +198,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 			"method", r.Method, "path", r.URL.Path, "error", err)
 	} else if e.Status != http.StatusNotFound && e.Status != http.StatusUnauthorized {
 		slog.InfoContext(ctx, "request refused", "status", e.Status, "code", e.Code,
-			"method", r.Method, "path", r.URL.Path, "message", e.Message)
+			"method", r.Method, "path", r.URL.Path, "reason", e.Message)
 	}
 	if e.RetryAfter > 0 {
 		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)

@@ -110,8 +110,10 @@ func (s *Services) authorize(rt Route, r *http.Request) (*http.Request, error) {
 	if rt.Access == Public {
 		return r, nil
 	}
-	p, err := s.Auth.Authenticate(r.Context(), auth.ExtractKey(r, rt.KeyInQuery))
+	key := auth.ExtractKey(r, rt.KeyInQuery)
+	p, err := s.Auth.Authenticate(r.Context(), key)
 	if err != nil {
+		s.authFailures.record(r, key, err)
 		return r, err
 	}
 	if rt.Access == AdminOnly && !p.Admin {

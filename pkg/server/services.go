@@ -64,6 +64,8 @@ type Services struct {
 	Files *files.Service
 	// Passthrough serves /vertex-ai, /bedrock, /anthropic and /gemini.
 	Passthrough *passthrough.Service
+
+	authFailures *authFailureLog
 }
 
 // NewServices builds the services over deps.
@@ -83,11 +85,12 @@ func NewServices(deps Deps) (*Services, error) {
 		return nil, err
 	}
 	s := &Services{
-		Settings: deps.Settings,
-		Config:   deps.Config,
-		Backend:  deps.Backend,
-		Secrets:  deps.Secrets,
-		Auth:     a,
+		Settings:     deps.Settings,
+		Config:       deps.Config,
+		Backend:      deps.Backend,
+		Secrets:      deps.Secrets,
+		Auth:         a,
+		authFailures: newAuthFailureLog(deps.Now),
 		// Nobody listens until team callbacks exist.
 		Events: logevent.NewEmitter(deps.Backend.Bus, deps.Backend.Blobs, nil, int(deps.Settings.ClaimCheckThreshold)),
 		Files: files.NewService(deps.Backend.Records, deps.Backend.Blobs, files.Options{
