@@ -36,9 +36,26 @@ func TestSettingsFromEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.Addr != "127.0.0.1:9" || s.Backend != BackendAWS || s.KeyCacheTTL != 2*time.Second ||
-		s.JSONBodyLimit != 1<<20 || strings.Join(s.BatchCompletionWindows, "|") != "24h|48h" || !s.Pprof || s.LogFormat != "json" ||
+		s.JSONBodyLimit != 1<<20 || strings.Join(s.BatchCompletionWindows, "|") != "24h|48h" || s.Pprof != DefaultPprofAddr || s.LogFormat != "json" ||
 		s.BodyIdleTimeout != 90*time.Second || s.BodyMinRate != 0 || s.MaxConnections != 64 {
 		t.Errorf("settings = %+v", s)
+	}
+}
+
+func TestPprofIsOnALoopbackAddress(t *testing.T) {
+	for value, want := range map[string]string{
+		"": "", "false": "", "0": "", "true": DefaultPprofAddr, "1": DefaultPprofAddr,
+		"127.0.0.1:7070": "127.0.0.1:7070", "[::1]:7070": "[::1]:7070", "localhost:7070": "localhost:7070",
+	} {
+		s, err := SettingsFromEnv(env(map[string]string{"SLUICE_PPROF": value}))
+		if err != nil || s.Pprof != want {
+			t.Errorf("SLUICE_PPROF=%q: %q, %v; want %q", value, s.Pprof, err, want)
+		}
+	}
+	for _, value := range []string{"0.0.0.0:6060", ":6060", "10.0.0.5:6060", "example.com:6060", "127.0.0.1"} {
+		if _, err := SettingsFromEnv(env(map[string]string{"SLUICE_PPROF": value})); err == nil {
+			t.Errorf("SLUICE_PPROF=%q accepted: pprof must stay on loopback", value)
+		}
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -24,9 +23,6 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 	h, err := server.Handler(g.Services, server.Options{})
 	if err != nil {
 		return err
-	}
-	if g.Settings.Pprof {
-		h = withPprof(h)
 	}
 	idle, maxConns := g.Settings.BodyIdleTimeout, g.Settings.MaxConnections
 	if idle <= 0 {
@@ -49,6 +45,14 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 	}
 	g.banner(out, "http://"+ln.Addr().String())
+	if addr := g.Settings.Pprof; addr != "" {
+		stop, err := servePprof(addr, out)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stop()
+	}
 	for _, w := range g.Config.Warnings {
 		slog.Warn(w)
 	}
@@ -126,15 +130,4 @@ func (g *Gateway) banner(out io.Writer, url string) {
 	default:
 		fmt.Fprintf(out, "master key: from %s\n", g.MasterKeySource)
 	}
-}
-
-func withPprof(next http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.Handle("/", next)
-	return mux
 }

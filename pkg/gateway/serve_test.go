@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +99,30 @@ func TestStalledPassthroughBodyTimesOut(t *testing.T) {
 	resp, body := x.answer()
 	if resp.StatusCode != http.StatusRequestTimeout || *errorOf(t, body).Code != "request_timeout" {
 		t.Errorf("stalled passthrough body: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestPprofHasItsOwnLoopbackAddress: with SLUICE_PPROF, the profiles are on
+// their own listener, and the API's port knows nothing of them.
+func TestPprofHasItsOwnLoopbackAddress(t *testing.T) {
+	env := map[string]string{"SLUICE_DATA_DIR": t.TempDir(), "SLUICE_ADDR": "127.0.0.1:0", "SLUICE_MASTER_KEY": "sk-m", "SLUICE_PPROF": "127.0.0.1:0"}
+	g, err := Open(t.Context(), func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	api, out, stop := serve(t, g)
+	defer stop()
+	m := regexp.MustCompile(`pprof: (http://127\.0\.0\.1:\d+)/debug/pprof/`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no pprof address in %q", out.String())
+	}
+	if code := get(t, m[1]+"/debug/pprof/cmdline", ""); code != 200 {
+		t.Errorf("pprof on its own address: %d", code)
+	}
+	for _, key := range []string{"", "sk-m"} {
+		if code := get(t, api+"/debug/pprof/cmdline", key); code != 404 {
+			t.Errorf("pprof on the API port (key %q): %d, want 404", key, code)
+		}
 	}
 }
