@@ -85,12 +85,11 @@ func NewServices(deps Deps) (*Services, error) {
 		return nil, err
 	}
 	s := &Services{
-		Settings:     deps.Settings,
-		Config:       deps.Config,
-		Backend:      deps.Backend,
-		Secrets:      deps.Secrets,
-		Auth:         a,
-		authFailures: newAuthFailureLog(deps.Now),
+		Settings: deps.Settings,
+		Config:   deps.Config,
+		Backend:  deps.Backend,
+		Secrets:  deps.Secrets,
+		Auth:     a,
 		// Nobody listens until team callbacks exist.
 		Events: logevent.NewEmitter(deps.Backend.Bus, deps.Backend.Blobs, nil, int(deps.Settings.ClaimCheckThreshold)),
 		Files: files.NewService(deps.Backend.Records, deps.Backend.Blobs, files.Options{
@@ -98,6 +97,7 @@ func NewServices(deps Deps) (*Services, error) {
 			JSONLimit: deps.Settings.JSONBodyLimit, Now: deps.Now,
 		}),
 	}
+	s.authFailures = newAuthFailureLog(deps.Now)
 	if deps.Getenv == nil {
 		deps.Getenv = os.Getenv
 	}
