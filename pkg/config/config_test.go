@@ -19,7 +19,8 @@ func TestSettingsFromEnvDefaults(t *testing.T) {
 	}
 	if s.Addr != DefaultAddr || s.DataDir != DefaultDataDir || s.Backend != BackendLocal ||
 		s.KeyCacheTTL != DefaultKeyCacheTTL || s.JSONBodyLimit != DefaultJSONBodyLimit ||
-		s.MaxFileSize != DefaultMaxFileSize || len(s.BatchCompletionWindows) != 1 || s.LogFormat != "auto" {
+		s.MaxFileSize != DefaultMaxFileSize || len(s.BatchCompletionWindows) != 1 || s.LogFormat != "auto" ||
+		s.BodyIdleTimeout != DefaultBodyIdleTimeout || s.BodyMinRate != DefaultBodyMinRate || s.MaxConnections != DefaultMaxConnections {
 		t.Errorf("defaults = %+v", s)
 	}
 }
@@ -29,12 +30,14 @@ func TestSettingsFromEnv(t *testing.T) {
 		"SLUICE_ADDR": "127.0.0.1:9", "SLUICE_BACKEND": "AWS", "SLUICE_KEY_CACHE_TTL": "2s",
 		"SLUICE_MAX_JSON_BODY_BYTES": "1MiB", "SLUICE_BATCH_COMPLETION_WINDOWS": "24h, 48h",
 		"SLUICE_PPROF": "true", "SLUICE_LOG_FORMAT": "json",
+		"SLUICE_BODY_IDLE_TIMEOUT": "90s", "SLUICE_BODY_MIN_RATE": "0", "SLUICE_MAX_CONNECTIONS": "64",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Addr != "127.0.0.1:9" || s.Backend != BackendAWS || s.KeyCacheTTL != 2*time.Second ||
-		s.JSONBodyLimit != 1<<20 || strings.Join(s.BatchCompletionWindows, "|") != "24h|48h" || !s.Pprof || s.LogFormat != "json" {
+		s.JSONBodyLimit != 1<<20 || strings.Join(s.BatchCompletionWindows, "|") != "24h|48h" || s.Pprof != DefaultPprofAddr || s.LogFormat != "json" ||
+		s.BodyIdleTimeout != 90*time.Second || s.BodyMinRate != 0 || s.MaxConnections != 64 {
 		t.Errorf("settings = %+v", s)
 	}
 }
@@ -60,6 +63,23 @@ func TestMaxFileSizeOnAWS(t *testing.T) {
 	}
 }
 
+func TestPprofIsOnALoopbackAddress(t *testing.T) {
+	for value, want := range map[string]string{
+		"": "", "false": "", "0": "", "true": DefaultPprofAddr, "1": DefaultPprofAddr,
+		"127.0.0.1:7070": "127.0.0.1:7070", "[::1]:7070": "[::1]:7070", "localhost:7070": "localhost:7070",
+	} {
+		s, err := SettingsFromEnv(env(map[string]string{"SLUICE_PPROF": value}))
+		if err != nil || s.Pprof != want {
+			t.Errorf("SLUICE_PPROF=%q: %q, %v; want %q", value, s.Pprof, err, want)
+		}
+	}
+	for _, value := range []string{"0.0.0.0:6060", ":6060", "10.0.0.5:6060", "example.com:6060", "127.0.0.1"} {
+		if _, err := SettingsFromEnv(env(map[string]string{"SLUICE_PPROF": value})); err == nil {
+			t.Errorf("SLUICE_PPROF=%q accepted: pprof must stay on loopback", value)
+		}
+	}
+}
+
 func TestSettingsFromEnvErrors(t *testing.T) {
 	for name, value := range map[string]string{
 		"SLUICE_BACKEND":             "gcp",
@@ -68,6 +88,9 @@ func TestSettingsFromEnvErrors(t *testing.T) {
 		"SLUICE_PPROF":               "maybe",
 		"SLUICE_LOG_FORMAT":          "xml",
 		"SLUICE_MAX_JSON_BODY_BYTES": "10XB",
+		"SLUICE_BODY_IDLE_TIMEOUT":   "0s",
+		"SLUICE_BODY_MIN_RATE":       "fast",
+		"SLUICE_MAX_CONNECTIONS":     "0",
 	} {
 		_, err := SettingsFromEnv(env(map[string]string{name: value}))
 		if err == nil || !strings.Contains(err.Error(), name) {

@@ -8,10 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"sync"
 	"time"
 
+	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/server"
 )
 
@@ -23,13 +23,19 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if g.Settings.Pprof {
-		h = withPprof(h)
+	idle, maxConns := g.Settings.BodyIdleTimeout, g.Settings.MaxConnections
+	if idle <= 0 {
+		idle = config.DefaultBodyIdleTimeout
 	}
+	if maxConns <= 0 {
+		maxConns = config.DefaultMaxConnections
+	}
+	h = guardBodies(h, idle, g.Settings.BodyMinRate)
 	ln, err := net.Listen("tcp", g.Settings.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", g.Settings.Addr, err)
 	}
+	ln = limitConnections(ln, maxConns)
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -38,6 +44,14 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 	}
 	g.banner(out, "http://"+ln.Addr().String())
+	if addr := g.Settings.Pprof; addr != "" {
+		stop, err := servePprof(addr, out)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stop()
+	}
 	for _, w := range g.Config.Warnings {
 		slog.Warn(w)
 	}
@@ -112,15 +126,4 @@ func (g *Gateway) banner(out io.Writer, url string) {
 	default:
 		fmt.Fprintf(out, "master key: from %s\n", g.MasterKeySource)
 	}
-}
-
-func withPprof(next http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.Handle("/", next)
-	return mux
 }

@@ -87,8 +87,9 @@ func (b *eventBus) last(t testing.TB) logevent.Event {
 
 // harness is a passthrough service mounted on a test server the way
 // pkg/server mounts it: request id, a principal in the context, and errors
-// rendered by api.WriteError unless the answer has begun. It does not wrap
-// the handler in the server's path checks: the service's own are tested.
+// rendered by api.WriteError, or the answer cut (http.ErrAbortHandler) when
+// it has begun. It does not wrap the handler in the server's path checks:
+// the service's own are tested.
 type harness struct {
 	svc    *Service
 	limits *fakeLimits
@@ -96,6 +97,8 @@ type harness struct {
 	srv    *httptest.Server
 	// principal is who requests act as (default: a team key with no limits).
 	principal atomic.Pointer[auth.Principal]
+	// wrapBody, when set, wraps each request's body before the service sees it.
+	wrapBody func(io.ReadCloser) io.ReadCloser
 }
 
 func teamPrincipal(models ...string) auth.Principal {
@@ -145,8 +148,14 @@ func (h *harness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, r, api.NotFound("no such prefix"))
 		return
 	}
+	if h.wrapBody != nil {
+		r.Body = h.wrapBody(r.Body)
+	}
 	tw := &startedWriter{ResponseWriter: w}
-	if err := h.svc.Handler(p)(tw, r); err != nil && !tw.started {
+	if err := h.svc.Handler(p)(tw, r); err != nil {
+		if tw.started {
+			panic(http.ErrAbortHandler)
+		}
 		api.WriteError(w, r, err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
@@ -183,6 +184,7 @@ type call struct {
 	start     time.Time
 	first     time.Time
 	counts    counts
+	secrets   []string // the credentials injected: never handed back
 }
 
 func (s *Service) serve(w http.ResponseWriter, r *http.Request, p Provider) error {
@@ -271,6 +273,9 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 			return api.TooLarge("The request body (%d bytes) is larger than the passthrough limit of %d bytes.", r.ContentLength, s.opts.MaxBody)
 		}
 		limited = &limitedBody{r: r.Body, left: s.opts.MaxBody}
+		if r.ContentLength > 0 {
+			limited.left, limited.exact = r.ContentLength, true
+		}
 		body, length = limited, r.ContentLength
 	}
 
@@ -294,6 +299,7 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err := s.authorize(cctx, up, out, buffered); err != nil {
 		return err
 	}
+	c.secrets = injectedSecrets(out.Header)
 
 	// The transport directly: the client would only add redirect handling,
 	// which provider calls never follow, and a copy of every header.
@@ -364,10 +370,19 @@ func (s *Service) authorize(ctx context.Context, up *upstream, out *http.Request
 
 // callError classifies a failure to get an answer's headers.
 func (s *Service) callError(r *http.Request, ctx context.Context, limited *limitedBody, err error) error {
-	var tooLarge *http.MaxBytesError
+	var (
+		tooLarge *http.MaxBytesError
+		bodyErr  *api.Error
+	)
 	switch cause := context.Cause(ctx); {
 	case limited != nil && limited.exceeded, errors.As(err, &tooLarge):
 		return api.TooLarge("The request body is larger than the passthrough limit of %d bytes.", s.opts.MaxBody)
+	case limited != nil && limited.refused.Load() != nil:
+		// The server's own verdict on the client's body (408: too slow),
+		// whether the transport saw it or the cancellation it causes.
+		return limited.refused.Load()
+	case errors.As(err, &bodyErr):
+		return bodyErr
 	case r.Context().Err() != nil:
 		// The client went away; nobody reads an answer.
 		return fmt.Errorf("passthrough: client gone: %w", context.Canceled)
@@ -380,7 +395,7 @@ func (s *Service) callError(r *http.Request, ctx context.Context, limited *limit
 // answer relays the upstream's answer: status and headers, then the body as
 // it arrives, flushed read by read when it streams, through the usage meter.
 func (s *Service) answer(w http.ResponseWriter, r *http.Request, ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, c *call) error {
-	copyResponseHeader(w.Header(), resp.Header)
+	copyResponseHeader(w.Header(), resp.Header, c.secrets)
 	c.status = resp.StatusCode
 	c.counts.addHeaders(resp.Header)
 	mt := mediaType(resp.Header.Get("Content-Type"))
@@ -571,6 +586,10 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	}
 	n, err := b.ReadFrom(io.LimitReader(r.Body, limit+1))
 	if err != nil {
+		var e *api.Error
+		if errors.As(err, &e) {
+			return nil, e // the server's own verdict on the body (408: too slow)
+		}
 		if r.Context().Err() != nil {
 			return nil, fmt.Errorf("passthrough: client gone: %w", context.Canceled)
 		}
@@ -583,16 +602,28 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 }
 
 // limitedBody streams a request body and fails once it passes its limit.
+//
+// A body of declared length ends after that many bytes without another read
+// of the client's body. The transport reads it on its own goroutine and,
+// after the declared bytes, once more to see EOF; by then the upstream may
+// have answered, and net/http closes an HTTP/1 request body once the answer
+// begins. That read would fail, and the transport, taking it for a failed
+// upload, would drop the upstream connection in the middle of the answer.
 type limitedBody struct {
 	r        io.ReadCloser
 	left     int64
+	exact    bool // left is the declared length: nothing follows it
 	exceeded bool
+	refused  atomic.Pointer[api.Error] // the server refused the client's body
 }
 
 var errBodyTooLarge = errors.New("passthrough: request body over the limit")
 
 func (l *limitedBody) Read(p []byte) (int, error) {
 	if l.left <= 0 {
+		if l.exact {
+			return 0, io.EOF
+		}
 		// At the limit: the body is fine only if nothing follows.
 		var one [1]byte
 		n, err := l.r.Read(one[:])
@@ -607,6 +638,10 @@ func (l *limitedBody) Read(p []byte) (int, error) {
 	}
 	n, err := l.r.Read(p)
 	l.left -= int64(n)
+	var refused *api.Error
+	if errors.As(err, &refused) {
+		l.refused.Store(refused)
+	}
 	return n, err
 }
 

@@ -64,6 +64,8 @@ type Services struct {
 	Files *files.Service
 	// Passthrough serves /vertex-ai, /bedrock, /anthropic and /gemini.
 	Passthrough *passthrough.Service
+
+	authFailures *authFailureLog
 }
 
 // NewServices builds the services over deps.
@@ -94,6 +96,7 @@ func NewServices(deps Deps) (*Services, error) {
 			MaxFileSize: deps.Settings.MaxFileSize, MaxLineBytes: int(deps.Settings.JSONBodyLimit), Now: deps.Now,
 		}),
 	}
+	s.authFailures = newAuthFailureLog(deps.Now)
 	if deps.Getenv == nil {
 		deps.Getenv = os.Getenv
 	}
