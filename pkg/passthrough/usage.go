@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 )
 
 // Usage is the token usage an answer reported.
@@ -459,40 +461,17 @@ func decodeAfterKey(data, k []byte, v any, last bool) bool {
 }
 
 // valueEnd returns the length of the JSON object or string at the start of
-// data, or 0 when data does not hold a whole one. It only matches brackets
-// and skips strings; json.Unmarshal validates the rest.
+// data, or 0 when data does not hold a whole one. json.Unmarshal validates
+// what it spans.
 func valueEnd(data []byte) int {
 	if len(data) == 0 || data[0] != '{' && data[0] != '"' {
 		return 0
 	}
-	depth, inString := 0, false
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth == 0 {
-				return i + 1
-			}
-		}
+	n, err := jsonscan.ValueEnd(data, 0)
+	if err != nil {
+		return 0
 	}
-	return 0
+	return n
 }
 
 // eventStreamMeter reads an AWS event stream (Bedrock ConverseStream and

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 )
@@ -297,12 +298,12 @@ func (e *endpoint) embedTitan(ctx context.Context, req *models.EmbeddingRequest,
 // present, the token count.
 func parseTitan(body []byte) (vec json.RawMessage, tokens int64, known bool, err error) {
 	var byType []byte
-	err = embedbatch.Members(body, func(key string, v []byte) error {
-		switch key {
+	err = jsonscan.Members(body, func(key, v []byte) error {
+		switch string(key) {
 		case "embedding":
 			vec = v
 		case "inputTextTokenCount":
-			tokens, known = embedbatch.Count(v)
+			tokens, known = jsonscan.Count(v)
 		case "embeddingsByType":
 			byType = v
 		}
@@ -311,9 +312,9 @@ func parseTitan(body []byte) (vec json.RawMessage, tokens int64, known bool, err
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("titan answer: %w", err)
 	}
-	if embedbatch.Null(vec) && !embedbatch.Null(byType) {
-		err := embedbatch.Members(byType, func(key string, v []byte) error {
-			if key == "float" {
+	if jsonscan.Null(vec) && !jsonscan.Null(byType) {
+		err := jsonscan.Members(byType, func(key, v []byte) error {
+			if string(key) == "float" {
 				vec = v
 			}
 			return nil
@@ -322,7 +323,7 @@ func parseTitan(body []byte) (vec json.RawMessage, tokens int64, known bool, err
 			return nil, 0, false, fmt.Errorf("titan embeddingsByType: %w", err)
 		}
 	}
-	if embedbatch.Null(vec) {
+	if jsonscan.Null(vec) {
 		return nil, 0, false, errors.New("titan answer has no embedding")
 	}
 	if !known {
@@ -387,8 +388,8 @@ func (e *endpoint) embedCohere(ctx context.Context, req *models.EmbeddingRequest
 // an object of lists by type ("embeddings_by_type") whose float list is used.
 func parseCohere(body []byte) ([]json.RawMessage, error) {
 	var list []byte
-	err := embedbatch.Members(body, func(key string, v []byte) error {
-		if key == "embeddings" {
+	err := jsonscan.Members(body, func(key, v []byte) error {
+		if string(key) == "embeddings" {
 			list = v
 		}
 		return nil
@@ -396,11 +397,11 @@ func parseCohere(body []byte) ([]json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cohere answer: %w", err)
 	}
-	if !embedbatch.Null(list) && list[0] == '{' {
+	if !jsonscan.Null(list) && list[0] == '{' {
 		byType := list
 		list = nil
-		if err := embedbatch.Members(byType, func(key string, v []byte) error {
-			if key == "float" {
+		if err := jsonscan.Members(byType, func(key, v []byte) error {
+			if string(key) == "float" {
 				list = v
 			}
 			return nil
@@ -408,11 +409,11 @@ func parseCohere(body []byte) ([]json.RawMessage, error) {
 			return nil, fmt.Errorf("cohere embeddings: %w", err)
 		}
 	}
-	if embedbatch.Null(list) {
+	if jsonscan.Null(list) {
 		return nil, errors.New("cohere answer has no float embeddings")
 	}
 	var vecs []json.RawMessage
-	if err := embedbatch.Elements(list, func(v []byte) error {
+	if err := jsonscan.Elements(list, func(v []byte) error {
 		vecs = append(vecs, v)
 		return nil
 	}); err != nil {

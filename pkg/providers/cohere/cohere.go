@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 )
@@ -56,7 +57,7 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if err != nil {
 		return nil, fmt.Errorf("cohere: resolve api_key: %w", err)
 	}
-	if key == "" {
+	if string(key) == "" {
 		return nil, api.Unavailable("Model '%s' has no api_key configured for provider cohere: set litellm_params.api_key, or COHERE_API_KEY.", d.ModelName)
 	}
 	base, err := resolve.Setting(ctx, d.Params.APIBase, p.getenv, "COHERE_API_BASE")
@@ -174,16 +175,16 @@ func (e *endpoint) post(ctx context.Context, v embedRequest) (*embedbatch.Respon
 func ParseEmbed(body []byte) (embedbatch.Result, error) {
 	var embeddings, meta, list, billed []byte
 	var res embedbatch.Result
-	pick := func(want string, dst *[]byte) func(string, []byte) error {
-		return func(key string, v []byte) error {
-			if key == want {
+	pick := func(want string, dst *[]byte) func([]byte, []byte) error {
+		return func(key, v []byte) error {
+			if string(key) == want {
 				*dst = v
 			}
 			return nil
 		}
 	}
-	if err := embedbatch.Members(body, func(key string, v []byte) error {
-		switch key {
+	if err := jsonscan.Members(body, func(key, v []byte) error {
+		switch string(key) {
 		case "embeddings":
 			embeddings = v
 		case "meta":
@@ -193,24 +194,24 @@ func ParseEmbed(body []byte) (embedbatch.Result, error) {
 	}); err != nil {
 		return res, fmt.Errorf("embed answer: %w", err)
 	}
-	if !embedbatch.Null(embeddings) {
-		if err := embedbatch.Members(embeddings, pick("float", &list)); err != nil {
+	if !jsonscan.Null(embeddings) {
+		if err := jsonscan.Members(embeddings, pick("float", &list)); err != nil {
 			return res, fmt.Errorf("embed answer embeddings: %w", err)
 		}
 	}
-	if embedbatch.Null(list) {
+	if jsonscan.Null(list) {
 		return res, errors.New("embed answer has no embeddings.float")
 	}
-	if err := embedbatch.Elements(list, func(v []byte) error {
+	if err := jsonscan.Elements(list, func(v []byte) error {
 		res.Vectors = append(res.Vectors, v)
 		return nil
 	}); err != nil {
 		return res, fmt.Errorf("embed answer embeddings.float: %w", err)
 	}
-	if !embedbatch.Null(meta) && embedbatch.Members(meta, pick("billed_units", &billed)) == nil && !embedbatch.Null(billed) {
+	if !jsonscan.Null(meta) && jsonscan.Members(meta, pick("billed_units", &billed)) == nil && !jsonscan.Null(billed) {
 		var tokens []byte
-		if embedbatch.Members(billed, pick("input_tokens", &tokens)) == nil {
-			res.Tokens, res.TokensKnown = embedbatch.Count(tokens)
+		if jsonscan.Members(billed, pick("input_tokens", &tokens)) == nil {
+			res.Tokens, res.TokensKnown = jsonscan.Count(tokens)
 		}
 	}
 	return res, nil

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
 )
@@ -455,7 +456,7 @@ func FuzzAppendVector(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var want []float64
 		jsonErr := json.Unmarshal(raw, &want)
-		fits := jsonErr == nil && len(want) > 0 && raw[skipSpace(raw, 0)] == '['
+		fits := jsonErr == nil && len(want) > 0 && raw[jsonscan.SkipSpace(raw, 0)] == '['
 		for _, w := range want {
 			if math.Abs(w) > math.MaxFloat32 {
 				fits = false

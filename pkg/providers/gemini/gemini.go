@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 )
@@ -169,29 +170,29 @@ func (e *endpoint) post(ctx context.Context, v batchRequest) (*embedbatch.Respon
 // …]}, one per request, in order.
 func ParseBatch(body []byte) ([]json.RawMessage, error) {
 	var list []byte
-	if err := embedbatch.Members(body, func(key string, v []byte) error {
-		if key == "embeddings" {
+	if err := jsonscan.Members(body, func(key, v []byte) error {
+		if string(key) == "embeddings" {
 			list = v
 		}
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("batchEmbedContents answer: %w", err)
 	}
-	if embedbatch.Null(list) {
+	if jsonscan.Null(list) {
 		return nil, errors.New("batchEmbedContents answer has no embeddings")
 	}
 	var vecs []json.RawMessage
-	err := embedbatch.Elements(list, func(e []byte) error {
+	err := jsonscan.Elements(list, func(e []byte) error {
 		var values []byte
-		if err := embedbatch.Members(e, func(key string, v []byte) error {
-			if key == "values" {
+		if err := jsonscan.Members(e, func(key, v []byte) error {
+			if string(key) == "values" {
 				values = v
 			}
 			return nil
 		}); err != nil {
 			return fmt.Errorf("embedding %d: %w", len(vecs), err)
 		}
-		if embedbatch.Null(values) {
+		if jsonscan.Null(values) {
 			return fmt.Errorf("embedding %d has no values", len(vecs))
 		}
 		vecs = append(vecs, values)

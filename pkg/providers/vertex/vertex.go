@@ -24,6 +24,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 	"github.com/sluice-gateway/sluice/pkg/providers/google"
@@ -260,32 +261,32 @@ func (e *endpoint) predict(ctx context.Context, v predictRequest) (*embedbatch.R
 // token_count; it is known only when every prediction has one.
 func ParsePredictions(body []byte) (embedbatch.Result, error) {
 	var preds []byte
-	if err := embedbatch.Members(body, func(key string, v []byte) error {
-		if key == "predictions" {
+	if err := jsonscan.Members(body, func(key, v []byte) error {
+		if string(key) == "predictions" {
 			preds = v
 		}
 		return nil
 	}); err != nil {
 		return embedbatch.Result{}, fmt.Errorf("predict answer: %w", err)
 	}
-	if embedbatch.Null(preds) {
+	if jsonscan.Null(preds) {
 		return embedbatch.Result{}, errors.New("predict answer has no predictions")
 	}
 	res := embedbatch.Result{TokensKnown: true}
-	err := embedbatch.Elements(preds, func(p []byte) error {
+	err := jsonscan.Elements(preds, func(p []byte) error {
 		i := len(res.Vectors)
 		var emb, values, stats []byte
-		if err := embedbatch.Members(p, func(key string, v []byte) error {
-			if key == "embeddings" {
+		if err := jsonscan.Members(p, func(key, v []byte) error {
+			if string(key) == "embeddings" {
 				emb = v
 			}
 			return nil
 		}); err != nil {
 			return fmt.Errorf("prediction %d: %w", i, err)
 		}
-		if !embedbatch.Null(emb) {
-			if err := embedbatch.Members(emb, func(key string, v []byte) error {
-				switch key {
+		if !jsonscan.Null(emb) {
+			if err := jsonscan.Members(emb, func(key, v []byte) error {
+				switch string(key) {
 				case "values":
 					values = v
 				case "statistics":
@@ -296,7 +297,7 @@ func ParsePredictions(body []byte) (embedbatch.Result, error) {
 				return fmt.Errorf("prediction %d: %w", i, err)
 			}
 		}
-		if embedbatch.Null(values) {
+		if jsonscan.Null(values) {
 			return fmt.Errorf("prediction %d has no embeddings.values", i)
 		}
 		res.Vectors = append(res.Vectors, values)
@@ -304,10 +305,10 @@ func ParsePredictions(body []byte) (embedbatch.Result, error) {
 			tokens int64
 			known  bool
 		)
-		if !embedbatch.Null(stats) {
-			if err := embedbatch.Members(stats, func(key string, v []byte) error {
-				if key == "token_count" {
-					tokens, known = embedbatch.Count(v)
+		if !jsonscan.Null(stats) {
+			if err := jsonscan.Members(stats, func(key, v []byte) error {
+				if string(key) == "token_count" {
+					tokens, known = jsonscan.Count(v)
 				}
 				return nil
 			}); err != nil {
