@@ -342,11 +342,14 @@ func (f *flatArrays) end(doc []byte, i int) int {
 		return 0
 	}
 	inner := doc[i+1 : i+1+k]
-	last := max(bytes.LastIndexByte(inner, '['), bytes.LastIndexByte(inner, '{'),
-		bytes.LastIndexByte(inner, '"'), bytes.LastIndexByte(inner, '}'))
-	if last < 0 {
+	// Forward searches are vectorised, backward ones are not: ask first
+	// whether anything structural is there at all (the hot case: no).
+	if bytes.IndexByte(inner, '[') < 0 && bytes.IndexByte(inner, '{') < 0 &&
+		bytes.IndexByte(inner, '"') < 0 && bytes.IndexByte(inner, '}') < 0 {
 		return i + 2 + k
 	}
+	last := max(bytes.LastIndexByte(inner, '['), bytes.LastIndexByte(inner, '{'),
+		bytes.LastIndexByte(inner, '"'), bytes.LastIndexByte(inner, '}'))
 	f.close, f.last = i+1+k, i+1+last
 	return 0
 }
