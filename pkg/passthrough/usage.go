@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
+	"github.com/sluice-gateway/sluice/pkg/sse"
 )
 
 // Usage is the token usage an answer reported.
@@ -234,7 +235,7 @@ func mediaType(ct string) string {
 func newMeter(mt string, contentLength int64, failed bool) meter {
 	switch {
 	case mt == contentSSE:
-		return &sseMeter{}
+		return newSSEMeter()
 	case mt == contentEventStream:
 		return &eventStreamMeter{dec: eventstream.NewDecoder()}
 	case mt == contentJSON || strings.HasSuffix(mt, "+json"):
@@ -253,13 +254,13 @@ func (nopMeter) observe([]byte) {}
 func (nopMeter) finish(*counts) {}
 
 // sseMeter reads server-sent events (Anthropic, and Gemini / Vertex AI with
-// alt=sse). It keeps only the last data line of each kind that can carry
-// usage and parses those at the end: providers' counts are cumulative, so the
-// last of each kind is enough, and no line is parsed twice.
+// alt=sse) with an sse.Parser. It keeps only the last event data of each
+// kind that can carry usage and parses those at the end: providers' counts
+// are cumulative, so the last of each kind is enough, and no event is parsed
+// twice. An event over maxSSELine is not inspected.
 type sseMeter struct {
-	line     []byte
-	overflow bool
-	keep     [sseKinds][]byte
+	parser *sse.Parser
+	keep   [sseKinds][]byte
 }
 
 const (
@@ -275,45 +276,18 @@ var (
 	quotedStart    = []byte(`"message_start"`)
 	quotedError    = []byte(`"error"`)
 	quotedMetadata = []byte(`Metadata"`)
-	dataPrefix     = []byte("data:")
 )
 
-func (m *sseMeter) observe(p []byte) {
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			m.partial(p)
-			return
-		}
-		if len(m.line) == 0 && !m.overflow {
-			m.classify(p[:i]) // the common case: the whole line is in this read
-		} else {
-			m.partial(p[:i])
-			if !m.overflow {
-				m.classify(m.line)
-			}
-		}
-		m.line, m.overflow = m.line[:0], false
-		p = p[i+1:]
-	}
+func newSSEMeter() *sseMeter {
+	m := &sseMeter{}
+	m.parser = sse.NewParser(sse.Limits{MaxLine: maxSSELine, MaxEvent: maxSSELine}, m.classify)
+	return m
 }
 
-func (m *sseMeter) partial(p []byte) {
-	if m.overflow {
-		return
-	}
-	if len(m.line)+len(p) > maxSSELine {
-		m.line, m.overflow = m.line[:0], true
-		return
-	}
-	m.line = append(m.line, p...)
-}
+func (m *sseMeter) observe(p []byte) { m.parser.Write(p) }
 
-func (m *sseMeter) classify(line []byte) {
-	data, ok := bytes.CutPrefix(line, dataPrefix)
-	if !ok {
-		return
-	}
+func (m *sseMeter) classify(ev sse.Event) {
+	data := ev.Data
 	kind := -1
 	if i := bytes.Index(data, quotedUsage); i >= 0 {
 		rest := data[i+len(quotedUsage):]
@@ -336,9 +310,7 @@ func (m *sseMeter) classify(line []byte) {
 }
 
 func (m *sseMeter) finish(c *counts) {
-	if len(m.line) > 0 && !m.overflow {
-		m.classify(m.line) // a last line without its newline
-	}
+	m.parser.End() // a cut stream's last event still counts
 	for _, data := range m.keep {
 		if len(data) > 0 {
 			c.addJSON(data)

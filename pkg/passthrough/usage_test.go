@@ -159,14 +159,18 @@ func TestBedrockHeaders(t *testing.T) {
 }
 
 func TestMetersHoldBoundedMemory(t *testing.T) {
-	line := "data: " + strings.Repeat("x", 4*maxSSELine) + "\n"
-	sse := &sseMeter{}
+	// An event carrying usage but over the bound is not kept (pkg/sse
+	// holds the parser itself to its limits).
+	line := `data: {"usage":"` + strings.Repeat("x", 4*maxSSELine) + "\"}\n\n"
+	sse := newSSEMeter()
 	for range 4 {
 		sse.observe([]byte(line[:len(line)/2]))
 		sse.observe([]byte(line[len(line)/2:]))
 	}
-	if cap(sse.line) > maxSSELine+copyBufferSize {
-		t.Errorf("sse line buffer grew to %d", cap(sse.line))
+	for kind, kept := range sse.keep {
+		if cap(kept) > maxSSELine {
+			t.Errorf("sse meter keeps %d bytes of kind %d", cap(kept), kind)
+		}
 	}
 	js := newMeter(contentJSON, -1, false).(*jsonMeter)
 	chunk := bytes.Repeat([]byte("y"), copyBufferSize)
