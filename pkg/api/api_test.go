@@ -134,3 +134,20 @@ func TestNewList(t *testing.T) {
 		t.Errorf("empty list = %s", b)
 	}
 }
+
+func TestReadBody(t *testing.T) {
+	r := httptest.NewRequest("POST", "/", strings.NewReader(`{"a":1}`))
+	b, err := ReadBody(httptest.NewRecorder(), r, 100)
+	if err != nil || string(b) != `{"a":1}` {
+		t.Fatalf("%q %v", b, err)
+	}
+	r = httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", 101)))
+	if _, err := ReadBody(httptest.NewRecorder(), r, 100); AsError(err).Status != 413 {
+		t.Errorf("over the limit: %v", err)
+	}
+	r = httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", 101)))
+	r.ContentLength = -1 // chunked: the limit applies while reading
+	if _, err := ReadBody(httptest.NewRecorder(), r, 100); AsError(err).Status != 413 {
+		t.Errorf("chunked over the limit: %v", err)
+	}
+}

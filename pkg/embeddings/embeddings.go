@@ -19,11 +19,12 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // Router is what the service needs of pkg/models.
 type Router interface {
-	Embed(ctx context.Context, p auth.Principal, req *models.EmbeddingRequest) (*models.Reply, error)
+	Embed(ctx context.Context, p auth.Principal, req *oai.EmbeddingRequest) (*models.Reply, error)
 	Finish(ctx context.Context, p auth.Principal, rep *models.Reply, tokens int64)
 }
 
@@ -51,11 +52,11 @@ func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
 	p := auth.FromContext(ctx)
 	ev := models.NewEvent(ctx, p, logevent.CallEmbedding, "")
 
-	body, err := models.ReadBody(w, r, s.jsonLimit)
+	body, err := api.ReadBody(w, r, s.jsonLimit)
 	if err != nil {
 		return models.Failed(ctx, w.Header(), s.events, start, nil, ev, err)
 	}
-	req, err := models.ParseEmbeddingRequest(body)
+	req, err := oai.ParseEmbeddingRequest(body)
 	if err != nil {
 		return models.Failed(ctx, w.Header(), s.events, start, nil, ev, err)
 	}
@@ -114,7 +115,7 @@ func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
 	return sendErr
 }
 
-func parameters(req *models.EmbeddingRequest) map[string]any {
+func parameters(req *oai.EmbeddingRequest) map[string]any {
 	if req.EncodingFormat == "" && req.Dimensions == 0 && req.User == "" {
 		return nil
 	}
@@ -134,15 +135,15 @@ func parameters(req *models.EmbeddingRequest) map[string]any {
 // summary is what a log event keeps of an embeddings answer: its shape and
 // usage, not the vectors (large, and of no use to a log).
 type summary struct {
-	Object         string `json:"object"`
-	Model          string `json:"model,omitempty"`
-	DataCount      int    `json:"data_count"`
-	Dimensions     int    `json:"dimensions,omitempty"`
-	EncodingFormat string `json:"encoding_format"`
-	Usage          Usage  `json:"usage"`
+	Object         string    `json:"object"`
+	Model          string    `json:"model,omitempty"`
+	DataCount      int       `json:"data_count"`
+	Dimensions     int       `json:"dimensions,omitempty"`
+	EncodingFormat string    `json:"encoding_format"`
+	Usage          oai.Usage `json:"usage"`
 }
 
-func summarize(scan *Scanner, encoding string, usage Usage) json.RawMessage {
+func summarize(scan *Scanner, encoding string, usage oai.Usage) json.RawMessage {
 	b, err := json.Marshal(summary{
 		Object: "list", Model: scan.Model(), DataCount: scan.Count(), Dimensions: scan.Dimensions(),
 		EncodingFormat: encoding, Usage: usage,

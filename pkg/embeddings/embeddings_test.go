@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -30,10 +31,10 @@ type fakeRouter struct {
 	err      error
 	waited   time.Duration
 	finished int64
-	got      *models.EmbeddingRequest
+	got      *oai.EmbeddingRequest
 }
 
-func (f *fakeRouter) Embed(ctx context.Context, p auth.Principal, req *models.EmbeddingRequest) (*models.Reply, error) {
+func (f *fakeRouter) Embed(ctx context.Context, p auth.Principal, req *oai.EmbeddingRequest) (*models.Reply, error) {
 	f.got = req
 	rep := &models.Reply{Target: models.Target{ModelGroup: req.Model, DeploymentID: "d1", Provider: "openai", Model: "text-embedding-3-small", APIBase: "https://api.openai.com/v1"}, Waited: f.waited, Attempts: 1}
 	if f.err != nil {
@@ -141,8 +142,8 @@ func TestConvertsWhenTheProviderAnswersInTheOtherEncoding(t *testing.T) {
 			Embedding string `json:"embedding"`
 			Object    string `json:"object"`
 		} `json:"data"`
-		Model string `json:"model"`
-		Usage Usage  `json:"usage"`
+		Model string    `json:"model"`
+		Usage oai.Usage `json:"usage"`
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
 		t.Fatal(err)

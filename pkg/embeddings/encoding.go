@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // maxConvertBody bounds an answer that must be decoded to change its
@@ -100,7 +100,7 @@ func decodeVector(raw json.RawMessage) ([]float32, error) {
 
 // appendVector appends v in encoding to.
 func appendVector(out []byte, v []float32, to string) ([]byte, error) {
-	if to == models.EncodingBase64 {
+	if to == oai.EncodingBase64 {
 		raw := make([]byte, 4*len(v))
 		for i, f := range v {
 			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))

@@ -8,13 +8,14 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // estimatingRouter answers like a provider that reports no usage (Gemini):
 // the usage in the body is sluice's estimate, and the Answer says so.
 type estimatingRouter struct{ fakeRouter }
 
-func (f *estimatingRouter) Embed(ctx context.Context, p auth.Principal, req *models.EmbeddingRequest) (*models.Reply, error) {
+func (f *estimatingRouter) Embed(ctx context.Context, p auth.Principal, req *oai.EmbeddingRequest) (*models.Reply, error) {
 	rep, err := f.fakeRouter.Embed(ctx, p, req)
 	if err == nil {
 		rep.Answer.UsageEstimated = true

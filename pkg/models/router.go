@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -269,7 +270,7 @@ func (r *Router) Has(model string) bool { return r.groups[model] != nil }
 
 // Embed routes an embeddings call. The Reply is never nil; on error it says
 // which deployment was tried last.
-func (r *Router) Embed(ctx context.Context, p auth.Principal, req *EmbeddingRequest) (*Reply, error) {
+func (r *Router) Embed(ctx context.Context, p auth.Principal, req *oai.EmbeddingRequest) (*Reply, error) {
 	return r.call(ctx, p, req.Model, "embeddings", func(ctx context.Context, ep Endpoint) (*Answer, error) {
 		e, ok := ep.(Embedder)
 		if !ok {
@@ -281,7 +282,7 @@ func (r *Router) Embed(ctx context.Context, p auth.Principal, req *EmbeddingRequ
 
 // Moderate routes a moderations call; req.Model must be set. As for Embed,
 // the Reply is never nil.
-func (r *Router) Moderate(ctx context.Context, p auth.Principal, req *ModerationRequest) (*Reply, error) {
+func (r *Router) Moderate(ctx context.Context, p auth.Principal, req *oai.ModerationRequest) (*Reply, error) {
 	return r.call(ctx, p, req.Model, "moderations", func(ctx context.Context, ep Endpoint) (*Answer, error) {
 		m, ok := ep.(Moderator)
 		if !ok {

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -55,7 +56,7 @@ type fakeEndpoint struct {
 
 func (e *fakeEndpoint) APIBase() string { return "https://fake/" + e.model }
 
-func (e *fakeEndpoint) Embed(ctx context.Context, req *EmbeddingRequest) (*Answer, error) {
+func (e *fakeEndpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*Answer, error) {
 	e.f.mu.Lock()
 	e.f.calls = append(e.f.calls, e.model)
 	n := e.f.perN[e.model]
@@ -144,7 +145,7 @@ func newHarness(t *testing.T, yaml string, answer func(ctx context.Context, mode
 
 func (h *harness) embed(t *testing.T, p auth.Principal, model string) (*Reply, error) {
 	t.Helper()
-	req, err := ParseEmbeddingRequest([]byte(`{"model":"` + model + `","input":"hi"}`))
+	req, err := oai.ParseEmbeddingRequest([]byte(`{"model":"` + model + `","input":"hi"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -612,7 +613,7 @@ model_list:
 
 func TestUnsupportedCall(t *testing.T) {
 	h := newHarness(t, "model_list:\n  - {model_name: m, litellm_params: {model: fake/a}}\n", ok)
-	req, _ := ParseModerationRequest([]byte(`{"model":"m","input":"x"}`))
+	req, _ := oai.ParseModerationRequest([]byte(`{"model":"m","input":"x"}`))
 	_, err := h.router.Moderate(context.Background(), admin, req)
 	if e := wantAPIError(t, err, 400, "invalid_value"); !strings.Contains(e.Message, "does not support moderations") {
 		t.Errorf("%+v", e)
@@ -626,7 +627,7 @@ func TestAttemptTimeoutCoversTheBody(t *testing.T) {
 		seen = ctx
 		return &Answer{Body: io.NopCloser(strings.NewReader("{}"))}, nil
 	})
-	req, _ := ParseEmbeddingRequest([]byte(`{"model":"m","input":"x"}`))
+	req, _ := oai.ParseEmbeddingRequest([]byte(`{"model":"m","input":"x"}`))
 	rep, err := h.router.Embed(context.Background(), admin, req)
 	if err != nil {
 		t.Fatal(err)
@@ -650,6 +651,6 @@ func (f providerFunc) Open(context.Context, config.Deployment, Resolver) (Endpoi
 type funcEndpoint func(ctx context.Context) (*Answer, error)
 
 func (funcEndpoint) APIBase() string { return "" }
-func (f funcEndpoint) Embed(ctx context.Context, _ *EmbeddingRequest) (*Answer, error) {
+func (f funcEndpoint) Embed(ctx context.Context, _ *oai.EmbeddingRequest) (*Answer, error) {
 	return f(ctx)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // DefaultModel is the model_name used when a request names none, if it is
@@ -31,7 +32,7 @@ const maxLoggedAnswer = 256 << 10
 
 // Router is what the service needs of pkg/models.
 type Router interface {
-	Moderate(ctx context.Context, p auth.Principal, req *models.ModerationRequest) (*models.Reply, error)
+	Moderate(ctx context.Context, p auth.Principal, req *oai.ModerationRequest) (*models.Reply, error)
 }
 
 // Service serves the moderations endpoint.
@@ -75,11 +76,11 @@ func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
 	p := auth.FromContext(ctx)
 	ev := models.NewEvent(ctx, p, logevent.CallModeration, "")
 
-	body, err := models.ReadBody(w, r, s.jsonLimit)
+	body, err := api.ReadBody(w, r, s.jsonLimit)
 	if err != nil {
 		return models.Failed(ctx, w.Header(), s.events, start, nil, ev, err)
 	}
-	req, err := models.ParseModerationRequest(body)
+	req, err := oai.ParseModerationRequest(body)
 	if err != nil {
 		return models.Failed(ctx, w.Header(), s.events, start, nil, ev, err)
 	}

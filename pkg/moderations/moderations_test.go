@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -36,10 +37,10 @@ func TestDefaultModel(t *testing.T) {
 
 type fakeRouter struct {
 	body string
-	got  *models.ModerationRequest
+	got  *oai.ModerationRequest
 }
 
-func (f *fakeRouter) Moderate(ctx context.Context, p auth.Principal, req *models.ModerationRequest) (*models.Reply, error) {
+func (f *fakeRouter) Moderate(ctx context.Context, p auth.Principal, req *oai.ModerationRequest) (*models.Reply, error) {
 	f.got = req
 	return &models.Reply{
 		Target: models.Target{ModelGroup: req.Model, Provider: "openai", Model: "omni-moderation-latest"},

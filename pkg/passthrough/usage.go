@@ -12,15 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/sse"
 )
-
-// Usage is the token usage an answer reported.
-type Usage struct {
-	PromptTokens     int64
-	CompletionTokens int64
-	TotalTokens      int64
-}
 
 // Bounds of the usage tee: what it may hold of one answer, whatever its size.
 const (
@@ -36,14 +30,17 @@ const (
 // events: providers report cumulative counts, so the largest is the final one.
 type counts struct {
 	input, output, cacheWrite, cacheRead, total int64
+	thoughts                                    int64 // Gemini's, counted in output too
 	model                                       string
 	failure                                     string // an error the answer carried (in-band stream errors too)
 	errMessage                                  string // a top-level "message" string (AWS error bodies)
 }
 
-func (c *counts) usage() Usage {
-	u := Usage{PromptTokens: c.input + c.cacheWrite + c.cacheRead, CompletionTokens: c.output}
+func (c *counts) usage() oai.Usage {
+	u := oai.Usage{PromptTokens: c.input + c.cacheWrite + c.cacheRead, CompletionTokens: c.output}
 	u.TotalTokens = max(c.total, u.PromptTokens+u.CompletionTokens)
+	u.PromptTokensDetails.CachedTokens = c.cacheRead
+	u.CompletionTokensDetails.ReasoningTokens = c.thoughts
 	return u
 }
 
@@ -109,6 +106,7 @@ func (c *counts) addGemini(u *geminiUsageJSON) {
 	// promptTokenCount already includes cached content.
 	c.input = max(c.input, u.PromptTokenCount)
 	c.output = max(c.output, u.CandidatesTokenCount+u.ThoughtsTokenCount)
+	c.thoughts = max(c.thoughts, u.ThoughtsTokenCount)
 	c.total = max(c.total, u.TotalTokenCount)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // Real-shaped Azure OpenAI answers.
@@ -51,7 +52,7 @@ func TestEmbed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := models.ParseEmbeddingRequest([]byte(`{"model":"small","input":["a","b"],"encoding_format":"base64"}`))
+	req, err := oai.ParseEmbeddingRequest([]byte(`{"model":"small","input":["a","b"],"encoding_format":"base64"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestEmbed(t *testing.T) {
 	}
 	b, _ := io.ReadAll(ans.Body)
 	ans.Body.Close()
-	if string(b) != embeddingAnswer || ans.Encoding != models.EncodingBase64 {
+	if string(b) != embeddingAnswer || ans.Encoding != oai.EncodingBase64 {
 		t.Errorf("answer %s (%s)", b, ans.Encoding)
 	}
 	if got.method != "POST" || got.path != "/openai/deployments/my embeddings/embeddings" ||
@@ -90,7 +91,7 @@ func TestDefaultAPIVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := models.ParseEmbeddingRequest([]byte(`{"model":"m","input":"x"}`))
+	req, _ := oai.ParseEmbeddingRequest([]byte(`{"model":"m","input":"x"}`))
 	ans, err := ep.(models.Embedder).Embed(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +115,7 @@ func TestErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req, _ := models.ParseEmbeddingRequest([]byte(`{"model":"m","input":"x"}`))
+		req, _ := oai.ParseEmbeddingRequest([]byte(`{"model":"m","input":"x"}`))
 		_, err = ep.(models.Embedder).Embed(context.Background(), req)
 		var pe *models.ProviderError
 		if !errors.As(err, &pe) || pe.Status != tc.status || pe.Code != tc.code || pe.Message == "" {
@@ -146,7 +147,7 @@ func TestEnvironmentFallbacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := models.ParseEmbeddingRequest([]byte(`{"model":"m","input":"x"}`))
+	req, _ := oai.ParseEmbeddingRequest([]byte(`{"model":"m","input":"x"}`))
 	ans, err := ep.(models.Embedder).Embed(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 )
 
@@ -216,7 +217,7 @@ type endpoint struct {
 func (e *endpoint) APIBase() string { return e.base }
 
 // Embed translates the request to the model family's InvokeModel calls.
-func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*models.Answer, error) {
+func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*models.Answer, error) {
 	if e.family == familyUnknown {
 		return nil, embedbatch.Unsupported("model", "Model '%s' is Bedrock model '%s', which sluice does not translate for embeddings: Amazon Titan Text Embeddings (v1, v2) and Cohere Embed are supported. For an ARN or inference profile, name the base model in litellm_params.model and the ARN in litellm_params.model_id.", req.Model, e.model)
 	}
@@ -245,7 +246,7 @@ type titanRequest struct {
 
 // embedTitan sends one InvokeModel call per text (Titan takes one), all
 // concurrently within embedbatch's bound: never one after another.
-func (e *endpoint) embedTitan(ctx context.Context, req *models.EmbeddingRequest, texts []string, x models.Extras, out embedbatch.Output) (*models.Answer, error) {
+func (e *endpoint) embedTitan(ctx context.Context, req *oai.EmbeddingRequest, texts []string, x oai.Extras, out embedbatch.Output) (*models.Answer, error) {
 	v2 := e.family == familyTitanV2
 	for _, name := range []string{"input_type", "truncate"} {
 		if _, given := x[name]; given {
@@ -342,7 +343,7 @@ type cohereRequest struct {
 }
 
 // embedCohere sends the texts in batches of up to 96, concurrently.
-func (e *endpoint) embedCohere(ctx context.Context, req *models.EmbeddingRequest, texts []string, x models.Extras, out embedbatch.Output) (*models.Answer, error) {
+func (e *endpoint) embedCohere(ctx context.Context, req *oai.EmbeddingRequest, texts []string, x oai.Extras, out embedbatch.Output) (*models.Answer, error) {
 	if _, given := x["normalize"]; given {
 		return nil, embedbatch.Unsupported("normalize", "Model '%s' (Bedrock %s) does not take 'normalize'.", req.Model, e.model)
 	}

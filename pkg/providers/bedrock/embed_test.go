@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock/bedrocktest"
@@ -256,7 +257,7 @@ func TestTitanV2Translation(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkVectors(t, a, texts, 256)
-	if ans.Encoding != models.EncodingBase64 || ans.UsageEstimated || a.Model != "amazon.titan-embed-text-v2:0" {
+	if ans.Encoding != oai.EncodingBase64 || ans.UsageEstimated || a.Model != "amazon.titan-embed-text-v2:0" {
 		t.Errorf("encoding %s estimated %v model %s", ans.Encoding, ans.UsageEstimated, a.Model)
 	}
 	if a.Data[0].Embedding[0] != '"' {

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 )
 
@@ -118,7 +119,7 @@ func SupportsDimensions(model string) bool {
 
 // Embed sends the texts in batches of up to 96, concurrently, always asking
 // for float embeddings (sluice encodes base64 itself, as OpenAI defines it).
-func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*models.Answer, error) {
+func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*models.Answer, error) {
 	texts, err := embedbatch.Texts(req, Name)
 	if err != nil {
 		return nil, err

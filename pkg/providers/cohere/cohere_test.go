@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
@@ -227,7 +228,7 @@ func FuzzParseEmbed(f *testing.F) {
 			t.Fatalf("%q: tokens %d known %v", body, res.Tokens, res.TokensKnown)
 		}
 		for _, v := range res.Vectors {
-			embedbatch.AppendVector(nil, v, models.EncodingBase64, nil)
+			embedbatch.AppendVector(nil, v, oai.EncodingBase64, nil)
 		}
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
 )
 
@@ -96,26 +97,26 @@ func TestSplit(t *testing.T) {
 func TestAppendVector(t *testing.T) {
 	v := []float32{0.1, -2.5e-8, 3, 1e-3, -0.99999994}
 	raw := rawVector(v)
-	out, n, _, err := AppendVector(nil, raw, models.EncodingFloat, nil)
+	out, n, _, err := AppendVector(nil, raw, oai.EncodingFloat, nil)
 	if err != nil || n != len(v) || !reflect.DeepEqual(embedtest.Decode(t, out), v) {
 		t.Errorf("float: %s %d %v", out, n, err)
 	}
 	if string(out) != "[0.1,-2.5e-08,3,0.001,-0.99999994]" {
 		t.Errorf("float output %s: want the provider's numbers, compact", out)
 	}
-	out, n, scratch, err := AppendVector([]byte("x"), raw, models.EncodingBase64, nil)
+	out, n, scratch, err := AppendVector([]byte("x"), raw, oai.EncodingBase64, nil)
 	if err != nil || n != len(v) || out[0] != 'x' || !reflect.DeepEqual(embedtest.Decode(t, out[1:]), v) {
 		t.Errorf("base64: %s %d %v", out, n, err)
 	}
 	// The scratch buffer is reused.
-	out2, _, _, err := AppendVector(nil, json.RawMessage(`[1,2]`), models.EncodingBase64, scratch)
+	out2, _, _, err := AppendVector(nil, json.RawMessage(`[1,2]`), oai.EncodingBase64, scratch)
 	if err != nil || !reflect.DeepEqual(embedtest.Decode(t, out2), []float32{1, 2}) {
 		t.Errorf("reused scratch: %s %v", out2, err)
 	}
 	for _, bad := range []string{``, `{}`, `[]`, `[ ]`, `[1,]`, `[1 2]`, `["1"]`, `[1,[2]]`, `[01]`, `[1.]`, `[.5]`, `[+1]`, `[1e]`, `[1,null]`, `[true]`, `[1]x`, `[1`, `[NaN]`, `[1e39]`} {
-		for _, enc := range []string{models.EncodingFloat, models.EncodingBase64} {
+		for _, enc := range []string{oai.EncodingFloat, oai.EncodingBase64} {
 			got, _, _, err := AppendVector([]byte("keep"), json.RawMessage(bad), enc, nil)
-			if bad == `[1e39]` && enc == models.EncodingFloat {
+			if bad == `[1e39]` && enc == oai.EncodingFloat {
 				// A valid JSON number, relayed as the provider wrote it.
 				if err != nil {
 					t.Errorf("%s float: %v", bad, err)
@@ -131,7 +132,7 @@ func TestAppendVector(t *testing.T) {
 
 func TestRunAssembles(t *testing.T) {
 	in := texts(10)
-	for _, enc := range []string{models.EncodingFloat, models.EncodingBase64} {
+	for _, enc := range []string{oai.EncodingFloat, oai.EncodingBase64} {
 		t.Run(enc, func(t *testing.T) {
 			var calls atomic.Int32
 			ans, err := Run(context.Background(), in, Limits{MaxInputs: 3}, Output{Provider: "p", Model: "m-1", Encoding: enc, Dimensions: 4},
@@ -165,7 +166,7 @@ func TestRunAssembles(t *testing.T) {
 				if d.Index != i || d.Object != "embedding" || !reflect.DeepEqual(embedtest.Decode(t, d.Embedding), embedtest.Vector(in[i], 4)) {
 					t.Errorf("item %d: %+v", i, d)
 				}
-				if (enc == models.EncodingBase64) != (d.Embedding[0] == '"') {
+				if (enc == oai.EncodingBase64) != (d.Embedding[0] == '"') {
 					t.Errorf("item %d in the wrong encoding: %s", i, d.Embedding)
 				}
 			}
@@ -174,7 +175,7 @@ func TestRunAssembles(t *testing.T) {
 }
 
 func TestRunKnownUsage(t *testing.T) {
-	ans, err := Run(context.Background(), []string{"a"}, Limits{MaxInputs: 1}, Output{Model: "m", Encoding: models.EncodingFloat},
+	ans, err := Run(context.Background(), []string{"a"}, Limits{MaxInputs: 1}, Output{Model: "m", Encoding: oai.EncodingFloat},
 		func(ctx context.Context, b Batch) (Result, error) {
 			return Result{Vectors: []json.RawMessage{json.RawMessage(`[1]`)}, Tokens: 7, TokensKnown: true}, nil
 		})
@@ -210,7 +211,7 @@ func TestRunConcurrent(t *testing.T) {
 		return Result{Vectors: []json.RawMessage{rawVector(embedtest.Vector(b.Texts[0], 8))}, Tokens: 1, TokensKnown: true}, nil
 	}
 	start := time.Now()
-	ans, err := Run(context.Background(), texts(16), Limits{MaxInputs: 1}, Output{Encoding: models.EncodingBase64}, call)
+	ans, err := Run(context.Background(), texts(16), Limits{MaxInputs: 1}, Output{Encoding: oai.EncodingBase64}, call)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +229,7 @@ func TestRunConcurrent(t *testing.T) {
 
 	// The bound holds: 40 calls with a bound of 5 never exceed 5 at once.
 	peak.Store(0)
-	if _, err := Run(context.Background(), texts(40), Limits{MaxInputs: 1, Concurrency: 5}, Output{Encoding: models.EncodingFloat}, func(ctx context.Context, b Batch) (Result, error) {
+	if _, err := Run(context.Background(), texts(40), Limits{MaxInputs: 1, Concurrency: 5}, Output{Encoding: oai.EncodingFloat}, func(ctx context.Context, b Batch) (Result, error) {
 		n := inFlight.Add(1)
 		defer inFlight.Add(-1)
 		for {
@@ -317,7 +318,7 @@ func TestTexts(t *testing.T) {
 		{`{"model":"m","input":"héllo \"x\""}`, []string{`héllo "x"`}},
 		{`{"model":"m","input":["a","b\n"]}`, []string{"a", "b\n"}},
 	} {
-		req, err := models.ParseEmbeddingRequest([]byte(tc.body))
+		req, err := oai.ParseEmbeddingRequest([]byte(tc.body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,7 +328,7 @@ func TestTexts(t *testing.T) {
 		}
 	}
 	for _, body := range []string{`{"model":"m","input":[1,2]}`, `{"model":"m","input":[[1],[2]]}`} {
-		req, err := models.ParseEmbeddingRequest([]byte(body))
+		req, err := oai.ParseEmbeddingRequest([]byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -367,7 +368,7 @@ func TestTaskTypes(t *testing.T) {
 		{`{"model":"m","input":"x","input_type":7}`, "", "", "input_type"},
 		{`{"model":"m","input":"x","input_type":"a","input_type":"b"}`, "", "", "input_type"},
 	} {
-		req, err := models.ParseEmbeddingRequest([]byte(tc.body))
+		req, err := oai.ParseEmbeddingRequest([]byte(tc.body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -462,7 +463,7 @@ func FuzzAppendVector(f *testing.F) {
 				fits = false
 			}
 		}
-		for _, enc := range []string{models.EncodingFloat, models.EncodingBase64} {
+		for _, enc := range []string{oai.EncodingFloat, oai.EncodingBase64} {
 			out, n, _, err := AppendVector(nil, raw, enc, nil)
 			if err != nil {
 				if fits {
@@ -476,7 +477,7 @@ func FuzzAppendVector(f *testing.F) {
 			if n != len(want) {
 				t.Fatalf("%s: %d values, want %d", enc, n, len(want))
 			}
-			if enc == models.EncodingFloat {
+			if enc == oai.EncodingFloat {
 				// The provider's numbers, as written.
 				var got []float64
 				if err := json.Unmarshal(out, &got); err != nil || !reflect.DeepEqual(got, want) {
@@ -509,7 +510,7 @@ func BenchmarkAppendVectorBase64(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var err error
-		dst, _, scratch, err = AppendVector(dst[:0], raw, models.EncodingBase64, scratch)
+		dst, _, scratch, err = AppendVector(dst[:0], raw, oai.EncodingBase64, scratch)
 		if err != nil {
 			b.Fatal(err)
 		}

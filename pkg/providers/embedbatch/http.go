@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // MaxAnswerBytes bounds one provider answer, which is read whole to be
@@ -153,7 +154,7 @@ func GoogleTaskType(v string) string {
 // TaskType is a Google request's task type: the request's task_type or
 // input_type (LiteLLM's name; given both, they must agree), else the
 // deployment's default, in Google's spelling; "" when none is set.
-func TaskType(req *models.EmbeddingRequest, deployment string) (string, error) {
+func TaskType(req *oai.EmbeddingRequest, deployment string) (string, error) {
 	x, err := req.Extras("input_type", "task_type")
 	if err != nil {
 		return "", err

@@ -10,7 +10,7 @@ import (
 	"strconv"
 
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
-	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // appendItems appends the OpenAI data items of one batch's vectors — the
@@ -22,7 +22,7 @@ func appendItems(dst []byte, start int, vectors []json.RawMessage, out Output) (
 	// about 10–20, so half the text is a generous guess.
 	size := 0
 	for _, raw := range vectors {
-		if out.Encoding == models.EncodingBase64 {
+		if out.Encoding == oai.EncodingBase64 {
 			size += len(raw)/2 + 64
 		} else {
 			size += len(raw) + 64
@@ -63,13 +63,13 @@ var (
 )
 
 // AppendVector appends raw, a JSON array of numbers, to dst in encoding:
-// for models.EncodingFloat the numbers as the provider wrote them (each
-// checked to be a JSON number; never decoded), for models.EncodingBase64
+// for oai.EncodingFloat the numbers as the provider wrote them (each
+// checked to be a JSON number; never decoded), for oai.EncodingBase64
 // the base64 of their little-endian float32 values, as OpenAI encodes it.
 // It returns the number of values. scratch is a reusable buffer for the
 // float32 bytes (nil is fine) and is returned for the next call.
 func AppendVector(dst, raw []byte, encoding string, scratch []byte) (out []byte, n int, scr []byte, err error) {
-	b64 := encoding == models.EncodingBase64
+	b64 := encoding == oai.EncodingBase64
 	mark := len(dst)
 	fail := func(err error) ([]byte, int, []byte, error) { return dst[:mark], 0, scratch, err }
 	i := jsonscan.SkipSpace(raw, 0)

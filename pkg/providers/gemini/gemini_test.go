@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
@@ -124,7 +125,7 @@ func (f *fakeGemini) open(t *testing.T, key string, extra map[string]any) models
 
 func embed(t *testing.T, e models.Embedder, body string) (map[string]any, *models.Answer, error) {
 	t.Helper()
-	req, err := models.ParseEmbeddingRequest([]byte(body))
+	req, err := oai.ParseEmbeddingRequest([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func FuzzParseBatch(f *testing.F) {
 			if len(v) == 0 {
 				t.Fatalf("%q: empty vector accepted", body)
 			}
-			embedbatch.AppendVector(nil, v, models.EncodingBase64, nil)
+			embedbatch.AppendVector(nil, v, oai.EncodingBase64, nil)
 		}
 	})
 }

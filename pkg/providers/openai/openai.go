@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // DefaultAPIBase is OpenAI's API. For OpenAI-compatible servers, api_base is
@@ -132,7 +133,7 @@ type endpoint struct {
 func (e *endpoint) APIBase() string { return e.base }
 
 // Embed sends POST {api_base}/embeddings.
-func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*models.Answer, error) {
+func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*models.Answer, error) {
 	ans, err := e.post(ctx, "/embeddings", req.Body(e.model))
 	if err != nil {
 		return nil, err
@@ -175,6 +176,6 @@ func Do(client *http.Client, provider string, req *http.Request) (*models.Answer
 type moderatingEndpoint struct{ *endpoint }
 
 // Moderate sends POST {api_base}/moderations.
-func (e *moderatingEndpoint) Moderate(ctx context.Context, req *models.ModerationRequest) (*models.Answer, error) {
+func (e *moderatingEndpoint) Moderate(ctx context.Context, req *oai.ModerationRequest) (*models.Answer, error) {
 	return e.post(ctx, "/moderations", req.Body(e.model))
 }

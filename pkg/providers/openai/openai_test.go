@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // Real-shaped answers (OpenAI API reference).
@@ -65,9 +66,9 @@ func open(t *testing.T, name string, params config.Params) models.Endpoint {
 	return ep
 }
 
-func embeddingRequest(t *testing.T, body string) *models.EmbeddingRequest {
+func embeddingRequest(t *testing.T, body string) *oai.EmbeddingRequest {
 	t.Helper()
-	req, err := models.ParseEmbeddingRequest([]byte(body))
+	req, err := oai.ParseEmbeddingRequest([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestEmbed(t *testing.T) {
 	}
 	body, _ := io.ReadAll(ans.Body)
 	ans.Body.Close()
-	if string(body) != embeddingAnswer || ans.Encoding != models.EncodingBase64 || ans.ContentLength != int64(len(embeddingAnswer)) {
+	if string(body) != embeddingAnswer || ans.Encoding != oai.EncodingBase64 || ans.ContentLength != int64(len(embeddingAnswer)) {
 		t.Errorf("answer %q encoding %q length %d", body, ans.Encoding, ans.ContentLength)
 	}
 	if got.method != "POST" || got.path != "/v1/embeddings" || got.query != "" {
@@ -113,7 +114,7 @@ func TestEmbed(t *testing.T) {
 func TestModerate(t *testing.T) {
 	srv, got := server(t, 200, moderationAnswer, nil)
 	ep := open(t, "openai", config.Params{Model: "openai/omni-moderation-latest", APIKey: "sk-test", APIBase: srv.URL + "/v1"})
-	req, err := models.ParseModerationRequest([]byte(`{"input":"I want to hug you"}`))
+	req, err := oai.ParseModerationRequest([]byte(`{"input":"I want to hug you"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 	"github.com/sluice-gateway/sluice/pkg/providers/google"
 )
@@ -207,7 +208,7 @@ type parameters struct {
 // concurrently. input_type (LiteLLM's name; task_type is accepted too)
 // becomes each instance's task_type; dimensions becomes
 // parameters.outputDimensionality.
-func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*models.Answer, error) {
+func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*models.Answer, error) {
 	texts, err := embedbatch.Texts(req, Name)
 	if err != nil {
 		return nil, err

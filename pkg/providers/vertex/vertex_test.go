@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
 	"github.com/sluice-gateway/sluice/pkg/providers/google/googletest"
@@ -137,7 +138,7 @@ type answer struct {
 
 func embed(t *testing.T, e models.Embedder, body string) (answer, *models.Answer, error) {
 	t.Helper()
-	req, err := models.ParseEmbeddingRequest([]byte(body))
+	req, err := oai.ParseEmbeddingRequest([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestPredict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a.Data) != 300 || a.Model != "text-embedding-005" || ans.UsageEstimated || ans.Encoding != models.EncodingFloat {
+	if len(a.Data) != 300 || a.Model != "text-embedding-005" || ans.UsageEstimated || ans.Encoding != oai.EncodingFloat {
 		t.Fatalf("%d embeddings, model %s, estimated %v", len(a.Data), a.Model, ans.UsageEstimated)
 	}
 	var tokens int64

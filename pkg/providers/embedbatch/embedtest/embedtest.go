@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // Vector is a deterministic vector for text, so a test can tell which input
@@ -50,7 +51,7 @@ type Answer struct {
 // A failed call returns its error.
 func Embed(t testing.TB, e models.Embedder, body string) (Answer, *models.Answer, error) {
 	t.Helper()
-	req, err := models.ParseEmbeddingRequest([]byte(body))
+	req, err := oai.ParseEmbeddingRequest([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
