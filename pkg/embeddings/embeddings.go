@@ -83,7 +83,7 @@ func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
 		if ans.ContentLength >= 0 {
 			h.Set("Content-Length", strconv.FormatInt(ans.ContentLength, 10))
 		}
-		models.SetOverhead(h, start, rep)
+		api.SetOverhead(h, ctx)
 		first = time.Now()
 		w.WriteHeader(http.StatusOK)
 		scan, sendErr = s.relay(w, ans.Body)
@@ -94,7 +94,7 @@ func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
 			return models.Failed(ctx, w.Header(), s.events, start, rep, ev, api.Upstream(err, "The provider's answer for model '%s' could not be read.", req.Model))
 		}
 		h.Set("Content-Length", strconv.Itoa(len(out)))
-		models.SetOverhead(h, start, rep)
+		api.SetOverhead(h, ctx)
 		first = time.Now()
 		w.WriteHeader(http.StatusOK)
 		_, sendErr = w.Write(out)

@@ -36,7 +36,8 @@ type fakeRouter struct {
 
 func (f *fakeRouter) Embed(ctx context.Context, p auth.Principal, req *oai.EmbeddingRequest) (*models.Reply, error) {
 	f.got = req
-	rep := &models.Reply{Target: models.Target{ModelGroup: req.Model, DeploymentID: "d1", Provider: "openai", Model: "text-embedding-3-small", APIBase: "https://api.openai.com/v1"}, Waited: f.waited, Attempts: 1}
+	rep := &models.Reply{Target: models.Target{ModelGroup: req.Model, DeploymentID: "d1", Provider: "openai", Model: "text-embedding-3-small", APIBase: "https://api.openai.com/v1"}, Attempts: 1}
+	api.AddWait(ctx, f.waited)
 	if f.err != nil {
 		return rep, f.err
 	}
@@ -94,9 +95,9 @@ func TestRelayPassesTheAnswerThrough(t *testing.T) {
 	if w.Header().Get("Content-Length") != strconv.Itoa(len(answer)) || w.Header().Get("Content-Type") != "application/json" {
 		t.Errorf("headers %v", w.Header())
 	}
-	overhead, err := strconv.ParseFloat(w.Header().Get(models.OverheadHeader), 64)
+	overhead, err := strconv.ParseFloat(w.Header().Get(api.OverheadHeader), 64)
 	if err != nil || overhead < 0 || overhead > 1000 {
-		t.Errorf("overhead %q", w.Header().Get(models.OverheadHeader))
+		t.Errorf("overhead %q", w.Header().Get(api.OverheadHeader))
 	}
 	if router.finished != 9 {
 		t.Errorf("tokens recorded %d", router.finished)
@@ -205,7 +206,7 @@ func TestFailuresAreLogged(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, events := serve(t, tc.router, tc.body)
-			if w.Code != tc.status || w.Header().Get(models.OverheadHeader) == "" {
+			if w.Code != tc.status || w.Header().Get(api.OverheadHeader) == "" {
 				t.Errorf("%d %v", w.Code, w.Header())
 			}
 			if len(events) != 1 {

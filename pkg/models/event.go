@@ -12,21 +12,6 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 )
 
-// OverheadHeader carries the time a call spent inside sluice, in
-// milliseconds: from the request's arrival (auth included) to the answer's headers, less the
-// time spent waiting on providers and between retries.
-const OverheadHeader = "X-Sluice-Overhead-Ms"
-
-// SetOverhead sets OverheadHeader on h. rep may be nil (no provider called).
-func SetOverhead(h http.Header, start time.Time, rep *Reply) {
-	d := time.Since(start)
-	if rep != nil {
-		d -= rep.Waited
-	}
-	d = max(d, 0)
-	h.Set(OverheadHeader, strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64))
-}
-
 // NewEvent starts the log event of a call made by p for model.
 func NewEvent(ctx context.Context, p auth.Principal, callType, model string) *logevent.Event {
 	id := api.RequestID(ctx)
@@ -90,7 +75,7 @@ func Fail(ev *logevent.Event, err error) {
 // publishes ev, and returns err for the middleware to render. rep may be nil
 // (no provider called).
 func Failed(ctx context.Context, h http.Header, events *logevent.Emitter, start time.Time, rep *Reply, ev *logevent.Event, err error) error {
-	SetOverhead(h, start, rep)
+	api.SetOverhead(h, ctx)
 	Fail(ev, err)
 	ev.SetTimes(start, time.Time{}, time.Now())
 	events.Start(ctx, ev)()

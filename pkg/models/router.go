@@ -131,9 +131,6 @@ type Reply struct {
 	Target Target
 	// Attempts counts provider calls, retries and fallbacks included.
 	Attempts int
-	// Waited is the time spent waiting on providers (until each answer's
-	// headers) and between retries: what is not sluice's own overhead.
-	Waited time.Duration
 	// Fallback is true when a fallback model answered.
 	Fallback bool
 
@@ -385,7 +382,9 @@ func (r *Router) tryGroup(ctx context.Context, g *group, what string, op operati
 		}
 		rep.Target.APIBase = ep.APIBase()
 		ans, took, err := r.attempt(ctx, d, ep, op)
-		rep.Waited += took
+		// Waits on providers (until each answer's headers) and between
+		// retries are not sluice's overhead.
+		api.AddWait(ctx, took)
 		if errors.Is(err, errUnsupported) {
 			lastErr, lastAt = api.InvalidValue("model", "Model '%s' does not support %s.", g.name, what), rep.Target
 			skip[d.index] = true
@@ -434,7 +433,7 @@ func (r *Router) tryGroup(ctx context.Context, g *group, what string, op operati
 		if err := r.sleep(ctx, wait); err != nil {
 			return true, clientError(err, rep.Target)
 		}
-		rep.Waited += wait
+		api.AddWait(ctx, wait)
 	}
 }
 

@@ -108,7 +108,7 @@ func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
 	if ans.ContentLength >= 0 {
 		h.Set("Content-Length", strconv.FormatInt(ans.ContentLength, 10))
 	}
-	models.SetOverhead(h, start, rep)
+	api.SetOverhead(h, ctx)
 	first := time.Now()
 	w.WriteHeader(http.StatusOK)
 	logged := &capped{max: maxLoggedAnswer}

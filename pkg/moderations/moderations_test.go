@@ -80,7 +80,7 @@ func TestCreate(t *testing.T) {
 	}
 	router := &fakeRouter{body: answer}
 	w, events := run(router, `{"input":"I will hurt you"}`)
-	if w.Code != 200 || w.Body.String() != answer || w.Header().Get(models.OverheadHeader) == "" {
+	if w.Code != 200 || w.Body.String() != answer || w.Header().Get(api.OverheadHeader) == "" {
 		t.Fatalf("%d %v %s", w.Code, w.Header(), w.Body)
 	}
 	if router.got.Model != "guard" {
