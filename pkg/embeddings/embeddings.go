@@ -50,7 +50,7 @@ func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
 	start := api.RequestStart(r.Context())
 	ctx := r.Context()
 	p := auth.FromContext(ctx)
-	ev := models.NewEvent(ctx, p, logevent.CallEmbedding, "")
+	ev := logevent.New(ctx, p, logevent.CallEmbedding)
 
 	body, err := api.ReadBody(w, r, s.jsonLimit)
 	if err != nil {
@@ -105,9 +105,9 @@ func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
 	ev.UsageEstimated = ans.UsageEstimated
 	ev.Response = summarize(scan, req.Encoding(), usage)
 	if sendErr != nil {
-		models.Fail(ev, api.Upstream(sendErr, "The answer was cut off before it ended."))
+		ev.Fail(api.Upstream(sendErr, "The answer was cut off before it ended."))
 	} else if !scan.Complete() {
-		models.Fail(ev, api.Upstream(nil, "The provider's answer was not a complete JSON object."))
+		ev.Fail(api.Upstream(nil, "The provider's answer was not a complete JSON object."))
 	}
 	ev.SetTimes(start, first, time.Now())
 	s.router.Finish(ctx, p, rep, usage.TotalTokens)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
 )
 
 func TestEventFailKeepsOnlyRequestErrorsFromTheProvider(t *testing.T) {
@@ -23,8 +24,8 @@ func TestEventFailKeepsOnlyRequestErrorsFromTheProvider(t *testing.T) {
 		{503, "overloaded", false},
 	} {
 		pe := &ProviderError{Provider: "openai", Status: tc.status, Message: tc.msg}
-		ev := NewEvent(context.Background(), auth.Principal{}, "aembedding", "m")
-		Fail(ev, clientError(pe, target))
+		ev := logevent.New(context.Background(), auth.Principal{}, "aembedding")
+		ev.Fail(clientError(pe, target))
 		if ev.Status != "failure" || ev.ErrorInformation == nil {
 			t.Fatalf("%d: %+v", tc.status, ev)
 		}
@@ -38,7 +39,7 @@ func TestEventFailKeepsOnlyRequestErrorsFromTheProvider(t *testing.T) {
 func TestEventDescribesTheCall(t *testing.T) {
 	ctx := api.WithRequestID(context.Background(), "req_x")
 	p := auth.Principal{TeamID: "team-1", Key: &auth.KeyInfo{Token: "tok", KeyAlias: "alias"}, Team: &auth.Team{TeamID: "team-1", TeamAlias: "ta"}}
-	ev := NewEvent(ctx, p, "aembedding", "small")
+	ev := logevent.New(ctx, p, "aembedding")
 	rep := &Reply{Target: Target{ModelGroup: "small", DeploymentID: "d", Provider: "azure", Model: "dep", APIBase: "https://r"}}
 	rep.Describe(ev)
 	if ev.ID != "req_x" || ev.Model != "dep" || ev.ModelGroup != "small" || ev.ModelID != "d" || ev.CustomLLMProvider != "azure" || ev.APIBase != "https://r" ||

@@ -74,7 +74,7 @@ func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
 	start := api.RequestStart(r.Context())
 	ctx := r.Context()
 	p := auth.FromContext(ctx)
-	ev := models.NewEvent(ctx, p, logevent.CallModeration, "")
+	ev := logevent.New(ctx, p, logevent.CallModeration)
 
 	body, err := api.ReadBody(w, r, s.jsonLimit)
 	if err != nil {
@@ -117,7 +117,7 @@ func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
 		ev.Response = logged.buf
 	}
 	if sendErr != nil {
-		models.Fail(ev, api.Upstream(sendErr, "The answer was cut off before it ended."))
+		ev.Fail(api.Upstream(sendErr, "The answer was cut off before it ended."))
 	}
 	ev.SetTimes(start, first, time.Now())
 	s.events.Start(ctx, ev)()

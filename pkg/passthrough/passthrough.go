@@ -451,28 +451,13 @@ func (s *Service) finish(r *http.Request, c *call, err error) {
 			status = statusClientClosed
 		}
 	}
-	ev := &logevent.Event{
-		ID:                api.RequestID(ctx),
-		TraceID:           api.RequestID(ctx),
-		CallType:          logevent.CallPassthrough,
-		Stream:            c.streamed,
-		Status:            logevent.StatusSuccess,
-		CustomLLMProvider: string(c.provider),
-		PromptTokens:      u.PromptTokens,
-		CompletionTokens:  u.CompletionTokens,
-		TotalTokens:       u.TotalTokens,
-		Model:             c.model,
-		APIBase:           c.apiBase,
-		RequestTags:       []string{},
-		Metadata: logevent.Metadata{
-			UserAPIKeyHash:      c.principal.KeyToken(),
-			UserAPIKeyAlias:     c.principal.KeyAlias(),
-			UserAPIKeyTeamID:    c.principal.TeamID,
-			UserAPIKeyTeamAlias: c.principal.TeamAlias(),
-			RequestID:           api.RequestID(ctx),
-		},
-		Passthrough: &logevent.Passthrough{Method: c.method, Path: "/" + prefixes[c.provider][0] + c.path, StatusCode: status},
-	}
+	ev := logevent.New(ctx, c.principal, logevent.CallPassthrough)
+	ev.Stream = c.streamed
+	ev.CustomLLMProvider = string(c.provider)
+	ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = u.PromptTokens, u.CompletionTokens, u.TotalTokens
+	ev.Model = c.model
+	ev.APIBase = c.apiBase
+	ev.Passthrough = &logevent.Passthrough{Method: c.method, Path: "/" + prefixes[c.provider][0] + c.path, StatusCode: status}
 	if ev.Model == "" {
 		ev.Model = c.counts.model
 	}
