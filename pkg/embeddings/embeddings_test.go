@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/store"
@@ -30,8 +31,10 @@ type fakeRouter struct {
 	encoding string
 	err      error
 	waited   time.Duration
-	finished int64
-	got      *oai.EmbeddingRequest
+	// estimated: the answer's usage is sluice's estimate.
+	estimated bool
+	finished  int64
+	got       *oai.EmbeddingRequest
 }
 
 func (f *fakeRouter) Embed(ctx context.Context, p auth.Principal, req *oai.EmbeddingRequest) (*models.Reply, error) {
@@ -41,7 +44,7 @@ func (f *fakeRouter) Embed(ctx context.Context, p auth.Principal, req *oai.Embed
 	if f.err != nil {
 		return rep, f.err
 	}
-	rep.Answer = &models.Answer{Body: io.NopCloser(strings.NewReader(f.body)), ContentLength: int64(len(f.body)), Encoding: f.encoding}
+	rep.Answer = &models.Answer{Body: io.NopCloser(strings.NewReader(f.body)), ContentLength: int64(len(f.body)), Encoding: f.encoding, UsageEstimated: f.estimated}
 	return rep, nil
 }
 
@@ -72,14 +75,20 @@ func listening(context.Context, string) (bool, error) { return true, nil }
 
 var teamKey = auth.Principal{TeamID: "team-1", Key: &auth.KeyInfo{Token: "tok", KeyAlias: "search-prod"}, Team: &auth.Team{TeamID: "team-1", TeamAlias: "search"}}
 
-func serve(t *testing.T, router Router, body string) (*httptest.ResponseRecorder, []logevent.Event) {
+// handler is the route as the server mounts it: the operation in the
+// call layer's HTTP shell.
+func handler(router *fakeRouter, events *logevent.Emitter) func(http.ResponseWriter, *http.Request) error {
+	return modelcall.Handler(New(router, modelcall.New(events, router)).Create, 1<<20)
+}
+
+func serve(t *testing.T, router *fakeRouter, body string) (*httptest.ResponseRecorder, []logevent.Event) {
 	t.Helper()
 	bus := &recordingBus{}
-	s := New(router, logevent.NewEmitter(bus, nil, listening, 0), 1<<20)
+	h := handler(router, logevent.NewEmitter(bus, nil, listening, 0))
 	r := httptest.NewRequest("POST", "/v1/embeddings", strings.NewReader(body))
-	r = r.WithContext(auth.WithPrincipal(api.WithRequestID(r.Context(), "req_1"), teamKey))
+	r = r.WithContext(auth.WithPrincipal(api.WithStart(api.WithRequestID(r.Context(), "req_1"), time.Now()), teamKey))
 	w := httptest.NewRecorder()
-	if err := s.Create(w, r); err != nil {
+	if err := h(w, r); err != nil {
 		api.WriteError(w, r, err)
 	}
 	return w, bus.events
@@ -227,9 +236,9 @@ func (failingWriter) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }
 
 func TestClientGoneMidAnswer(t *testing.T) {
 	bus := &recordingBus{}
-	s := New(&fakeRouter{body: string(response(1, 8, "float", 2)), encoding: "float"}, logevent.NewEmitter(bus, nil, listening, 0), 0)
+	h := handler(&fakeRouter{body: string(response(1, 8, "float", 2)), encoding: "float"}, logevent.NewEmitter(bus, nil, listening, 0))
 	r := httptest.NewRequest("POST", "/v1/embeddings", strings.NewReader(`{"model":"m","input":"a"}`))
-	err := s.Create(failingWriter{httptest.NewRecorder()}, r)
+	err := h(failingWriter{httptest.NewRecorder()}, r)
 	if err == nil || len(bus.events) != 1 || bus.events[0].Status != "failure" {
 		t.Errorf("err %v events %+v", err, bus.events)
 	}
@@ -237,14 +246,14 @@ func TestClientGoneMidAnswer(t *testing.T) {
 
 func BenchmarkRelay(b *testing.B) {
 	answer := string(response(1, 1536, "float", 8))
-	s := New(&fakeRouter{body: answer, encoding: "float"}, nil, 0)
+	h := handler(&fakeRouter{body: answer, encoding: "float"}, nil)
 	body := `{"model":"text-embedding-3-small","input":"The food was delicious and the waiter was friendly."}`
 	ctx := auth.WithPrincipal(context.Background(), teamKey)
 	b.ReportAllocs()
 	for b.Loop() {
 		r := httptest.NewRequest("POST", "/v1/embeddings", strings.NewReader(body)).WithContext(ctx)
 		w := httptest.NewRecorder()
-		if err := s.Create(w, r); err != nil || w.Body.Len() != len(answer) {
+		if err := h(w, r); err != nil || w.Body.Len() != len(answer) {
 			b.Fatal(err)
 		}
 	}

@@ -627,14 +627,15 @@ func (r *Router) noteFailure(d *deployment, pe *ProviderError, retryAfter time.D
 	}
 }
 
-// Finish counts a successful call's tokens against its deployment's tpm
-// window and the caller's key and team tpm limits. Failures to count are
-// logged: the answer has already gone out.
+// Finish counts a finished call's tokens against its deployment's tpm
+// window (rep may be nil: no deployment) and the caller's key and team tpm
+// limits. Failures to count are logged: the answer has already gone out.
 func (r *Router) Finish(ctx context.Context, p auth.Principal, rep *Reply, tokens int64) {
 	if tokens <= 0 {
 		return
 	}
-	if d := rep.d; d != nil && d.tpm > 0 && tokens > 1 {
+	if rep != nil && rep.d != nil && rep.d.tpm > 0 && tokens > 1 {
+		d := rep.d
 		// One token was taken when the call was admitted.
 		if _, err := r.limiter.Take(ctx, d.scope+":tpm", limitWindow, math.MaxInt64, tokens-1); err != nil {
 			slog.WarnContext(ctx, "deployment tokens not counted", "deployment", d.target.DeploymentID, "error", err)

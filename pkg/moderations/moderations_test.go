@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/store"
@@ -69,11 +70,11 @@ func TestCreate(t *testing.T) {
 	cfg, _ := config.Parse([]byte("model_list:\n  - {model_name: guard, litellm_params: {model: openai/omni-moderation-latest}, model_info: {mode: moderation}}\n"), func(string) string { return "" })
 	run := func(router Router, body string) (*httptest.ResponseRecorder, []logevent.Event) {
 		bus := &recordingBus{}
-		s := New(router, logevent.NewEmitter(bus, nil, func(context.Context, string) (bool, error) { return true, nil }, 0), cfg, 0)
+		s := New(router, modelcall.New(logevent.NewEmitter(bus, nil, func(context.Context, string) (bool, error) { return true, nil }, 0), nil), cfg)
 		r := httptest.NewRequest("POST", "/v1/moderations", strings.NewReader(body))
 		r = r.WithContext(auth.WithPrincipal(r.Context(), auth.Principal{TeamID: "t1", Key: &auth.KeyInfo{Token: "tok"}}))
 		w := httptest.NewRecorder()
-		if err := s.Create(w, r); err != nil {
+		if err := modelcall.Handler(s.Create, 0)(w, r); err != nil {
 			api.WriteError(w, r, err)
 		}
 		return w, bus.events
@@ -96,9 +97,8 @@ func TestCreate(t *testing.T) {
 	}
 
 	empty, _ := config.Parse(nil, func(string) string { return "" })
-	s := New(router, nil, empty, 0)
-	r := httptest.NewRequest("POST", "/v1/moderations", strings.NewReader(`{"input":"x"}`))
-	err := s.Create(httptest.NewRecorder(), r)
+	s := New(router, modelcall.New(nil, nil), empty)
+	_, err := s.Create(context.Background(), auth.Principal{}, []byte(`{"input":"x"}`))
 	if e := api.AsError(err); e.Status != 400 || e.Param != "model" || !strings.Contains(e.Message, "No moderation model is configured") {
 		t.Errorf("%v", err)
 	}

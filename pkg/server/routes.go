@@ -80,9 +80,9 @@ func Routes() []Route {
 
 		{Method: "GET", Pattern: "/v1/models", Function: "models", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.listModels }},
 
-		{Method: "POST", Pattern: "/v1/embeddings", Function: "embeddings", Access: AnyKey, Stream: true, handler: func(s *Services) HandlerFunc { return s.Embeddings.Create }},
-		{Method: "POST", Pattern: "/moderations", Function: "moderations", Access: AnyKey, Stream: true, handler: func(s *Services) HandlerFunc { return s.Moderations.Create }},
-		{Method: "POST", Pattern: "/v1/moderations", Function: "moderations", Access: AnyKey, Stream: true, handler: func(s *Services) HandlerFunc { return s.Moderations.Create }},
+		{Method: "POST", Pattern: "/v1/embeddings", Function: "embeddings", Access: AnyKey, Stream: true, handler: func(s *Services) HandlerFunc { return s.call("/v1/embeddings") }},
+		{Method: "POST", Pattern: "/moderations", Function: "moderations", Access: AnyKey, Stream: true, handler: func(s *Services) HandlerFunc { return s.call("/v1/moderations") }},
+		{Method: "POST", Pattern: "/v1/moderations", Function: "moderations", Access: AnyKey, Stream: true, handler: func(s *Services) HandlerFunc { return s.call("/v1/moderations") }},
 
 		{Method: "POST", Pattern: "/v1/files", Function: "files-upload", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.Files.HandleUpload }},
 		{Method: "GET", Pattern: "/v1/files", Function: "files-list", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.Files.HandleList }},

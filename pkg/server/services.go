@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/embeddings"
 	"github.com/sluice-gateway/sluice/pkg/files"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/moderations"
 	"github.com/sluice-gateway/sluice/pkg/passthrough"
@@ -57,9 +58,14 @@ type Services struct {
 	Auth     *auth.Service
 	Events   *logevent.Emitter
 	// Models routes model calls to deployments (pkg/models).
-	Models      *models.Router
+	Models *models.Router
+	// Calls is the call layer every model operation ends its calls through.
+	Calls       *modelcall.Calls
 	Embeddings  *embeddings.Service
 	Moderations *moderations.Service
+	// Operations are the model endpoints' operations by OpenAI path: the
+	// routes mount them, and the batch worker runs lines through them.
+	Operations modelcall.Operations
 	// Files serves the Files and Uploads APIs (pkg/files).
 	Files *files.Service
 	// Passthrough serves /vertex-ai, /bedrock, /anthropic and /gemini.
@@ -112,8 +118,8 @@ func NewServices(deps Deps) (*Services, error) {
 	return s, nil
 }
 
-// buildModels builds the router over the provider registry, and the
-// embeddings and moderations endpoints on it.
+// buildModels builds the router over the provider registry, the call layer,
+// and the model operations on them.
 func (s *Services) buildModels(deps Deps, client *http.Client) error {
 	getenv := deps.Getenv
 	registry := map[string]models.Provider{
@@ -134,8 +140,13 @@ func (s *Services) buildModels(deps Deps, client *http.Client) error {
 		return err
 	}
 	s.Models = router
-	s.Embeddings = embeddings.New(router, s.Events, deps.Settings.JSONBodyLimit)
-	s.Moderations = moderations.New(router, s.Events, deps.Config, deps.Settings.JSONBodyLimit)
+	s.Calls = modelcall.New(s.Events, router)
+	s.Embeddings = embeddings.New(router, s.Calls)
+	s.Moderations = moderations.New(router, s.Calls, deps.Config)
+	s.Operations = modelcall.Operations{
+		"/v1/embeddings":  s.Embeddings.Create,
+		"/v1/moderations": s.Moderations.Create,
+	}
 	return nil
 }
 
@@ -185,4 +196,14 @@ func (s *Services) listModels(w http.ResponseWriter, r *http.Request) error {
 	}
 	api.WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 	return nil
+}
+
+// call is the route handler of the model operation at path (a key of
+// Operations): the one HTTP shell of every model endpoint.
+func (s *Services) call(path string) HandlerFunc {
+	op, ok := s.Operations[path]
+	if !ok {
+		panic("server: no model operation for " + path) // the route table names an operation that is not built
+	}
+	return modelcall.Handler(op, s.Settings.JSONBodyLimit)
 }
