@@ -9,8 +9,9 @@
 // deployment's timeout, retries 429s, 5xx answers, timeouts and connection
 // failures with exponential backoff and jitter (honouring Retry-After), cools
 // a failing deployment down, and finally tries router_settings.fallbacks.
-// Before any of that it enforces the caller's key and team: the models they
-// may use (403) and their rpm/tpm limits (429).
+// Before any of that it enforces the models the caller's key and team may use
+// (403); their rpm/tpm limits were applied before the call reached it (429),
+// and it counts the call's tokens against them once the answer is known.
 //
 // The seam: a Provider, registered under the provider part of
 // litellm_params.model ("openai" in "openai/text-embedding-3-small"), opens a

@@ -47,12 +47,10 @@ const (
 	limitWindow = time.Minute
 )
 
-// Admitter enforces the caller's key and team limits (auth.Service).
-type Admitter interface {
-	// Admit counts one request against the rpm limits and checks the tpm
-	// windows; a full window is a 429.
-	Admit(ctx context.Context, p auth.Principal) error
-	// RecordTokens counts a finished call's tokens.
+// KeyTokens counts a finished call's tokens against the caller's key and
+// team tpm limits (auth.Service). Admitting the call against them happened
+// before it reached the router: at the HTTP edge, or in modelcall.Run.
+type KeyTokens interface {
 	RecordTokens(ctx context.Context, p auth.Principal, tokens int64) error
 }
 
@@ -62,8 +60,8 @@ type Options struct {
 	Secrets config.Secrets // resolves secretsmanager/ references; nil locally
 	// Limiter holds the per-deployment rpm/tpm windows (shared by every
 	// process using the store).
-	Limiter  store.Limiter
-	Admitter Admitter
+	Limiter   store.Limiter
+	KeyTokens KeyTokens
 	// Providers maps the provider part of litellm_params.model to the
 	// Provider that serves it.
 	Providers map[string]Provider
@@ -79,7 +77,7 @@ type Router struct {
 	groups       map[string]*group
 	fallbacks    map[string][]string
 	limiter      store.Limiter
-	admit        Admitter
+	keyTokens    KeyTokens
 	resolve      Resolver
 	cooldown     time.Duration
 	allowedFails int
@@ -152,7 +150,7 @@ func NewRouter(opts Options) (*Router, error) {
 		groups:       map[string]*group{},
 		fallbacks:    map[string][]string{},
 		limiter:      opts.Limiter,
-		admit:        opts.Admitter,
+		keyTokens:    opts.KeyTokens,
 		resolve:      func(ctx context.Context, v string) (string, error) { return cfg.Resolve(ctx, opts.Secrets, v) },
 		cooldown:     seconds(rs.CooldownTime, DefaultCooldown),
 		allowedFails: rs.AllowedFails,
@@ -293,8 +291,8 @@ var errUnsupported = errors.New("the deployment's provider does not serve this c
 
 type operation func(ctx context.Context, ep Endpoint) (*Answer, error)
 
-// call checks the caller's permission and limits, then tries model's
-// deployments and, if they fail, its fallbacks. The error returned is the
+// call checks the caller may use model, then tries its deployments and, if
+// they fail, its fallbacks. The error returned is the
 // requested model's: fallbacks are a best effort.
 func (r *Router) call(ctx context.Context, p auth.Principal, model, what string, op operation) (*Reply, error) {
 	rep := &Reply{Target: Target{ModelGroup: model}}
@@ -304,11 +302,6 @@ func (r *Router) call(ctx context.Context, p auth.Principal, model, what string,
 	g := r.groups[model]
 	if g == nil {
 		return rep, api.ModelNotFound(model)
-	}
-	if r.admit != nil {
-		if err := r.admit.Admit(ctx, p); err != nil {
-			return rep, err
-		}
 	}
 	final, err := r.tryGroup(ctx, g, what, op, rep)
 	if err == nil || final {
@@ -641,8 +634,8 @@ func (r *Router) Finish(ctx context.Context, p auth.Principal, rep *Reply, token
 			slog.WarnContext(ctx, "deployment tokens not counted", "deployment", d.target.DeploymentID, "error", err)
 		}
 	}
-	if r.admit != nil {
-		if err := r.admit.RecordTokens(ctx, p, tokens); err != nil {
+	if r.keyTokens != nil {
+		if err := r.keyTokens.RecordTokens(ctx, p, tokens); err != nil {
 			slog.WarnContext(ctx, "key and team tokens not counted", "error", err)
 		}
 	}

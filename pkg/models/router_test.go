@@ -97,13 +97,9 @@ func (l *countingLimiter) Take(ctx context.Context, scope string, window time.Du
 	return store.Decision{Allowed: true, Remaining: limit - l.used[scope]}, nil
 }
 
-type fakeAdmitter struct {
-	refuse error
-	tokens int64
-}
+type fakeKeyTokens struct{ tokens int64 }
 
-func (a *fakeAdmitter) Admit(ctx context.Context, p auth.Principal) error { return a.refuse }
-func (a *fakeAdmitter) RecordTokens(ctx context.Context, p auth.Principal, n int64) error {
+func (a *fakeKeyTokens) RecordTokens(ctx context.Context, p auth.Principal, n int64) error {
 	a.tokens += n
 	return nil
 }
@@ -112,7 +108,7 @@ type harness struct {
 	router *Router
 	fake   *fakeProvider
 	sleeps []time.Duration
-	admit  *fakeAdmitter
+	keys   *fakeKeyTokens
 	now    time.Time
 }
 
@@ -122,12 +118,12 @@ func newHarness(t *testing.T, yaml string, answer func(ctx context.Context, mode
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{fake: newFake(answer), admit: &fakeAdmitter{}, now: time.Unix(1_700_000_000, 0)}
+	h := &harness{fake: newFake(answer), keys: &fakeKeyTokens{}, now: time.Unix(1_700_000_000, 0)}
 	rng := rand.New(rand.NewPCG(1, 2))
 	h.router, err = NewRouter(Options{
 		Config:    cfg,
 		Limiter:   &countingLimiter{used: map[string]int64{}},
-		Admitter:  h.admit,
+		KeyTokens: h.keys,
 		Providers: map[string]Provider{"fake": h.fake},
 		Rand:      rng.Float64,
 		Now:       func() time.Time { return h.now },
@@ -275,8 +271,8 @@ model_list:
 		t.Fatal(err)
 	}
 	h.router.Finish(context.Background(), admin, rep, 15)
-	if h.admit.tokens != 15 {
-		t.Errorf("key/team tokens recorded: %d", h.admit.tokens)
+	if h.keys.tokens != 15 {
+		t.Errorf("key/team tokens recorded: %d", h.keys.tokens)
 	}
 	_, err = h.embed(t, admin, "m")
 	if e := wantAPIError(t, err, 429, "rate_limit_exceeded"); e.Type != api.TypeTokens {
@@ -546,19 +542,6 @@ model_list:
 	}
 	if len(h.fake.calls) != 0 {
 		t.Errorf("refused calls reached the provider: %v", h.fake.calls)
-	}
-}
-
-func TestKeyLimitsRefuseBeforeTheProvider(t *testing.T) {
-	h := newHarness(t, `
-model_list:
-  - {model_name: m, litellm_params: {model: fake/a}}
-`, ok)
-	h.admit.refuse = api.RateLimited(api.TypeRequests, time.Second, "key limit")
-	_, err := h.embed(t, admin, "m")
-	wantAPIError(t, err, 429, "rate_limit_exceeded")
-	if len(h.fake.calls) != 0 {
-		t.Error("provider called")
 	}
 }
 

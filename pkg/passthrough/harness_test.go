@@ -20,22 +20,10 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
-// fakeLimits records admissions and token counts.
+// fakeLimits records token counts.
 type fakeLimits struct {
-	mu       sync.Mutex
-	admitted int
-	tokens   []int64
-	refuse   error
-}
-
-func (f *fakeLimits) Admit(ctx context.Context, p auth.Principal) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.refuse != nil {
-		return f.refuse
-	}
-	f.admitted++
-	return nil
+	mu     sync.Mutex
+	tokens []int64
 }
 
 func (f *fakeLimits) RecordTokens(ctx context.Context, p auth.Principal, n int64) error {

@@ -3,7 +3,8 @@
 // SDKs with only the base URL pointed at sluice. sluice checks the caller's
 // key, removes it and every other client credential, injects the provider
 // credential (an API key, a Google OAuth2 token, or a SigV4 signature),
-// applies the key's and team's limits, and relays the request and the answer
+// counts the call's tokens against the key's and team's limits, and relays
+// the request and the answer
 // byte for byte, streaming both ways, while a bounded tee reads the token
 // usage for the log event.
 package passthrough
@@ -48,10 +49,9 @@ const (
 	copyBufferSize = 32 << 10
 )
 
-// Limits admits calls against the key's and team's limits and counts their
-// tokens (auth.Service).
+// Limits counts calls' tokens against the key's and team's tpm limits
+// (auth.Service). The calls were admitted against them at the HTTP edge.
 type Limits interface {
-	Admit(ctx context.Context, p auth.Principal) error
 	RecordTokens(ctx context.Context, p auth.Principal, tokens int64) error
 }
 
@@ -192,7 +192,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p Provider) erro
 	return err
 }
 
-// relay runs the call: validate, authorize, admit, forward, stream back.
+// relay runs the call: validate, authorize, forward, stream back.
 func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 	ctx := r.Context()
 	if r.RequestURI != "" && r.RequestURI[0] != '/' {
@@ -272,10 +272,6 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 		}
 		limited = &limitedBody{r: r.Body, left: s.opts.MaxBody}
 		body, length = limited, r.ContentLength
-	}
-
-	if err := s.opts.Limits.Admit(ctx, c.principal); err != nil {
-		return err
 	}
 
 	cctx, cancel := context.WithCancelCause(ctx)

@@ -134,7 +134,7 @@ func (s *Services) buildModels(deps Deps, client *http.Client) error {
 	}
 	router, err := models.NewRouter(models.Options{
 		Config: deps.Config, Secrets: deps.Secrets, Limiter: deps.Backend.Limiter,
-		Admitter: s.Auth, Providers: registry,
+		KeyTokens: s.Auth, Providers: registry,
 	})
 	if err != nil {
 		return err
