@@ -71,7 +71,7 @@ func (b *recordingBus) Publish(ctx context.Context, events ...store.Event) error
 	return nil
 }
 
-func listening(context.Context, string) (bool, error) { return true, nil }
+var listening = logevent.ListeningFunc(func(context.Context, string, string) (bool, error) { return true, nil })
 
 var teamKey = auth.Principal{TeamID: "team-1", Key: &auth.KeyInfo{Token: "tok", KeyAlias: "search-prod"}, Team: &auth.Team{TeamID: "team-1", TeamAlias: "search"}}
 

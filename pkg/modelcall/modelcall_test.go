@@ -72,7 +72,7 @@ func (t *tokens) Finish(ctx context.Context, p auth.Principal, rep *models.Reply
 
 func newCalls() (*Calls, *bus, *tokens) {
 	b, tk := &bus{added: make(chan struct{}, 1)}, &tokens{}
-	always := func(context.Context, string) (bool, error) { return true, nil }
+	always := logevent.ListeningFunc(func(context.Context, string, string) (bool, error) { return true, nil })
 	return New(logevent.NewEmitter(b, nil, always, 0), tk), b, tk
 }
 

@@ -70,7 +70,7 @@ func TestCreate(t *testing.T) {
 	cfg, _ := config.Parse([]byte("model_list:\n  - {model_name: guard, litellm_params: {model: openai/omni-moderation-latest}, model_info: {mode: moderation}}\n"), func(string) string { return "" })
 	run := func(router Router, body string) (*httptest.ResponseRecorder, []logevent.Event) {
 		bus := &recordingBus{}
-		s := New(router, modelcall.New(logevent.NewEmitter(bus, nil, func(context.Context, string) (bool, error) { return true, nil }, 0), nil), cfg)
+		s := New(router, modelcall.New(logevent.NewEmitter(bus, nil, logevent.ListeningFunc(func(context.Context, string, string) (bool, error) { return true, nil }), 0), nil), cfg)
 		r := httptest.NewRequest("POST", "/v1/moderations", strings.NewReader(body))
 		r = r.WithContext(auth.WithPrincipal(r.Context(), auth.Principal{TeamID: "t1", Key: &auth.KeyInfo{Token: "tok"}}))
 		w := httptest.NewRecorder()

@@ -101,7 +101,7 @@ func newHarness(t testing.TB, yaml string, env map[string]string, tune func(*Opt
 		t.Fatal(err)
 	}
 	h := &harness{limits: &fakeLimits{}, bus: &eventBus{}}
-	listening := func(context.Context, string) (bool, error) { return true, nil }
+	listening := logevent.ListeningFunc(func(context.Context, string, string) (bool, error) { return true, nil })
 	opts := Options{
 		Config: cfg, Getenv: func(k string) string { return env[k] }, Client: providers.NewHTTPClient(),
 		Limits: h.limits, Events: logevent.NewEmitter(h.bus, nil, listening, 0),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/callbacks"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/embeddings"
 	"github.com/sluice-gateway/sluice/pkg/files"
@@ -56,7 +57,10 @@ type Services struct {
 	Backend  *store.Backend
 	Secrets  config.Secrets
 	Auth     *auth.Service
-	Events   *logevent.Emitter
+	// Listeners says which teams (and whether the gateway) listen for log
+	// events; Events asks it before publishing.
+	Listeners *callbacks.Listeners
+	Events    *logevent.Emitter
 	// Models routes model calls to deployments (pkg/models).
 	Models *models.Router
 	// Calls is the call layer every model operation ends its calls through.
@@ -88,14 +92,15 @@ func NewServices(deps Deps) (*Services, error) {
 	if err != nil {
 		return nil, err
 	}
+	listeners := callbacks.NewListeners(deps.Backend.Records, deps.Config, callbacks.Options{TTL: deps.Settings.KeyCacheTTL, Now: deps.Now})
 	s := &Services{
-		Settings: deps.Settings,
-		Config:   deps.Config,
-		Backend:  deps.Backend,
-		Secrets:  deps.Secrets,
-		Auth:     a,
-		// Nobody listens until team callbacks exist.
-		Events: logevent.NewEmitter(deps.Backend.Bus, deps.Backend.Blobs, nil, int(deps.Settings.ClaimCheckThreshold)),
+		Settings:  deps.Settings,
+		Config:    deps.Config,
+		Backend:   deps.Backend,
+		Secrets:   deps.Secrets,
+		Auth:      a,
+		Listeners: listeners,
+		Events:    logevent.NewEmitter(deps.Backend.Bus, deps.Backend.Blobs, listeners, int(deps.Settings.ClaimCheckThreshold)),
 		Files: files.NewService(deps.Backend.Records, deps.Backend.Blobs, files.Options{
 			MaxFileSize: deps.Settings.MaxFileSize, MaxLineBytes: int(deps.Settings.JSONBodyLimit),
 			JSONLimit: deps.Settings.JSONBodyLimit, Now: deps.Now,
