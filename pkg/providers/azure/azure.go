@@ -21,7 +21,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
-	"github.com/sluice-gateway/sluice/pkg/providers/openai"
+	"github.com/sluice-gateway/sluice/pkg/providers"
 )
 
 // Name is the litellm_params.model provider prefix this package serves.
@@ -116,7 +116,7 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 		return nil, fmt.Errorf("azure embeddings: %w", err)
 	}
 	hreq.Header = e.header.Clone()
-	ans, err := openai.Do(e.client, Name, hreq)
+	ans, err := providers.Relay(e.client, Name, hreq)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 )
 
@@ -147,7 +148,7 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if base == "" {
 		base = RuntimeEndpoint(auth.Region)
 	}
-	if base, err = embedbatch.Base(base); err != nil {
+	if base, err = providers.Base(base); err != nil {
 		return nil, api.Unavailable("Model '%s' (provider bedrock): %v.", d.ModelName, err)
 	}
 	model := d.Params.ProviderModel()
@@ -433,8 +434,8 @@ func headerTokens(h http.Header) (int64, bool) {
 }
 
 // invoke sends one InvokeModel call, SigV4-signed over the exact body.
-func (e *endpoint) invoke(ctx context.Context, v any) (*embedbatch.Response, error) {
-	hreq, body, err := embedbatch.NewRequest(ctx, Name, e.invokeURL, v)
+func (e *endpoint) invoke(ctx context.Context, v any) (*providers.Response, error) {
+	hreq, body, err := providers.NewRequest(ctx, Name, e.invokeURL, v)
 	if err != nil {
 		return nil, err
 	}
@@ -446,5 +447,5 @@ func (e *endpoint) invoke(ctx context.Context, v any) (*embedbatch.Response, err
 		u.Err = err
 		return nil, u
 	}
-	return embedbatch.Do(e.client, Name, hreq)
+	return providers.Do(e.client, Name, hreq)
 }

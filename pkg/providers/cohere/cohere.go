@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 )
 
@@ -68,7 +69,7 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if base == "" {
 		base = DefaultAPIBase
 	}
-	if base, err = embedbatch.Base(base); err != nil {
+	if base, err = providers.Base(base); err != nil {
 		return nil, api.Unavailable("Model '%s' (provider cohere): %v.", d.ModelName, err)
 	}
 	model := d.Params.ProviderModel()
@@ -162,13 +163,13 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 	})
 }
 
-func (e *endpoint) post(ctx context.Context, v embedRequest) (*embedbatch.Response, error) {
-	hreq, _, err := embedbatch.NewRequest(ctx, Name, e.url, v)
+func (e *endpoint) post(ctx context.Context, v embedRequest) (*providers.Response, error) {
+	hreq, _, err := providers.NewRequest(ctx, Name, e.url, v)
 	if err != nil {
 		return nil, err
 	}
 	hreq.Header.Set("Authorization", e.auth)
-	return embedbatch.Do(e.client, Name, hreq)
+	return providers.Do(e.client, Name, hreq)
 }
 
 // ParseEmbed reads a /v2/embed answer: embeddings.float (one vector per

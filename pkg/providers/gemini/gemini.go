@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 )
 
@@ -67,7 +68,7 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if base == "" {
 		base = DefaultAPIBase
 	}
-	if base, err = embedbatch.Base(base); err != nil {
+	if base, err = providers.Base(base); err != nil {
 		return nil, api.Unavailable("Model '%s' (provider gemini): %v.", d.ModelName, err)
 	}
 	model := strings.TrimPrefix(d.Params.ProviderModel(), "models/")
@@ -149,13 +150,13 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 	})
 }
 
-func (e *endpoint) post(ctx context.Context, v batchRequest) (*embedbatch.Response, error) {
-	hreq, _, err := embedbatch.NewRequest(ctx, Name, e.url, v)
+func (e *endpoint) post(ctx context.Context, v batchRequest) (*providers.Response, error) {
+	hreq, _, err := providers.NewRequest(ctx, Name, e.url, v)
 	if err != nil {
 		return nil, err
 	}
 	hreq.Header.Set("X-Goog-Api-Key", e.key)
-	resp, err := embedbatch.Do(e.client, Name, hreq)
+	resp, err := providers.Do(e.client, Name, hreq)
 	var pe *models.ProviderError
 	if errors.As(err, &pe) && pe.Status == http.StatusBadRequest && strings.Contains(pe.Message, "API key") {
 		// The Gemini API refuses a bad or expired key with a 400

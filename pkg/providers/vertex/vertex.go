@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 	"github.com/sluice-gateway/sluice/pkg/providers/google"
 )
@@ -144,7 +145,7 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if strings.TrimSpace(base) == "" {
 		base = google.VertexEndpoint(location)
 	}
-	if base, err = embedbatch.Base(base); err != nil {
+	if base, err = providers.Base(base); err != nil {
 		return nil, api.Unavailable("Model '%s' (provider vertex_ai): %v.", d.ModelName, err)
 	}
 	model := strings.TrimPrefix(d.Params.ProviderModel(), "publishers/google/models/")
@@ -240,8 +241,8 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 	})
 }
 
-func (e *endpoint) predict(ctx context.Context, v predictRequest) (*embedbatch.Response, error) {
-	hreq, _, err := embedbatch.NewRequest(ctx, Name, e.url, v)
+func (e *endpoint) predict(ctx context.Context, v predictRequest) (*providers.Response, error) {
+	hreq, _, err := providers.NewRequest(ctx, Name, e.url, v)
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +254,7 @@ func (e *endpoint) predict(ctx context.Context, v predictRequest) (*embedbatch.R
 		return nil, api.Upstream(err, "The gateway could not get a Google access token for Vertex AI model '%s' from its service account's token endpoint.", e.model)
 	}
 	hreq.Header.Set("Authorization", "Bearer "+token)
-	return embedbatch.Do(e.client, Name, hreq)
+	return providers.Do(e.client, Name, hreq)
 }
 
 // ParsePredictions reads a text-embeddings predict answer: one prediction
