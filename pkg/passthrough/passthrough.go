@@ -249,7 +249,7 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 		length   int64
 		limited  *limitedBody
 	)
-	needModel := c.provider == Anthropic && modelRestricted(c.principal) && r.Method == http.MethodPost &&
+	needModel := c.provider == Anthropic && c.principal.RestrictsModels() && r.Method == http.MethodPost &&
 		!strings.HasPrefix(mediaType(r.Header.Get("Content-Type")), "multipart/")
 	if c.provider == Bedrock || needModel {
 		if buffered, err = readBody(r, s.opts.MaxSignedBody); err != nil {
@@ -513,12 +513,6 @@ func (s *Service) allowsModel(p auth.Principal, provider Provider, model string)
 		}
 	}
 	return false
-}
-
-// modelRestricted reports whether the key or its team is limited to some models.
-func modelRestricted(p auth.Principal) bool {
-	// No real model is named with a NUL: only a wildcard or an empty list allows it.
-	return !p.AllowsModel("\x00")
 }
 
 // modelOfJSON returns the top-level "model" of a JSON object body, or "".
