@@ -127,7 +127,7 @@ func New(opts Options) (*Service, error) {
 	cfg := opts.Config
 	var errs []error
 	for _, p := range providerList {
-		src := gather(cfg, p, opts.Getenv)
+		src := gather(cfg, p)
 		if b := src.apiBase; b != "" && !strings.HasPrefix(b, "secretsmanager/") {
 			if _, err := parseBase(b); err != nil {
 				errs = append(errs, fmt.Errorf("passthrough %s (%s): %w", p, src.where, err))
@@ -139,9 +139,8 @@ func New(opts Options) (*Service, error) {
 			resolve: func(ctx context.Context, v string) (string, error) {
 				return cfg.Resolve(ctx, opts.Secrets, v)
 			},
-			newAuth: func(ctx context.Context, keys bedrock.Keys) (*bedrock.Auth, error) {
-				return bedrock.NewAuth(ctx, keys, opts.Getenv, opts.AWSDefaultChain)
-			},
+			getenv:   opts.Getenv,
+			chain:    opts.AWSDefaultChain,
 			tokenOpt: google.Options{HTTPClient: opts.Client, FetchTimeout: opts.TokenTimeout},
 		}
 		s.aliases[p] = map[string][]string{}
@@ -318,10 +317,8 @@ func forbiddenModel(model string) error {
 // upstream receives.
 func (s *Service) authorize(ctx context.Context, up *upstream, out *http.Request, body []byte) error {
 	switch up.provider {
-	case Anthropic:
-		out.Header.Set("X-Api-Key", up.apiKey)
-	case Gemini:
-		out.Header.Set("X-Goog-Api-Key", up.apiKey)
+	case Anthropic, Gemini:
+		up.setKey(out.Header)
 	case VertexAI:
 		token, err := up.tokens.AccessToken(ctx)
 		if err != nil {

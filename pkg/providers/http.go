@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -96,17 +97,35 @@ func Base(raw string) (string, error) {
 	u, err := url.Parse(s)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("api_base is not a URL: %w", err)
+		return "", BadSetting("api_base is not a URL")
 	case u.Scheme != "http" && u.Scheme != "https":
-		return "", fmt.Errorf("api_base must be an http:// or https:// URL")
+		return "", BadSetting("api_base must be an http:// or https:// URL")
 	case u.Host == "":
-		return "", fmt.Errorf("api_base has no host")
+		return "", BadSetting("api_base has no host")
 	case u.User != nil:
-		return "", fmt.Errorf("api_base must not hold credentials")
+		return "", BadSetting("api_base must not hold credentials")
 	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
-		return "", fmt.Errorf("api_base must not have a query or fragment")
+		return "", BadSetting("api_base must not have a query or fragment")
 	}
 	return s, nil
+}
+
+// SettingError is a configured setting that cannot be used (an api_base that
+// is not a URL, a location that names none): the operator must fix it. Its
+// message names the setting, never a secret value.
+type SettingError struct{ msg string }
+
+func (e *SettingError) Error() string { return e.msg }
+
+// BadSetting makes a *SettingError.
+func BadSetting(format string, args ...any) error {
+	return &SettingError{msg: fmt.Sprintf(format, args...)}
+}
+
+// IsBadSetting reports whether err is (or wraps) a *SettingError.
+func IsBadSetting(err error) bool {
+	var se *SettingError
+	return errors.As(err, &se)
 }
 
 // Relay sends a call whose JSON answer is relayed as it comes: the Answer's

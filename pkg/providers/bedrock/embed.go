@@ -105,27 +105,11 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 		}
 		return strings.TrimSpace(out), nil
 	}
-	var (
-		keys Keys
-		err  error
-	)
-	for _, f := range []struct {
-		name, value string
-		dst         *string
-	}{
-		{"aws_region_name", d.Params.AWSRegionName, &keys.Region},
-		{"aws_access_key_id", d.Params.AWSAccessKeyID, &keys.AccessKeyID},
-		{"aws_secret_access_key", d.Params.AWSSecretAccessKey, &keys.SecretAccessKey},
-		{"aws_session_token", d.Params.AWSSessionToken, &keys.SessionToken},
-	} {
-		if *f.dst, err = str(f.name, f.value); err != nil {
-			return nil, err
-		}
+	keys := Keys{Region: d.Params.AWSRegionName, AccessKeyID: d.Params.AWSAccessKeyID, SecretAccessKey: d.Params.AWSSecretAccessKey, SessionToken: d.Params.AWSSessionToken}
+	auth, err := Resolve(ctx, keys, resolve, p.getenv, p.chain)
+	if err != nil && !errors.Is(err, ErrNoCredentials) {
+		return nil, err
 	}
-	if keys.Region == "" {
-		keys.Region = strings.TrimSpace(p.getenv("AWS_REGION_NAME")) // LiteLLM's name
-	}
-	auth, err := NewAuth(ctx, keys, p.getenv, p.chain)
 	if err != nil {
 		// NewAuth's messages name settings, never secret values.
 		e := api.Unavailable("Model '%s' (provider bedrock) has no usable AWS credentials: %v. Set aws_region_name with aws_access_key_id and aws_secret_access_key, or give the gateway AWS credentials (environment, profile, role).", d.ModelName, err)

@@ -52,25 +52,70 @@ func New(client *http.Client, getenv func(string) string) *Provider {
 	return &Provider{client: client, getenv: getenv}
 }
 
-// Open resolves the deployment's api_key (503 without one) and api_base.
-func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
-	key, err := resolve.Setting(ctx, d.Params.APIKey, p.getenv, "GEMINI_API_KEY")
+// Environment fallbacks, LiteLLM's names.
+const (
+	KeyEnv  = "GEMINI_API_KEY"
+	BaseEnv = "GEMINI_API_BASE"
+)
+
+// ErrNoKey is Resolve's error when no API key is configured anywhere.
+var ErrNoKey = errors.New("gemini: no API key configured")
+
+// Settings are a Gemini API credential as configured (a deployment's, or the
+// /gemini passthrough's); each may be a secretsmanager/ reference.
+type Settings struct {
+	APIKey  string
+	APIBase string
+}
+
+// Credential is a resolved Gemini API credential.
+type Credential struct {
+	APIKey string
+	// APIBase is the base URL calls go to, without a trailing slash.
+	APIBase string
+}
+
+// Resolve resolves s — the one place model calls and the passthrough get a
+// Gemini credential: the api_key, else GEMINI_API_KEY (none is ErrNoKey);
+// the api_base, else GEMINI_API_BASE, else DefaultAPIBase, checked by
+// providers.Base. Errors name settings, never secret values.
+func Resolve(ctx context.Context, s Settings, resolve models.Resolver, getenv func(string) string) (Credential, error) {
+	key, err := resolve.Setting(ctx, s.APIKey, getenv, KeyEnv)
 	if err != nil {
-		return nil, fmt.Errorf("gemini: resolve api_key: %w", err)
+		return Credential{}, fmt.Errorf("gemini: resolve api_key: %w", err)
 	}
 	if key == "" {
-		return nil, api.Unavailable("Model '%s' has no api_key configured for provider gemini: set litellm_params.api_key, or GEMINI_API_KEY.", d.ModelName)
+		return Credential{}, ErrNoKey
 	}
-	base, err := resolve.Setting(ctx, d.Params.APIBase, p.getenv, "GEMINI_API_BASE")
+	base, err := resolve.Setting(ctx, s.APIBase, getenv, BaseEnv)
 	if err != nil {
-		return nil, fmt.Errorf("gemini: resolve api_base: %w", err)
+		return Credential{}, fmt.Errorf("gemini: resolve api_base: %w", err)
 	}
 	if base == "" {
 		base = DefaultAPIBase
 	}
 	if base, err = providers.Base(base); err != nil {
-		return nil, api.Unavailable("Model '%s' (provider gemini): %v.", d.ModelName, err)
+		return Credential{}, fmt.Errorf("gemini: %w", err)
 	}
+	return Credential{APIKey: key, APIBase: base}, nil
+}
+
+// Authorize puts the credential on an outgoing request: the only
+// credential Google receives.
+func (c Credential) Authorize(h http.Header) { h.Set("X-Goog-Api-Key", c.APIKey) }
+
+// Open resolves the deployment's credential (503 without a key).
+func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
+	cred, err := Resolve(ctx, Settings{APIKey: d.Params.APIKey, APIBase: d.Params.APIBase}, resolve, p.getenv)
+	switch {
+	case errors.Is(err, ErrNoKey):
+		return nil, api.Unavailable("Model '%s' has no api_key configured for provider gemini: set litellm_params.api_key, or GEMINI_API_KEY.", d.ModelName)
+	case providers.IsBadSetting(err):
+		return nil, api.Unavailable("Model '%s' (provider gemini): %v.", d.ModelName, err)
+	case err != nil:
+		return nil, err
+	}
+	base := cred.APIBase
 	model := strings.TrimPrefix(d.Params.ProviderModel(), "models/")
 	if model == "" {
 		return nil, api.Unavailable("Model '%s' names no Gemini model: litellm_params.model must be gemini/<model>.", d.ModelName)
@@ -80,7 +125,7 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 		taskType = t
 	}
 	return &endpoint{
-		client: p.client, base: base, model: model, key: key, taskType: taskType,
+		client: p.client, base: base, model: model, cred: cred, taskType: taskType,
 		url:      base + "/v1beta/models/" + url.PathEscape(model) + ":batchEmbedContents",
 		resource: "models/" + model,
 	}, nil
@@ -92,7 +137,7 @@ type endpoint struct {
 	model    string
 	resource string // models/{model}, as each request names it
 	url      string
-	key      string
+	cred     Credential
 	taskType string // the deployment's input_type / task_type
 }
 
@@ -155,7 +200,7 @@ func (e *endpoint) post(ctx context.Context, v batchRequest) (*providers.Respons
 	if err != nil {
 		return nil, err
 	}
-	hreq.Header.Set("X-Goog-Api-Key", e.key)
+	e.cred.Authorize(hreq.Header)
 	resp, err := providers.Do(e.client, Name, hreq)
 	var pe *models.ProviderError
 	if errors.As(err, &pe) && pe.Status == http.StatusBadRequest && strings.Contains(pe.Message, "API key") {

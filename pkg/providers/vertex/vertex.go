@@ -84,59 +84,31 @@ func New(client *http.Client, getenv func(string) string) *Provider {
 // us-central1), each falling back to its environment variable, and builds
 // the predict URL.
 func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
-	setting := func(name, v, alias, env string) (string, error) {
-		if v == "" && alias != "" {
-			v, _ = d.Params.Extra[alias].(string)
+	alias := func(v, name string) string {
+		if v == "" {
+			v, _ = d.Params.Extra[name].(string)
 		}
-		var envs []string
-		if env != "" {
-			envs = append(envs, env)
-		}
-		out, err := resolve.Setting(ctx, v, p.getenv, envs...)
-		if err != nil {
-			return "", fmt.Errorf("vertex_ai: resolve %s: %w", name, err)
-		}
-		return out, nil
+		return v
 	}
-	creds, err := setting("vertex_credentials", d.Params.VertexCredentials, "", "VERTEXAI_CREDENTIALS")
-	if err != nil {
-		return nil, err
+	s := Settings{
+		Credentials: d.Params.VertexCredentials,
+		Project:     alias(d.Params.VertexProject, "vertex_ai_project"),
+		Location:    alias(d.Params.VertexLocation, "vertex_ai_location"),
 	}
-	if creds == "" {
-		creds = strings.TrimSpace(p.getenv("GOOGLE_APPLICATION_CREDENTIALS"))
-	}
-	if creds == "" {
+	cred, err := Resolve(ctx, s, ModelEnv(), resolve, p.getenv, p.tokenSource)
+	switch {
+	case errors.Is(err, ErrNoCredentials):
 		return nil, api.Unavailable("Model '%s' (provider vertex_ai) has no credentials configured: set litellm_params.vertex_credentials to a service-account JSON (or a path to one), or GOOGLE_APPLICATION_CREDENTIALS.", d.ModelName)
-	}
-	tokens, err := p.tokenSource(creds)
-	if err != nil {
-		// The message says what is wrong with the credential, never its content.
-		e := api.Unavailable("Model '%s' (provider vertex_ai) has unusable credentials: %v.", d.ModelName, err)
+	case providers.IsBadSetting(err):
+		e := api.Unavailable("Model '%s' (provider vertex_ai): %v.", d.ModelName, err)
 		e.Err = err
 		return nil, e
-	}
-	project, err := setting("vertex_project", d.Params.VertexProject, "vertex_ai_project", "VERTEXAI_PROJECT")
-	if err != nil {
+	case err != nil:
 		return nil, err
 	}
-	if project == "" {
-		project = tokens.ProjectID()
-	}
+	tokens, project, location := cred.Tokens, cred.Project, cred.Location
 	if project == "" {
 		return nil, api.Unavailable("Model '%s' (provider vertex_ai) has no project: set litellm_params.vertex_project or VERTEXAI_PROJECT.", d.ModelName)
-	}
-	if !google.ValidProject(project) {
-		return nil, api.Unavailable("Model '%s' (provider vertex_ai): vertex_project %q is not a Google Cloud project id.", d.ModelName, project)
-	}
-	location, err := setting("vertex_location", d.Params.VertexLocation, "vertex_ai_location", "VERTEXAI_LOCATION")
-	if err != nil {
-		return nil, err
-	}
-	if location == "" {
-		location = google.DefaultVertexLocation
-	}
-	if !google.ValidLocation(location) {
-		return nil, api.Unavailable("Model '%s' (provider vertex_ai): vertex_location %q is not a Vertex AI location.", d.ModelName, location)
 	}
 	base, err := resolve(ctx, d.Params.APIBase)
 	if err != nil {
