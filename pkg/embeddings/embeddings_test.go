@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
@@ -115,21 +118,26 @@ func TestRelayPassesTheAnswerThrough(t *testing.T) {
 		t.Fatalf("%d events", len(events))
 	}
 	ev := events[0]
-	if ev.Status != "success" || ev.CallType != "aembedding" || ev.ID != "req_1" || ev.Model != "text-embedding-3-small" ||
-		ev.ModelGroup != "small" || ev.ModelID != "d1" || ev.CustomLLMProvider != "openai" || ev.APIBase != "https://api.openai.com/v1" ||
-		ev.PromptTokens != 9 || ev.TotalTokens != 9 || ev.EndUser != "end-user" {
-		t.Errorf("event %+v", ev)
+	want := logevent.Event{
+		ID: "req_1", TraceID: "req_1", CallType: "aembedding", Status: "success", CustomLLMProvider: "openai",
+		PromptTokens: 9, TotalTokens: 9, Model: "text-embedding-3-small", ModelID: "d1", ModelGroup: "small",
+		APIBase: "https://api.openai.com/v1", EndUser: "end-user", Messages: json.RawMessage(`["a","b"]`),
+		ModelParameters: map[string]any{"encoding_format": "base64", "user": "end-user"},
+		Metadata: logevent.Metadata{UserAPIKeyHash: "tok", UserAPIKeyAlias: "search-prod", UserAPIKeyTeamID: "team-1",
+			UserAPIKeyTeamAlias: "search", RequestID: "req_1"},
+		RequestTags: []string{},
 	}
-	md := ev.Metadata
-	if md.UserAPIKeyHash != "tok" || md.UserAPIKeyAlias != "search-prod" || md.UserAPIKeyTeamID != "team-1" || md.UserAPIKeyTeamAlias != "search" || md.RequestID != "req_1" {
-		t.Errorf("metadata %+v", md)
-	}
-	if string(ev.Messages) != `["a","b"]` {
-		t.Errorf("messages %s", ev.Messages)
+	if diff := cmp.Diff(want, ev, cmpopts.IgnoreFields(logevent.Event{}, "Response", "StartTime", "EndTime", "CompletionStartTime", "ResponseTime")); diff != "" {
+		t.Errorf("event (-want +got):\n%s", diff)
 	}
 	var sum summary
-	if err := json.Unmarshal(ev.Response, &sum); err != nil || sum.DataCount != 2 || sum.Dimensions != 16 || sum.EncodingFormat != "base64" || sum.Usage.TotalTokens != 9 {
-		t.Errorf("response summary %s", ev.Response)
+	if err := json.Unmarshal(ev.Response, &sum); err != nil {
+		t.Fatalf("response summary %s: %v", ev.Response, err)
+	}
+	wantSum := summary{Object: "list", Model: "text-embedding-3-small", DataCount: 2, Dimensions: 16, EncodingFormat: "base64",
+		Usage: oai.Usage{PromptTokens: 9, TotalTokens: 9}}
+	if diff := cmp.Diff(wantSum, sum); diff != "" {
+		t.Errorf("response summary (-want +got):\n%s", diff)
 	}
 	if bytes.Contains(ev.Response, []byte(answer[60:90])) {
 		t.Error("the event carries the vectors")

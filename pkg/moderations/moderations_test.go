@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/config"
@@ -87,8 +90,17 @@ func TestCreate(t *testing.T) {
 	if router.got.Model != "guard" {
 		t.Errorf("default model %q", router.got.Model)
 	}
-	if len(events) != 1 || events[0].CallType != "amoderation" || string(events[0].Response) != answer || events[0].Status != "success" || events[0].ModelGroup != "guard" {
-		t.Errorf("events %+v", events)
+	if len(events) != 1 {
+		t.Fatalf("%d events", len(events))
+	}
+	want := logevent.Event{
+		CallType: "amoderation", Status: "success", CustomLLMProvider: "openai",
+		Model: "omni-moderation-latest", ModelGroup: "guard", Messages: json.RawMessage(`"I will hurt you"`),
+		Response: json.RawMessage(answer), Metadata: logevent.Metadata{UserAPIKeyHash: "tok", UserAPIKeyTeamID: "t1"},
+		RequestTags: []string{},
+	}
+	if diff := cmp.Diff(want, events[0], cmpopts.IgnoreFields(logevent.Event{}, "StartTime", "EndTime", "CompletionStartTime", "ResponseTime")); diff != "" {
+		t.Errorf("event (-want +got):\n%s", diff)
 	}
 
 	w, events = run(router, `{"input":[]}`)

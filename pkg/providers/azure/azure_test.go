@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
 )
 
 // Real-shaped Azure OpenAI answers.
@@ -42,13 +43,11 @@ func server(t *testing.T, status int, body string) (*httptest.Server, *received)
 	return srv, got
 }
 
-func noSecrets(_ context.Context, v string) (string, error) { return v, nil }
-
 func TestEmbed(t *testing.T) {
 	srv, got := server(t, 200, embeddingAnswer)
 	ep, err := New(http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "small", Params: config.Params{
 		Model: "azure/my embeddings", APIBase: srv.URL + "/", APIKey: "azure-key", APIVersion: "2024-06-01",
-	}}, noSecrets)
+	}}, embedtest.NoSecrets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +86,7 @@ func TestDefaultAPIVersion(t *testing.T) {
 	srv, got := server(t, 200, embeddingAnswer)
 	ep, err := New(http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{
 		Model: "azure/emb", APIBase: srv.URL, APIKey: "k",
-	}}, noSecrets)
+	}}, embedtest.NoSecrets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +110,7 @@ func TestErrors(t *testing.T) {
 		srv, _ := server(t, tc.status, tc.body)
 		ep, err := New(http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{
 			Model: "azure/emb", APIBase: srv.URL, APIKey: "k",
-		}}, noSecrets)
+		}}, embedtest.NoSecrets)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +132,7 @@ func TestOpenRefusals(t *testing.T) {
 		{config.Params{Model: "azure/emb", APIBase: "https://r.openai.azure.com"}, "no api_key"},
 		{config.Params{Model: "azure/emb", APIBase: "r.openai.azure.com", APIKey: "k"}, "not an http(s) URL"},
 	} {
-		_, err := New(http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "m", Params: tc.params}, noSecrets)
+		_, err := New(http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "m", Params: tc.params}, embedtest.NoSecrets)
 		if e := api.AsError(err); e.Status != 503 || !strings.Contains(e.Message, tc.msg) {
 			t.Errorf("%+v: %v", tc.params, err)
 		}
@@ -143,7 +142,7 @@ func TestOpenRefusals(t *testing.T) {
 func TestEnvironmentFallbacks(t *testing.T) {
 	srv, got := server(t, 200, embeddingAnswer)
 	env := map[string]string{"AZURE_API_BASE": srv.URL, "AZURE_API_KEY": "env-key", "AZURE_API_VERSION": "2024-02-01"}
-	ep, err := New(http.DefaultClient, func(k string) string { return env[k] }).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "azure/emb"}}, noSecrets)
+	ep, err := New(http.DefaultClient, func(k string) string { return env[k] }).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "azure/emb"}}, embedtest.NoSecrets)
 	if err != nil {
 		t.Fatal(err)
 	}
