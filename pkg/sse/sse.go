@@ -84,9 +84,12 @@ type decoder struct {
 	pending   bool // a field since the last dispatch: ending now cuts an event
 	eventOver bool // this event is over a limit: drop it
 
-	// dispatch receives each event; returning false stops feed right after it.
-	dispatch func(ev Event) bool
-	dropped  int
+	// emit receives each event (a Parser's); without it, the event is kept
+	// in ev and feed stops right after it (a Reader's).
+	emit    func(Event)
+	ev      Event
+	got     bool
+	dropped int
 }
 
 var bom = []byte("\xef\xbb\xbf")
@@ -187,6 +190,9 @@ func (d *decoder) process(line []byte) bool {
 			d.eventOver = true
 			return true
 		}
+		if d.data == nil {
+			d.data = make([]byte, 0, min(max(len(value), 512), d.lim.MaxEvent)) // most events fit: one allocation
+		}
 		if d.hasData {
 			d.data = append(d.data, '\n')
 		}
@@ -194,6 +200,9 @@ func (d *decoder) process(line []byte) bool {
 		d.hasData = true
 	case "event":
 		d.pending = true
+		if d.typ == nil {
+			d.typ = make([]byte, 0, max(len(value), 32))
+		}
 		d.typ = append(d.typ[:0], value...)
 	case "id":
 		d.pending = true
@@ -212,8 +221,10 @@ func (d *decoder) end() bool {
 	switch {
 	case d.eventOver:
 		d.dropped++
+	case d.hasData && d.emit != nil:
+		d.emit(Event{Type: d.typ, Data: d.data, ID: d.id})
 	case d.hasData:
-		ok = d.dispatch(Event{Type: d.typ, Data: d.data, ID: d.id})
+		d.ev, d.got, ok = Event{Type: d.typ, Data: d.data, ID: d.id}, true, false
 	}
 	d.typ, d.data = d.typ[:0], d.data[:0]
 	d.hasData, d.pending, d.eventOver = false, false, false
@@ -240,16 +251,14 @@ func (d *decoder) cut() bool {
 // Parser is a push decoder: Write it the stream's bytes as they arrive, in
 // chunks of any size, and it calls back with each event.
 type Parser struct {
-	d    decoder
-	emit func(Event)
+	d decoder
 }
 
 // NewParser returns a Parser calling emit with each event. emit must not
 // keep the event's slices.
 func NewParser(lim Limits, emit func(Event)) *Parser {
-	p := &Parser{emit: emit}
-	p.d.lim = lim.withDefaults()
-	p.d.dispatch = func(ev Event) bool { p.emit(ev); return true }
+	p := &Parser{}
+	p.d.lim, p.d.emit = lim.withDefaults(), emit
 	return p
 }
 
@@ -304,7 +313,6 @@ type Reader struct {
 func NewReader(r io.Reader, lim Limits) *Reader {
 	rd := &Reader{src: r}
 	rd.d.lim = lim.withDefaults()
-	rd.d.dispatch = func(ev Event) bool { rd.ev, rd.got = ev, true; return false }
 	return rd
 }
 
@@ -324,9 +332,9 @@ func (r *Reader) Next() (Event, error) {
 				r.err = ErrTooLarge
 				return Event{}, r.err
 			}
-			if r.got {
-				r.got = false
-				return r.ev, nil
+			if r.d.got {
+				r.d.got = false
+				return r.d.ev, nil
 			}
 			continue
 		}
