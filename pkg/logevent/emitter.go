@@ -19,61 +19,79 @@ const (
 // ClaimCheckPrefix is the blob key prefix for bodies too large for the bus.
 const ClaimCheckPrefix = "claimcheck/"
 
-// Listening reports whether anyone wants a team's events (the team's
-// callbacks or gateway-wide ones). Events nobody listens to are not published.
-type Listening func(ctx context.Context, teamID string) (bool, error)
+// Listeners says whether anyone wants an event: a callback of its team, or a
+// gateway-wide one, for its status (StatusSuccess or StatusFailure). Events
+// nobody listens to are not published. It is asked for every event, before
+// the publish starts, so implementations answer from a cache
+// (pkg/callbacks.Listeners).
+type Listeners interface {
+	Listening(ctx context.Context, teamID, status string) (bool, error)
+}
+
+// ListeningFunc is a function used as Listeners.
+type ListeningFunc func(ctx context.Context, teamID, status string) (bool, error)
+
+// Listening calls f.
+func (f ListeningFunc) Listening(ctx context.Context, teamID, status string) (bool, error) {
+	return f(ctx, teamID, status)
+}
 
 // Emitter publishes log events on the bus.
 type Emitter struct {
 	bus        store.Bus
 	blobs      store.Blobs
-	listening  Listening
+	listeners  Listeners
 	claimCheck int // bodies above this many bytes go to the blob store
 }
 
-// NewEmitter builds an emitter. listening may be nil: nobody listens.
-func NewEmitter(bus store.Bus, blobs store.Blobs, listening Listening, claimCheckBytes int) *Emitter {
-	return &Emitter{bus: bus, blobs: blobs, listening: listening, claimCheck: claimCheckBytes}
+// NewEmitter builds an emitter. listeners may be nil: nobody listens.
+func NewEmitter(bus store.Bus, blobs store.Blobs, listeners Listeners, claimCheckBytes int) *Emitter {
+	return &Emitter{bus: bus, blobs: blobs, listeners: listeners, claimCheck: claimCheckBytes}
 }
 
 // Start begins publishing ev and returns a function that waits for the
 // publish to finish. A Lambda is frozen once it answers, so the handler must
 // call the returned function before it returns; meanwhile it can write its
-// answer. Failures are logged, never returned: logging must not fail a call.
+// answer. Whether anyone listens is asked first, synchronously (the answer
+// is cached); nothing is started for an event nobody wants. Failures are
+// logged, never returned: logging must not fail a call.
 func (e *Emitter) Start(ctx context.Context, ev *Event) (wait func()) {
-	if e == nil || e.listening == nil {
-		return func() {}
+	if e == nil || e.listeners == nil {
+		return noWait
 	}
 	// The request may be cancelled (client gone) while we publish: keep going.
 	ctx = context.WithoutCancel(ctx)
+	team := ev.Metadata.UserAPIKeyTeamID
+	ok, err := e.listeners.Listening(ctx, team, ev.Status)
+	if err != nil {
+		slog.ErrorContext(ctx, "log event not published: its listeners could not be read", "event_id", ev.ID, "team", team, "error", err)
+		return noWait
+	}
+	if !ok {
+		return noWait
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if err := e.publish(ctx, ev); err != nil {
-			slog.ErrorContext(ctx, "log event not published", "event_id", ev.ID, "team", ev.Metadata.UserAPIKeyTeamID, "error", err)
+			slog.ErrorContext(ctx, "log event not published", "event_id", ev.ID, "team", team, "error", err)
 		}
 	}()
 	return func() { <-done }
 }
 
+func noWait() {}
+
 // Emit publishes ev and waits for it.
 func (e *Emitter) Emit(ctx context.Context, ev *Event) { e.Start(ctx, ev)() }
 
 func (e *Emitter) publish(ctx context.Context, ev *Event) error {
-	team := ev.Metadata.UserAPIKeyTeamID
-	ok, err := e.listening(ctx, team)
-	if err != nil {
-		return fmt.Errorf("check listeners for team %s: %w", team, err)
-	}
-	if !ok {
-		return nil
-	}
 	body, err := e.encode(ctx, ev)
 	if err != nil {
 		return err
 	}
 	return e.bus.Publish(ctx, store.Event{
-		Attributes: map[string]string{AttrTeam: team, AttrStatus: ev.Status},
+		Attributes: map[string]string{AttrTeam: ev.Metadata.UserAPIKeyTeamID, AttrStatus: ev.Status},
 		Body:       body,
 	})
 }

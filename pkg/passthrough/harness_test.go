@@ -20,22 +20,10 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
-// fakeLimits records admissions and token counts.
+// fakeLimits records token counts.
 type fakeLimits struct {
-	mu       sync.Mutex
-	admitted int
-	tokens   []int64
-	refuse   error
-}
-
-func (f *fakeLimits) Admit(ctx context.Context, p auth.Principal) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.refuse != nil {
-		return f.refuse
-	}
-	f.admitted++
-	return nil
+	mu     sync.Mutex
+	tokens []int64
 }
 
 func (f *fakeLimits) RecordTokens(ctx context.Context, p auth.Principal, n int64) error {
@@ -116,7 +104,7 @@ func newHarness(t testing.TB, yaml string, env map[string]string, tune func(*Opt
 		t.Fatal(err)
 	}
 	h := &harness{limits: &fakeLimits{}, bus: &eventBus{}}
-	listening := func(context.Context, string) (bool, error) { return true, nil }
+	listening := logevent.ListeningFunc(func(context.Context, string, string) (bool, error) { return true, nil })
 	opts := Options{
 		Config: cfg, Getenv: func(k string) string { return env[k] }, Client: providers.NewHTTPClient(),
 		Limits: h.limits, Events: logevent.NewEmitter(h.bus, nil, listening, 0),

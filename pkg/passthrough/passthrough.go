@@ -3,7 +3,8 @@
 // SDKs with only the base URL pointed at sluice. sluice checks the caller's
 // key, removes it and every other client credential, injects the provider
 // credential (an API key, a Google OAuth2 token, or a SigV4 signature),
-// applies the key's and team's limits, and relays the request and the answer
+// counts the call's tokens against the key's and team's limits, and relays
+// the request and the answer
 // byte for byte, streaming both ways, while a bounded tee reads the token
 // usage for the log event.
 package passthrough
@@ -49,10 +50,9 @@ const (
 	copyBufferSize = 32 << 10
 )
 
-// Limits admits calls against the key's and team's limits and counts their
-// tokens (auth.Service).
+// Limits counts calls' tokens against the key's and team's tpm limits
+// (auth.Service). The calls were admitted against them at the HTTP edge.
 type Limits interface {
-	Admit(ctx context.Context, p auth.Principal) error
 	RecordTokens(ctx context.Context, p auth.Principal, tokens int64) error
 }
 
@@ -128,7 +128,7 @@ func New(opts Options) (*Service, error) {
 	cfg := opts.Config
 	var errs []error
 	for _, p := range providerList {
-		src := gather(cfg, p, opts.Getenv)
+		src := gather(cfg, p)
 		if b := src.apiBase; b != "" && !strings.HasPrefix(b, "secretsmanager/") {
 			if _, err := parseBase(b); err != nil {
 				errs = append(errs, fmt.Errorf("passthrough %s (%s): %w", p, src.where, err))
@@ -140,9 +140,8 @@ func New(opts Options) (*Service, error) {
 			resolve: func(ctx context.Context, v string) (string, error) {
 				return cfg.Resolve(ctx, opts.Secrets, v)
 			},
-			newAuth: func(ctx context.Context, keys bedrock.Keys) (*bedrock.Auth, error) {
-				return bedrock.NewAuth(ctx, keys, opts.Getenv, opts.AWSDefaultChain)
-			},
+			getenv:   opts.Getenv,
+			chain:    opts.AWSDefaultChain,
 			tokenOpt: google.Options{HTTPClient: opts.Client, FetchTimeout: opts.TokenTimeout},
 		}
 		s.aliases[p] = map[string][]string{}
@@ -194,7 +193,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p Provider) erro
 	return err
 }
 
-// relay runs the call: validate, authorize, admit, forward, stream back.
+// relay runs the call: validate, authorize, forward, stream back.
 func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 	ctx := r.Context()
 	if r.RequestURI != "" && r.RequestURI[0] != '/' {
@@ -251,7 +250,7 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 		length   int64
 		limited  *limitedBody
 	)
-	needModel := c.provider == Anthropic && modelRestricted(c.principal) && r.Method == http.MethodPost &&
+	needModel := c.provider == Anthropic && c.principal.RestrictsModels() && r.Method == http.MethodPost &&
 		!strings.HasPrefix(mediaType(r.Header.Get("Content-Type")), "multipart/")
 	if c.provider == Bedrock || needModel {
 		if buffered, err = readBody(r, s.opts.MaxSignedBody); err != nil {
@@ -277,10 +276,6 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 			limited.left, limited.exact = r.ContentLength, true
 		}
 		body, length = limited, r.ContentLength
-	}
-
-	if err := s.opts.Limits.Admit(ctx, c.principal); err != nil {
-		return err
 	}
 
 	cctx, cancel := context.WithCancelCause(ctx)
@@ -328,10 +323,8 @@ func forbiddenModel(model string) error {
 // upstream receives.
 func (s *Service) authorize(ctx context.Context, up *upstream, out *http.Request, body []byte) error {
 	switch up.provider {
-	case Anthropic:
-		out.Header.Set("X-Api-Key", up.apiKey)
-	case Gemini:
-		out.Header.Set("X-Goog-Api-Key", up.apiKey)
+	case Anthropic, Gemini:
+		up.setKey(out.Header)
 	case VertexAI:
 		token, err := up.tokens.AccessToken(ctx)
 		if err != nil {
@@ -466,28 +459,13 @@ func (s *Service) finish(r *http.Request, c *call, err error) {
 			status = statusClientClosed
 		}
 	}
-	ev := &logevent.Event{
-		ID:                api.RequestID(ctx),
-		TraceID:           api.RequestID(ctx),
-		CallType:          logevent.CallPassthrough,
-		Stream:            c.streamed,
-		Status:            logevent.StatusSuccess,
-		CustomLLMProvider: string(c.provider),
-		PromptTokens:      u.PromptTokens,
-		CompletionTokens:  u.CompletionTokens,
-		TotalTokens:       u.TotalTokens,
-		Model:             c.model,
-		APIBase:           c.apiBase,
-		RequestTags:       []string{},
-		Metadata: logevent.Metadata{
-			UserAPIKeyHash:      c.principal.KeyToken(),
-			UserAPIKeyAlias:     c.principal.KeyAlias(),
-			UserAPIKeyTeamID:    c.principal.TeamID,
-			UserAPIKeyTeamAlias: c.principal.TeamAlias(),
-			RequestID:           api.RequestID(ctx),
-		},
-		Passthrough: &logevent.Passthrough{Method: c.method, Path: "/" + prefixes[c.provider][0] + c.path, StatusCode: status},
-	}
+	ev := logevent.New(ctx, c.principal, logevent.CallPassthrough)
+	ev.Stream = c.streamed
+	ev.CustomLLMProvider = string(c.provider)
+	ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = u.PromptTokens, u.CompletionTokens, u.TotalTokens
+	ev.Model = c.model
+	ev.APIBase = c.apiBase
+	ev.Passthrough = &logevent.Passthrough{Method: c.method, Path: "/" + prefixes[c.provider][0] + c.path, StatusCode: status}
 	if ev.Model == "" {
 		ev.Model = c.counts.model
 	}
@@ -547,12 +525,6 @@ func (s *Service) allowsModel(p auth.Principal, provider Provider, model string)
 		}
 	}
 	return false
-}
-
-// modelRestricted reports whether the key or its team is limited to some models.
-func modelRestricted(p auth.Principal) bool {
-	// No real model is named with a NUL: only a wildcard or an empty list allows it.
-	return !p.AllowsModel("\x00")
 }
 
 // modelOfJSON returns the top-level "model" of a JSON object body, or "".

@@ -105,7 +105,9 @@ func (s *Services) wrap(rt Route, h HandlerFunc) http.Handler {
 }
 
 // authorize finds the caller's key, resolves it to a principal stored in the
-// request's context, and checks the route's access rule.
+// request's context, checks the route's access rule, and admits the request
+// against the key's and team's rpm/tpm limits (429) — before the handler
+// reads a byte of the body, so a caller over its limits costs no more.
 func (s *Services) authorize(rt Route, r *http.Request) (*http.Request, error) {
 	if rt.Access == Public {
 		return r, nil
@@ -118,6 +120,9 @@ func (s *Services) authorize(rt Route, r *http.Request) (*http.Request, error) {
 	}
 	if rt.Access == AdminOnly && !p.Admin {
 		return r, api.Forbidden("This route needs the master key; team keys may not call %s %s.", rt.Method, rt.Pattern)
+	}
+	if err := s.Auth.Admit(r.Context(), p); err != nil {
+		return r, err
 	}
 	return r.WithContext(auth.WithPrincipal(r.Context(), p)), nil
 }

@@ -10,10 +10,12 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/callbacks"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/embeddings"
 	"github.com/sluice-gateway/sluice/pkg/files"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/moderations"
 	"github.com/sluice-gateway/sluice/pkg/passthrough"
@@ -55,11 +57,19 @@ type Services struct {
 	Backend  *store.Backend
 	Secrets  config.Secrets
 	Auth     *auth.Service
-	Events   *logevent.Emitter
+	// Listeners says which teams (and whether the gateway) listen for log
+	// events; Events asks it before publishing.
+	Listeners *callbacks.Listeners
+	Events    *logevent.Emitter
 	// Models routes model calls to deployments (pkg/models).
-	Models      *models.Router
+	Models *models.Router
+	// Calls is the call layer every model operation ends its calls through.
+	Calls       *modelcall.Calls
 	Embeddings  *embeddings.Service
 	Moderations *moderations.Service
+	// Operations are the model endpoints' operations by OpenAI path: the
+	// routes mount them, and the batch worker runs lines through them.
+	Operations modelcall.Operations
 	// Files serves the Files and Uploads APIs (pkg/files).
 	Files *files.Service
 	// Passthrough serves /vertex-ai, /bedrock, /anthropic and /gemini.
@@ -84,14 +94,15 @@ func NewServices(deps Deps) (*Services, error) {
 	if err != nil {
 		return nil, err
 	}
+	listeners := callbacks.NewListeners(deps.Backend.Records, deps.Config, callbacks.Options{TTL: deps.Settings.KeyCacheTTL, Now: deps.Now})
 	s := &Services{
-		Settings: deps.Settings,
-		Config:   deps.Config,
-		Backend:  deps.Backend,
-		Secrets:  deps.Secrets,
-		Auth:     a,
-		// Nobody listens until team callbacks exist.
-		Events: logevent.NewEmitter(deps.Backend.Bus, deps.Backend.Blobs, nil, int(deps.Settings.ClaimCheckThreshold)),
+		Settings:  deps.Settings,
+		Config:    deps.Config,
+		Backend:   deps.Backend,
+		Secrets:   deps.Secrets,
+		Auth:      a,
+		Listeners: listeners,
+		Events:    logevent.NewEmitter(deps.Backend.Bus, deps.Backend.Blobs, listeners, int(deps.Settings.ClaimCheckThreshold)),
 		Files: files.NewService(deps.Backend.Records, deps.Backend.Blobs, files.Options{
 			MaxFileSize: deps.Settings.MaxFileSize, MaxLineBytes: int(deps.Settings.JSONBodyLimit), Now: deps.Now,
 		}),
@@ -114,8 +125,8 @@ func NewServices(deps Deps) (*Services, error) {
 	return s, nil
 }
 
-// buildModels builds the router over the provider registry, and the
-// embeddings and moderations endpoints on it.
+// buildModels builds the router over the provider registry, the call layer,
+// and the model operations on them.
 func (s *Services) buildModels(deps Deps, client *http.Client) error {
 	getenv := deps.Getenv
 	registry := map[string]models.Provider{
@@ -130,14 +141,19 @@ func (s *Services) buildModels(deps Deps, client *http.Client) error {
 	}
 	router, err := models.NewRouter(models.Options{
 		Config: deps.Config, Secrets: deps.Secrets, Limiter: deps.Backend.Limiter,
-		Admitter: s.Auth, Providers: registry,
+		KeyTokens: s.Auth, Providers: registry,
 	})
 	if err != nil {
 		return err
 	}
 	s.Models = router
-	s.Embeddings = embeddings.New(router, s.Events, deps.Settings.JSONBodyLimit)
-	s.Moderations = moderations.New(router, s.Events, deps.Config, deps.Settings.JSONBodyLimit)
+	s.Calls = modelcall.New(s.Events, router)
+	s.Embeddings = embeddings.New(router, s.Calls)
+	s.Moderations = moderations.New(router, s.Calls, deps.Config)
+	s.Operations = modelcall.Operations{
+		"/v1/embeddings":  s.Embeddings.Create,
+		"/v1/moderations": s.Moderations.Create,
+	}
 	return nil
 }
 
@@ -191,4 +207,14 @@ func (s *Services) listModels(w http.ResponseWriter, r *http.Request) error {
 	}
 	api.WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 	return nil
+}
+
+// call is the route handler of the model operation at path (a key of
+// Operations): the one HTTP shell of every model endpoint.
+func (s *Services) call(path string) HandlerFunc {
+	op, ok := s.Operations[path]
+	if !ok {
+		panic("server: no model operation for " + path) // the route table names an operation that is not built
+	}
+	return modelcall.Handler(op, s.Settings.JSONBodyLimit)
 }
