@@ -211,6 +211,10 @@ type Service struct {
 	wake     wakeup        // chunk records this process changed
 	// lineBuffers hold answers being made into output lines.
 	lineBuffers sync.Pool
+	// closing holds the batches this process saw start closing (a cancel
+	// or the expiry): its runs stop starting their lines at once, where
+	// other processes' runs notice within StatusEvery.
+	closing sync.Map // batch id → struct{}
 }
 
 // NewService returns the batches service.

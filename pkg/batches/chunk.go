@@ -230,6 +230,9 @@ func (r *chunkRun) dispatch(l batchinput.Line) error {
 		return errStopped
 	case r.s.sem <- struct{}{}:
 	}
+	if _, closing := r.s.closing.Load(r.batch.doc.ID); closing {
+		r.halt(stopClosing)
+	}
 	select {
 	case <-r.stop: // stopped while waiting for room
 		<-r.s.sem

@@ -63,6 +63,9 @@ func (s *Service) finalize(ctx context.Context, id string) error {
 	if terminal(st.status) || st.doc.Ending == "" {
 		return nil
 	}
+	if st.doc.Ending != StatusCompleted {
+		s.closing.Store(id, struct{}{})
+	}
 	if st.doc.Ending != StatusCompleted && !st.doc.Closed {
 		if st, err = s.close(ctx, st); err != nil {
 			return err
@@ -115,6 +118,7 @@ func (s *Service) finalize(ctx context.Context, id string) error {
 	if err != nil || !ended {
 		return err
 	}
+	s.closing.Delete(id)
 	slog.InfoContext(ctx, "batches: finalized", "batch", id, "status", st.status,
 		"completed", st.counters[ctrCompleted], "failed", st.counters[ctrFailed], "never_run", st.doc.NeverRun)
 	return nil

@@ -159,7 +159,7 @@ func floats(v []float64) string {
 
 // config routes "emb" to the OpenAI-compatible stand-in and "titan" to the
 // Bedrock one.
-func config(u *upstream) string {
+func modelConfig(u *upstream) string {
 	return "model_list:\n" +
 		"  - model_name: emb\n    litellm_params: {model: openai/text-embedding-3-small, api_base: " + u.URL + "/v1, api_key: os.environ/UPSTREAM_KEY}\n" +
 		"  - model_name: titan\n    litellm_params: {model: bedrock/amazon.titan-embed-text-v2:0, api_base: " + u.URL +
@@ -172,7 +172,7 @@ var env = map[string]string{"UPSTREAM_KEY": upstreamKey, "AWS_SECRET": awsSecret
 // and small chunks so that even small batches have several.
 func options(u *upstream, tune ...func(*batches.Options)) gatewaytest.Options {
 	return gatewaytest.Options{
-		Config: config(u), Env: env, Jobs: []string{"batch-worker"},
+		Config: modelConfig(u), Env: env, Jobs: []string{"batch-worker"},
 		Batches: func(o *batches.Options) {
 			o.ChunkLines = 3
 			o.RetryDelay = 10 * time.Millisecond
@@ -181,6 +181,18 @@ func options(u *upstream, tune ...func(*batches.Options)) gatewaytest.Options {
 				f(o)
 			}
 		},
+	}
+}
+
+// runEach runs f once per backend (gatewaytest.Backends), each with a
+// stand-in of its own (its gate and its counts are the run's) and a
+// gateway built with opts over it.
+func runEach(t *testing.T, opts func(u *upstream) gatewaytest.Options, f func(t *testing.T, u *upstream, g *gatewaytest.Gateway)) {
+	for _, b := range gatewaytest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			u := newUpstream(t)
+			f(t, u, gatewaytest.Start(t, b, opts(u)))
+		})
 	}
 }
 

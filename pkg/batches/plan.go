@@ -94,9 +94,10 @@ func (s *Service) plan(ctx context.Context, id string) error {
 	if err := s.putChunks(ctx, id, pl.chunks); err != nil {
 		return err
 	}
+	planned := false
 	st, err = s.change(ctx, id, func(st *state) (bool, error) {
-		if terminal(st.status) || st.doc.Planned {
-			return false, nil
+		if planned = !terminal(st.status) && !st.doc.Planned; !planned {
+			return false, nil // another delivery of the plan got there first
 		}
 		st.doc.Planned, st.doc.Total, st.doc.Chunks = true, int64(pl.lines), len(pl.chunks)
 		if st.status == StatusValidating {
@@ -107,6 +108,11 @@ func (s *Service) plan(ctx context.Context, id string) error {
 	})
 	if err != nil {
 		return err
+	}
+	if !planned {
+		// The delivery that planned it queues its work (or, should it die
+		// first, its message comes back and does).
+		return nil
 	}
 	slog.InfoContext(ctx, "batches: planned", "batch", id, "lines", pl.lines, "chunks", len(pl.chunks), "status", st.status)
 	return s.resume(ctx, st)

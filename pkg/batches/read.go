@@ -125,6 +125,7 @@ func (s *Service) Cancel(ctx context.Context, p auth.Principal, id string) (Batc
 		return Batch{}, err
 	}
 	if st.status == StatusCancelling {
+		s.closing.Store(id, struct{}{})
 		// Sent on every cancel (a retry resends it): a finalize that finds
 		// nothing to do does nothing.
 		if err := s.send(ctx, message{Kind: kindFinalize, Batch: id}); err != nil {

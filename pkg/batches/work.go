@@ -155,7 +155,7 @@ const commitReserve = 30 * time.Second
 // returns an errRetry. check returns the retry delay to use should the
 // wait end.
 func (s *Service) waitFor(ctx context.Context, deadline time.Time, check func() (done bool, retry time.Duration, err error)) error {
-	poll := 20 * time.Millisecond
+	poll := 50 * time.Millisecond
 	for {
 		wake := s.wake.wait()
 		done, retry, err := check()
