@@ -136,18 +136,22 @@ func (s *Service) keepHidden(ctx context.Context, m store.Message) (stop func())
 }
 
 // runDeadline is when a run started now must have stopped its lines: the
-// invocation's deadline less what saving its work takes, and at most MaxRun
-// from now.
+// invocation's deadline less what saving its work takes (a quarter of the
+// time left, at most commitReserve), and at most MaxRun from now.
 func (s *Service) runDeadline(ctx context.Context) time.Time {
-	end := time.Now().Add(s.opts.MaxRun)
-	if d, ok := ctx.Deadline(); ok && d.Add(-commitReserve).Before(end) {
-		end = d.Add(-commitReserve)
+	now := time.Now()
+	end := now.Add(s.opts.MaxRun)
+	if d, ok := ctx.Deadline(); ok {
+		d = d.Add(-min(commitReserve, d.Sub(now)/4))
+		if d.Before(end) {
+			end = d
+		}
 	}
 	return end
 }
 
-// commitReserve is the time a run keeps, before its invocation's deadline,
-// to close its objects, commit and queue the rest.
+// commitReserve is the most time a run keeps, before its invocation's
+// deadline, to close its objects, commit and queue the rest.
 const commitReserve = 30 * time.Second
 
 // waitFor waits until check says done, polling with a growing interval (and
