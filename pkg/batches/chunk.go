@@ -527,9 +527,15 @@ func (r *chunkRun) commit(ctx context.Context, log *slog.Logger) error {
 			break
 		}
 		if errors.Is(err, store.ErrConditionFailed) {
-			// Lost to concurrent writers, or the lease is gone: the chunk
-			// tells which.
+			// Lost to concurrent writers, or the lease is gone — or the
+			// write went through and only its answer was lost (a retried
+			// request finds its own write): the chunk tells which.
 			now, lerr := s.loadChunk(ctx, id, c.doc.N)
+			if lerr == nil && now.committed(c.doc.Epoch) {
+				log.InfoContext(ctx, "batches: a commit answered as failed had gone through")
+				err = nil
+				break
+			}
 			if lerr == nil && now.version != c.version {
 				r.out.abort(errLost)
 				r.errs.abort(errLost)

@@ -80,6 +80,7 @@ func (s *Service) Create(ctx context.Context, p auth.Principal, nb NewBatch) (Ba
 		Created: now.UnixNano(), Expires: now.Add(window).UnixNano(),
 		Metadata: nb.Metadata, OutputExpiresAfter: int64(nb.OutputExpiresAfter / time.Second),
 		OutFile: ids.New(ids.File), ErrFile: ids.New(ids.File),
+		ChunkLines: s.opts.ChunkLines, ChunkBytes: s.opts.ChunkBytes,
 	}}
 	rec, err := st.record()
 	if err != nil {

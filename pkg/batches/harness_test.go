@@ -36,21 +36,22 @@ const (
 // upstream answers embeddings deterministically (a vector per input text),
 // counts the calls it got per input text, and does what a text asks:
 // "fail-400" (a 400 with the provider's error), "block" (wait until the
-// test opens the gate), "slow" (100 ms).
+// test opens the gate), "hold" (wait until the test ends), "slow" (100 ms).
 type upstream struct {
 	*httptest.Server
 	t    testing.TB
 	mu   sync.Mutex
 	seen map[string]int // input text → calls
 	gate chan struct{}  // closed: blocked calls go on
+	held chan struct{}  // closed when the test ends
 	// blocked receives the text of each call that starts waiting at the gate.
 	blocked chan string
 }
 
 func newUpstream(t testing.TB) *upstream {
-	u := &upstream{t: t, seen: map[string]int{}, gate: make(chan struct{}), blocked: make(chan string, 1000)}
+	u := &upstream{t: t, seen: map[string]int{}, gate: make(chan struct{}), held: make(chan struct{}), blocked: make(chan string, 1000)}
 	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
-	t.Cleanup(func() { u.open(); u.Close() })
+	t.Cleanup(func() { u.open(); close(u.held); u.Close() })
 	return u
 }
 
@@ -129,6 +130,13 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		u.blocked <- text
 		select {
 		case <-u.gate:
+		case <-r.Context().Done():
+			return
+		}
+	case strings.HasPrefix(text, "hold"):
+		u.blocked <- text
+		select {
+		case <-u.held:
 		case <-r.Context().Done():
 			return
 		}

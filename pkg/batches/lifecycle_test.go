@@ -108,7 +108,7 @@ func TestCancel(t *testing.T) {
 // clock is a services' clock the test moves.
 type clock struct{ offset atomic.Int64 }
 
-func (c *clock) now() time.Time         { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *clock) now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
 func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // At its expiry a batch ends expired: what finished is kept, the rest —

@@ -72,7 +72,7 @@ func (s *Service) plan(ctx context.Context, id string) error {
 		return err
 	}
 	defer rc.Close()
-	pl := &planner{s: s, endpoint: st.doc.Endpoint, p: p, seen: map[[16]byte]int{}}
+	pl := &planner{s: s, endpoint: st.doc.Endpoint, p: p, seen: map[[16]byte]int{}, lines1: st.doc.ChunkLines, bytes1: st.doc.ChunkBytes}
 	v := batchinput.NewValidator(batchinput.Options{MaxLineBytes: s.opts.MaxLineBytes, OnLine: pl.line})
 	if _, err := io.Copy(v, rc); err != nil && v.Err() == nil {
 		return fmt.Errorf("batches: plan %s: read input %s: %w", id, f.ID, err)
@@ -144,9 +144,10 @@ func (s *Service) resume(ctx context.Context, st *state) error {
 }
 
 // putChunks records a plan's chunks, up to a transaction's worth at a time.
-// No run reads them before the batch is planned, so a plan that died midway
-// and runs again may overwrite what it wrote (the same cut of the same
-// file).
+// Each is written only if absent: a plan delivered twice (at once, or again
+// after one died midway) cuts the same chunks — the cut's sizes are the
+// batch's own, fixed when it was created — and the chunks an earlier plan
+// wrote may be leased and running already.
 func (s *Service) putChunks(ctx context.Context, id string, docs []chunkDoc) error {
 	for len(docs) > 0 {
 		n := min(len(docs), store.MaxTransactWrites)
@@ -160,9 +161,12 @@ func (s *Service) putChunks(ctx context.Context, id string, docs []chunkDoc) err
 		}
 		err := s.deps.Records.Transact(ctx, writes)
 		if errors.Is(err, store.ErrConditionFailed) {
-			// Written by a plan before this one: write them as they are.
+			// Some were written by another plan: write the others.
 			for _, w := range writes {
-				if err = s.deps.Records.Put(ctx, w.Record, store.Cond{}); err != nil {
+				if err = s.deps.Records.Put(ctx, w.Record, w.Cond); errors.Is(err, store.ErrConditionFailed) {
+					err = nil
+				}
+				if err != nil {
 					break
 				}
 			}
@@ -214,6 +218,8 @@ type planner struct {
 	bad1     []LineError
 	chunks   []chunkDoc
 	cur      chunkDoc // the chunk being cut
+	lines1   int      // a chunk's most lines
+	bytes1   int64    // and the bytes after which it ends
 }
 
 func (pl *planner) line(l batchinput.Line) error {
@@ -243,7 +249,7 @@ func (pl *planner) line(l batchinput.Line) error {
 	}
 	pl.cur.Lines++
 	pl.cur.End = l.End
-	if pl.cur.Lines >= pl.s.opts.ChunkLines || pl.cur.End-pl.cur.Off >= pl.s.opts.ChunkBytes {
+	if pl.cur.Lines >= pl.lines1 || pl.cur.End-pl.cur.Off >= pl.bytes1 {
 		pl.cut()
 	}
 	return nil

@@ -107,6 +107,10 @@ type batchDoc struct {
 	OutputFileID string `json:"output_file_id,omitempty"`
 	ErrorFileID  string `json:"error_file_id,omitempty"`
 
+	// ChunkLines and ChunkBytes are the sizes the plan cuts chunks at,
+	// fixed at creation so that every plan of the batch cuts the same.
+	ChunkLines int   `json:"chunk_lines"`
+	ChunkBytes int64 `json:"chunk_bytes"`
 	// Planned is set with the chunks: Total lines in Chunks chunks.
 	Planned bool  `json:"planned,omitempty"`
 	Total   int64 `json:"total,omitempty"`
@@ -315,6 +319,16 @@ func (c *chunk) done() bitmap {
 		b.or(p.Done)
 	}
 	return b
+}
+
+// committed reports whether the run of epoch saved a piece of c.
+func (c *chunk) committed(epoch int64) bool {
+	for _, p := range c.doc.Pieces {
+		if p.Epoch == epoch {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *chunk) record(batchID string) (store.Record, error) {
