@@ -19,33 +19,63 @@ const upstreamKey = "sk-upstream-chat"
 
 // openAIChat answers chat completions as OpenAI does: a chat.completion, or
 // (stream: true) chunks with "usage": null in each and the usage chunk last
-// when stream_options.include_usage is true, then [DONE].
-func openAIChat(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Model         string `json:"model"`
-		Stream        bool   `json:"stream"`
-		StreamOptions *struct {
-			IncludeUsage bool `json:"include_usage"`
-		} `json:"stream_options"`
+// when stream_options.include_usage is true, then [DONE]. Its model names
+// select misbehaviour: "refuse" (OpenAI's 400), "overloaded" (a 500),
+// "cut" (a stream whose connection breaks after two chunks), "hang" (a
+// stream that waits after its first chunk until the client goes away, then
+// says so on hung).
+func openAIChat(hung chan<- struct{}) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Model         string `json:"model"`
+			Stream        bool   `json:"stream"`
+			StreamOptions *struct {
+				IncludeUsage bool `json:"include_usage"`
+			} `json:"stream_options"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			providertest.WriteJSON(w, 400, `{"error":{"message":"We could not parse the JSON body of your request.","type":"invalid_request_error","param":null,"code":null}}`)
+			return
+		}
+		if r.Header.Get("Authorization") != "Bearer "+upstreamKey && r.Header.Get("Api-Key") != upstreamKey {
+			providertest.WriteJSON(w, 401, `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
+			return
+		}
+		switch req.Model {
+		case "refuse":
+			providertest.WriteJSON(w, 400, `{"error":{"message":"Invalid 'messages[0].content': string too long.","type":"invalid_request_error","param":"messages[0].content","code":"string_above_max_length"}}`)
+			return
+		case "overloaded":
+			providertest.WriteJSON(w, 500, `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`)
+			return
+		}
+		if !req.Stream {
+			providertest.WriteJSON(w, 200, fmt.Sprintf(`{"id":"chatcmpl-abc123","object":"chat.completion","created":1741569952,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"Hello! How can I help?","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":19,"completion_tokens":7,"total_tokens":26,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default","system_fingerprint":"fp_fc9f1d7035"}`, req.Model))
+			return
+		}
+		usage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+		events := chatChunks(req.Model, usage)
+		switch req.Model {
+		case "cut":
+			providertest.WriteSSE(w, events[:2]...)
+			panic(http.ErrAbortHandler) // the connection breaks mid-stream
+		case "hang":
+			providertest.WriteSSE(w, events[:1]...)
+			<-r.Context().Done()
+			hung <- struct{}{}
+			return
+		}
+		providertest.WriteSSE(w, events...)
 	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		providertest.WriteJSON(w, 400, `{"error":{"message":"We could not parse the JSON body of your request.","type":"invalid_request_error","param":null,"code":null}}`)
-		return
-	}
-	if r.Header.Get("Authorization") != "Bearer "+upstreamKey && r.Header.Get("Api-Key") != upstreamKey {
-		providertest.WriteJSON(w, 401, `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
-		return
-	}
-	if !req.Stream {
-		providertest.WriteJSON(w, 200, fmt.Sprintf(`{"id":"chatcmpl-abc123","object":"chat.completion","created":1741569952,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"Hello! How can I help?","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":19,"completion_tokens":7,"total_tokens":26,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default","system_fingerprint":"fp_fc9f1d7035"}`, req.Model))
-		return
-	}
-	usage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+}
+
+// chatChunks is OpenAI's stream of "Hello! How can I help?".
+func chatChunks(model string, usage bool) []providertest.Event {
 	null := ""
 	if usage {
 		null = `,"usage":null`
 	}
-	head := fmt.Sprintf(`{"id":"chatcmpl-abc123","object":"chat.completion.chunk","created":1741569952,"model":%q,"system_fingerprint":"fp_fc9f1d7035","choices":[`, req.Model)
+	head := fmt.Sprintf(`{"id":"chatcmpl-abc123","object":"chat.completion.chunk","created":1741569952,"model":%q,"system_fingerprint":"fp_fc9f1d7035","choices":[`, model)
 	events := []providertest.Event{
 		{Data: head + `{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]` + null + `}`},
 		{Data: head + `{"index":0,"delta":{"content":"Hello"},"logprobs":null,"finish_reason":null}]` + null + `}`},
@@ -55,12 +85,11 @@ func openAIChat(w http.ResponseWriter, r *http.Request) {
 	if usage {
 		events = append(events, providertest.Event{Data: head + `],"usage":{"prompt_tokens":19,"completion_tokens":7,"total_tokens":26,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`})
 	}
-	events = append(events, providertest.Event{Data: "[DONE]"})
-	providertest.WriteSSE(w, events...)
+	return append(events, providertest.Event{Data: "[DONE]"})
 }
 
 func TestChatOpenAIEndToEnd(t *testing.T) {
-	up := providertest.NewUpstream(t, openAIChat)
+	up := providertest.NewUpstream(t, openAIChat(nil))
 	cfg := fmt.Sprintf(`model_list:
   - model_name: gpt-4o
     litellm_params: {model: openai/gpt-4o-2024-08-06, api_base: %s/v1, api_key: os.environ/UPSTREAM_KEY}

@@ -771,6 +771,9 @@ func parsePart(el []byte, at, role string, allowed []string) (Part, error) {
 			return p, api.MissingParam(o.path(p.Type))
 		}
 	case PartImageURL:
+		if o.get("image_url") == nil {
+			return p, api.MissingParam(o.path("image_url"))
+		}
 		img, err := newObject(o.get("image_url"), o.path("image_url"), "an object with a 'url'", imageMembers)
 		if err != nil {
 			return p, err
@@ -790,6 +793,9 @@ func parsePart(el []byte, at, role string, allowed []string) (Part, error) {
 			return p, api.InvalidValue(img.path("detail"), "Invalid value for '%s': %q. Supported values are: 'auto', 'low' and 'high'.", img.path("detail"), truncate(p.ImageDetail, 40))
 		}
 	case PartInputAudio:
+		if o.get("input_audio") == nil {
+			return p, api.MissingParam(o.path("input_audio"))
+		}
 		a, err := newObject(o.get("input_audio"), o.path("input_audio"), "an object with 'data' and 'format'", audioMembers)
 		if err != nil {
 			return p, err
@@ -808,6 +814,9 @@ func parsePart(el []byte, at, role string, allowed []string) (Part, error) {
 			return p, api.MissingParam(a.path("format"))
 		}
 	case PartFile:
+		if o.get("file") == nil {
+			return p, api.MissingParam(o.path("file"))
+		}
 		file, err := newObject(o.get("file"), o.path("file"), "an object with a 'file_id' or 'file_data'", fileMembers)
 		if err != nil {
 			return p, err
@@ -856,6 +865,9 @@ func parseToolCalls(v []byte, at string) ([]ToolCall, error) {
 		}
 		if c.Type != "function" {
 			return api.InvalidValue(o.path("type"), "Invalid value for '%s': expected 'function'.", o.path("type"))
+		}
+		if o.get("function") == nil {
+			return api.MissingParam(o.path("function"))
 		}
 		fn, err := newObject(o.get("function"), o.path("function"), "an object with 'name' and 'arguments'", functionCallMembers)
 		if err != nil {
@@ -988,6 +1000,9 @@ func parseToolChoice(v []byte, tools []Tool) (*ToolChoice, error) {
 		return nil, api.MissingParam("tool_choice.type")
 	default:
 		return nil, api.InvalidValue("tool_choice.type", "Invalid value for 'tool_choice.type': %q. Supported values are: 'function', 'allowed_tools' and 'custom'.", truncate(typ, 40))
+	}
+	if o.get("function") == nil {
+		return nil, api.MissingParam("tool_choice.function")
 	}
 	fn, err := newObject(o.get("function"), "tool_choice.function", "an object with a 'name'", nameMember)
 	if err != nil {
