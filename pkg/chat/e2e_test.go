@@ -166,6 +166,8 @@ func TestChatMockEndToEnd(t *testing.T) {
 	cfg := `model_list:
   - model_name: mock
     litellm_params: {model: openai/gpt-4o, mock_response: "This is a mock answer from sluice."}
+  - model_name: keyless
+    litellm_params: {model: openai/gpt-4o}
 `
 	chattest.Run(t, chattest.Options{Config: cfg}, func(t *testing.T, h *chattest.Harness) {
 		ctx := context.Background()
@@ -188,6 +190,16 @@ func TestChatMockEndToEnd(t *testing.T) {
 			t.Errorf("stream %d chunks, %+v", len(s.Chunks), s.Completion)
 		}
 		if ev := h.Event(t); !ev.UsageEstimated || ev.TotalTokens != 11 || !ev.Stream {
+			t.Errorf("event %+v", ev)
+		}
+		// The request's own mock_response: the deployment is routed to
+		// but never opened (it has no key) nor called.
+		r := h.Post(t, "/v1/chat/completions", `{"model":"keyless","messages":[{"role":"user","content":"Hi"}],"mock_response":"Mocked.","stream":true,"stream_options":{"include_usage":true}}`)
+		data := providertest.Data(t, r.Body)
+		if r.Status != 200 || len(data) < 5 || data[len(data)-1] != "[DONE]" || !strings.Contains(data[len(data)-2], `"usage":{"prompt_tokens":1,"completion_tokens":2`) {
+			t.Errorf("%d %q", r.Status, data)
+		}
+		if ev := h.Event(t); ev.ModelGroup != "keyless" || ev.Status != "success" || !ev.UsageEstimated {
 			t.Errorf("event %+v", ev)
 		}
 	})
