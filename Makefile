@@ -13,9 +13,11 @@ CAPABILITY_PKGS = $(shell $(GO) list ./pkg/... | grep -v -e /pkg/store/aws -e /p
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# make run's config: SLUICE_CONFIG, else ./sluice.yaml, else the example config, whose mock
+# model answers chat completions on a fresh clone with no provider key.
 .PHONY: run
-run: ## Run the gateway locally on embedded storage (127.0.0.1:4000, data in ./.sluice)
-	$(GO) run ./functions/local
+run: ## Run the gateway locally on embedded storage (127.0.0.1:4000, data in ./.sluice; config: SLUICE_CONFIG, ./sluice.yaml or sluice.example.yaml)
+	SLUICE_CONFIG="$${SLUICE_CONFIG:-$$(test -f sluice.yaml && echo sluice.yaml || echo sluice.example.yaml)}" $(GO) run ./functions/local
 
 .PHONY: test
 test: vet check-deps lint-template test-aws ## Everything: vet, dependency check, cfn-lint, every test (-race) on both backends, moto_server started and stopped
