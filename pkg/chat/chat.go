@@ -68,7 +68,7 @@ func (s *Service) Chat(ctx context.Context, p auth.Principal, body []byte) (*mod
 		return n
 	}
 	if !req.Stream {
-		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter(kindChat, prompt)), nil
+		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter(kindChat, prompt, ans.ContentLength)), nil
 	}
 	obs := newChunks(kindChat, prompt)
 	if req.IncludeUsage {
@@ -97,7 +97,7 @@ func (s *Service) Completions(ctx context.Context, p auth.Principal, body []byte
 	ans := rep.Answer
 	prompt := func() int64 { return oai.EstimateTokens(string(req.Prompt)) }
 	if !req.Stream {
-		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter(kindText, prompt)), nil
+		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter(kindText, prompt, ans.ContentLength)), nil
 	}
 	obs := newChunks(kindText, prompt)
 	if req.IncludeUsage {
@@ -126,7 +126,7 @@ func (s *Service) Responses(ctx context.Context, p auth.Principal, body []byte) 
 	ans := rep.Answer
 	prompt := func() int64 { return oai.EstimateTokens(string(req.Input)) }
 	if !req.Stream {
-		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter(kindResponses, prompt)), nil
+		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter(kindResponses, prompt, ans.ContentLength)), nil
 	}
 	return c.Stream(ans.Body, newResponseStreamMeter(prompt)), nil
 }

@@ -50,8 +50,14 @@ type jsonMeter struct {
 	over   bool
 }
 
-func newJSONMeter(k kind, prompt func() int64) *jsonMeter {
-	return &jsonMeter{kind: k, prompt: prompt}
+// newJSONMeter meters an answer of length bytes (-1: unknown), whose
+// buffer it sizes once when the length is known and within the bound.
+func newJSONMeter(k kind, prompt func() int64, length int64) *jsonMeter {
+	m := &jsonMeter{kind: k, prompt: prompt}
+	if length > 0 && length <= maxLogged {
+		m.buf = make([]byte, 0, length)
+	}
+	return m
 }
 
 func (m *jsonMeter) Write(p []byte) (int, error) {

@@ -35,7 +35,7 @@ func writeInPieces(w io.Writer, b []byte, n int) {
 
 func TestJSONMeter(t *testing.T) {
 	answer := `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"length"},{"index":1,"message":{"role":"assistant","content":"yo"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5,"prompt_tokens_details":{"cached_tokens":1}}}`
-	m := newJSONMeter(kindChat, noPrompt)
+	m := newJSONMeter(kindChat, noPrompt, int64(len(answer)))
 	writeInPieces(m, []byte(answer), 7)
 	var ev logevent.Event
 	u, err := m.End(&ev)
@@ -49,7 +49,7 @@ func TestJSONMeter(t *testing.T) {
 }
 
 func TestJSONMeterWithoutUsageEstimates(t *testing.T) {
-	m := newJSONMeter(kindChat, func() int64 { return 10 })
+	m := newJSONMeter(kindChat, func() int64 { return 10 }, -1)
 	io.WriteString(m, `{"choices":[{"index":0,"message":{"role":"assistant","content":"four score and seven"},"finish_reason":"stop"}]}`)
 	var ev logevent.Event
 	u, err := m.End(&ev)
@@ -59,7 +59,7 @@ func TestJSONMeterWithoutUsageEstimates(t *testing.T) {
 }
 
 func TestJSONMeterIncompleteAnswer(t *testing.T) {
-	m := newJSONMeter(kindChat, noPrompt)
+	m := newJSONMeter(kindChat, noPrompt, -1)
 	io.WriteString(m, `{"choices":[{"index":0,"message":{"role":"assis`)
 	var ev logevent.Event
 	if _, err := m.End(&ev); err == nil || ev.Response != nil {
@@ -73,7 +73,7 @@ func TestJSONMeterOverTheLogBound(t *testing.T) {
 	content := strings.Repeat(`word \"usage\": {\"prompt_tokens\":999} `, 3*maxLogged/40)
 	answer := `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"` + content +
 		`"},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":700000,"total_tokens":700007},"system_fingerprint":"fp"}`
-	m := newJSONMeter(kindChat, noPrompt)
+	m := newJSONMeter(kindChat, noPrompt, -1)
 	writeInPieces(m, []byte(answer), 32<<10)
 	var ev logevent.Event
 	u, err := m.End(&ev)
@@ -86,7 +86,7 @@ func TestJSONMeterOverTheLogBound(t *testing.T) {
 }
 
 func TestResponsesJSONMeter(t *testing.T) {
-	m := newJSONMeter(kindResponses, noPrompt)
+	m := newJSONMeter(kindResponses, noPrompt, -1)
 	io.WriteString(m, `{"id":"resp_1","object":"response","status":"incomplete","output":[],"usage":{"input_tokens":4,"output_tokens":6,"total_tokens":10,"output_tokens_details":{"reasoning_tokens":2}}}`)
 	var ev logevent.Event
 	u, err := m.End(&ev)
