@@ -247,10 +247,11 @@ type chunks struct {
 
 	usage    oai.Usage
 	hasUsage bool
-	done     bool  // data: [DONE] arrived
-	logged   int   // bytes kept for the log
-	over     bool  // stopped keeping
-	text     int64 // bytes of content seen, for an estimate
+	done     bool   // data: [DONE] arrived
+	logged   int    // bytes kept for the log
+	over     bool   // stopped keeping
+	text     int64  // bytes of content seen, for an estimate
+	failed   string // the message of an error event the provider sent in the stream
 }
 
 type choiceLog struct {
@@ -299,10 +300,34 @@ func (c *chunks) observe(data []byte) (usageChunk bool) {
 				c.choice(el)
 				return nil
 			})
+		case "error":
+			c.inBandError(v)
 		}
 		return nil
 	})
 	return hasUsage && choices == 0
+}
+
+// inBandError notes an error event the provider sent inside its stream
+// (OpenAI's data: {"error":{"message",…}}): the client got it as it came;
+// the log event records the call as failed.
+func (c *chunks) inBandError(v []byte) {
+	c.failed = "the provider sent an error event"
+	jsonscan.Members(v, func(name, v []byte) error {
+		if string(name) == "message" {
+			if msg, err := jsonscan.String(v); err == nil && msg != "" {
+				c.failed = truncate(msg, 500)
+			}
+		}
+		return nil
+	})
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 func keepLiteral(dst *[]byte, v []byte) {
@@ -423,8 +448,9 @@ func (c *chunks) keep(dst *[]byte, text []byte) {
 }
 
 // end records in ev what the stream said, and returns its usage (estimated
-// when the provider sent none).
-func (c *chunks) end(ev *logevent.Event) oai.Usage {
+// when the provider sent none) and, when the provider sent an error event
+// in it, that error.
+func (c *chunks) end(ev *logevent.Event) (oai.Usage, error) {
 	if c.n > 0 && c.choices[0].finish != nil {
 		ev.FinishReason, _ = jsonscan.String(c.choices[0].finish)
 	}
@@ -436,7 +462,10 @@ func (c *chunks) end(ev *logevent.Event) oai.Usage {
 	if r := c.response(&usage); json.Valid(r) {
 		ev.Response = r
 	}
-	return usage
+	if c.failed != "" {
+		return usage, api.Upstream(nil, "The provider ended the stream with an error: %s", c.failed)
+	}
+	return usage, nil
 }
 
 // response is the answer the stream adds up to, as the JSON answer would
@@ -546,7 +575,7 @@ func (m *streamMeter) Write(p []byte) (int, error) { return m.p.Write(p) }
 
 func (m *streamMeter) End(ev *logevent.Event) (oai.Usage, error) {
 	m.p.End() // a cut stream is the copy's error, reported by the call layer
-	return m.obs.end(ev), nil
+	return m.obs.end(ev)
 }
 
 // usageFilter relays a stream event by event, minus its usage chunk (for a
@@ -589,7 +618,7 @@ func (f *usageFilter) Close() error { return f.body.Close() }
 // Write is the meter's: the filter has metered what it read.
 func (f *usageFilter) Write(p []byte) (int, error) { return len(p), nil }
 
-func (f *usageFilter) End(ev *logevent.Event) (oai.Usage, error) { return f.obs.end(ev), nil }
+func (f *usageFilter) End(ev *logevent.Event) (oai.Usage, error) { return f.obs.end(ev) }
 
 // responseStream meters a Responses API stream: its usage, status and the
 // final response come in its response.completed (or .incomplete, .failed)

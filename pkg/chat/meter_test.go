@@ -226,9 +226,7 @@ func FuzzStreamMeter(f *testing.F) {
 		m := newStreamMeter(newChunks(kindChat, noPrompt))
 		writeInPieces(m, raw, piece)
 		var ev logevent.Event
-		if _, err := m.End(&ev); err != nil {
-			t.Fatal(err)
-		}
+		m.End(&ev) // an error event in raw is an error here
 		if ev.Response != nil && !json.Valid(ev.Response) {
 			t.Fatalf("response is not JSON: %s", ev.Response)
 		}
@@ -337,3 +335,17 @@ func TestLongStreamsRelayInFlatMemory(t *testing.T) {
 }
 
 func kib(n uint64) string { return fmt.Sprintf("%d KiB", n>>10) }
+
+// TestStreamMeterNotesAnInBandError: a provider's error event inside its
+// stream reaches the client as it came and fails the call's log event.
+func TestStreamMeterNotesAnInBandError(t *testing.T) {
+	w := oai.NewChunkWriter("c", "m", 1)
+	m := newStreamMeter(newChunks(kindChat, noPrompt))
+	m.Write(w.Role(nil, 0))
+	io.WriteString(m, `data: {"error":{"message":"The server had an error while processing your request.","type":"server_error"}}`+"\n\n")
+	var ev logevent.Event
+	_, err := m.End(&ev)
+	if err == nil || !strings.Contains(err.Error(), "The server had an error") {
+		t.Errorf("error %v", err)
+	}
+}
