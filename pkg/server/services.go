@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/callbacks"
+	"github.com/sluice-gateway/sluice/pkg/chat"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/embeddings"
 	"github.com/sluice-gateway/sluice/pkg/files"
@@ -67,6 +68,8 @@ type Services struct {
 	Calls       *modelcall.Calls
 	Embeddings  *embeddings.Service
 	Moderations *moderations.Service
+	// Chat serves chat completions, completions and responses.
+	Chat *chat.Service
 	// Operations are the model endpoints' operations by OpenAI path: the
 	// routes mount them, and the batch worker runs lines through them.
 	Operations modelcall.Operations
@@ -150,9 +153,13 @@ func (s *Services) buildModels(deps Deps, client *http.Client) error {
 	s.Calls = modelcall.New(s.Events, router)
 	s.Embeddings = embeddings.New(router, s.Calls)
 	s.Moderations = moderations.New(router, s.Calls, deps.Config)
+	s.Chat = chat.New(router, s.Calls)
 	s.Operations = modelcall.Operations{
-		"/v1/embeddings":  s.Embeddings.Create,
-		"/v1/moderations": s.Moderations.Create,
+		"/v1/embeddings":       s.Embeddings.Create,
+		"/v1/moderations":      s.Moderations.Create,
+		"/v1/chat/completions": s.Chat.Chat,
+		"/v1/completions":      s.Chat.Completions,
+		"/v1/responses":        s.Chat.Responses,
 	}
 	return nil
 }

@@ -33,6 +33,13 @@ type httpScenario struct {
 	// reportOnly says the issues set no latency target for this path: its
 	// figures are reported and compared, but checked against nothing.
 	reportOnly bool
+	// closedLatency checks the closed loop's latency (at its fixed
+	// concurrency) instead of the open loop's: issue 14 sets its latency
+	// targets at concurrency 1 and 64.
+	closedLatency bool
+	// ttfbSlackMS is the streaming TTFB target, sluice's added TTFB at most
+	// the bare proxy's + this; 0 is the default, ttfbSlackMS.
+	ttfbSlackMS float64
 	// upstreamRoute is the upstream counter a sluice request must move
 	// (proof that sluice called the provider); "" if sluice answers itself.
 	upstreamRoute string
@@ -203,13 +210,25 @@ func httpScenarios() []httpScenario {
 		},
 		{
 			name: "chat", about: "POST /v1/chat/completions, non-streaming, 200-token answer",
-			concurrency: 32, rate: 800, cpuLimit: 1.8, upstreamRoute: "openai.chat",
+			concurrency: 32, rate: 800, cpuLimit: 1.3, upstreamRoute: "openai.chat",
+			spec:  func(t target) requestSpec { return post(t, "/v1/chat/completions", bearer(t), chat) },
+			check: jsonHas("choices"),
+		},
+		{
+			name: "chat-c1", about: "chat, latency one request at a time (closed loop, concurrency 1)",
+			concurrency: 1, rate: 100, closedLatency: true, upstreamRoute: "openai.chat",
+			spec:  func(t target) requestSpec { return post(t, "/v1/chat/completions", bearer(t), chat) },
+			check: jsonHas("choices"),
+		},
+		{
+			name: "chat-c64", about: "chat, latency 64 requests at a time (closed loop, concurrency 64)",
+			concurrency: 64, rate: 100, closedLatency: true, upstreamRoute: "openai.chat",
 			spec:  func(t target) requestSpec { return post(t, "/v1/chat/completions", bearer(t), chat) },
 			check: jsonHas("choices"),
 		},
 		{
 			name: "chat-stream", about: "POST /v1/chat/completions, SSE, 200 chunks + usage chunk",
-			concurrency: 32, rate: 100, stream: true, upstreamRoute: "openai.chat",
+			concurrency: 32, rate: 100, stream: true, ttfbSlackMS: 0.3, upstreamRoute: "openai.chat",
 			spec:  func(t target) requestSpec { return post(t, "/v1/chat/completions", bearer(t), chatStream) },
 			check: streamHas("text/event-stream", "data: [DONE]"),
 		},
