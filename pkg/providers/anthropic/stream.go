@@ -195,7 +195,7 @@ func (s *streamer) blockStart(dst []byte, e *event) ([]byte, error) {
 	case `"redacted_thinking"`:
 		// The block as it came (its data is opaque), for the client to
 		// send back.
-		s.scratch = append(appendElement(s.scratch[:0], e.contentBlock), ']')
+		s.scratch = append(append(append(s.scratch[:0], '['), e.contentBlock...), ']')
 		dst = s.w.Choice(dst, &oai.ChunkChoice{Delta: oai.Delta{ThinkingBlocks: s.scratch}})
 	case `"tool_use"`:
 		callID, err1 := jsonscan.String(id)
