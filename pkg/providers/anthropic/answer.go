@@ -180,7 +180,7 @@ func (c *Call) completion(body []byte) (*oai.ChatCompletion, error) {
 		case `"tool_use"`:
 			callID, err1 := jsonscan.String(id)
 			fn, err2 := jsonscan.String(toolName)
-			if err1 != nil || err2 != nil || len(input) == 0 || input[0] != '{' {
+			if err1 != nil || err2 != nil || len(input) == 0 || input[0] != '{' || !json.Valid(input) {
 				return errors.New("a tool_use block lacks its id, name or input object")
 			}
 			if c.jsonMode && fn == JSONToolName {

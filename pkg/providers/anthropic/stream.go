@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -181,6 +182,9 @@ func (s *streamer) blockStart(dst []byte, e *event) ([]byte, error) {
 	switch string(typ) {
 	case `"text"`:
 		b.kind = blockText
+		if text != nil && !isString(text) {
+			return dst, s.malformed("a text block's text is not a JSON string")
+		}
 		if len(text) > 2 { // a start holds "" in practice; a text, if ever, is content
 			dst = s.w.Text(dst, 0, text)
 		}
@@ -193,6 +197,9 @@ func (s *streamer) blockStart(dst []byte, e *event) ([]byte, error) {
 			}
 		}
 	case `"redacted_thinking"`:
+		if !json.Valid(e.contentBlock) {
+			return dst, s.malformed("a redacted_thinking block is not JSON")
+		}
 		// The block as it came (its data is opaque), for the client to
 		// send back.
 		s.scratch = append(append(append(s.scratch[:0], '['), e.contentBlock...), ']')
@@ -401,4 +408,16 @@ func (s *streamer) malformed(what string) error {
 	return api.Upstream(fmt.Errorf("%s stream: %s", s.provider, what), "The provider's stream was unreadable: %s.", what)
 }
 
-func isString(v []byte) bool { return len(v) >= 2 && v[0] == '"' }
+// isString reports whether v is a JSON string literal with valid escapes:
+// a provider's literal copied into a chunk as it is must be one.
+func isString(v []byte) bool {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return false
+	}
+	for _, c := range v[1 : len(v)-1] {
+		if c < 0x20 || c == '\\' {
+			return json.Valid(v) // the rare literal with escapes
+		}
+	}
+	return true
+}

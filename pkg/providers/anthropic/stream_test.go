@@ -15,6 +15,8 @@ import (
 
 type ev = providertest.Event
 
+func evt(typ, data string) ev { return ev{Type: typ, Data: data} }
+
 // sseDoc writes events as Anthropic sends them: event: and data: lines.
 func sseDoc(events ...ev) []byte {
 	var b []byte
@@ -28,36 +30,36 @@ func sseDoc(events ...ev) []byte {
 // counts in message_start, cumulative in message_delta).
 var (
 	toolStream = []ev{
-		{"message_start", `{"type":"message_start","message":{"id":"msg_014p7gG3wDgGV9EUtLvnow3U","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","stop_sequence":null,"usage":{"input_tokens":472,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"output_tokens":2},"content":[],"stop_reason":null}}`},
-		{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`},
-		{"ping", `{"type": "ping"}`},
-		{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Okay"}}`},
-		{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":", let's check \"SF\":"}}`},
-		{"content_block_stop", `{"type":"content_block_stop","index":0}`},
-		{"content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_01T1x1fJ34qAmk2tNTrN7Up6","name":"get_weather","input":{}}}`},
-		{"content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}`},
-		{"content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"location\":"}}`},
-		{"content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":" \"San Francisco, CA\"}"}}`},
-		{"content_block_stop", `{"type":"content_block_stop","index":1}`},
-		{"content_block_start", `{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_02","name":"get_time","input":{}}}`},
-		{"content_block_stop", `{"type":"content_block_stop","index":2}`},
-		{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"input_tokens":472,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"output_tokens":89}}`},
-		{"message_stop", `{"type":"message_stop"}`},
+		evt("message_start", `{"type":"message_start","message":{"id":"msg_014p7gG3wDgGV9EUtLvnow3U","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","stop_sequence":null,"usage":{"input_tokens":472,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"output_tokens":2},"content":[],"stop_reason":null}}`),
+		evt("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`),
+		evt("ping", `{"type": "ping"}`),
+		evt("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Okay"}}`),
+		evt("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":", let's check \"SF\":"}}`),
+		evt("content_block_stop", `{"type":"content_block_stop","index":0}`),
+		evt("content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_01T1x1fJ34qAmk2tNTrN7Up6","name":"get_weather","input":{}}}`),
+		evt("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}`),
+		evt("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"location\":"}}`),
+		evt("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":" \"San Francisco, CA\"}"}}`),
+		evt("content_block_stop", `{"type":"content_block_stop","index":1}`),
+		evt("content_block_start", `{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_02","name":"get_time","input":{}}}`),
+		evt("content_block_stop", `{"type":"content_block_stop","index":2}`),
+		evt("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"input_tokens":472,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"output_tokens":89}}`),
+		evt("message_stop", `{"type":"message_stop"}`),
 	}
 	thinkingStream = []ev{
-		{"message_start", `{"type": "message_start", "message": {"id": "msg_01", "type": "message", "role": "assistant", "content": [], "model": "claude-sonnet-4-5-20250929", "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 40, "output_tokens": 1}}}`},
-		{"content_block_start", `{"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}`},
-		{"content_block_delta", `{"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "1071 = 2 × 462 + 147\n"}}`},
-		{"content_block_delta", `{"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds="}}`},
-		{"content_block_stop", `{"type": "content_block_stop", "index": 0}`},
-		{"content_block_start", `{"type": "content_block_start", "index": 1, "content_block": {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"}}`},
-		{"content_block_stop", `{"type": "content_block_stop", "index": 1}`},
-		{"content_block_start", `{"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}}`},
-		{"content_block_delta", `{"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "The GCD is **21**."}}`},
-		{"content_block_delta", `{"type": "content_block_delta", "index": 2, "delta": {"type": "citations_delta", "citation": {"type": "char_location", "cited_text": "x"}}}`},
-		{"content_block_stop", `{"type": "content_block_stop", "index": 2}`},
-		{"message_delta", `{"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 60, "output_tokens_details": {"thinking_tokens": 25}}}`},
-		{"message_stop", `{"type": "message_stop"}`},
+		evt("message_start", `{"type": "message_start", "message": {"id": "msg_01", "type": "message", "role": "assistant", "content": [], "model": "claude-sonnet-4-5-20250929", "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 40, "output_tokens": 1}}}`),
+		evt("content_block_start", `{"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}`),
+		evt("content_block_delta", `{"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "1071 = 2 × 462 + 147\n"}}`),
+		evt("content_block_delta", `{"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds="}}`),
+		evt("content_block_stop", `{"type": "content_block_stop", "index": 0}`),
+		evt("content_block_start", `{"type": "content_block_start", "index": 1, "content_block": {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"}}`),
+		evt("content_block_stop", `{"type": "content_block_stop", "index": 1}`),
+		evt("content_block_start", `{"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}}`),
+		evt("content_block_delta", `{"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "The GCD is **21**."}}`),
+		evt("content_block_delta", `{"type": "content_block_delta", "index": 2, "delta": {"type": "citations_delta", "citation": {"type": "char_location", "cited_text": "x"}}}`),
+		evt("content_block_stop", `{"type": "content_block_stop", "index": 2}`),
+		evt("message_delta", `{"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 60, "output_tokens_details": {"thinking_tokens": 25}}}`),
+		evt("message_stop", `{"type": "message_stop"}`),
 	}
 )
 
@@ -133,13 +135,13 @@ func TestStreamThinking(t *testing.T) {
 
 func TestStreamJSONMode(t *testing.T) {
 	doc := sseDoc(
-		ev{"message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[],"stop_reason":null,"usage":{"input_tokens":30,"output_tokens":1}}}`},
-		ev{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"json_tool_call","input":{}}}`},
-		ev{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"name\": "}}`},
-		ev{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"\"Ada\"}"}}`},
-		ev{"content_block_stop", `{"type":"content_block_stop","index":0}`},
-		ev{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":12}}`},
-		ev{"message_stop", `{"type":"message_stop"}`},
+		evt("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[],"stop_reason":null,"usage":{"input_tokens":30,"output_tokens":1}}}`),
+		evt("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"json_tool_call","input":{}}}`),
+		evt("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"name\": "}}`),
+		evt("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"\"Ada\"}"}}`),
+		evt("content_block_stop", `{"type":"content_block_stop","index":0}`),
+		evt("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":12}}`),
+		evt("message_stop", `{"type":"message_stop"}`),
 	)
 	reads, err := translateStream(t, &Call{provider: Name, model: "claude-sonnet-4-5", jsonMode: true}, doc)
 	if err != nil {
@@ -164,8 +166,8 @@ func TestStreamFinishReasons(t *testing.T) {
 		`"refusal"`: "content_filter", `"model_context_window_exceeded"`: "length", `"pause_turn"`: "stop", `null`: "stop",
 	} {
 		doc := sseDoc(toolStream[0],
-			ev{"message_delta", `{"type":"message_delta","delta":{"stop_reason":` + stop + `,"stop_sequence":null},"usage":{"output_tokens":3}}`},
-			ev{"message_stop", `{"type":"message_stop"}`})
+			evt("message_delta", `{"type":"message_delta","delta":{"stop_reason":`+stop+`,"stop_sequence":null},"usage":{"output_tokens":3}}`),
+			evt("message_stop", `{"type":"message_stop"}`))
 		reads, err := translateStream(t, &Call{provider: Name}, doc)
 		if err != nil {
 			t.Fatalf("%s: %v", stop, err)
@@ -186,20 +188,20 @@ func TestStreamErrors(t *testing.T) {
 		api    bool   // an *api.Error (written as the final error event)
 		msg    string // in the error
 	}{
-		{"an error event mid-stream", sseDoc(start, text, toolStream[3], ev{"error", `{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}`}),
+		{"an error event mid-stream", sseDoc(start, text, toolStream[3], evt("error", `{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}`)),
 			2, true, "The provider reported an error: Overloaded (overloaded_error)"},
-		{"an error event first", sseDoc(ev{"error", `{"type":"error","error":{"details":null,"type":"api_error","message":"Internal server error"}}`}),
+		{"an error event first", sseDoc(evt("error", `{"type":"error","error":{"details":null,"type":"api_error","message":"Internal server error"}}`)),
 			0, true, "Internal server error (api_error)"},
 		{"cut before message_stop", sseDoc(start, text, toolStream[3]), 2, false, "before message_stop"},
 		{"cut inside an event", append(sseDoc(start), "event: content_block_start\ndata: {\"type\":\"content_bl"...), 1, false, "ended inside an event"},
 		{"empty", nil, 0, false, "before message_stop"},
 		{"no message_start", sseDoc(text), 0, true, "does not begin with message_start"},
 		{"message_start twice", sseDoc(start, start), 1, true, "twice"},
-		{"data not JSON", sseDoc(start, ev{"content_block_delta", `{"type":`}), 1, true, "not a JSON object"},
+		{"data not JSON", sseDoc(start, evt("content_block_delta", `{"type":`)), 1, true, "not a JSON object"},
 		{"a delta of no block", sseDoc(start, toolStream[3]), 1, true, "no started block"},
-		{"a text delta without text", sseDoc(start, text, ev{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta"}}`}), 1, true, "no text string"},
-		{"a tool without id", sseDoc(start, ev{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","name":"f"}}`}), 1, true, "id or name"},
-		{"a bad usage", sseDoc(start, ev{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":"many"}}`}), 1, true, "usage"},
+		{"a text delta without text", sseDoc(start, text, evt("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta"}}`)), 1, true, "no text string"},
+		{"a tool without id", sseDoc(start, evt("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","name":"f"}}`)), 1, true, "id or name"},
+		{"a bad usage", sseDoc(start, evt("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":"many"}}`)), 1, true, "usage"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reads, err := translateStream(t, &Call{provider: Name, model: "claude-sonnet-4-5"}, tc.doc)
@@ -226,7 +228,7 @@ func TestStreamErrors(t *testing.T) {
 func TestStreamTooManyBlocks(t *testing.T) {
 	events := []ev{toolStream[0]}
 	for i := 0; i <= maxBlocks; i++ {
-		events = append(events, ev{"content_block_start", `{"type":"content_block_start","index":` + strconv.Itoa(i) + `,"content_block":{"type":"text","text":""}}`})
+		events = append(events, evt("content_block_start", `{"type":"content_block_start","index":`+strconv.Itoa(i)+`,"content_block":{"type":"text","text":""}}`))
 	}
 	_, err := translateStream(t, &Call{provider: Name}, sseDoc(events...))
 	if err == nil || !strings.Contains(err.Error(), "content blocks") {
