@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -108,7 +109,7 @@ func NewCall(req *oai.ChatRequest, o Options) (*Call, error) {
 	if err := checkParams(req, o.Drop); err != nil {
 		return nil, err
 	}
-	e := encoder{req: req, drop: o.Drop.Drops(req)}
+	e := encoder{req: req}
 	if err := e.encode(o); err != nil {
 		return nil, err
 	}
@@ -162,9 +163,8 @@ func checkParams(req *oai.ChatRequest, drop providers.DropParams) error {
 
 // encoder appends the Messages API body.
 type encoder struct {
-	req  *oai.ChatRequest
-	drop bool
-	b    []byte
+	req *oai.ChatRequest
+	b   []byte
 
 	jsonMode bool
 	// The open turn of messages: its role ("" before the first) and how
@@ -175,7 +175,10 @@ type encoder struct {
 
 func (e *encoder) encode(o Options) error {
 	req := e.req
-	x := req.Extras("top_k", "thinking")
+	var x oai.Extras // a walk of the whole body: only when there is something to find
+	if slices.Contains(req.Others, "top_k") || slices.Contains(req.Others, "thinking") {
+		x = req.Extras("top_k", "thinking")
+	}
 	budget, err := thinkingBudget(req.ReasoningEffort)
 	if err != nil {
 		return err
@@ -186,6 +189,9 @@ func (e *encoder) encode(o Options) error {
 		if budget, thinkingOn, err = thinkingConfig(thinking); err != nil {
 			return err
 		}
+	}
+	if !thinkingOn {
+		budget = 0
 	}
 	maxTokens := req.MaxOutputTokens()
 	if maxTokens == 0 {

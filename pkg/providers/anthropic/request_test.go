@@ -177,6 +177,11 @@ func TestRequestTranslation(t *testing.T) {
 			want: `{"model":"claude-sonnet-4-5","max_tokens":11192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"thinking":{"type":"enabled","budget_tokens":3000}}`,
 		},
 		{
+			name: "the client's thinking turned off: no budget, a small max_tokens",
+			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"thinking":{"type":"disabled"},"max_tokens":10}`,
+			want: `{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"thinking":{"type":"disabled"}}`,
+		},
+		{
 			name: "thinking blocks are sent back first; a reasoning_content alone is not",
 			body: `{"model":"claude","messages":[{"role":"user","content":"x"},
 				{"role":"assistant","content":"I'll check.","reasoning_content":"Let me think","thinking_blocks":[{"type":"thinking","thinking":"Let me think","signature":"EqQBCgIYAhIM"},{"type":"redacted_thinking","data":"EmwKAhgBEgy3"}],
