@@ -90,7 +90,11 @@ type Delta struct {
 	Content          string
 	ReasoningContent string
 	Refusal          string
-	ToolCalls        []ToolCallDelta
+	// ThinkingBlocks are pieces of Anthropic's thinking blocks (a thinking
+	// delta, a block's signature, a redacted block) as LiteLLM streams
+	// them, for a client to send the blocks back: a JSON array.
+	ThinkingBlocks json.RawMessage
+	ToolCalls      []ToolCallDelta
 }
 
 // ToolCallDelta is a piece of a tool call: the first names it (ID, Type,
@@ -166,6 +170,10 @@ func appendChoice(dst []byte, c *ChunkChoice) []byte {
 	if d.Refusal != "" {
 		field(`"refusal":`)
 		dst = AppendString(dst, d.Refusal)
+	}
+	if len(d.ThinkingBlocks) > 0 {
+		field(`"thinking_blocks":`)
+		dst = append(dst, d.ThinkingBlocks...)
 	}
 	if len(d.ToolCalls) > 0 {
 		field(`"tool_calls":[`)

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/moderations"
 	"github.com/sluice-gateway/sluice/pkg/passthrough"
 	"github.com/sluice-gateway/sluice/pkg/providers"
+	"github.com/sluice-gateway/sluice/pkg/providers/anthropic"
 	"github.com/sluice-gateway/sluice/pkg/providers/azure"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
 	"github.com/sluice-gateway/sluice/pkg/providers/cohere"
@@ -133,11 +134,12 @@ func NewServices(deps Deps) (*Services, error) {
 func (s *Services) buildModels(deps Deps, client *http.Client) error {
 	getenv := deps.Getenv
 	registry := map[string]models.Provider{
-		azure.Name:   azure.New(client, getenv),
-		bedrock.Name: bedrock.NewProvider(client, getenv, bedrock.SDKDefaultChain),
-		vertex.Name:  vertex.New(client, getenv),
-		gemini.Name:  gemini.New(client, getenv),
-		cohere.Name:  cohere.New(client, getenv),
+		anthropic.Name: anthropic.New(client, getenv),
+		azure.Name:     azure.New(client, getenv),
+		bedrock.Name:   bedrock.NewProvider(client, getenv, bedrock.SDKDefaultChain),
+		vertex.Name:    vertex.New(client, getenv),
+		gemini.Name:    gemini.New(client, getenv),
+		cohere.Name:    cohere.New(client, getenv),
 	}
 	for _, name := range openai.Names() {
 		registry[name] = openai.New(name, client, getenv)

@@ -100,6 +100,9 @@ func (b *bench) runHTTPScenario(ctx context.Context, sc httpScenario) *scenarioR
 	if sc.ttfbSlackMS > 0 {
 		rep.ttfbSlack = sc.ttfbSlackMS
 	}
+	if sc.framingEvents > 0 {
+		rep.events = b.cfg.streamChunks + sc.framingEvents
+	}
 	conc, rate := sc.concurrency, sc.rate
 	if b.cfg.concurrency > 0 {
 		conc = b.cfg.concurrency

@@ -46,6 +46,9 @@ type scenarioReport struct {
 	reportOnly    bool
 	closedLatency bool    // latency from the closed loop (its fixed concurrency)
 	ttfbSlack     float64 // streaming TTFB target: the proxy's + this (ms)
+	// events is the provider events of one streamed answer, when the
+	// report gives the CPU per event.
+	events int
 }
 
 func newScenarioReport(name, about string) *scenarioReport {
@@ -242,6 +245,12 @@ func (r *scenarioReport) compare() {
 				i = j + 1
 			}
 		}
+	}
+	if r.events > 0 {
+		ev := newComparison("cpu_per_event", "µs", sl.CPUPerRequestUS/float64(r.events), px.CPUPerRequestUS/float64(r.events))
+		r.Comparisons = append(r.Comparisons, ev)
+		r.Checks = append(r.Checks, check{Scenario: r.Name, Name: fmt.Sprintf("CPU per provider event (reported; %d events a stream)", r.events),
+			Status: statusInfo, Detail: describe(ev)})
 	}
 	if r.cpuLimit > 0 {
 		st := statusFail

@@ -194,3 +194,28 @@ func TestClosedLatencyScenario(t *testing.T) {
 		}
 	}
 }
+
+func TestSummarizeCPUPerEvent(t *testing.T) {
+	r := newScenarioReport("chat-anthropic-stream", "test")
+	r.Stream, r.events = true, 206
+	for _, m := range []measurement{meas(1, "direct", 100, 200, 210), meas(1, "proxy", 412, 200.2, 210.2), meas(1, "sluice", 1030, 200.3, 210.4)} {
+		r.Measurements = append(r.Measurements, m)
+	}
+	r.summarize()
+	var got *comparison
+	for i := range r.Comparisons {
+		if r.Comparisons[i].Metric == "cpu_per_event" {
+			got = &r.Comparisons[i]
+		}
+	}
+	if got == nil || got.Sluice != 5 || got.Proxy != 2 || got.Ratio == nil || *got.Ratio != 2.5 {
+		t.Fatalf("cpu_per_event %+v", got)
+	}
+	found := false
+	for _, c := range r.Checks {
+		found = found || (c.Status == statusInfo && strings.Contains(c.Name, "206 events") && strings.Contains(c.Detail, "sluice 5.0"))
+	}
+	if !found {
+		t.Errorf("checks %+v", r.Checks)
+	}
+}

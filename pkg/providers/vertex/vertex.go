@@ -130,6 +130,7 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	}
 	return &endpoint{
 		client: p.client, tokens: tokens, base: base, model: model, taskType: inputType,
+		project: project, location: location, drop: providers.NewDropParams(Name, d),
 		url: base + "/v1/projects/" + url.PathEscape(project) + "/locations/" + url.PathEscape(location) +
 			"/publishers/google/models/" + url.PathEscape(model) + ":predict",
 	}, nil
@@ -159,6 +160,10 @@ type endpoint struct {
 	model    string
 	url      string
 	taskType string // the deployment's input_type / task_type
+	// project and location name the deployment's publisher-model paths of
+	// chat models; drop is its drop_params policy.
+	project, location string
+	drop              providers.DropParams
 }
 
 func (e *endpoint) APIBase() string { return e.base }
