@@ -485,10 +485,13 @@ func TestConverseErrors(t *testing.T) {
 	}
 
 	for name, answer := range map[string]http.HandlerFunc{
-		"not JSON":          func(w http.ResponseWriter, r *http.Request) { providertest.WriteJSON(w, 200, `{"output":`) },
-		"a bad tool input":  answerJSON(`{"output":{"message":{"content":[{"toolUse":{"input":{"a":},"name":"f","toolUseId":"t"}}],"role":"assistant"}},"stopReason":"tool_use"}`),
-		"bad usage":         answerJSON(`{"output":{"message":{"content":[{"text":"hi"}],"role":"assistant"}},"stopReason":"end_turn","usage":{"inputTokens":-1}}`),
-		"an HTML error page": func(w http.ResponseWriter, r *http.Request) { w.Header().Set("Content-Type", "text/html"); io.WriteString(w, "<html></html>") },
+		"not JSON":         func(w http.ResponseWriter, r *http.Request) { providertest.WriteJSON(w, 200, `{"output":`) },
+		"a bad tool input": answerJSON(`{"output":{"message":{"content":[{"toolUse":{"input":{"a":},"name":"f","toolUseId":"t"}}],"role":"assistant"}},"stopReason":"tool_use"}`),
+		"bad usage":        answerJSON(`{"output":{"message":{"content":[{"text":"hi"}],"role":"assistant"}},"stopReason":"end_turn","usage":{"inputTokens":-1}}`),
+		"an HTML error page": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, "<html></html>")
+		},
 	} {
 		up := converseUpstream(t, answer)
 		_, err := chat(t, openChatter(t, chatDeployment(up, claude, nil)), `{"model":"claude","messages":[{"role":"user","content":"Hi"}]}`)
