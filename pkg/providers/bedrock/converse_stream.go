@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 
@@ -307,8 +308,8 @@ func (s *converseStream) blockDelta(dst []byte, payload []byte) ([]byte, error) 
 	err = jsonscan.Members(delta, func(name, v []byte) error {
 		switch string(name) {
 		case "text":
-			if len(v) == 0 || v[0] != '"' {
-				return errors.New("text is not a string")
+			if !validLiteral(v) {
+				return errors.New("text is not a JSON string")
 			}
 			if len(v) > 2 {
 				dst = s.w.Text(dst, 0, v)
@@ -327,8 +328,8 @@ func (s *converseStream) blockDelta(dst []byte, payload []byte) ([]byte, error) 
 				if string(name) != "text" {
 					return nil
 				}
-				if len(v) == 0 || v[0] != '"' {
-					return errors.New("reasoning text is not a string")
+				if !validLiteral(v) {
+					return errors.New("reasoning text is not a JSON string")
 				}
 				if len(v) > 2 {
 					dst = s.w.Reasoning(dst, 0, v)
@@ -348,8 +349,8 @@ func (s *converseStream) toolInput(dst *[]byte, index int, lit []byte) error {
 	if index >= len(s.blocks) || s.blocks[index] == 0 {
 		return fmt.Errorf("tool input for content block %d, which started no tool use", index)
 	}
-	if len(lit) == 0 || lit[0] != '"' {
-		return errors.New("tool input is not a string")
+	if !validLiteral(lit) {
+		return errors.New("tool input is not a JSON string")
 	}
 	if len(lit) == 2 {
 		return nil
@@ -474,4 +475,49 @@ func streamError(kind string, status int, msg string) *api.Error {
 		return &api.Error{Status: status, Type: api.TypeInvalidRequest, Code: "provider_error", Message: fmt.Sprintf("The provider refused the request (%s): %s", kind, msg)}
 	}
 	return api.Upstream(nil, "The provider reported an error (%s): %s", kind, msg)
+}
+
+// validLiteral reports whether lit is one JSON string literal, valid as the
+// JSON standard has it: literals are copied into chunks as they are, so a
+// malformed one (a raw control character, an unknown escape, invalid
+// UTF-8), which the scanner skips, must not pass into the client's stream.
+func validLiteral(lit []byte) bool {
+	if len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
+		return false
+	}
+	ascii := true
+	in := lit[1 : len(lit)-1]
+	for i := 0; i < len(in); i++ {
+		switch c := in[i]; {
+		case c < 0x20, c == '"':
+			return false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		case c == '\\':
+			if i+1 >= len(in) {
+				return false
+			}
+			i++
+			switch in[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if i+4 >= len(in) {
+					return false
+				}
+				for _, h := range in[i+1 : i+5] {
+					if !isHex(h) {
+						return false
+					}
+				}
+				i += 4
+			default:
+				return false
+			}
+		}
+	}
+	return ascii || utf8.Valid(in)
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
