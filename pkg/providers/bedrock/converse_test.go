@@ -1,6 +1,7 @@
 package bedrock_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,6 +49,7 @@ func converseUpstream(t *testing.T, answer http.HandlerFunc) *providertest.Upstr
 			bedrockError(w, http.StatusForbidden, "InvalidSignatureException", "The request signature we calculated does not match the signature you provided.")
 			return
 		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		answer(w, r)
 	})
 }
