@@ -3,6 +3,7 @@ package bedrock
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -236,9 +237,7 @@ func (e *endpoint) translate(req *oai.ChatRequest) (*translation, error) {
 	if err := t.inference(x); err != nil {
 		return nil, err
 	}
-	if err := t.tools(); err != nil {
-		return nil, err
-	}
+	t.tools()
 	if err := t.guardrail(x); err != nil {
 		return nil, err
 	}
@@ -554,11 +553,7 @@ func toolInput(args string) (json.RawMessage, error) {
 	return a, nil
 }
 
-type constError string
-
-func (e constError) Error() string { return string(e) }
-
-const errNotObject constError = "not a JSON object"
+var errNotObject = errors.New("not a JSON object")
 
 // thinkingBlocks reads an assistant message's thinking_blocks (LiteLLM's
 // extension: {"type":"thinking","thinking","signature"} and
@@ -705,7 +700,7 @@ func (t *translation) thinkingOn() bool {
 }
 
 // tools maps tools, tool_choice and response_format onto toolConfig.
-func (t *translation) tools() error {
+func (t *translation) tools() {
 	req := t.req
 	var cfg toolConfig
 	for i, tl := range req.Tools {
@@ -760,7 +755,6 @@ func (t *translation) tools() error {
 	if len(cfg.Tools) > 0 {
 		t.out.ToolConfig = &cfg
 	}
-	return nil
 }
 
 // guardrail sets guardrailConfig: the request's own (LiteLLM passes it as

@@ -59,8 +59,11 @@ type frameReader struct {
 	br      bytes.Reader
 }
 
-// errCut is a stream that ended inside a message.
-var errCut = errors.New("bedrock: the event stream ended inside a message")
+// A stream that ended inside a message, or before its answer was complete.
+var (
+	errCut    = errors.New("bedrock: the event stream ended inside a message")
+	errNoStop = errors.New("bedrock: the event stream ended before its messageStop event")
+)
 
 // next reads the next message: io.EOF at the end of the stream between
 // messages.
@@ -195,7 +198,7 @@ func (s *converseStream) next(dst []byte) ([]byte, error) {
 func (s *converseStream) end(dst []byte) ([]byte, error) {
 	s.ended = true
 	if s.finish == "" {
-		return dst, errCut
+		return dst, errNoStop
 	}
 	return s.w.Done(dst), io.EOF
 }
