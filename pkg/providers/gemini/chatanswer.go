@@ -316,12 +316,13 @@ func translateAnswer(doc []byte, model string, n int) ([]byte, error) {
 		return nil, err
 	}
 	out := oai.ChatCompletion{ID: oai.NewChatID(), Object: oai.ObjectChatCompletion, Created: time.Now().Unix(), Model: model}
+	var usage *oai.Usage
 	if r.usage != nil {
 		u, err := parseUsage(r.usage)
 		if err != nil {
 			return nil, err
 		}
-		out.Usage = &u
+		usage = &u
 	}
 	if r.candidates != nil {
 		err = jsonscan.Elements(r.candidates, func(el []byte) error {
@@ -357,7 +358,15 @@ func translateAnswer(doc []byte, model string, n int) ([]byte, error) {
 				Message: oai.AnswerMessage{Role: oai.RoleAssistant, Refusal: &refusal}})
 		}
 	}
-	return json.Marshal(out)
+	b, err := json.Marshal(out)
+	if err != nil || usage == nil {
+		return b, err
+	}
+	// The usage as OpenAI writes it (zero counts and details included), as
+	// a stream's usage chunk has it.
+	b = append(b[:len(b)-1], `,"usage":`...)
+	b = oai.AppendUsage(b, usage)
+	return append(b, '}'), nil
 }
 
 // answerChoice builds the choice of a whole candidate: its text, its
