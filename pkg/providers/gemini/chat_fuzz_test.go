@@ -117,4 +117,3 @@ func FuzzChatRequest(f *testing.F) {
 		}
 	})
 }
-
