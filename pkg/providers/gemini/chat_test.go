@@ -138,6 +138,9 @@ func TestChatRequest(t *testing.T) {
 		{"reasoning_effort minimal on Gemini 3 Flash", "gemini-3-flash-preview",
 			`{"model":"g","messages":[{"role":"user","content":"Why?"}],"reasoning_effort":"minimal"}`,
 			`{"contents":[{"role":"user","parts":[{"text":"Why?"}]}],"generationConfig":{"thinkingConfig":{"includeThoughts":true,"thinkingLevel":"MINIMAL"}}}`},
+		{"penalties dropped on Gemini 3", "gemini-3-flash-preview",
+			`{"model":"g","messages":[{"role":"user","content":"Hi"}],"presence_penalty":0.5,"frequency_penalty":0.5,"temperature":1,"drop_params":true}`,
+			`{"contents":[{"role":"user","parts":[{"text":"Hi"}]}],"generationConfig":{"temperature":1}}`},
 		{"tools, auto", "gemini-2.5-flash",
 			`{"model":"g","messages":[{"role":"user","content":"Weather in Paris?"}],"tool_choice":"auto","parallel_tool_calls":true,"tools":[
 				{"type":"function","function":{"name":"get_weather","description":"Current weather","strict":true,
@@ -301,6 +304,7 @@ func TestChatRefused(t *testing.T) {
 		{"a custom tool", `{"model":"g",` + user + `,"tools":[{"type":"custom","custom":{"name":"grammar"}}]}`, "tools", "unsupported_parameter"},
 		{"allowed_tools", `{"model":"g",` + user + `,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[]}}}`, "tool_choice", "unsupported_parameter"},
 		{"an effort Gemini does not know", `{"model":"g",` + user + `,"reasoning_effort":"xhigh"}`, "reasoning_effort", "unsupported_parameter"},
+		{"penalties on Gemini 3", `{"model":"g",` + user + `,"frequency_penalty":0.5}`, "frequency_penalty", "unsupported_parameter"},
 		{"a member Gemini does not take", `{"model":"g",` + user + `,"logit_bias":{"50256":-100}}`, "logit_bias", "unsupported_parameter"},
 		{"a 64-bit seed", `{"model":"g",` + user + `,"seed":1099511627776}`, "seed", "invalid_value"},
 		{"a negative top_k", `{"model":"g",` + user + `,"top_k":-1}`, "top_k", "invalid_value"},
@@ -319,7 +323,7 @@ func TestChatRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := providertest.NewUpstream(t, answering(textAnswer))
-			_, err := chat(t, openChat(t, up.URL, "gemini-2.5-flash", nil), tc.body)
+			_, err := chat(t, openChat(t, up.URL, "gemini-3-pro-preview", nil), tc.body)
 			var ae *api.Error
 			if !errors.As(err, &ae) || ae.Status != 400 || ae.Param != tc.param || ae.Code != tc.code {
 				t.Fatalf("error %#v, want a 400 %s naming %s", err, tc.code, tc.param)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
@@ -160,6 +161,14 @@ func buildRequest(req *oai.ChatRequest, model string, dialect Dialect, drop prov
 	if !known {
 		bad = append(bad, "reasoning_effort")
 	}
+	// Gemini 3 models take no penalties (LiteLLM drops them silently).
+	penalties := !gemini3(model)
+	if !penalties && req.PresencePenalty != nil {
+		bad = append(bad, "presence_penalty")
+	}
+	if !penalties && req.FrequencyPenalty != nil {
+		bad = append(bad, "frequency_penalty")
+	}
 	bad = append(bad, req.OthersExcept(extras...)...)
 	if err := drop.Check(req, bad...); err != nil {
 		return nil, err
@@ -174,8 +183,10 @@ func buildRequest(req *oai.ChatRequest, model string, dialect Dialect, drop prov
 
 	g := generationConfig{
 		MaxOutputTokens: req.MaxOutputTokens(), Temperature: req.Temperature, TopP: req.TopP,
-		StopSequences: req.Stop, PresencePenalty: req.PresencePenalty, FrequencyPenalty: req.FrequencyPenalty,
-		ThinkingConfig: thinking,
+		StopSequences: req.Stop, ThinkingConfig: thinking,
+	}
+	if penalties {
+		g.PresencePenalty, g.FrequencyPenalty = req.PresencePenalty, req.FrequencyPenalty
 	}
 	if req.N > 1 {
 		g.CandidateCount = req.N
@@ -240,7 +251,7 @@ func thinkingFor(effort, model string) (tc *thinkingConfig, known bool) {
 		return nil, true
 	}
 	m := strings.ToLower(model)
-	if strings.Contains(m, "gemini-3") {
+	if gemini3(model) {
 		flash := strings.Contains(m, "flash")
 		level := ""
 		switch effort {
@@ -287,6 +298,9 @@ func thinkingFor(effort, model string) (tc *thinkingConfig, known bool) {
 	return &thinkingConfig{IncludeThoughts: effort != "none", ThinkingBudget: &budget}, true
 }
 
+// gemini3 reports whether model is of the Gemini 3 family (or later 3.x).
+func gemini3(model string) bool { return strings.Contains(strings.ToLower(model), "gemini-3") }
+
 // translateMessages turns the conversation into Gemini's contents: system
 // and developer messages into the system instruction, user and tool
 // messages into "user" turns, assistant messages into "model" turns,
@@ -309,7 +323,7 @@ func translateMessages(msgs []oai.Message, dialect Dialect) ([]turn, *turn, erro
 	}
 	for i := range msgs {
 		m := &msgs[i]
-		at := fmt.Sprintf("messages[%d]", i)
+		at := "messages[" + strconv.Itoa(i) + "]"
 		switch m.Role {
 		case oai.RoleSystem, oai.RoleDeveloper:
 			if text := m.Text(); text != "" {
@@ -376,12 +390,14 @@ func userParts(m *oai.Message, at string, dialect Dialect) ([]chatPart, error) {
 	}
 	parts := make([]chatPart, 0, len(m.Parts))
 	for j, p := range m.Parts {
-		pat := fmt.Sprintf("%s.content[%d]", at, j)
-		switch p.Type {
-		case oai.PartText:
+		if p.Type == oai.PartText {
 			if p.Text != "" {
 				parts = append(parts, chatPart{Text: p.Text})
 			}
+			continue
+		}
+		pat := fmt.Sprintf("%s.content[%d]", at, j) // names a media part's problems
+		switch p.Type {
 		case oai.PartImageURL:
 			part, err := uriPart(p.ImageURL, "", pat+".image_url.url", dialect)
 			if err != nil {
