@@ -72,7 +72,6 @@ func (s *streamer) Event(dst []byte, ev sse.Event) ([]byte, error) {
 		if err != nil {
 			return dst, malformed(err)
 		}
-		return dst, nil
 	}
 	if reason, message := blockReason(r.feedback); reason != "" && !s.blocked && len(s.choices) == 0 {
 		s.blocked = true

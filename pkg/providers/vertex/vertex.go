@@ -10,6 +10,10 @@
 // replaces it. Calls carry an OAuth2 access token minted from the
 // deployment's service account (pkg/providers/google), cached until shortly
 // before it expires.
+//
+// Chat completions (chat.go) go to the model's publisher: Gemini models
+// through generateContent, with the Gemini API's translator
+// (gemini_chat.go).
 package vertex
 
 import (
