@@ -4,19 +4,19 @@ import (
 	"context"
 	"strings"
 
-	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
-// Chat serves chat completions on the deployment's model by its publisher:
-// Anthropic's Claude models (claude-…) through the Messages API on Vertex
-// AI (claudeChat).
+// Chat serves chat completions. One vertex_ai deployment kind holds two
+// model families: Anthropic's Claude models (rawPredict with Anthropic's
+// body: claude.go) and Google's Gemini models (generateContent:
+// gemini_chat.go).
 func (e *endpoint) Chat(ctx context.Context, req *oai.ChatRequest) (*models.Answer, error) {
 	if isClaude(e.model) {
 		return e.claudeChat(ctx, req)
 	}
-	return nil, api.InvalidValue("model", "Model '%s' is Vertex AI's %s: sluice serves chat completions on Vertex AI for Claude models only.", req.Model, e.model)
+	return e.geminiChat(ctx, req)
 }
 
 // isClaude reports whether a Vertex AI model is one of Anthropic's.

@@ -10,6 +10,10 @@
 // replaces it. Calls carry an OAuth2 access token minted from the
 // deployment's service account (pkg/providers/google), cached until shortly
 // before it expires.
+//
+// Chat completions (chat.go) go to the model's publisher: Gemini models
+// through generateContent, with the Gemini API's translator
+// (gemini_chat.go).
 package vertex
 
 import (
@@ -158,12 +162,12 @@ type endpoint struct {
 	tokens   *google.TokenSource
 	base     string
 	model    string
+	project  string
+	location string
 	url      string
 	taskType string // the deployment's input_type / task_type
-	// project and location name the deployment's publisher-model paths of
-	// chat models; drop is its drop_params policy.
-	project, location string
-	drop              providers.DropParams
+	// drop is the deployment's drop_params policy.
+	drop providers.DropParams
 }
 
 func (e *endpoint) APIBase() string { return e.base }
@@ -223,15 +227,24 @@ func (e *endpoint) predict(ctx context.Context, v predictRequest) (*providers.Re
 	if err != nil {
 		return nil, err
 	}
+	if err := e.authorize(ctx, hreq.Header); err != nil {
+		return nil, err
+	}
+	return providers.Do(e.client, Name, hreq)
+}
+
+// authorize puts an access token of the deployment's service account on a
+// call's headers.
+func (e *endpoint) authorize(ctx context.Context, h http.Header) error {
 	token, err := e.tokens.AccessToken(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("vertex_ai: %w", err)
+			return fmt.Errorf("vertex_ai: %w", err)
 		}
-		return nil, api.Upstream(err, "The gateway could not get a Google access token for Vertex AI model '%s' from its service account's token endpoint.", e.model)
+		return api.Upstream(err, "The gateway could not get a Google access token for Vertex AI model '%s' from its service account's token endpoint.", e.model)
 	}
-	hreq.Header.Set("Authorization", "Bearer "+token)
-	return providers.Do(e.client, Name, hreq)
+	h.Set("Authorization", "Bearer "+token)
+	return nil
 }
 
 // ParsePredictions reads a text-embeddings predict answer: one prediction
