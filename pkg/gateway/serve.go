@@ -30,7 +30,11 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 	if maxConns <= 0 {
 		maxConns = config.DefaultMaxConnections
 	}
-	h = guardBodies(h, idle, g.Settings.BodyMinRate)
+	budget := g.Settings.MaxBufferedBodies
+	if budget <= 0 {
+		budget = config.DefaultMaxBufferedBodies
+	}
+	h = guardBodies(h, idle, g.Settings.BodyMinRate, newBodyBudget(budget))
 	ln, err := net.Listen("tcp", g.Settings.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", g.Settings.Addr, err)
