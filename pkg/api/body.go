@@ -9,15 +9,14 @@ import (
 // BodyBudget is a request body that draws on its process's budget for
 // request bodies held whole in memory: the local server's bodies do
 // (pkg/gateway), so that slow clients together cannot make it hold more than
-// the budget. A reader that keeps a body in memory charges what it holds
-// (its buffer's capacity) before allocating it and refunds what it lets go
-// of; whatever is still charged is refunded when the request ends. Charge
-// fails with an *Error: 503 with Retry-After while the budget is spent, 413
-// when the body alone would need more than the whole budget. Bodies without
-// a budget (a Lambda's, whole in its event) charge nothing.
+// the budget. A reader that keeps a body in memory charges each byte of
+// buffer it adds before allocating it; the request's charges are given back
+// when it ends. Charge fails with an *Error: 503 with Retry-After while the
+// budget is spent, 413 when the body alone would need more than the whole
+// budget. Bodies without a budget (a Lambda's, whole in its event) charge
+// nothing.
 type BodyBudget interface {
 	Charge(n int64) error
-	Refund(n int64)
 }
 
 // Sizes of ReadBody's buffers.
@@ -75,8 +74,8 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 // that no more follow), else up to EOF. A small body is read into one buffer
 // of its size; any other into one that doubles as it fills, up to length
 // (or limit+1: body, a MaxBytesReader, fails before it gives limit+1 bytes),
-// so that it never holds more than twice what arrived. budget, when not nil, is charged each buffer
-// before it is allocated, and refunded the one it replaces.
+// so that it never holds more than twice what arrived. budget, when not nil,
+// is charged what each buffer adds before it is allocated.
 func readAll(body io.Reader, length, limit int64, budget BodyBudget) ([]byte, error) {
 	if length >= 0 && length <= smallBody {
 		if err := charge(budget, length); err != nil {
@@ -100,14 +99,11 @@ func readAll(body io.Reader, length, limit int64, budget BodyBudget) ([]byte, er
 		}
 		if len(b) == cap(b) {
 			next := min(2*int64(cap(b)), most)
-			if err := charge(budget, next); err != nil {
+			if err := charge(budget, next-int64(cap(b))); err != nil {
 				return nil, err
 			}
 			nb := make([]byte, len(b), next)
 			copy(nb, b)
-			if budget != nil {
-				budget.Refund(int64(cap(b)))
-			}
 			b = nb
 		}
 		n, err := body.Read(b[len(b):cap(b)])

@@ -40,7 +40,7 @@ func (b *bodyBudget) take(n int64) bool {
 func (b *bodyBudget) give(n int64) { b.used.Add(-n) }
 
 // Charge charges the process's body budget n bytes more for this body
-// (api.BodyBudget).
+// (api.BodyBudget); refundAll gives them back when its request ends.
 func (b *progressBody) Charge(n int64) error {
 	if b.bodies == nil || n <= 0 {
 		return nil
@@ -55,15 +55,6 @@ func (b *progressBody) Charge(n int64) error {
 	}
 	b.charged.Add(n)
 	return nil
-}
-
-// Refund gives back n bytes this body no longer holds (api.BodyBudget).
-func (b *progressBody) Refund(n int64) {
-	if b.bodies == nil || n <= 0 {
-		return
-	}
-	b.charged.Add(-n)
-	b.bodies.give(n)
 }
 
 // refundAll gives back what the body still holds: its request has ended.

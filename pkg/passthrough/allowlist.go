@@ -103,11 +103,12 @@ func modelRuleOf(provider Provider, method string, ep endpoint, pathModel string
 		}
 	case Bedrock:
 		// Model calls are model/{modelId}/{action}; the OpenAI-compatible
-		// API (openai/v1/...) and an asynchronous invocation name the model
-		// in the body. Agents, knowledge bases and flows run models their
-		// configuration names, not the request.
+		// APIs (openai/v1/chat/completions, openai/v1/responses and
+		// v1/chat/completions) and an asynchronous invocation name the
+		// model in the body. Agents, knowledge bases and flows run models
+		// their configuration names, not the request.
 		switch {
-		case len(segs) > 2 && segs[0] == "openai":
+		case len(segs) > 2 && segs[0] == "openai", len(segs) > 1 && segs[0] == "v1":
 			return modelRule{source: sourceBody, member: "model"}
 		case len(segs) == 1 && segs[0] == "async-invoke":
 			return modelRule{source: sourceBody, member: "modelId"}
