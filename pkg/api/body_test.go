@@ -144,7 +144,7 @@ func TestReadBodyErrors(t *testing.T) {
 		{"the server's verdict on the body stays", &stalled{data: []byte("{"), err: slow}, 0, 100, cancelled, 408},
 		{"a client that hung up", &stalled{data: []byte("{"), err: io.ErrUnexpectedEOF}, 0, 100, cancelled, StatusClientClosed},
 		{"a body cut short, client still there", &stalled{data: []byte("{"), err: io.ErrUnexpectedEOF}, 0, 100, context.Background(), 400},
-		{"a body shorter than declared", strings.NewReader("{}"), 0, 100<<10, context.Background(), 400},
+		{"a body shorter than declared", strings.NewReader("{}"), 0, 100 << 10, context.Background(), 400},
 		{"the budget is spent", strings.NewReader("{}"), 1, 2, context.Background(), 503},
 		{"the budget is spent while growing", strings.NewReader(strings.Repeat("x", 100<<10)), 40 << 10, -1, context.Background(), 503},
 		{"over the limit, chunked", strings.NewReader(strings.Repeat("x", 2<<20)), 0, -1, context.Background(), 413},
