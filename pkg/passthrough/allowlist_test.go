@@ -3,13 +3,16 @@ package passthrough
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/providers/google/googletest"
 )
 
@@ -241,4 +244,64 @@ func TestBodyModelName(t *testing.T) {
 			t.Errorf("%s %q: %q, want %q", tc.p, tc.in, got, tc.want)
 		}
 	}
+}
+
+// FuzzModelsOfBody holds the body check to encoding/json: whatever models it
+// reads, encoding/json reads the same from the same members of the same
+// single object; a body it cannot read that way is refused, never read
+// otherwise.
+func FuzzModelsOfBody(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"a"}`, `{"model":"a","model":"b"}`, `{"mod\u0065l":"a"}`, `{"Model":"a"}`, "\xef\xbb\xbf{\"model\":\"a\"}",
+		`{"model":"a"} {}`, `{"model":1}`, `{"requests":[{"params":{"model":"a"}},{"params":{"model":"b"}}]}`,
+		`{"requests":[{"params":{"model":"a","model":"b"}}]}`, `{"requests":{}}`, `[{"model":"a"}]`, `{"model":"\ud800"}`,
+	} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, batch bool) {
+		rule := modelRule{source: sourceBody, member: "model"}
+		if batch {
+			rule = modelRule{source: sourceBatch}
+		}
+		models, err := modelsOfBody(body, rule)
+		if err != nil {
+			if api.AsError(err).Status == 500 {
+				t.Fatalf("%q: a 500 for a client's body: %v", body, err)
+			}
+			return
+		}
+		// encoding/json into maps: names matched exactly, as the
+		// providers match them.
+		var want []string
+		str := func(raw json.RawMessage) string {
+			var m string
+			if err := json.Unmarshal(raw, &m); err != nil {
+				t.Fatalf("%q: read %q, but encoding/json reads no string: %v", body, models, err)
+			}
+			return m
+		}
+		obj := func(raw []byte) map[string]json.RawMessage {
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(raw, &m); err != nil {
+				t.Fatalf("%q: read %q, but encoding/json reads no object: %v", body, models, err)
+			}
+			return m
+		}
+		doc := obj(body)
+		if !batch {
+			want = append(want, str(doc["model"]))
+		} else {
+			var reqs []json.RawMessage
+			if err := json.Unmarshal(doc["requests"], &reqs); err != nil {
+				t.Fatalf("%q: read %q, but encoding/json reads no requests: %v", body, models, err)
+			}
+			for _, r := range reqs {
+				want = append(want, str(obj(obj(r)["params"])["model"]))
+			}
+		}
+		if !slices.Equal(models, want) {
+			t.Fatalf("%q: read %q, encoding/json reads %q", body, models, want)
+		}
+	})
 }
