@@ -30,11 +30,7 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 	if maxConns <= 0 {
 		maxConns = config.DefaultMaxConnections
 	}
-	budget := g.Settings.MaxBufferedBodies
-	if budget <= 0 {
-		budget = config.DefaultMaxBufferedBodies
-	}
-	h = guardBodies(h, idle, g.Settings.BodyMinRate, newBodyBudget(budget))
+	h = guardBodies(h, idle, g.Settings.BodyMinRate, g.bodies)
 	ln, err := net.Listen("tcp", g.Settings.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", g.Settings.Addr, err)
