@@ -145,6 +145,8 @@ func TestFunctionsOfRefusesBadDeclarations(t *testing.T) {
 func TestLeastPrivilege(t *testing.T) {
 	callsModels := map[string]bool{
 		"embeddings": true, "moderations": true, "chat-completions": true, "completions": true, "responses": true, "batch-worker": true,
+		// Native batches: the provider's batch API, the mirrored lines' events.
+		"batches-create": true, "batch-get": true, "batch-cancel": true, "batch-native-poll": true,
 		"passthrough-vertex-ai": true, "passthrough-bedrock": true, "passthrough-anthropic": true, "passthrough-gemini": true,
 	}
 	// /v1/completions and /v1/responses go to OpenAI-family providers only.
@@ -168,7 +170,7 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("%s cannot start: %v", f.Name, f.Capabilities)
 		}
 		// The master key is read only where a route takes a key.
-		noKey := map[string]bool{"health": true, "files-sweep": true, "batch-worker": true, "batch-sweeper": true}
+		noKey := map[string]bool{"health": true, "files-sweep": true, "batch-worker": true, "batch-sweeper": true, "batch-native-poll": true}
 		if got, want := f.Has(server.MasterKey), !noKey[f.Name]; got != want {
 			t.Errorf("%s: master key %v, want %v", f.Name, got, want)
 		}
@@ -188,7 +190,10 @@ func TestLeastPrivilege(t *testing.T) {
 		"passthrough-anthropic": {server.RecordsRead, server.Limits, server.ClaimCheckWrite, server.EventsPublish,
 			server.ConfigRead, server.MasterKey, server.ProviderSecrets},
 		"files-sweep":    {server.RecordsRead, server.RecordsWrite, server.FilesDelete, server.ConfigRead},
-		"batches-create": {server.RecordsRead, server.RecordsWrite, server.Limits, server.WorkSend, server.ConfigRead, server.MasterKey},
+		"batches-create": {server.RecordsRead, server.RecordsWrite, server.Limits, server.FilesRead, server.ClaimCheckWrite, server.WorkSend,
+			server.EventsPublish, server.ConfigRead, server.MasterKey, server.ProviderSecrets},
+		"batch-native-poll": {server.RecordsRead, server.RecordsWrite, server.FilesWrite, server.ClaimCheckWrite, server.EventsPublish,
+			server.ConfigRead, server.ProviderSecrets},
 		"batch-sweeper":  {server.RecordsRead, server.WorkSend, server.ConfigRead},
 		"batch-worker": {server.RecordsRead, server.RecordsWrite, server.Limits, server.FilesRead, server.FilesWrite, server.FilesDelete,
 			server.ClaimCheckWrite, server.WorkSend, server.WorkExtend, server.EventsPublish, server.ConfigRead, server.ProviderSecrets, server.BedrockInvoke},
