@@ -28,13 +28,13 @@ const maxIdempotencyKey = 256
 // field from an empty one; fields of the wrong JSON type are 400s naming
 // them (api.DecodeJSON).
 type createBody struct {
-	InputFileID        *string           `json:"input_file_id"`
-	Endpoint           *string           `json:"endpoint"`
-	CompletionWindow   *string           `json:"completion_window"`
-	Metadata           map[string]string `json:"metadata"`
+	InputFileID      *string           `json:"input_file_id"`
+	Endpoint         *string           `json:"endpoint"`
+	CompletionWindow *string           `json:"completion_window"`
+	Metadata         map[string]string `json:"metadata"`
 	// CustomLLMProvider and Model make a native batch (LiteLLM's names).
-	CustomLLMProvider *string `json:"custom_llm_provider"`
-	Model             *string `json:"model"`
+	CustomLLMProvider  *string `json:"custom_llm_provider"`
+	Model              *string `json:"model"`
 	OutputExpiresAfter *struct {
 		Anchor  *string `json:"anchor"`
 		Seconds *int64  `json:"seconds"`

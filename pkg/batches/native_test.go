@@ -3,8 +3,8 @@ package batches_test
 import (
 	"bufio"
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
