@@ -20,7 +20,9 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/sluice-gateway/sluice/pkg/chat/chattest"
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
 )
 
 // batchAPI is a local server speaking OpenAI's Files and Batch APIs (and,
@@ -245,7 +247,7 @@ func TestNativeOpenAIRoundTrip(t *testing.T) {
 			clk := &clock{}
 			g := gatewaytest.Start(t, b, gatewaytest.Options{Config: nativeConfig(up.srv.URL, az.srv.URL), Now: clk.now})
 			ctx := context.Background()
-			_, key := g.TeamKey()
+			team, key := g.TeamKey()
 			c := client(g, key)
 			file := uploadInput(t, g, key, jsonl(chatLines("gpt-batch", "a", "b", "fail")))
 			created, err := c.Batches.New(ctx, openai.BatchNewParams{InputFileID: file, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
@@ -289,6 +291,23 @@ func TestNativeOpenAIRoundTrip(t *testing.T) {
 			res, err := g.Services.Batches.PollNative(ctx)
 			if err != nil || res.Polled != 1 || res.Ended != 1 {
 				t.Fatalf("poll: %+v %v", res, err)
+			}
+			// Each mirrored line published its log event.
+			events := map[string]logevent.Event{}
+			for range 3 {
+				ev := chattest.NextEvent(t, g.Backend.Deliveries)
+				events[ev.Metadata.CustomID] = ev
+			}
+			for _, id := range []string{"a", "b", "fail"} {
+				ev := events[id]
+				wantStatus, wantTokens := logevent.StatusSuccess, int64(5)
+				if id == "fail" {
+					wantStatus, wantTokens = logevent.StatusFailure, 0
+				}
+				if ev.Metadata.BatchID != created.ID || ev.Metadata.UserAPIKeyTeamID != team || ev.CustomLLMProvider != "openai" ||
+					ev.ModelGroup != "gpt-batch" || ev.CallType != logevent.CallCompletion || ev.Status != wantStatus || ev.TotalTokens != wantTokens {
+					t.Errorf("event of %s: %+v", id, ev)
+				}
 			}
 			got, err = c.Batches.Get(ctx, created.ID)
 			if err != nil || got.Status != openai.BatchStatusCompleted || got.OutputFileID == "" || got.ErrorFileID == "" ||
