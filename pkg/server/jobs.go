@@ -111,14 +111,15 @@ func Jobs() []Job {
 		// run), mirrors their state and copies the output and error files
 		// of those that ended, with a log event per line.
 		{Name: "batch-native-poll", Schedule: Schedule{Cloud: "rate(1 minute)", Local: batches.DefaultPollInterval},
-			Needs: nativeBatch(RecordsRead, RecordsWrite, FilesWrite), Run: func(s *Services) RunFunc { return s.pollNativeBatches }},
+			Needs: nativeBatch(RecordsRead, RecordsWrite, FilesRead, FilesWrite, FilesDelete), Run: func(s *Services) RunFunc { return s.pollNativeBatches }},
 	}
 }
 
 // nativeBatch is what a function serving native batches needs besides
-// caps: the provider's credentials, and the log events of mirrored lines.
+// caps: the provider's credentials, Bedrock's batch jobs, and the log
+// events of mirrored lines.
 func nativeBatch(caps ...Capability) []Capability {
-	return append(caps, passthroughCall...)
+	return append(append(caps, passthroughCall...), BedrockBatch)
 }
 
 // pollNativeBatches runs one poll of the native batches and logs it.
