@@ -144,10 +144,11 @@ func TestFunctionsOfRefusesBadDeclarations(t *testing.T) {
 // and the master key.
 func TestLeastPrivilege(t *testing.T) {
 	callsModels := map[string]bool{
-		"embeddings": true, "moderations": true, "batch-worker": true,
+		"embeddings": true, "moderations": true, "chat-completions": true, "completions": true, "responses": true, "batch-worker": true,
 		"passthrough-vertex-ai": true, "passthrough-bedrock": true, "passthrough-anthropic": true, "passthrough-gemini": true,
 	}
-	bedrock := map[string]bool{"embeddings": true, "moderations": true, "passthrough-bedrock": true, "batch-worker": true}
+	// /v1/completions and /v1/responses go to OpenAI-family providers only.
+	bedrock := map[string]bool{"embeddings": true, "moderations": true, "chat-completions": true, "passthrough-bedrock": true, "batch-worker": true}
 	// Who queues batch work, and who keeps its messages hidden.
 	sends := map[string]bool{"batches-create": true, "batch-cancel": true, "batch-worker": true, "batch-sweeper": true}
 	for _, f := range functions(t) {
