@@ -236,9 +236,9 @@ type lineWriter struct {
 	// spilled says part of the line went to st: should the line then fail,
 	// the object is lost (the run must not commit it).
 	spilled bool
-	first     byte // the body's first and last bytes that are not white space
-	last      byte
-	written   int64
+	first   byte // the body's first and last bytes that are not white space
+	last    byte
+	written int64
 }
 
 func (s *Service) newLineWriter(st *stream, customID, reqID string) *lineWriter {
