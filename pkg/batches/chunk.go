@@ -323,7 +323,7 @@ func (r *chunkRun) answer(i int, customID, reqID string, res *modelcall.Result) 
 		err = errors.New("the operation answered with a stream")
 	}
 	switch {
-	case err != nil && lw.streaming:
+	case err != nil && lw.spilled:
 		// Part of the line is in the object already: the object is lost.
 		lw.end()
 		r.fail(fmt.Errorf("batches: an answer of %d bytes was cut while it was written: %w", lw.written, err))
@@ -334,7 +334,7 @@ func (r *chunkRun) answer(i int, customID, reqID string, res *modelcall.Result) 
 		r.failLine(i, customID, reqID, api.Upstream(err, "The provider's answer was cut off before it ended."))
 	default:
 		if err := lw.finish(); err != nil {
-			if lw.streaming {
+			if lw.spilled {
 				r.fail(err)
 				return
 			}

@@ -2,13 +2,16 @@ package batches_test
 
 import (
 	"encoding/json"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/sluice-gateway/sluice/pkg/batches"
+	"github.com/sluice-gateway/sluice/pkg/chat/chattest"
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
 )
 
 // A batch of embeddings lines routed to an OpenAI-compatible provider and
@@ -85,6 +88,117 @@ func TestBatchRunsToCompletion(t *testing.T) {
 		// The input is free again.
 		if resp := g.Do("DELETE", "/v1/files/"+file, key, nil); resp.Status != 200 {
 			t.Errorf("delete input: %d %s", resp.Status, resp.Body)
+		}
+	})
+}
+
+// A chat completions batch runs each line through the chat operation the
+// route runs — an OpenAI-compatible provider forwarded, Anthropic
+// translated — and writes OpenAI's batch lines: the output line wraps the
+// chat.completion the route would answer, the error line the provider's
+// status and the error body the route would answer; each line's log event
+// names the batch and the line, under the request id of its output line.
+func TestChatBatchRunsThroughTheChatOperation(t *testing.T) {
+	u := newUpstream(t)
+	opts := options(u)
+	opts.Config += chattest.EventsConfig
+	gatewaytest.Run(t, opts, func(t *testing.T, g *gatewaytest.Gateway) {
+		_, key := g.TeamKey()
+		run := t.Name()
+		lines := append(chatLines("gpt", "gpt", 3, func(i int) string { return run + " gpt " + strconv.Itoa(i) }),
+			chatLines("claude", "claude", 3, func(i int) string { return run + " claude " + strconv.Itoa(i) })...)
+		lines = append(lines, chatLines("claude", "bad-claude", 1, func(int) string { return "fail-400 claude" })...)
+		resp := g.Do("POST", "/v1/batches", key, map[string]any{"input_file_id": uploadInput(t, g, key, jsonl(lines)),
+			"endpoint": "/v1/chat/completions", "completion_window": "24h"})
+		if resp.Status != 200 {
+			t.Fatalf("create: %d %s", resp.Status, resp.Body)
+		}
+		b := waitFor(t, g, key, decodeBatch(t, resp.Body).ID, batches.StatusCompleted)
+		if b.RequestCounts != (batches.RequestCounts{Total: 7, Completed: 6, Failed: 1}) {
+			t.Errorf("request_counts %+v", b.RequestCounts)
+		}
+		if want := (batches.Usage{InputTokens: 3*5 + 3*6, OutputTokens: 3*7 + 3*8, TotalTokens: 3*12 + 3*14}); b.Usage != want {
+			t.Errorf("usage %+v, want %+v", b.Usage, want)
+		}
+
+		okLine := regexp.MustCompile(`^\{"id":"batch_req_[A-Za-z0-9]+","custom_id":"([^"]+)","response":\{"status_code":(\d+),"request_id":"(req_[^"]+)","body":(\{.*\})\},"error":null\}$`)
+		type got struct {
+			status    string
+			requestID string
+			body      string
+		}
+		read := func(id *string) map[string]got {
+			out := map[string]got{}
+			if id == nil {
+				return out
+			}
+			r := g.Do("GET", "/v1/files/"+*id+"/content", key, nil)
+			for _, l := range strings.Split(strings.TrimSuffix(string(r.Body), "\n"), "\n") {
+				m := okLine.FindStringSubmatch(l)
+				if m == nil {
+					t.Errorf("not an OpenAI batch line: %s", l)
+					continue
+				}
+				out[m[1]] = got{m[2], m[3], m[4]}
+			}
+			return out
+		}
+		out, errs := read(b.OutputFileID), read(b.ErrorFileID)
+		if len(out) != 6 || len(errs) != 1 {
+			t.Fatalf("%d output lines, %d error lines", len(out), len(errs))
+		}
+		for _, l := range lines[:6] {
+			text := l.Body["messages"].([]any)[0].(map[string]any)["content"].(string)
+			var cc struct {
+				ID, Object, Model string
+				Choices           []struct {
+					Index        int
+					Message      struct{ Role, Content string }
+					FinishReason string `json:"finish_reason"`
+				}
+				Usage struct {
+					PromptTokens     int64 `json:"prompt_tokens"`
+					CompletionTokens int64 `json:"completion_tokens"`
+				}
+			}
+			r := out[l.CustomID]
+			if err := json.Unmarshal([]byte(r.body), &cc); err != nil || r.status != "200" || !strings.HasPrefix(cc.ID, "chatcmpl-") ||
+				cc.Object != "chat.completion" || len(cc.Choices) != 1 || cc.Choices[0].Message.Role != "assistant" ||
+				cc.Choices[0].Message.Content != "echo: "+text || cc.Choices[0].FinishReason != "stop" || cc.Usage.PromptTokens == 0 {
+				t.Errorf("%s: %+v (%v)", l.CustomID, r, err)
+			}
+			if u.calls(text) != 1 {
+				t.Errorf("%s: the provider was called %d times", l.CustomID, u.calls(text))
+			}
+		}
+		e := errs["bad-claude-0"]
+		var eb struct {
+			Error struct{ Message, Type string }
+		}
+		if json.Unmarshal([]byte(e.body), &eb) != nil || e.status != "400" || eb.Error.Type != "invalid_request_error" ||
+			!strings.Contains(eb.Error.Message, "this input is not valid for this model") {
+			t.Errorf("the refused line: %+v", e)
+		}
+
+		events := map[string]logevent.Event{}
+		for range lines {
+			ev := chattest.NextEvent(t, g.Backend.Deliveries)
+			if ev.Metadata.BatchID != b.ID {
+				t.Errorf("an event of batch %q, want %s", ev.Metadata.BatchID, b.ID)
+			}
+			events[ev.Metadata.CustomID] = ev
+		}
+		for _, l := range lines {
+			r := out[l.CustomID]
+			if r.requestID == "" {
+				r = errs[l.CustomID]
+			}
+			if ev, ok := events[l.CustomID]; !ok || ev.ID != r.requestID {
+				t.Errorf("%s: event %q, line request_id %q", l.CustomID, ev.ID, r.requestID)
+			}
+		}
+		if ev := events["bad-claude-0"]; ev.Status != logevent.StatusFailure {
+			t.Errorf("the refused line's event is a %s", ev.Status)
 		}
 	})
 }

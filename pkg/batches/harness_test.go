@@ -24,16 +24,19 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock/bedrocktest"
 )
 
-// The stand-in providers: an OpenAI-compatible embeddings API (Bearer key)
-// and Bedrock's InvokeModel for Titan Text Embeddings v2 (SigV4, checked by
-// recomputing the signature), in one httptest server.
+// The stand-in providers, in one httptest server: an OpenAI-compatible API
+// (embeddings and chat completions, Bearer key), Bedrock's InvokeModel for
+// Titan Text Embeddings v2 (SigV4, checked by recomputing the signature)
+// and Anthropic's Messages API (x-api-key and anthropic-version), which
+// sluice translates chat completions to.
 const (
 	upstreamKey = "sk-upstream-secret"
 	awsKeyID    = "AKIDBATCHTEST"
 	awsSecret   = "batch-aws-secret"
 )
 
-// upstream answers embeddings deterministically (a vector per input text),
+// upstream answers embeddings deterministically (a vector per input text)
+// and chat with the text of the last message echoed ("echo: " + text),
 // counts the calls it got per input text, and does what a text asks:
 // "fail-400" (a 400 with the provider's error), "block" (wait until the
 // test opens the gate), "hold" (wait until the test ends), "slow" (100 ms).
@@ -91,7 +94,25 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	titan := strings.HasPrefix(r.URL.EscapedPath(), "/model/")
 	var text string
+	var chat string // the provider, for a chat call
 	switch {
+	case r.URL.Path == "/v1/chat/completions":
+		if r.Header.Get("Authorization") != "Bearer "+upstreamKey {
+			w.WriteHeader(401)
+			io.WriteString(w, `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
+			return
+		}
+		chat, text = "openai", lastMessage(u.t, body)
+	case r.URL.Path == "/v1/messages":
+		if r.Header.Get("X-Api-Key") != upstreamKey || r.Header.Get("Anthropic-Version") == "" {
+			w.WriteHeader(401)
+			io.WriteString(w, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`)
+			return
+		}
+		if _, ok := body["max_tokens"].(float64); !ok || body["model"] != "claude-sonnet-4-5" {
+			u.t.Errorf("upstream: an Anthropic request without max_tokens or with another model: %s", raw)
+		}
+		chat, text = "anthropic", lastMessage(u.t, body)
 	case titan:
 		if _, err := bedrocktest.Verify(r, raw, func(id string) (string, string, bool) { return awsSecret, "", id == awsKeyID }); err != nil {
 			w.WriteHeader(403)
@@ -120,7 +141,9 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case strings.HasPrefix(text, "fail-400"):
 		w.WriteHeader(400)
-		if titan {
+		if chat == "anthropic" {
+			io.WriteString(w, `{"type":"error","error":{"type":"invalid_request_error","message":"messages: this input is not valid for this model."}}`)
+		} else if titan {
 			io.WriteString(w, `{"message":"Malformed input request: the input text is not valid for this model."}`)
 		} else {
 			io.WriteString(w, `{"error":{"message":"This input is not valid for this model.","type":"invalid_request_error","param":"input","code":null}}`)
@@ -143,12 +166,55 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(text, "slow"):
 		time.Sleep(100 * time.Millisecond)
 	}
+	switch chat {
+	case "openai":
+		fmt.Fprintf(w, `{"id":"chatcmpl-up%d","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini-2024-07-18",`+
+			`"choices":[{"index":0,"message":{"role":"assistant","content":%s,"refusal":null},"logprobs":null,"finish_reason":"stop"}],`+
+			`"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}`, len(text), quote("echo: "+text))
+		return
+	case "anthropic":
+		fmt.Fprintf(w, `{"id":"msg_01up%d","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929",`+
+			`"content":[{"type":"text","text":%s}],"stop_reason":"end_turn","stop_sequence":null,`+
+			`"usage":{"input_tokens":6,"output_tokens":8}}`, len(text), quote("echo: "+text))
+		return
+	}
 	vec := vector(text, 4)
 	if titan {
 		fmt.Fprintf(w, `{"embedding":%s,"inputTextTokenCount":3}`, floats(vec))
 		return
 	}
 	fmt.Fprintf(w, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":%s}],"model":"text-embedding-3-small","usage":{"prompt_tokens":3,"total_tokens":3}}`, floats(vec))
+}
+
+// lastMessage is the text of a chat request's last message (a string, or
+// OpenAI's or Anthropic's text parts).
+func lastMessage(t testing.TB, body map[string]any) string {
+	msgs, _ := body["messages"].([]any)
+	if len(msgs) == 0 {
+		t.Errorf("upstream: a chat request without messages: %v", body)
+		return ""
+	}
+	m, _ := msgs[len(msgs)-1].(map[string]any)
+	switch c := m["content"].(type) {
+	case string:
+		return c
+	case []any:
+		var b strings.Builder
+		for _, p := range c {
+			if p, ok := p.(map[string]any); ok && p["type"] == "text" {
+				s, _ := p["text"].(string)
+				b.WriteString(s)
+			}
+		}
+		return b.String()
+	}
+	t.Errorf("upstream: a last message without content: %v", m)
+	return ""
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 // vector is the deterministic embedding of text.
@@ -165,13 +231,16 @@ func floats(v []float64) string {
 	return string(b)
 }
 
-// config routes "emb" to the OpenAI-compatible stand-in and "titan" to the
-// Bedrock one.
+// config routes the embeddings models "emb" to the OpenAI-compatible
+// stand-in and "titan" to the Bedrock one, and the chat models "gpt" to the
+// OpenAI-compatible stand-in and "claude" to the Anthropic one.
 func modelConfig(u *upstream) string {
 	return "model_list:\n" +
 		"  - model_name: emb\n    litellm_params: {model: openai/text-embedding-3-small, api_base: " + u.URL + "/v1, api_key: os.environ/UPSTREAM_KEY}\n" +
 		"  - model_name: titan\n    litellm_params: {model: bedrock/amazon.titan-embed-text-v2:0, api_base: " + u.URL +
-		", aws_region_name: us-east-1, aws_access_key_id: " + awsKeyID + ", aws_secret_access_key: os.environ/AWS_SECRET}\n"
+		", aws_region_name: us-east-1, aws_access_key_id: " + awsKeyID + ", aws_secret_access_key: os.environ/AWS_SECRET}\n" +
+		"  - model_name: gpt\n    litellm_params: {model: openai/gpt-4o-mini, api_base: " + u.URL + "/v1, api_key: os.environ/UPSTREAM_KEY}\n" +
+		"  - model_name: claude\n    litellm_params: {model: anthropic/claude-sonnet-4-5, api_base: " + u.URL + ", api_key: os.environ/UPSTREAM_KEY}\n"
 }
 
 var env = map[string]string{"UPSTREAM_KEY": upstreamKey, "AWS_SECRET": awsSecret}
@@ -219,6 +288,17 @@ func embeddingLines(model, prefix string, n int, text func(i int) string) []line
 	for i := range out {
 		out[i] = line{CustomID: prefix + "-" + strconv.Itoa(i), Method: "POST", URL: "/v1/embeddings",
 			Body: map[string]any{"model": model, "input": text(i)}}
+	}
+	return out
+}
+
+// chatLines makes n chat lines for model: custom ids "<prefix>-<i>", one
+// user message text(i).
+func chatLines(model, prefix string, n int, text func(i int) string) []line {
+	out := make([]line, n)
+	for i := range out {
+		out[i] = line{CustomID: prefix + "-" + strconv.Itoa(i), Method: "POST", URL: "/v1/chat/completions",
+			Body: map[string]any{"model": model, "messages": []any{map[string]any{"role": "user", "content": text(i)}}}}
 	}
 	return out
 }

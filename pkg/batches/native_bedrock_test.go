@@ -189,7 +189,7 @@ func TestNativeBedrock(t *testing.T) {
 			bedrock := option.WithHeader("Custom-Llm-Provider", "bedrock")
 
 			// Chat.
-			file := uploadInput(t, g, key, jsonl(chatLines("claude-batch", "a", "b", "fail")))
+			file := uploadInput(t, g, key, jsonl(nativeChatLines("claude-batch", "a", "b", "fail")))
 			created, err := c.Batches.New(ctx, openai.BatchNewParams{InputFileID: file, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
 				CompletionWindow: openai.BatchNewParamsCompletionWindow24h}, bedrock)
 			if err != nil {

@@ -212,7 +212,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-func chatLines(model string, ids ...string) []line {
+func nativeChatLines(model string, ids ...string) []line {
 	var out []line
 	for _, id := range ids {
 		out = append(out, line{CustomID: id, Method: "POST", URL: "/v1/chat/completions",
@@ -249,7 +249,7 @@ func TestNativeOpenAIRoundTrip(t *testing.T) {
 			ctx := context.Background()
 			team, key := g.TeamKey()
 			c := client(g, key)
-			file := uploadInput(t, g, key, jsonl(chatLines("gpt-batch", "a", "b", "fail")))
+			file := uploadInput(t, g, key, jsonl(nativeChatLines("gpt-batch", "a", "b", "fail")))
 			created, err := c.Batches.New(ctx, openai.BatchNewParams{InputFileID: file, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
 				CompletionWindow: openai.BatchNewParamsCompletionWindow24h}, option.WithHeader("Custom-Llm-Provider", "openai"))
 			if err != nil {
@@ -385,7 +385,7 @@ func TestNativeCancelFailuresAzure(t *testing.T) {
 			native := option.WithJSONSet("model", "gpt-batch") // LiteLLM's managed form: a model in the body
 
 			t.Run("cancel", func(t *testing.T) {
-				created, err := c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(chatLines("gpt-batch", "c1", "c2")))), native)
+				created, err := c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(nativeChatLines("gpt-batch", "c1", "c2")))), native)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -403,7 +403,7 @@ func TestNativeCancelFailuresAzure(t *testing.T) {
 					t.Fatalf("%s %v", got.RawJSON(), err)
 				}
 				up.failing("POST /cancel", 400)
-				created, _ = c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(chatLines("gpt-batch", "c3")))), native)
+				created, _ = c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(nativeChatLines("gpt-batch", "c3")))), native)
 				if _, err := c.Batches.Cancel(ctx, created.ID); !isStatus(err, 409) {
 					t.Errorf("a refused cancel: %v", err)
 				}
@@ -415,7 +415,7 @@ func TestNativeCancelFailuresAzure(t *testing.T) {
 			t.Run("refused create", func(t *testing.T) {
 				up.failing("POST /batches", 400)
 				defer func() { up.mu.Lock(); delete(up.fail, "POST /batches"); up.mu.Unlock() }()
-				got, err := c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(chatLines("gpt-batch", "r1")))), native)
+				got, err := c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(nativeChatLines("gpt-batch", "r1")))), native)
 				if err != nil || got.Status != openai.BatchStatusFailed || len(got.Errors.Data) != 1 ||
 					got.Errors.Data[0].Code != "test_refusal" || !strings.Contains(got.Errors.Data[0].Message, "refused by the test") {
 					t.Fatalf("%s %v", got.RawJSON(), err)
@@ -432,7 +432,7 @@ func TestNativeCancelFailuresAzure(t *testing.T) {
 				up.failing("POST /files", 413)
 				defer func() { up.mu.Lock(); delete(up.fail, "POST /files"); up.mu.Unlock() }()
 				n := len(up.requests())
-				got, err := c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(chatLines("gpt-batch", "u1")))), native)
+				got, err := c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(nativeChatLines("gpt-batch", "u1")))), native)
 				if err != nil || got.Status != openai.BatchStatusFailed || got.Errors.Data[0].Code != "test_refusal" {
 					t.Fatalf("%s %v", got.RawJSON(), err)
 				}
@@ -442,7 +442,7 @@ func TestNativeCancelFailuresAzure(t *testing.T) {
 			})
 
 			t.Run("provider batch gone", func(t *testing.T) {
-				created, err := c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(chatLines("gpt-batch", "g1")))), native)
+				created, err := c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(nativeChatLines("gpt-batch", "g1")))), native)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -462,13 +462,13 @@ func TestNativeCancelFailuresAzure(t *testing.T) {
 
 			t.Run("azure", func(t *testing.T) {
 				// Line 2 names a deployment that is not a global-batch one.
-				bad := append(chatLines("azure-batch", "z1"), chatLines("azure-online", "z2")...)
+				bad := append(nativeChatLines("azure-batch", "z1"), nativeChatLines("azure-online", "z2")...)
 				_, err := c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(bad))), option.WithQuery("custom_llm_provider", "azure"))
 				var apiErr *openai.Error
 				if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "line 2" || !strings.Contains(apiErr.Message, "global-batch") {
 					t.Fatalf("%v", err)
 				}
-				created, err := c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(chatLines("gpt4o-global-batch", "z3", "z4")))), option.WithQuery("custom_llm_provider", "azure"))
+				created, err := c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(nativeChatLines("gpt4o-global-batch", "z3", "z4")))), option.WithQuery("custom_llm_provider", "azure"))
 				if err != nil || created.Status != openai.BatchStatusValidating {
 					t.Fatalf("%v", err)
 				}

@@ -21,7 +21,8 @@ const nodeRequireEnv = "SLUICE_REQUIRE_NODE"
 // The official openai Node client (testdata/node/batch.mjs, the version
 // package-lock.json pins; `make node-deps` installs it) drives the Batch API
 // against the gateway on both backends: upload, create (retried with an
-// Idempotency-Key), poll, list, download and parse on two providers; a
+// Idempotency-Key), poll, list, download and parse, embeddings and chat
+// completions each on two providers; a
 // cancel; an expiry; validation errors. The test conducts what the script
 // cannot: it opens the providers' gate once a batch is cancelling, and moves
 // the clock past the window (and sweeps) once the lines of the batch that

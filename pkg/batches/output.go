@@ -233,9 +233,12 @@ type lineWriter struct {
 	buf       []byte
 	limit     int
 	streaming bool // st.mu is held and the line is being written to st
-	first     byte // the body's first and last bytes that are not white space
-	last      byte
-	written   int64
+	// spilled says part of the line went to st: should the line then fail,
+	// the object is lost (the run must not commit it).
+	spilled bool
+	first   byte // the body's first and last bytes that are not white space
+	last    byte
+	written int64
 }
 
 func (s *Service) newLineWriter(st *stream, customID, reqID string) *lineWriter {
@@ -252,7 +255,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 			return len(p), nil
 		}
 		w.st.mu.Lock()
-		w.streaming = true
+		w.streaming, w.spilled = true, true
 		w.st.lines++
 		if err := w.st.writeLocked(w.buf); err != nil {
 			return 0, err
@@ -301,7 +304,8 @@ func appendFlat(b, p []byte) []byte {
 }
 
 // finish ends the line and writes it. A body that is not a JSON object is
-// an error (and, if part of it is written already, the object is lost).
+// an error (and, if part of it is written already — spilled — the object
+// is lost).
 func (w *lineWriter) finish() error {
 	defer w.free()
 	var err error

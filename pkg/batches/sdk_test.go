@@ -21,7 +21,8 @@ import (
 // The official Go client drives the whole Batch API against the gateway,
 // on both backends: upload, create (retried with an Idempotency-Key),
 // poll, list, download and parse, for embeddings routed to an
-// OpenAI-compatible provider and to Bedrock Titan; a batch that expires
+// OpenAI-compatible provider and to Bedrock Titan, and for chat completions
+// routed to an OpenAI-compatible provider and to Anthropic; a batch that expires
 // (the services' clock moved past its window); a cancel; and the
 // validation errors as the client reports them.
 func TestOpenAIGoClient(t *testing.T) {
@@ -114,8 +115,46 @@ func TestOpenAIGoClient(t *testing.T) {
 				t.Errorf("%s: %s (%v)", l.CustomID, raw, err)
 			}
 		}
+
+		// Chat completions, two providers: one OpenAI-compatible, one
+		// translated (Anthropic's Messages API); the answers are OpenAI's
+		// chat.completion, as the route's would be.
+		chats := append(chatLines("gpt", "gpt", 3, func(i int) string { return "go chat " + strconv.Itoa(i) }),
+			chatLines("claude", "claude", 3, func(i int) string { return "go claude " + strconv.Itoa(i) })...)
+		chats = append(chats, chatLines("claude", "claude-refused", 1, func(int) string { return "fail-400 go chat" })...)
+		chp := params(upload(chats))
+		chp.Endpoint = openai.BatchNewParamsEndpointV1ChatCompletions
+		chb, err := c.Batches.New(ctx, chp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chb = poll(chb.ID, openai.BatchStatusCompleted)
+		if chb.RequestCounts.Total != 7 || chb.RequestCounts.Completed != 6 || chb.RequestCounts.Failed != 1 ||
+			chb.Usage.InputTokens != 3*5+3*6 || chb.Usage.OutputTokens != 3*7+3*8 || chb.Usage.TotalTokens != 3*12+3*14 {
+			t.Errorf("chat batch: %s", chb.RawJSON())
+		}
+		out, errs = content(chb.OutputFileID), content(chb.ErrorFileID)
+		for _, l := range chats {
+			text := l.Body["messages"].([]any)[0].(map[string]any)["content"].(string)
+			if strings.HasPrefix(text, "fail") {
+				resp, _ := errs[l.CustomID]["response"].(map[string]any)
+				body, _ := json.Marshal(resp["body"])
+				if resp["status_code"] != float64(400) || !strings.Contains(string(body), "this input is not valid for this model") ||
+					!strings.Contains(string(body), `"type":"invalid_request_error"`) {
+					t.Errorf("%s: %v", l.CustomID, errs[l.CustomID])
+				}
+				continue
+			}
+			raw, _ := json.Marshal(out[l.CustomID]["response"].(map[string]any)["body"])
+			var cc openai.ChatCompletion
+			if err := json.Unmarshal(raw, &cc); err != nil || cc.Object != "chat.completion" || len(cc.Choices) != 1 ||
+				cc.Choices[0].Message.Content != "echo: "+text || cc.Choices[0].FinishReason != "stop" {
+				t.Errorf("%s: %s (%v)", l.CustomID, raw, err)
+			}
+		}
+
 		page, err := c.Batches.List(ctx, openai.BatchListParams{Limit: openai.Int(10)})
-		if err != nil || len(page.Data) != 1 || page.Data[0].ID != b.ID || page.HasMore {
+		if err != nil || len(page.Data) != 2 || page.Data[0].ID != chb.ID || page.Data[1].ID != b.ID || page.HasMore {
 			t.Errorf("list: %+v %v", page, err)
 		}
 

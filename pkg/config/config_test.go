@@ -21,7 +21,7 @@ func TestSettingsFromEnvDefaults(t *testing.T) {
 		s.KeyCacheTTL != DefaultKeyCacheTTL || s.JSONBodyLimit != DefaultJSONBodyLimit ||
 		s.MaxFileSize != DefaultMaxFileSize || len(s.BatchCompletionWindows) != 1 || s.LogFormat != "auto" ||
 		s.BodyIdleTimeout != DefaultBodyIdleTimeout || s.BodyMinRate != DefaultBodyMinRate || s.MaxConnections != DefaultMaxConnections ||
-		s.BatchConcurrency != DefaultBatchConcurrency || s.MaxBufferedBodies != DefaultMaxBufferedBodies {
+		s.MaxBufferedBodies != DefaultMaxBufferedBodies || s.BatchConcurrency != DefaultBatchConcurrency {
 		t.Errorf("defaults = %+v", s)
 	}
 }

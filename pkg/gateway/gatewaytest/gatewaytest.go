@@ -127,6 +127,13 @@ func Start(t testing.TB, b Backend, opts Options) *Gateway {
 	return &Gateway{URL: srv.URL, MasterKey: master, Backend: backend, Services: svcs, Client: srv.Client(), t: t}
 }
 
+// Connect returns a Gateway for a sluice already running at url (another
+// process: a test that kills and restarts it), for the same helpers; its
+// Backend and Services are nil.
+func Connect(t testing.TB, url, masterKey string) *Gateway {
+	return &Gateway{URL: url, MasterKey: masterKey, Client: &http.Client{Timeout: 30 * time.Second}, t: t}
+}
+
 // RunJob runs the job named name over s in the background, as the local
 // process does, until the test ends (or the returned stop is called).
 func RunJob(t testing.TB, s *server.Services, name string) (stop func()) {

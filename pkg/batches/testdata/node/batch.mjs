@@ -106,6 +106,36 @@ for (const l of input) {
   check(r.response.body.object === 'list' && r.response.body.data[0].embedding.length === 4, `${l.custom_id}: body ${JSON.stringify(r.response.body)}`);
 }
 check(out.size + errs.size === input.length, `${out.size} + ${errs.size} lines, want ${input.length}`);
+// Chat completions on an OpenAI-compatible provider and on Anthropic
+// (translated): the bodies are OpenAI chat.completion objects.
+const chat = (model, prefix, n, text) => Array.from({ length: n }, (_, i) => ({
+  custom_id: `${prefix}-${i}`, method: 'POST', url: '/v1/chat/completions',
+  body: { model, messages: [{ role: 'user', content: text(i) }] },
+}));
+const chatInput = [
+  ...chat('gpt', 'gpt', 2, (i) => `node chat ${i}`),
+  ...chat('claude', 'claude', 2, (i) => `node claude ${i}`),
+  ...chat('claude', 'claude-refused', 1, () => 'fail-400 node chat'),
+];
+let cb = await client.batches.create({ input_file_id: await upload(chatInput), endpoint: '/v1/chat/completions', completion_window: '24h' });
+cb = await poll(cb.id, 'completed');
+check(cb.endpoint === '/v1/chat/completions' && cb.request_counts.completed === 4 && cb.request_counts.failed === 1 &&
+  cb.usage.output_tokens === 2 * 7 + 2 * 8, `chat batch ${JSON.stringify(cb)}`);
+const chatOut = await lines(cb.output_file_id);
+const chatErrs = await lines(cb.error_file_id);
+for (const l of chatInput) {
+  const text = l.body.messages[0].content;
+  if (text.startsWith('fail')) {
+    const r = chatErrs.get(l.custom_id);
+    check(r && r.response.status_code === 400 && r.response.body.error.type === 'invalid_request_error', `${l.custom_id}: ${JSON.stringify(r)}`);
+    continue;
+  }
+  const r = chatOut.get(l.custom_id);
+  const body = r && r.response.body;
+  check(body && body.object === 'chat.completion' && body.choices[0].message.role === 'assistant' &&
+    body.choices[0].message.content === `echo: ${text}` && body.choices[0].finish_reason === 'stop', `${l.custom_id}: ${JSON.stringify(r)}`);
+}
+
 const page = await client.batches.list({ limit: 10 });
 check(page.data.some((x) => x.id === b.id), `list: ${JSON.stringify(page.data.map((x) => x.id))}`);
 
