@@ -342,7 +342,11 @@ func checkSteps(t *testing.T, s *session, steps []step, calls []sessionCall, wit
 			if i < len(calls) {
 				got = calls[i].String()
 			}
-			t.Fatalf("the first session should next call %s %s (%d); it made %s", st.method, st.pattern, st.status, got)
+			hint := ""
+			if st.batch {
+				hint = "\n(the route table has POST /v1/batches: mark the README's batch block " + firstSessionTag + ")"
+			}
+			t.Fatalf("the first session should next call %s %s (%d); it made %s%s", st.method, st.pattern, st.status, got, hint)
 		}
 	}
 	if i < len(calls) {
