@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -188,6 +189,18 @@ func TestNativeBedrock(t *testing.T) {
 			c := client(g, key)
 			bedrock := option.WithHeader("Custom-Llm-Provider", "bedrock")
 
+			// A line Bedrock cannot take: a 400 naming it, and no job.
+			twoTexts := []line{{CustomID: "t", Method: "POST", URL: "/v1/embeddings", Body: map[string]any{"model": "titan-batch", "input": []string{"a", "b"}}}}
+			_, err := c.Batches.New(ctx, openai.BatchNewParams{InputFileID: uploadInput(t, g, key, jsonl(twoTexts)), Endpoint: openai.BatchNewParamsEndpointV1Embeddings,
+				CompletionWindow: openai.BatchNewParamsCompletionWindow24h}, bedrock)
+			var apiErr *openai.Error
+			if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "line 1" || !strings.Contains(apiErr.Message, "one text") {
+				t.Fatalf("%v", err)
+			}
+			if jobs.created != nil {
+				t.Fatalf("a job was created: %v", jobs.created)
+			}
+
 			// Chat.
 			file := uploadInput(t, g, key, jsonl(nativeChatLines("claude-batch", "a", "b", "fail")))
 			created, err := c.Batches.New(ctx, openai.BatchNewParams{InputFileID: file, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
@@ -236,6 +249,11 @@ func TestNativeBedrock(t *testing.T) {
 				var cc openai.ChatCompletion
 				if err := json.Unmarshal(raw, &cc); err != nil || cc.Choices[0].Message.Content != "answer "+l["custom_id"].(string) || cc.Usage.TotalTokens != 5 {
 					t.Errorf("%s: %v", raw, err)
+				}
+			}
+			for _, k := range []string{prefix + "input.jsonl", prefix + "output/job0001/input.jsonl.out", prefix + "output/job0001/manifest.json.out"} {
+				if _, err := g.Backend.Blobs.Size(ctx, k); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("%s left behind: %v", k, err)
 				}
 			}
 			if e := readLines(t, c, got.ErrorFileID); len(e) != 1 || e[0]["custom_id"] != "fail" || e[0]["error"].(map[string]any)["code"] != "400" {

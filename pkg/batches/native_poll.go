@@ -54,20 +54,21 @@ func (s *Service) PollNative(ctx context.Context) (PollResult, error) {
 			continue
 		}
 		res.Polled++
-		st, err = s.refreshNative(ctx, st)
+		cur, err := s.refreshNative(ctx, st)
 		if err != nil {
 			res.Failed++
 			slog.WarnContext(ctx, "batches: native batch not polled", "batch", st.doc.ID, "error", err)
 			continue
 		}
-		if terminal(st.status) {
+		if terminal(cur.status) {
 			res.Ended++
 		}
 	}
 	return res, nil
 }
 
-// refreshNative reads the provider's batch and mirrors it: status, counts,
+// refreshNative reads the provider's batch and mirrors it (returning the
+// batch as written, or an error and nothing): status, counts,
 // times and errors; once the provider is done, its output and error files
 // are copied into sluice's store (streamed) as the batch's files, each
 // line's log event published on the way.
@@ -99,12 +100,20 @@ func (s *Service) refreshNative(ctx context.Context, st *state) (*state, error) 
 			return st, err
 		}
 	}
-	return s.mirror(ctx, st.doc.ID, ps, func(d *batchDoc) {
+	cur, err := s.mirror(ctx, st.doc.ID, ps, func(d *batchDoc) {
 		if usage != nil {
 			d.Native.Usage = *usage
 			d.OutputFileID, d.ErrorFileID = outID, errID
 		}
 	})
+	if err == nil && usage != nil {
+		if c, ok := b.(models.BatchCleaner); ok {
+			if cerr := c.CleanBatch(ctx, n.Ref, s.native.Store); cerr != nil {
+				slog.WarnContext(ctx, "batches: the provider's objects of a native batch were not removed", "batch", st.doc.ID, "error", cerr)
+			}
+		}
+	}
+	return cur, err
 }
 
 // mirror writes a provider's state to batch id (and more, through also).

@@ -27,6 +27,13 @@ type Batcher interface {
 	BatchResults(ctx context.Context, ref BatchRef, kind, file string, st BatchStore) (io.ReadCloser, error)
 }
 
+// BatchCleaner is a Batcher that leaves objects of its own in sluice's
+// store (Bedrock's input and output): CleanBatch removes them once the
+// batch's results are copied.
+type BatchCleaner interface {
+	CleanBatch(ctx context.Context, ref BatchRef, st BatchStore) error
+}
+
 // Kinds of BatchResults.
 const (
 	ResultsOut = "output"

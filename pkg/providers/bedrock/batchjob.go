@@ -77,16 +77,25 @@ func (e *endpoint) SubmitBatch(ctx context.Context, in *models.BatchInput) (mode
 		return models.BatchRef{}, api.InvalidValue("custom_llm_provider", "Bedrock batches read their input from S3: they need sluice's AWS backend.")
 	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(e.records(in.Endpoint, in.Lines, pw)) }()
+	var convErr error
+	converted := make(chan struct{})
+	go func() {
+		defer close(converted)
+		convErr = e.records(in.Endpoint, in.Lines, pw)
+		pw.CloseWithError(convErr)
+	}()
 	if _, err := in.Store.Put(ctx, inKey, pr); err != nil {
 		pr.CloseWithError(err)
+		<-converted
 		_ = in.Store.Delete(context.WithoutCancel(ctx), inKey)
+		// A line Bedrock cannot take, whatever the store made of the cut write.
 		var ae *api.Error
-		if errors.As(err, &ae) {
+		if errors.As(convErr, &ae) {
 			return models.BatchRef{}, ae
 		}
 		return models.BatchRef{}, fmt.Errorf("bedrock: write the batch's input: %w", err)
 	}
+	<-converted
 	hours := 24
 	body := map[string]any{
 		"jobName":                "sluice-" + strings.ReplaceAll(in.ID, "_", "-"),
@@ -286,6 +295,20 @@ func unix(t time.Time) int64 {
 		return 0
 	}
 	return t.Unix()
+}
+
+// CleanBatch removes the job's input and output objects (the batch's
+// files are copies).
+func (e *endpoint) CleanBatch(ctx context.Context, ref models.BatchRef, st models.BatchStore) error {
+	id := ref.BatchID[strings.LastIndex(ref.BatchID, "/")+1:]
+	out := ref.Prefix + batchOutputDir + id + "/"
+	var errs []error
+	for _, key := range []string{ref.FileID, out + batchInputName + ".out", out + "manifest.json.out"} {
+		if err := st.Delete(ctx, key); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // CancelBatch sends StopModelInvocationJob.
