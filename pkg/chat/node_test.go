@@ -51,7 +51,7 @@ func TestOpenAINodeClient(t *testing.T) {
 		}
 		t.Skip(msg)
 	}
-	oa := providertest.NewUpstream(t, openAIChat(nil))
+	oa := providertest.NewUpstream(t, openAIChat())
 	an := providertest.NewUpstream(t, anthropictest.Handler(upstreamKey, nil))
 	ge := providertest.NewUpstream(t, geminitest.Handler(func(r *http.Request) bool { return r.Header.Get("X-Goog-Api-Key") == upstreamKey }))
 	cfg := fmt.Sprintf(`model_list:
