@@ -123,8 +123,15 @@ func TestChatForwardsToEachOpenAIFamilyProvider(t *testing.T) {
 				}
 				h.Event(t)
 
-				// The official client, streamed.
-				s, err := h.Stream(context.Background(), openai.ChatCompletionNewParams{Model: tc.model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi")}})
+				// The official client, not streamed and streamed.
+				params := openai.ChatCompletionNewParams{Model: tc.model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi")}}
+				c, err := h.Client.Chat.Completions.New(context.Background(), params)
+				if err != nil || c.Choices[0].Message.Content != "Hello! How can I help?" || c.Usage.TotalTokens != 26 {
+					t.Fatalf("answer: %v %+v", err, c)
+				}
+				providertest.AssertRequest(t, up.Last(t), tc.want)
+				h.Event(t)
+				s, err := h.Stream(context.Background(), params)
 				if err != nil || s.Completion.Choices[0].Message.Content != "Hello! How can I help?" {
 					t.Fatalf("stream: %v %+v", err, s.Completion)
 				}
