@@ -7,9 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/openai/openai-go/v3"
 
 	"github.com/sluice-gateway/sluice/pkg/chat/chattest"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/providers/providertest"
 )
 
@@ -111,4 +114,62 @@ router_settings:
 			h.Event(t)
 		})
 	})
+}
+
+// TestChatLogEvent: a chat call's log event, whole — who called, the model
+// group, deployment, provider and base, the messages and parameters as
+// given, the answer, its usage and finish reason, and for a stream the time
+// of its first byte.
+func TestChatLogEvent(t *testing.T) {
+	up := providertest.NewUpstream(t, openAIChat())
+	cfg := fmt.Sprintf("model_list:\n  - model_name: gpt\n    litellm_params: {model: openai/gpt-4o-mini, api_base: %s/v1, api_key: %s}\n", up.URL, upstreamKey)
+	chattest.Run(t, chattest.Options{Config: cfg}, func(t *testing.T, h *chattest.Harness) {
+		messages := `[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi"}]}]`
+		for _, stream := range []bool{false, true} {
+			r := h.Post(t, "/v1/chat/completions", fmt.Sprintf(`{"model":"gpt","messages":%s,"temperature":0.2,"max_tokens":50,"user":"u-7","stream":%v,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none"}`, messages, stream))
+			if r.Status != 200 {
+				t.Fatalf("%d %s", r.Status, r.Body)
+			}
+			ev := h.Event(t)
+			want := logevent.Event{
+				CallType: "acompletion", Stream: stream, Status: "success", CustomLLMProvider: "openai",
+				PromptTokens: 19, CompletionTokens: 7, TotalTokens: 26, Model: "gpt-4o-mini", ModelGroup: "gpt",
+				APIBase: up.URL + "/v1", EndUser: "u-7", FinishReason: "stop",
+				Messages:        json.RawMessage(messages),
+				ModelParameters: map[string]any{"temperature": 0.2, "max_tokens": float64(50), "user": "u-7", "tools": float64(1), "tool_choice": "none"},
+			}
+			if stream {
+				want.ModelParameters["stream"] = true
+			}
+			ignore := cmpopts.IgnoreFields(logevent.Event{}, "ID", "TraceID", "StartTime", "EndTime", "CompletionStartTime", "ResponseTime", "ModelID", "Metadata", "RequestTags", "Response")
+			if diff := cmp.Diff(want, ev, ignore, cmp.Comparer(func(a, b json.RawMessage) bool { return jsonEqual(a, b) })); diff != "" {
+				t.Errorf("event (-want +got):\n%s", diff)
+			}
+			if ev.ModelID == "" || ev.Metadata.UserAPIKeyTeamID == "" || ev.Metadata.UserAPIKeyHash == "" || !strings.HasPrefix(ev.Metadata.RequestID, "req_") {
+				t.Errorf("deployment %q, metadata %+v", ev.ModelID, ev.Metadata)
+			}
+			if ev.CompletionStartTime < ev.StartTime || ev.EndTime < ev.CompletionStartTime || ev.CompletionStartTime == 0 {
+				t.Errorf("times: start %v, first byte %v, end %v", ev.StartTime, ev.CompletionStartTime, ev.EndTime)
+			}
+			var resp struct {
+				Object  string `json:"object"`
+				Choices []struct {
+					Message struct {
+						Content string `json:"content"`
+					} `json:"message"`
+				} `json:"choices"`
+			}
+			if err := json.Unmarshal(ev.Response, &resp); err != nil || resp.Object != "chat.completion" || resp.Choices[0].Message.Content != "Hello! How can I help?" {
+				t.Errorf("response %s", ev.Response)
+			}
+		}
+	})
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return string(a) == string(b)
+	}
+	return cmp.Equal(x, y)
 }
