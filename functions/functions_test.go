@@ -55,10 +55,10 @@ type step struct {
 	capture map[string]string
 	// contains must appear in the answer body.
 	contains string
-	// holdStream marks the step that proves streaming: the fake provider
-	// holds its stream after the first event until that event has reached
-	// the Runtime API.
-	holdStream bool
+	// firstEvent, in a step that proves streaming, is what the first event
+	// of the answer holds: the fake provider holds its stream after that
+	// event until it has reached the Runtime API.
+	firstEvent string
 }
 
 func (s step) function() string { return strings.SplitN(s.sample, "/", 2)[0] }
@@ -103,11 +103,11 @@ var scenario = []step{
 	{sample: "embeddings/create.json", status: 200, contains: `"embedding"`},
 	{sample: "moderations/create.json", status: 200, contains: `"flagged":false`},
 	{sample: "moderations/create-litellm-path.json", status: 200, contains: `"results"`},
-	{sample: "chat-completions/create-stream.json", status: 200, contains: `"usage":{"prompt_tokens":13`},
+	{sample: "chat-completions/create-stream.json", status: 200, contains: `"usage":{"prompt_tokens":13`, firstEvent: `"role":"assistant"`},
 	{sample: "chat-completions/create-litellm-path.json", status: 200, contains: "The Danube."},
 	{sample: "completions/create.json", status: 200, contains: "This is a test."},
 	{sample: "responses/create.json", status: 200, contains: "Rivers run to the sea"},
-	{sample: "passthrough-anthropic/messages-stream.json", status: 200, contains: "event: message_stop", holdStream: true},
+	{sample: "passthrough-anthropic/messages-stream.json", status: 200, contains: "event: message_stop", firstEvent: "event: message_start"},
 	{sample: "passthrough-gemini/stream-generate-content.json", status: 200, contains: "Rhine, Seine."},
 	{sample: "passthrough-vertex-ai/generate-content.json", status: 200, contains: "evaporates"},
 	{sample: "passthrough-bedrock/converse.json", status: 200, contains: "Lisbon."},
