@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func env(m map[string]string) func(string) string {
@@ -19,7 +21,8 @@ func TestSettingsFromEnvDefaults(t *testing.T) {
 	}
 	if s.Addr != DefaultAddr || s.DataDir != DefaultDataDir || s.Backend != BackendLocal ||
 		s.KeyCacheTTL != DefaultKeyCacheTTL || s.JSONBodyLimit != DefaultJSONBodyLimit ||
-		s.MaxFileSize != DefaultMaxFileSize || len(s.BatchCompletionWindows) != 1 || s.LogFormat != "auto" {
+		s.MaxFileSize != DefaultMaxFileSize || len(s.BatchCompletionWindows) != 1 || s.LogFormat != "auto" ||
+		s.CallbackCacheTTL != DefaultCallbackCacheTTL || s.ServiceAccountDir != "" {
 		t.Errorf("defaults = %+v", s)
 	}
 }
@@ -29,12 +32,14 @@ func TestSettingsFromEnv(t *testing.T) {
 		"SLUICE_ADDR": "127.0.0.1:9", "SLUICE_BACKEND": "AWS", "SLUICE_KEY_CACHE_TTL": "2s",
 		"SLUICE_MAX_JSON_BODY_BYTES": "1MiB", "SLUICE_BATCH_COMPLETION_WINDOWS": "24h, 48h",
 		"SLUICE_PPROF": "true", "SLUICE_LOG_FORMAT": "json",
+		"SLUICE_CALLBACK_CACHE_TTL": "5s", "SLUICE_GCS_SERVICE_ACCOUNT_DIR": "/etc/sluice/gcs",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Addr != "127.0.0.1:9" || s.Backend != BackendAWS || s.KeyCacheTTL != 2*time.Second ||
-		s.JSONBodyLimit != 1<<20 || strings.Join(s.BatchCompletionWindows, "|") != "24h|48h" || !s.Pprof || s.LogFormat != "json" {
+		s.JSONBodyLimit != 1<<20 || strings.Join(s.BatchCompletionWindows, "|") != "24h|48h" || !s.Pprof || s.LogFormat != "json" ||
+		s.CallbackCacheTTL != 5*time.Second || s.ServiceAccountDir != "/etc/sluice/gcs" {
 		t.Errorf("settings = %+v", s)
 	}
 }
@@ -43,6 +48,7 @@ func TestSettingsFromEnvErrors(t *testing.T) {
 	for name, value := range map[string]string{
 		"SLUICE_BACKEND":             "gcp",
 		"SLUICE_KEY_CACHE_TTL":       "soon",
+		"SLUICE_CALLBACK_CACHE_TTL":  "-1s",
 		"SLUICE_MAX_FILE_BYTES":      "-5",
 		"SLUICE_PPROF":               "maybe",
 		"SLUICE_LOG_FORMAT":          "xml",
@@ -135,10 +141,25 @@ func TestParseErrors(t *testing.T) {
 		"negative rpm":     "model_list:\n  - model_name: x\n    litellm_params: {model: openai/x, rpm: -1}\n",
 		"unknown prefix":   "passthrough:\n  openrouter: {api_key: x}\n",
 		"wrong field type": "model_list:\n  - model_name: x\n    litellm_params: {model: openai/x, rpm: lots}\n",
+		"allow_hosts URL":  "callback_settings:\n  allow_hosts: [\"http://127.0.0.1\"]\n",
+		"allow_hosts port": "callback_settings:\n  allow_hosts: [\"127.0.0.1:8080\"]\n",
+		"allow_hosts bad":  "callback_settings:\n  allow_hosts: [\"langfuse.internal/\"]\n",
 	} {
 		if _, err := Parse([]byte(doc), env(nil)); err == nil {
 			t.Errorf("%s: Parse succeeded", name)
 		}
+	}
+}
+
+func TestParseAllowHosts(t *testing.T) {
+	doc := "callback_settings:\n  allow_hosts: [127.0.0.1, \"::1\", 10.0.0.0/8, langfuse.internal, Langfuse-EU.example.com.]\n"
+	cfg, err := Parse([]byte(doc), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"127.0.0.1", "::1", "10.0.0.0/8", "langfuse.internal", "Langfuse-EU.example.com."}
+	if diff := cmp.Diff(want, cfg.CallbackSettings.AllowHosts); diff != "" {
+		t.Errorf("allow_hosts (-want +got):\n%s", diff)
 	}
 }
 

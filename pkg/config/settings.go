@@ -21,6 +21,7 @@ const (
 	DefaultJSONBodyLimit       = 10 << 20
 	DefaultMaxFileSize         = 512 << 20
 	DefaultClaimCheckThreshold = 200 << 10
+	DefaultCallbackCacheTTL    = 30 * time.Second
 	DefaultShutdownTimeout     = 30 * time.Second
 )
 
@@ -46,6 +47,7 @@ type Settings struct {
 	BatchCompletionWindows []string      // SLUICE_BATCH_COMPLETION_WINDOWS
 	ClaimCheckThreshold    int64         // SLUICE_CLAIM_CHECK_BYTES
 	ServiceAccountDir      string        // SLUICE_GCS_SERVICE_ACCOUNT_DIR
+	CallbackCacheTTL       time.Duration // SLUICE_CALLBACK_CACHE_TTL
 	Pprof                  bool          // SLUICE_PPROF
 	ShutdownTimeout        time.Duration // SLUICE_SHUTDOWN_TIMEOUT
 }
@@ -69,6 +71,7 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 		BatchCompletionWindows: p.list("SLUICE_BATCH_COMPLETION_WINDOWS", []string{"24h"}),
 		ClaimCheckThreshold:    p.bytes("SLUICE_CLAIM_CHECK_BYTES", DefaultClaimCheckThreshold),
 		ServiceAccountDir:      p.str("SLUICE_GCS_SERVICE_ACCOUNT_DIR", ""),
+		CallbackCacheTTL:       p.duration("SLUICE_CALLBACK_CACHE_TTL", DefaultCallbackCacheTTL),
 		Pprof:                  p.boolean("SLUICE_PPROF"),
 		ShutdownTimeout:        p.duration("SLUICE_SHUTDOWN_TIMEOUT", DefaultShutdownTimeout),
 	}
