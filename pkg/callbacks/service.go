@@ -119,7 +119,7 @@ func (s *Service) Add(ctx context.Context, p auth.Principal, teamID string, in A
 	added := Callback{TeamID: teamID, Name: set.name, Type: set.typ, Vars: set.vars, SecretNames: stored.SecretNames}
 	after := append(slices.Clone(before), added)
 	slices.SortFunc(after, func(a, b Callback) int { return strings.Compare(a.ID(), b.ID()) })
-	audit := newAuditEntry(p, teamID, ActionCallbackAdded, changedBy, now)
+	audit := newAuditEntry(p, teamID, ActionCallbackAdded, changedBy, s.now())
 	audit.Before, audit.After = viewOf(teamID, before), viewOf(teamID, after)
 	auditRec, err := auditRecord(audit)
 	if err != nil {
@@ -178,7 +178,7 @@ func (s *Service) DisableLogging(ctx context.Context, p auth.Principal, teamID, 
 // remove deletes gone (each only if unchanged since it was read) and
 // records the change, in one transaction.
 func (s *Service) remove(ctx context.Context, p auth.Principal, teamID, action, changedBy string, before, gone, kept []Callback) (*TeamCallbacks, error) {
-	audit := newAuditEntry(p, teamID, action, changedBy, s.now().UTC().Truncate(time.Millisecond))
+	audit := newAuditEntry(p, teamID, action, changedBy, s.now())
 	audit.Before, audit.After = viewOf(teamID, before), viewOf(teamID, kept)
 	auditRec, err := auditRecord(audit)
 	if err != nil {

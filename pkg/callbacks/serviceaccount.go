@@ -17,6 +17,9 @@ import (
 // (a real one is about 2.4 KB).
 const maxServiceAccountBytes = 64 << 10
 
+// paramServiceAccount names the var in errors.
+const paramServiceAccount = "callback_vars." + VarGCSServiceAccount
+
 // defaultTokenURI is Google's token endpoint, used when a key names none.
 const defaultTokenURI = "https://oauth2.googleapis.com/token"
 
@@ -73,12 +76,12 @@ func (s *ServiceAccounts) read(value string) ([]byte, error) {
 	v := strings.TrimSpace(value)
 	if strings.HasPrefix(v, "{") {
 		if len(v) > maxServiceAccountBytes {
-			return nil, api.InvalidValue(VarGCSServiceAccount, "%s is larger than %d bytes.", VarGCSServiceAccount, maxServiceAccountBytes)
+			return nil, api.InvalidValue(paramServiceAccount, "%s is larger than %d bytes.", VarGCSServiceAccount, maxServiceAccountBytes)
 		}
 		return []byte(v), nil
 	}
 	if s.dir == "" {
-		return nil, api.InvalidValue(VarGCSServiceAccount,
+		return nil, api.InvalidValue(paramServiceAccount,
 			"%s must be the service-account key JSON itself: this gateway reads no key files (its operator has configured no service-account directory).", VarGCSServiceAccount)
 	}
 	rel := v
@@ -97,7 +100,7 @@ func (s *ServiceAccounts) read(value string) ([]byte, error) {
 	f, err := root.Open(rel)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, api.InvalidValue(VarGCSServiceAccount, "%s names no file in the service-account directory.", VarGCSServiceAccount)
+			return nil, api.InvalidValue(paramServiceAccount, "%s names no file in the service-account directory.", VarGCSServiceAccount)
 		}
 		// os.Root refuses paths that escape the directory (.., symbolic
 		// links out of it) with an error of its own.
@@ -105,30 +108,30 @@ func (s *ServiceAccounts) read(value string) ([]byte, error) {
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return nil, api.InvalidValue(VarGCSServiceAccount, "%s must name a regular file in the service-account directory.", VarGCSServiceAccount)
+		return nil, api.InvalidValue(paramServiceAccount, "%s must name a regular file in the service-account directory.", VarGCSServiceAccount)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxServiceAccountBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read service-account file: %w", err)
 	}
 	if len(data) > maxServiceAccountBytes {
-		return nil, api.InvalidValue(VarGCSServiceAccount, "the file %s names is larger than %d bytes.", VarGCSServiceAccount, maxServiceAccountBytes)
+		return nil, api.InvalidValue(paramServiceAccount, "the file %s names is larger than %d bytes.", VarGCSServiceAccount, maxServiceAccountBytes)
 	}
 	return data, nil
 }
 
 func outsideDir() error {
-	return api.InvalidValue(VarGCSServiceAccount,
+	return api.InvalidValue(paramServiceAccount,
 		"%s must be the service-account key JSON, or a path inside the operator's service-account directory.", VarGCSServiceAccount)
 }
 
 func parseKey(data []byte) (serviceAccountKey, error) {
 	var k serviceAccountKey
 	if err := json.Unmarshal(data, &k); err != nil {
-		return k, api.InvalidValue(VarGCSServiceAccount, "%s is not a service-account key: not JSON.", VarGCSServiceAccount)
+		return k, api.InvalidValue(paramServiceAccount, "%s is not a service-account key: not JSON.", VarGCSServiceAccount)
 	}
 	if k.Type != "service_account" || k.ClientEmail == "" || k.PrivateKey == "" {
-		return k, api.InvalidValue(VarGCSServiceAccount,
+		return k, api.InvalidValue(paramServiceAccount,
 			"%s must be a service-account key (type service_account, with client_email and private_key).", VarGCSServiceAccount)
 	}
 	return k, nil
@@ -145,7 +148,7 @@ func (s *ServiceAccounts) checkKey(ctx context.Context, data []byte) error {
 	if uri == "" {
 		uri = defaultTokenURI
 	}
-	if _, err := s.guard.CheckURL(ctx, VarGCSServiceAccount+".token_uri", uri); err != nil {
+	if _, err := s.guard.CheckURL(ctx, paramServiceAccount+".token_uri", uri); err != nil {
 		return err
 	}
 	return nil
