@@ -49,6 +49,13 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("%s answered %d: %s", e.Destination, e.Status, e.Message)
 }
 
+// Drain reads what is left of an answer's body, within a bound, and closes
+// it, so its connection can serve the next request.
+func Drain(resp *http.Response) {
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+}
+
 // maxErrorBody bounds how much of an error answer is read.
 const maxErrorBody = 2 << 10
 

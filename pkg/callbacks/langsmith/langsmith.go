@@ -217,7 +217,7 @@ func (c *Client) request(ctx context.Context, runs []json.RawMessage) error {
 	if err != nil {
 		return fmt.Errorf("LangSmith runs batch: %w", err)
 	}
-	defer resp.Body.Close()
+	defer callbacks.Drain(resp)
 	if resp.StatusCode/100 != 2 {
 		return callbacks.ResponseError("LangSmith", resp)
 	}
