@@ -119,7 +119,10 @@ func TestTeamAccess(t *testing.T) {
 		t.Fatalf("a team key on its own team: %v", err)
 	}
 	for name, call := range map[string]func() error{
-		"add":     func() error { _, err := h.svc.Add(ctx, h.teamB, "team-a", langfuseCallback(TypeFailure), ""); return err },
+		"add": func() error {
+			_, err := h.svc.Add(ctx, h.teamB, "team-a", langfuseCallback(TypeFailure), "")
+			return err
+		},
 		"get":     func() error { _, err := h.svc.Get(ctx, h.teamB, "team-a"); return err },
 		"delete":  func() error { _, err := h.svc.Delete(ctx, h.teamB, "team-a", Langfuse, ""); return err },
 		"disable": func() error { _, err := h.svc.DisableLogging(ctx, h.teamB, "team-a", ""); return err },

@@ -47,8 +47,8 @@ type Client struct {
 // as https://cloud.langfuse.com, already checked by the settings service).
 func New(httpClient *http.Client, host, publicKey, secretKey string) *Client {
 	return &Client{
-		http: httpClient,
-		url:  strings.TrimRight(host, "/") + "/api/public/ingestion",
+		http:          httpClient,
+		url:           strings.TrimRight(host, "/") + "/api/public/ingestion",
 		auth:          "Basic " + base64.StdEncoding.EncodeToString([]byte(publicKey+":"+secretKey)),
 		maxBatchBytes: MaxBatchBytes, maxContent: maxContentBytes,
 	}
