@@ -29,7 +29,7 @@ type harness struct {
 	admin    auth.Principal
 }
 
-func newHarness(t *testing.T, queue local.QueueOptions) *harness {
+func newHarness(t testing.TB, queue local.QueueOptions) *harness {
 	t.Helper()
 	b, err := local.Open(t.TempDir(), local.Options{Deliveries: queue})
 	if err != nil {
@@ -64,7 +64,7 @@ func newHarness(t *testing.T, queue local.QueueOptions) *harness {
 }
 
 // deliverer builds the worker with opts over the guarded client.
-func (h *harness) deliverer(t *testing.T, opts Options, gcsEndpoint string) *Deliverer {
+func (h *harness) deliverer(t testing.TB, opts Options, gcsEndpoint string) *Deliverer {
 	t.Helper()
 	d, err := New(Deps{Catalog: h.catalog, Records: h.backend.Records, Blobs: h.backend.Blobs,
 		Open: NewOpener(h.guard.Client(), h.accounts, gcsEndpoint)}, opts)
@@ -75,7 +75,7 @@ func (h *harness) deliverer(t *testing.T, opts Options, gcsEndpoint string) *Del
 }
 
 // add configures a callback.
-func (h *harness) add(t *testing.T, team, name, typ string, vars map[string]string) {
+func (h *harness) add(t testing.TB, team, name, typ string, vars map[string]string) {
 	t.Helper()
 	raw := map[string]json.RawMessage{}
 	for k, v := range vars {
@@ -87,7 +87,7 @@ func (h *harness) add(t *testing.T, team, name, typ string, vars map[string]stri
 }
 
 // message is a delivery-queue message carrying events, as the bus delivers it.
-func message(t *testing.T, id string, receives int, events ...*logevent.Event) store.Message {
+func message(t testing.TB, id string, receives int, events ...*logevent.Event) store.Message {
 	t.Helper()
 	body, err := EncodeEvents(events)
 	if err != nil {
