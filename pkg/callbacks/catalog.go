@@ -133,10 +133,20 @@ func (c *Catalog) Drop(teamID string) {
 	c.mu.Unlock()
 }
 
-// Listening reports whether teamID has any callback (logevent.Listening).
-func (c *Catalog) Listening(ctx context.Context, teamID string) (bool, error) {
+// Listening reports whether a callback of teamID receives events of status
+// (logevent.StatusSuccess or StatusFailure): the emitter's question before
+// it publishes an event.
+func (c *Catalog) Listening(ctx context.Context, teamID, status string) (bool, error) {
 	cbs, err := c.Team(ctx, teamID)
-	return len(cbs) > 0, err
+	if err != nil {
+		return false, err
+	}
+	for _, cb := range cbs {
+		if Receives(cb.Type, status) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // Open returns every var of cb, its secrets unsealed.

@@ -266,7 +266,7 @@ func TestDisableLogging(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("answer (-want +got):\n%s", diff)
 	}
-	if listening, err := h.catalog.Listening(ctx, "team-a"); err != nil || listening {
+	if listening, err := h.catalog.Listening(ctx, "team-a", TypeSuccess); err != nil || listening {
 		t.Errorf("Listening after disable = %v, %v", listening, err)
 	}
 	// Disabling a team that logs nowhere is fine (and audited).

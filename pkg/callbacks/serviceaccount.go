@@ -37,6 +37,11 @@ type ServiceAccounts struct {
 // NewServiceAccounts resolves keys under dir ("" accepts inline JSON only);
 // the guard checks each key's token_uri.
 func NewServiceAccounts(dir string, guard *Guard) *ServiceAccounts {
+	if dir != "" {
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+	}
 	return &ServiceAccounts{dir: dir, guard: guard}
 }
 

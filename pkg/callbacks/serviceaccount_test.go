@@ -126,3 +126,21 @@ func TestServiceAccountAsJSONObject(t *testing.T) {
 		t.Errorf("Key = %s, %v", key, err)
 	}
 }
+
+func TestServiceAccountDirectoryGivenRelative(t *testing.T) {
+	h := newHarness(t)
+	if err := os.MkdirAll(h.saDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(h.saDir, "k.json")
+	if err := os.WriteFile(key, []byte(keyJSON("")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Dir(h.saDir))
+	accounts := NewServiceAccounts(filepath.Base(h.saDir), h.svc.guard)
+	for _, path := range []string{key, "k.json"} {
+		if err := accounts.Check(context.Background(), path); err != nil {
+			t.Errorf("Check(%s) with the directory given relative: %v", path, err)
+		}
+	}
+}

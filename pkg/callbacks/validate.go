@@ -147,7 +147,7 @@ func varText(param, k string, raw json.RawMessage) (string, bool, error) {
 	if k == VarGCSServiceAccount {
 		limit = maxServiceAccountBytes
 	}
-	if len(raw) > limit+2 {
+	if len(raw) > 2*limit+2 { // escapes may double a string's length; the text is checked below
 		return "", false, api.InvalidValue(param, "%s is longer than %d bytes.", k, limit)
 	}
 	var v string
