@@ -13,19 +13,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluice-gateway/sluice/pkg/gateway"
-	"github.com/sluice-gateway/sluice/pkg/lambdaedge"
+	"github.com/sluice-gateway/sluice/pkg/gateway/lambdafn"
 	"github.com/sluice-gateway/sluice/pkg/lambdaedge/runtimeapi"
 	"github.com/sluice-gateway/sluice/pkg/server"
 )
 
-// workerFunctions are the functions that serve no route, so the route
-// table does not list them: the SQS-triggered workers and the scheduled
-// files-sweep.
-var workerFunctions = []string{"batch-worker", "callback-delivery", "files-sweep"}
+// jobFunctions are the functions of the jobs table: they serve no route.
+func jobFunctions() []string {
+	var names []string
+	for _, j := range server.Jobs() {
+		names = append(names, j.Name)
+	}
+	return names
+}
 
 // Ids the sample events carry where a real call would carry ids an earlier
 // answer gave. The scenario replaces each with what the step that captures
@@ -70,6 +76,9 @@ var scenario = []step{
 	{sample: "admin/team-info.json", status: 200, contains: `"search"`},
 	{sample: "admin/team-list.json", status: 200, contains: `"search"`},
 	{sample: "admin/key-info.json", status: 200, contains: `"search-ci"`},
+	{sample: "team-callback-add/add-langfuse.json", status: 200, contains: `"langfuse_secret_key":"***REDACTED***"`},
+	{sample: "team-callback-get/get.json", status: 200, contains: `"success_callbacks":["langfuse"]`},
+	{sample: "team-audit/list.json", status: 200, contains: `"changed_by":"ops@example.com"`},
 	{sample: "files-upload/upload-batch-input.json", status: 200, capture: map[string]string{"id": sampleFileID}, contains: `"requests.jsonl"`},
 	{sample: "files-list/list-batch-files.json", status: 200, contains: `"requests.jsonl"`},
 	{sample: "file-get/get.json", status: 200, contains: `"batch"`},
@@ -86,6 +95,8 @@ var scenario = []step{
 	{sample: "passthrough-gemini/stream-generate-content.json", status: 200, contains: "Rhine, Seine."},
 	{sample: "passthrough-vertex-ai/generate-content.json", status: 200, contains: "evaporates"},
 	{sample: "passthrough-bedrock/converse.json", status: 200, contains: "Lisbon."},
+	{sample: "team-callback-delete/delete-langfuse.json", status: 200, contains: `"success_callbacks":[]`},
+	{sample: "team-disable-logging/disable.json", status: 200, contains: "Logging disabled"},
 	{sample: "file-delete/delete.json", status: 200, contains: `"deleted":true`},
 	{sample: "admin/key-delete.json", status: 200},
 }
@@ -101,15 +112,15 @@ func capturedBy() map[string]string {
 	return m
 }
 
-// TestEveryFunctionHasAMain: each function of the route table has its
-// functions/<fn>/main.go, building that function; and every main is a
-// function of the route table, a worker, or the local process.
+// TestEveryFunctionHasAMain: each function of the route table and of the
+// jobs table has its functions/<fn>/main.go, one call building that
+// function; and every main is such a function, or the local process.
 func TestEveryFunctionHasAMain(t *testing.T) {
-	fns := server.Functions()
+	fns := append(server.Functions(), jobFunctions()...)
 	for _, fn := range fns {
 		src, err := os.ReadFile(filepath.Join(fn, "main.go"))
 		if err != nil {
-			t.Errorf("function %q (route table) has no functions/%s/main.go: %v", fn, fn, err)
+			t.Errorf("function %q has no functions/%s/main.go: %v", fn, fn, err)
 			continue
 		}
 		if !bytes.Contains(src, []byte(`lambdafn.Serve("`+fn+`")`)) {
@@ -119,8 +130,8 @@ func TestEveryFunctionHasAMain(t *testing.T) {
 	mains, _ := filepath.Glob("*/main.go")
 	for _, m := range mains {
 		fn := filepath.Dir(m)
-		if fn != "local" && !slices.Contains(fns, fn) && !slices.Contains(workerFunctions, fn) {
-			t.Errorf("functions/%s serves no route of the route table and is no worker", fn)
+		if fn != "local" && !slices.Contains(fns, fn) {
+			t.Errorf("functions/%s serves no route of the route table and is no job of the jobs table", fn)
 		}
 	}
 }
@@ -139,7 +150,7 @@ func TestEveryFunctionHasOneTransferMode(t *testing.T) {
 	}
 }
 
-// TestEverySampleRuns: every function (workers included) has sample events,
+// TestEverySampleRuns: every function (jobs included) has sample events,
 // and every HTTP sample is in the scenario (so its answer is checked).
 func TestEverySampleRuns(t *testing.T) {
 	inScenario := map[string]bool{}
@@ -147,13 +158,8 @@ func TestEverySampleRuns(t *testing.T) {
 		inScenario[s.sample] = true
 	}
 	fns := server.Functions()
-	withSamples := slices.Clone(fns)
-	for _, w := range workerFunctions {
-		if _, err := os.Stat(filepath.Join(w, "main.go")); err == nil {
-			withSamples = append(withSamples, w)
-		}
-	}
-	for _, fn := range withSamples {
+	jobs := jobFunctions()
+	for _, fn := range append(slices.Clone(fns), jobs...) {
 		if samples, _ := filepath.Glob(filepath.Join("..", "events", fn, "*.json")); len(samples) == 0 {
 			t.Errorf("function %s has no sample event in events/%s/", fn, fn)
 		}
@@ -167,7 +173,7 @@ func TestEverySampleRuns(t *testing.T) {
 			if !inScenario[rel] {
 				t.Errorf("sample events/%s is not in the scenario: add a step saying what it answers", rel)
 			}
-		case slices.Contains(workerFunctions, fn):
+		case slices.Contains(jobs, fn): // TestJobSamplesInProcess runs them
 		default:
 			t.Errorf("sample events/%s is for %q, which is no function", rel, fn)
 		}
@@ -284,15 +290,11 @@ func TestSamplesInProcess(t *testing.T) {
 	// Each function is assembled as its main assembles it.
 	handlers := map[string]lambda.Handler{}
 	for _, fn := range server.Functions() {
-		h, err := server.Handler(g.Services, server.Options{Function: fn})
+		h, err := lambdafn.Handler(g.Services, fn)
 		if err != nil {
 			t.Fatal(err)
 		}
-		stream, err := server.Streams(fn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		handlers[fn] = lambdaedge.HTTPFunction(h, stream)
+		handlers[fn] = h
 	}
 	r := &run{ids: map[string]string{}}
 	for i, s := range scenario {
@@ -310,5 +312,51 @@ func TestSamplesInProcess(t *testing.T) {
 			t.Fatalf("%s: %v", s.sample, err)
 		}
 		r.check(t, s, streamed, out)
+	}
+}
+
+// TestJobSamplesInProcess runs every job's sample events through its handler
+// as its main assembles it: a scheduled run succeeds; a queue job's batch
+// reports no failed message.
+func TestJobSamplesInProcess(t *testing.T) {
+	w := newWorld(t)
+	env := functionEnv(t, w, map[string]string{"SLUICE_BACKEND": "local", "SLUICE_DATA_DIR": t.TempDir()})
+	g, err := gateway.Open(context.Background(), func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for _, j := range server.Jobs() {
+		h, err := lambdafn.Handler(g.Services, j.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		samples, _ := filepath.Glob(filepath.Join("..", "events", j.Name, "*.json"))
+		for _, sample := range samples {
+			event, err := os.ReadFile(sample)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "in-process-" + j.Name})
+			ctx, cancel := context.WithTimeout(ctx, time.Minute)
+			out, err := h.Invoke(ctx, event)
+			cancel()
+			if err != nil {
+				t.Fatalf("%s: %v", sample, err)
+			}
+			if j.Queue == "" {
+				continue
+			}
+			var resp events.SQSEventResponse
+			if err := json.Unmarshal(out, &resp); err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Errorf("%s: answer %s (%v): want no failed message", sample, out, err)
+			}
+		}
+	}
+	// The delivery sample's two events (a success and a failure) reached
+	// the gateway-wide Langfuse callback of the config.
+	want := map[string]int{"req_N7Jd2kR9xQ4mT8vL1wZ5bC3y": 1, "req_P2sW7nK4yH9cR3mV6xB1qT8z": 1}
+	if diff := cmp.Diff(want, w.loggedEvents()); diff != "" {
+		t.Errorf("events the gateway-wide callback received (-want +got):\n%s", diff)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,7 +17,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/deploy"
 	"github.com/sluice-gateway/sluice/pkg/gateway"
-	"github.com/sluice-gateway/sluice/pkg/lambdaedge"
+	"github.com/sluice-gateway/sluice/pkg/gateway/lambdafn"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/server"
 	"github.com/sluice-gateway/sluice/pkg/store"
@@ -23,7 +25,7 @@ import (
 
 // TestFunctionsUseOnlyWhatTheyDeclare runs the whole scenario with each
 // function's services over a backend that records what they touch, then
-// the sweep, and holds each function to its declaration in pkg/deploy: what
+// the scheduled jobs, and holds each function to its declaration in pkg/deploy: what
 // a function does must be a capability it declares (and so one the template
 // grants, which pkg/deploy's tests check). A handler that starts writing
 // where it only read, or a blob key outside the declared prefixes, fails
@@ -40,7 +42,7 @@ func TestFunctionsUseOnlyWhatTheyDeclare(t *testing.T) {
 
 	used := map[string]*usage{}
 	servicesFor := func(fn string, now func() time.Time) *server.Services {
-		u := &usage{caps: map[deploy.Capability]bool{}}
+		u := &usage{caps: map[server.Capability]bool{}}
 		used[fn] = u
 		s, err := server.NewServices(server.Deps{
 			Settings: g.Settings, Config: g.Config, Backend: u.backend(g.Backend),
@@ -53,12 +55,11 @@ func TestFunctionsUseOnlyWhatTheyDeclare(t *testing.T) {
 	}
 	handlers := map[string]lambda.Handler{}
 	for _, fn := range server.Functions() {
-		h, err := server.Handler(servicesFor(fn, nil), server.Options{Function: fn})
+		h, err := lambdafn.Handler(servicesFor(fn, nil), fn)
 		if err != nil {
 			t.Fatal(err)
 		}
-		stream, _ := server.Streams(fn)
-		handlers[fn] = lambdaedge.HTTPFunction(h, stream)
+		handlers[fn] = h
 	}
 	r := &run{ids: map[string]string{}}
 	for i, s := range scenario {
@@ -73,11 +74,38 @@ func TestFunctionsUseOnlyWhatTheyDeclare(t *testing.T) {
 		}
 		r.check(t, s, streamed, out)
 	}
-	// The sweep, a year on: everything the scenario left has expired.
+	// The scheduled jobs, a year on: everything the scenario left has
+	// expired, so the sweep has work.
 	later := func() time.Time { return time.Now().Add(365 * 24 * time.Hour) }
-	res, err := servicesFor(deploy.FilesSweep, later).Files.Sweep(context.Background())
-	if err != nil || res.Files == 0 {
-		t.Fatalf("sweep: %+v, %v (the scenario leaves a file to sweep)", res, err)
+	for _, j := range server.Jobs() {
+		if j.Run == nil {
+			continue
+		}
+		if err := j.Run(servicesFor(j.Name, later))(context.Background()); err != nil {
+			t.Fatalf("job %s: %v", j.Name, err)
+		}
+	}
+	// The queue jobs, on their sample events.
+	for _, j := range server.Jobs() {
+		if j.Queue == "" {
+			continue
+		}
+		h, err := lambdafn.Handler(servicesFor(j.Name, nil), j.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		samples, _ := filepath.Glob(filepath.Join("..", "events", j.Name, "*.json"))
+		for _, sample := range samples {
+			event, err := os.ReadFile(sample)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if _, err := h.Invoke(ctx, event); err != nil {
+				t.Fatalf("%s: %v", sample, err)
+			}
+			cancel()
+		}
 	}
 
 	for fn, u := range used {
@@ -97,14 +125,19 @@ func TestFunctionsUseOnlyWhatTheyDeclare(t *testing.T) {
 	}
 	// The recorder sees what the scenario does (so the check above is not
 	// vacuous).
-	for fn, want := range map[string][]deploy.Capability{
-		"health":          {deploy.RecordsRead},
-		"admin":           {deploy.RecordsRead, deploy.RecordsWrite},
-		"files-upload":    {deploy.RecordsWrite, deploy.FilesWrite},
-		"file-content":    {deploy.FilesRead},
-		"file-delete":     {deploy.RecordsWrite, deploy.FilesDelete},
-		"uploads":         {deploy.RecordsWrite, deploy.FilesWrite, deploy.FilesRead},
-		deploy.FilesSweep: {deploy.RecordsRead, deploy.RecordsWrite},
+	for fn, want := range map[string][]server.Capability{
+		"health":       {server.RecordsRead},
+		"admin":        {server.RecordsRead, server.RecordsWrite},
+		"files-upload": {server.RecordsWrite, server.FilesWrite},
+		"file-content": {server.FilesRead},
+		"file-delete":  {server.RecordsWrite, server.FilesDelete},
+		"uploads":      {server.RecordsWrite, server.FilesWrite, server.FilesRead},
+		"files-sweep":  {server.RecordsRead, server.RecordsWrite, server.FilesDelete},
+		// The team's callback secrets are sealed; its events published.
+		"team-callback-add": {server.RecordsWrite, server.Seal},
+		"embeddings":        {server.EventsPublish},
+		// Where the sample's events go is read.
+		"callback-delivery": {server.RecordsRead},
 	} {
 		for _, c := range want {
 			if !used[fn].caps[c] {
@@ -117,11 +150,11 @@ func TestFunctionsUseOnlyWhatTheyDeclare(t *testing.T) {
 // usage records what one function's services touch.
 type usage struct {
 	mu   sync.Mutex
-	caps map[deploy.Capability]bool
+	caps map[server.Capability]bool
 	odd  []string // uses no capability covers
 }
 
-func (u *usage) use(c deploy.Capability) {
+func (u *usage) use(c server.Capability) {
 	u.mu.Lock()
 	u.caps[c] = true
 	u.mu.Unlock()
@@ -133,11 +166,11 @@ func (u *usage) strange(format string, args ...any) {
 	u.mu.Unlock()
 }
 
-func (u *usage) sorted() []deploy.Capability {
+func (u *usage) sorted() []server.Capability {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	var out []deploy.Capability
-	for _, c := range deploy.Capabilities() {
+	var out []server.Capability
+	for _, c := range server.Capabilities() {
 		if u.caps[c] {
 			out = append(out, c)
 		}
@@ -146,14 +179,18 @@ func (u *usage) sorted() []deploy.Capability {
 }
 
 // blob records a blob operation by its key's prefix: file bytes, or the
-// claim-check prefix (written only).
-func (u *usage) blob(op string, c deploy.Capability, key string) {
+// claim-check prefix (written and read, never deleted: objects there
+// expire).
+func (u *usage) blob(op string, c server.Capability, key string) {
 	if strings.HasPrefix(key, logevent.ClaimCheckPrefix) {
-		if c != deploy.FilesWrite {
-			u.strange("%s of claim-check object %s: the template grants claim-check writes only", op, key)
-			return
+		switch c {
+		case server.FilesWrite:
+			u.use(server.ClaimCheckWrite)
+		case server.FilesRead:
+			u.use(server.ClaimCheckRead)
+		default:
+			u.strange("%s of claim-check object %s: the template grants claim-check writes and reads only", op, key)
 		}
-		u.use(deploy.ClaimCheckWrite)
 		return
 	}
 	if !slices.ContainsFunc(deploy.FilePrefixes, func(p string) bool { return strings.HasPrefix(key, p) }) {
@@ -166,10 +203,12 @@ func (u *usage) blob(op string, c deploy.Capability, key string) {
 func (u *usage) backend(b *store.Backend) *store.Backend {
 	return &store.Backend{
 		Records: recRecords{b.Records, u}, Blobs: recBlobs{b.Blobs, u},
-		Work: recQueue{b.Work, u, deploy.WorkSend}, Bus: recBus{b.Bus, u},
-		Deliveries: recQueue{b.Deliveries, u, ""}, Limiter: recLimiter{b.Limiter, u}, Sealer: recSealer{b.Sealer, u},
+		Work: recQueue{b.Work, u, server.WorkSend}, Bus: recBus{b.Bus, u},
+		Deliveries:          recQueue{b.Deliveries, u, ""},
+		DeliveryDeadLetters: recQueue{b.DeliveryDeadLetters, u, server.DeliveryDeadLetter},
+		Limiter:             recLimiter{b.Limiter, u}, Sealer: recSealer{b.Sealer, u},
 		Ping: func(ctx context.Context) error {
-			u.use(deploy.RecordsRead) // a GetItem on DynamoDB
+			u.use(server.RecordsRead) // a GetItem on DynamoDB
 			return b.Ping(ctx)
 		},
 		PurgeExpired: b.PurgeExpired, Close: b.Close,
@@ -182,37 +221,37 @@ type recRecords struct {
 }
 
 func (r recRecords) Get(ctx context.Context, key store.Key) (store.Record, error) {
-	r.u.use(deploy.RecordsRead)
+	r.u.use(server.RecordsRead)
 	return r.Records.Get(ctx, key)
 }
 
 func (r recRecords) Query(ctx context.Context, q store.Query) (store.Page, error) {
-	r.u.use(deploy.RecordsRead)
+	r.u.use(server.RecordsRead)
 	return r.Records.Query(ctx, q)
 }
 
 func (r recRecords) Put(ctx context.Context, rec store.Record, c store.Cond) error {
-	r.u.use(deploy.RecordsWrite)
+	r.u.use(server.RecordsWrite)
 	return r.Records.Put(ctx, rec, c)
 }
 
 func (r recRecords) Update(ctx context.Context, rec store.Record, c store.Cond) error {
-	r.u.use(deploy.RecordsWrite)
+	r.u.use(server.RecordsWrite)
 	return r.Records.Update(ctx, rec, c)
 }
 
 func (r recRecords) Add(ctx context.Context, key store.Key, deltas map[string]int64, c store.Cond) (map[string]int64, error) {
-	r.u.use(deploy.RecordsWrite)
+	r.u.use(server.RecordsWrite)
 	return r.Records.Add(ctx, key, deltas, c)
 }
 
 func (r recRecords) Delete(ctx context.Context, key store.Key, c store.Cond) error {
-	r.u.use(deploy.RecordsWrite)
+	r.u.use(server.RecordsWrite)
 	return r.Records.Delete(ctx, key, c)
 }
 
 func (r recRecords) Transact(ctx context.Context, writes []store.Write) error {
-	r.u.use(deploy.RecordsWrite)
+	r.u.use(server.RecordsWrite)
 	return r.Records.Transact(ctx, writes)
 }
 
@@ -222,22 +261,22 @@ type recBlobs struct {
 }
 
 func (b recBlobs) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
-	b.u.blob("Put", deploy.FilesWrite, key)
+	b.u.blob("Put", server.FilesWrite, key)
 	return b.Blobs.Put(ctx, key, r)
 }
 
 func (b recBlobs) Get(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	b.u.blob("Get", deploy.FilesRead, key)
+	b.u.blob("Get", server.FilesRead, key)
 	return b.Blobs.Get(ctx, key, offset, length)
 }
 
 func (b recBlobs) Size(ctx context.Context, key string) (int64, error) {
-	b.u.blob("Size", deploy.FilesRead, key)
+	b.u.blob("Size", server.FilesRead, key)
 	return b.Blobs.Size(ctx, key)
 }
 
 func (b recBlobs) Delete(ctx context.Context, key string) error {
-	b.u.blob("Delete", deploy.FilesDelete, key)
+	b.u.blob("Delete", server.FilesDelete, key)
 	return b.Blobs.Delete(ctx, key)
 }
 
@@ -246,7 +285,7 @@ func (b recBlobs) Delete(ctx context.Context, key string) error {
 type recQueue struct {
 	store.Queue
 	u    *usage
-	send deploy.Capability
+	send server.Capability
 }
 
 func (q recQueue) Send(ctx context.Context, bodies ...[]byte) error {
@@ -269,7 +308,7 @@ type recBus struct {
 }
 
 func (b recBus) Publish(ctx context.Context, events ...store.Event) error {
-	b.u.use(deploy.EventsPublish)
+	b.u.use(server.EventsPublish)
 	return b.Bus.Publish(ctx, events...)
 }
 
@@ -279,7 +318,7 @@ type recLimiter struct {
 }
 
 func (l recLimiter) Take(ctx context.Context, scope string, window time.Duration, limit, n int64) (store.Decision, error) {
-	l.u.use(deploy.Limits)
+	l.u.use(server.Limits)
 	return l.Limiter.Take(ctx, scope, window, limit, n)
 }
 
@@ -289,11 +328,11 @@ type recSealer struct {
 }
 
 func (s recSealer) Seal(ctx context.Context, plaintext []byte, encCtx map[string]string) ([]byte, error) {
-	s.u.use(deploy.Seal)
+	s.u.use(server.Seal)
 	return s.Sealer.Seal(ctx, plaintext, encCtx)
 }
 
 func (s recSealer) Open(ctx context.Context, sealed []byte, encCtx map[string]string) ([]byte, error) {
-	s.u.use(deploy.Seal)
+	s.u.use(server.Seal)
 	return s.Sealer.Open(ctx, sealed, encCtx)
 }

@@ -1,7 +1,8 @@
 # infra/deploy.mk — the SAM application (template.yaml, samconfig.toml); the
 # Makefile includes it after infra/lambda.mk.
 #
-#   make deploy          sam build + sam deploy (SAM_CONFIG_ENV=prod for the prod stack)
+#   make deploy          sam build + sam deploy (SAM_CONFIG_ENV=prod for the prod stack;
+#                        SAM_DEPLOY_FLAGS="--no-confirm-changeset --no-fail-on-empty-changeset" in CI)
 #   make deploy-guided   the first deployment: sam build + sam deploy --guided
 #   make lint-template   cfn-lint template.yaml (part of make test)
 #
@@ -13,6 +14,8 @@
 SAM ?= sam
 CFN_LINT ?= cfn-lint
 SAM_CONFIG_ENV ?= default
+# Extra sam deploy flags, e.g. --no-confirm-changeset for a deploy without a person.
+SAM_DEPLOY_FLAGS ?=
 
 # lambda_id turns a function name into its template logical ID
 # (files-upload → FilesUploadFunction), as pkg/deploy.LogicalID does.
@@ -40,7 +43,7 @@ endef
 deploy: ## Build every function with SAM and deploy the stack (SAM_CONFIG_ENV=prod for prod; first time: make deploy-guided)
 	$(need_sam)
 	MAKEFLAGS= $(SAM) build --config-env $(SAM_CONFIG_ENV)
-	$(SAM) deploy --config-env $(SAM_CONFIG_ENV)
+	$(SAM) deploy --config-env $(SAM_CONFIG_ENV) $(SAM_DEPLOY_FLAGS)
 
 .PHONY: deploy-guided
 deploy-guided: ## First deployment: sam build, then sam deploy --guided (asks for the parameters, saves them in samconfig.toml)
@@ -49,6 +52,6 @@ deploy-guided: ## First deployment: sam build, then sam deploy --guided (asks fo
 	$(SAM) deploy --guided --config-env $(SAM_CONFIG_ENV)
 
 .PHONY: lint-template
-lint-template: ## cfn-lint template.yaml (with the SAM transform)
+lint-template: ## cfn-lint template.yaml (with the SAM transform), informational checks included
 	@command -v $(CFN_LINT) >/dev/null 2>&1 || { echo "cfn-lint is not installed (pip install cfn-lint): make lint-template and make test need it"; exit 1; }
-	$(CFN_LINT) template.yaml
+	$(CFN_LINT) --include-checks I -- template.yaml

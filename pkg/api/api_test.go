@@ -1,11 +1,13 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +134,55 @@ func TestNewList(t *testing.T) {
 	b, _ := json.Marshal(NewList[string](nil, false, func(s string) string { return s }))
 	if string(b) != `{"object":"list","data":[],"first_id":null,"last_id":null,"has_more":false}` {
 		t.Errorf("empty list = %s", b)
+	}
+}
+
+func TestReadBody(t *testing.T) {
+	r := httptest.NewRequest("POST", "/", strings.NewReader(`{"a":1}`))
+	b, err := ReadBody(httptest.NewRecorder(), r, 100)
+	if err != nil || string(b) != `{"a":1}` {
+		t.Fatalf("%q %v", b, err)
+	}
+	r = httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", 101)))
+	if _, err := ReadBody(httptest.NewRecorder(), r, 100); AsError(err).Status != 413 {
+		t.Errorf("over the limit: %v", err)
+	}
+	r = httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", 101)))
+	r.ContentLength = -1 // chunked: the limit applies while reading
+	if _, err := ReadBody(httptest.NewRecorder(), r, 100); AsError(err).Status != 413 {
+		t.Errorf("chunked over the limit: %v", err)
+	}
+}
+
+func TestOverheadLeavesOutWaits(t *testing.T) {
+	ctx := WithStart(context.Background(), time.Now().Add(-50*time.Millisecond))
+	AddWait(ctx, 30*time.Millisecond)
+	AddWait(ctx, 15*time.Millisecond)
+	if Waited(ctx) != 45*time.Millisecond {
+		t.Errorf("waited %s", Waited(ctx))
+	}
+	h := http.Header{}
+	SetOverhead(h, ctx)
+	ms, err := strconv.ParseFloat(h.Get(OverheadHeader), 64)
+	if err != nil || ms < 4 || ms > 40 {
+		t.Errorf("overhead %q", h.Get(OverheadHeader))
+	}
+}
+
+func TestOverheadIsNeverNegative(t *testing.T) {
+	ctx := WithStart(context.Background(), time.Now())
+	AddWait(ctx, time.Hour)
+	h := http.Header{}
+	SetOverhead(h, ctx)
+	if h.Get(OverheadHeader) != "0.000" {
+		t.Errorf("overhead %q", h.Get(OverheadHeader))
+	}
+}
+
+func TestWaitsWithoutAStartAreIgnored(t *testing.T) {
+	ctx := context.Background()
+	AddWait(ctx, time.Second)
+	if Waited(ctx) != 0 || Overhead(ctx) != 0 {
+		t.Errorf("waited %s overhead %s", Waited(ctx), Overhead(ctx))
 	}
 }

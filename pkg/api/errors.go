@@ -120,6 +120,11 @@ func MethodNotAllowed(method, path string) *Error {
 		"Method %s is not allowed on %s.", method, path)
 }
 
+// RequestTimeout is a 408: the request's body did not arrive in time.
+func RequestTimeout(format string, args ...any) *Error {
+	return newError(http.StatusRequestTimeout, TypeInvalidRequest, "request_timeout", "", format, args...)
+}
+
 // Conflict is a 409: the request conflicts with the resource's state.
 func Conflict(format string, args ...any) *Error {
 	return newError(http.StatusConflict, TypeInvalidRequest, "conflict", "", format, args...)
@@ -193,7 +198,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 			"method", r.Method, "path", r.URL.Path, "error", err)
 	} else if e.Status != http.StatusNotFound && e.Status != http.StatusUnauthorized {
 		slog.InfoContext(ctx, "request refused", "status", e.Status, "code", e.Code,
-			"method", r.Method, "path", r.URL.Path, "message", e.Message)
+			"method", r.Method, "path", r.URL.Path, "reason", e.Message)
 	}
 	if e.RetryAfter > 0 {
 		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)

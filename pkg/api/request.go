@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"net/http"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/ids"
@@ -13,7 +15,14 @@ const RequestIDHeader = "X-Request-Id"
 
 type requestIDKey struct{}
 
-type requestStartKey struct{}
+type timingKey struct{}
+
+// timing is when a request (or a call without one: a batch line) began and
+// how long it has waited on others since.
+type timing struct {
+	start  time.Time
+	waited atomic.Int64 // nanoseconds
+}
 
 // WithRequestID returns ctx carrying a request id.
 func WithRequestID(ctx context.Context, id string) context.Context {
@@ -26,13 +35,64 @@ func RequestID(ctx context.Context) string {
 	return id
 }
 
+// WithStart returns ctx carrying start as the moment its request began, and
+// a count of the time it waits on others (AddWait) from then on.
+func WithStart(ctx context.Context, start time.Time) context.Context {
+	return context.WithValue(ctx, timingKey{}, &timing{start: start})
+}
+
+func timingOf(ctx context.Context) *timing {
+	t, _ := ctx.Value(timingKey{}).(*timing)
+	return t
+}
+
 // RequestStart returns when sluice began handling the request (from
-// StartRequest), or now when the context has no start.
+// StartRequest or WithStart), or now when the context has no start.
 func RequestStart(ctx context.Context) time.Time {
-	if t, ok := ctx.Value(requestStartKey{}).(time.Time); ok {
-		return t
+	if t := timingOf(ctx); t != nil {
+		return t.start
 	}
 	return time.Now()
+}
+
+// AddWait records that the request waited d on something not sluice's own
+// work — a provider's answer, a pause between retries — so that Overhead
+// leaves it out. Without a start in ctx it does nothing. Safe for
+// concurrent use.
+func AddWait(ctx context.Context, d time.Duration) {
+	if t := timingOf(ctx); t != nil {
+		t.waited.Add(int64(d))
+	}
+}
+
+// Waited is the time AddWait has recorded.
+func Waited(ctx context.Context) time.Duration {
+	if t := timingOf(ctx); t != nil {
+		return time.Duration(t.waited.Load())
+	}
+	return 0
+}
+
+// Overhead is sluice's own time on the request so far: since its start,
+// less what it waited (never below zero; zero without a start).
+func Overhead(ctx context.Context) time.Duration {
+	t := timingOf(ctx)
+	if t == nil {
+		return 0
+	}
+	return max(time.Since(t.start)-time.Duration(t.waited.Load()), 0)
+}
+
+// OverheadHeader carries the time a call spent inside sluice, in
+// milliseconds: from the request's arrival (auth included) to the answer's
+// headers, less the time spent waiting on providers and between retries.
+const OverheadHeader = "X-Sluice-Overhead-Ms"
+
+// SetOverhead sets OverheadHeader on h to ctx's Overhead. Successes and
+// failures both set it, just before their headers go out.
+func SetOverhead(h http.Header, ctx context.Context) {
+	ms := float64(Overhead(ctx)) / float64(time.Millisecond)
+	h.Set(OverheadHeader, strconv.FormatFloat(ms, 'f', 3, 64))
 }
 
 // NewRequestID makes a request id (req_…).
@@ -45,6 +105,5 @@ func StartRequest(w http.ResponseWriter, r *http.Request) *http.Request {
 	start := time.Now()
 	id := NewRequestID()
 	w.Header().Set(RequestIDHeader, id)
-	ctx := context.WithValue(WithRequestID(r.Context(), id), requestStartKey{}, start)
-	return r.WithContext(ctx)
+	return r.WithContext(WithStart(WithRequestID(r.Context(), id), start))
 }

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"container/list"
 	"sync"
 	"time"
 )
@@ -9,10 +10,15 @@ import (
 // memory without limit.
 const maxCacheEntries = 100_000
 
-// keyCache remembers key lookups, found or not, for a short while.
+// keyCache remembers key lookups, found or not, for a short while. When full
+// it forgets the least recently used entry: a flood of unknown keys pushes
+// out other unknown keys, not every working key at once (which would send
+// each of them back to the table together).
 type keyCache struct {
 	mu      sync.Mutex
-	entries map[string]cacheEntry
+	max     int
+	entries map[string]*list.Element // of *cacheItem
+	order   list.List                // most recently used first
 	now     func() time.Time
 }
 
@@ -22,54 +28,68 @@ type cacheEntry struct {
 	expires   time.Time
 }
 
-func newKeyCache(now func() time.Time) *keyCache {
-	return &keyCache{entries: make(map[string]cacheEntry), now: now}
+type cacheItem struct {
+	token string
+	cacheEntry
+}
+
+func newKeyCache(now func() time.Time, size int) *keyCache {
+	return &keyCache{max: size, entries: make(map[string]*list.Element), now: now}
 }
 
 func (c *keyCache) get(token string) (cacheEntry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.entries[token]
-	if !ok || !c.now().Before(e.expires) {
+	el, ok := c.entries[token]
+	if !ok {
 		return cacheEntry{}, false
 	}
-	return e, true
+	item := el.Value.(*cacheItem)
+	if !c.now().Before(item.expires) {
+		c.remove(el)
+		return cacheEntry{}, false
+	}
+	c.order.MoveToFront(el)
+	return item.cacheEntry, true
 }
 
 func (c *keyCache) put(token string, e cacheEntry, ttl time.Duration) {
 	if ttl <= 0 {
 		return
 	}
+	e.expires = c.now().Add(ttl)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.entries) >= maxCacheEntries {
-		now := c.now()
-		for k, old := range c.entries {
-			if !now.Before(old.expires) {
-				delete(c.entries, k)
-			}
-		}
-		if len(c.entries) >= maxCacheEntries {
-			clear(c.entries)
-		}
+	if el, ok := c.entries[token]; ok {
+		el.Value.(*cacheItem).cacheEntry = e
+		c.order.MoveToFront(el)
+		return
 	}
-	e.expires = c.now().Add(ttl)
-	c.entries[token] = e
+	for len(c.entries) >= c.max {
+		c.remove(c.order.Back())
+	}
+	c.entries[token] = c.order.PushFront(&cacheItem{token: token, cacheEntry: e})
+}
+
+func (c *keyCache) remove(el *list.Element) {
+	delete(c.entries, c.order.Remove(el).(*cacheItem).token)
 }
 
 func (c *keyCache) drop(token string) {
 	c.mu.Lock()
-	delete(c.entries, token)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[token]; ok {
+		c.remove(el)
+	}
 }
 
 // dropTeam forgets every key of a team (its limits or models changed).
 func (c *keyCache) dropTeam(teamID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k, e := range c.entries {
-		if e.principal.TeamID == teamID {
-			delete(c.entries, k)
+	for _, el := range c.entries {
+		if el.Value.(*cacheItem).principal.TeamID == teamID {
+			c.remove(el)
 		}
 	}
 }

@@ -85,6 +85,17 @@ func (p Principal) AllowsModel(model string) bool {
 	return p.Team == nil || allows(p.Team.Models, model)
 }
 
+// RestrictsModels reports whether the key or its team is limited to some
+// models (an empty list or "*" allows every model).
+func (p Principal) RestrictsModels() bool {
+	if p.Admin {
+		return false
+	}
+	return p.Key != nil && restricts(p.Key.Models) || p.Team != nil && restricts(p.Team.Models)
+}
+
+func restricts(list []string) bool { return len(list) > 0 && !slices.Contains(list, "*") }
+
 func allows(list []string, model string) bool {
 	return len(list) == 0 || slices.Contains(list, model) || slices.Contains(list, "*")
 }

@@ -49,7 +49,7 @@ func NewService(records store.Records, limiter store.Limiter, masterKey string, 
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Service{records: records, limiter: limiter, cache: newKeyCache(opts.Now), opts: opts}
+	s := &Service{records: records, limiter: limiter, cache: newKeyCache(opts.Now, maxCacheEntries), opts: opts}
 	if masterKey != "" {
 		h := Token(masterKey)
 		s.masterHash.Store(&h)

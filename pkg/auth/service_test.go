@@ -310,3 +310,22 @@ func TestTeamStorageQuota(t *testing.T) {
 		t.Fatalf("principal's team: %+v, %v", p.Team, err)
 	}
 }
+
+func TestRestrictsModels(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		p         Principal
+		restricts bool
+	}{
+		{"admin", Principal{Admin: true}, false},
+		{"no lists", Principal{Key: &KeyInfo{}, Team: &Team{}}, false},
+		{"key list", Principal{Key: &KeyInfo{Models: []string{"a"}}, Team: &Team{}}, true},
+		{"team list", Principal{Key: &KeyInfo{}, Team: &Team{Models: []string{"a"}}}, true},
+		{"wildcards", Principal{Key: &KeyInfo{Models: []string{"a", "*"}}, Team: &Team{Models: []string{"*"}}}, false},
+		{"no team", Principal{Key: &KeyInfo{Models: []string{}}}, false},
+	} {
+		if got := tc.p.RestrictsModels(); got != tc.restricts {
+			t.Errorf("%s: %v", tc.name, got)
+		}
+	}
+}

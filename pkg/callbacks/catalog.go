@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,18 +15,21 @@ import (
 // maxCatalogEntries bounds the cache: past it, expired entries go, then all.
 const maxCatalogEntries = 100_000
 
-// Catalog serves a team's callbacks from the records table, cached for a
-// short time per process: the emitter asks it on every model call whether
-// anyone listens, the delivery worker which destinations an event goes to.
-// A team without callbacks is cached too, so calls of teams that log
-// nowhere cost one map lookup. The settings service drops a team's entry on
-// every write, so in one process (the local mode) a change applies at once;
-// other processes (Lambda containers) see it within the TTL.
+// Catalog is the one place that says where a team's events go: its own
+// callbacks, read from the records table and cached for a short time per
+// process, and the gateway-wide ones of the config. The emitter asks it on
+// every model call whether anyone listens (Listening), the delivery worker
+// which callbacks an event goes to (For). A team without callbacks is
+// cached too, so calls of teams that log nowhere cost one map lookup. The
+// settings service drops a team's entry on every write, so in one process
+// (the local mode) a change applies at once; other processes (Lambda
+// containers) see it within the TTL.
 type Catalog struct {
 	records store.Records
 	sealer  store.Sealer
-	ttl     time.Duration
-	now     func() time.Time
+	opts    CatalogOptions
+	// gatewayWants says which outcomes a gateway-wide callback receives.
+	gatewayWants map[string]bool
 
 	mu      sync.Mutex
 	entries map[string]catalogEntry
@@ -33,8 +37,21 @@ type Catalog struct {
 	gen     map[string]uint64       // bumped by Drop, so a read racing a write is not cached
 }
 
+// CatalogOptions configure a Catalog.
+type CatalogOptions struct {
+	// TTL is how long a team's callbacks are trusted; ≤ 0 disables caching.
+	TTL time.Duration
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+	// Gateway are the gateway-wide callbacks (GatewayCallbacks).
+	Gateway []Callback
+	// Resolve resolves a gateway callback's var that is a secret reference
+	// (secretsmanager/…); nil takes every value as it is.
+	Resolve func(ctx context.Context, value string) (string, error)
+}
+
 type catalogEntry struct {
-	callbacks []Callback
+	callbacks []Callback // the gateway's, then the team's
 	expires   time.Time
 }
 
@@ -44,20 +61,36 @@ type catalogLoad struct {
 	err       error
 }
 
-// NewCatalog builds a catalog; ttl ≤ 0 disables caching. now may be nil.
-func NewCatalog(records store.Records, sealer store.Sealer, ttl time.Duration, now func() time.Time) *Catalog {
-	if now == nil {
-		now = time.Now
+// NewCatalog builds a catalog over the team callback records in records,
+// whose secrets sealer opens.
+func NewCatalog(records store.Records, sealer store.Sealer, opts CatalogOptions) *Catalog {
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
-	return &Catalog{records: records, sealer: sealer, ttl: ttl, now: now,
+	c := &Catalog{records: records, sealer: sealer, opts: opts, gatewayWants: map[string]bool{},
 		entries: map[string]catalogEntry{}, loads: map[string]*catalogLoad{}, gen: map[string]uint64{}}
+	for _, cb := range opts.Gateway {
+		for _, status := range []string{TypeSuccess, TypeFailure} {
+			if Receives(cb.Type, status) {
+				c.gatewayWants[status] = true
+			}
+		}
+	}
+	return c
 }
 
-// Team returns teamID's callbacks in sort-key order (secrets still sealed).
-// The slice is shared: callers must not change it.
-func (c *Catalog) Team(ctx context.Context, teamID string) ([]Callback, error) {
+// Gateway returns the gateway-wide callbacks.
+func (c *Catalog) Gateway() []Callback { return c.opts.Gateway }
+
+// For returns the callbacks teamID's events go to: the gateway-wide ones,
+// then the team's in sort-key order (secrets still sealed). The slice is
+// shared: callers must not change it.
+func (c *Catalog) For(ctx context.Context, teamID string) ([]Callback, error) {
+	if teamID == "" {
+		return c.opts.Gateway, nil
+	}
 	c.mu.Lock()
-	if e, ok := c.entries[teamID]; ok && c.now().Before(e.expires) {
+	if e, ok := c.entries[teamID]; ok && c.opts.Now().Before(e.expires) {
 		c.mu.Unlock()
 		return e.callbacks, nil
 	}
@@ -82,12 +115,16 @@ func (c *Catalog) Team(ctx context.Context, teamID string) ([]Callback, error) {
 func (c *Catalog) load(teamID string, gen uint64, l *catalogLoad) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l.callbacks, l.err = c.read(ctx, teamID)
+	team, err := c.read(ctx, teamID)
+	l.err = err
+	if err == nil {
+		l.callbacks = append(slices.Clip(c.opts.Gateway), team...)
+	}
 	c.mu.Lock()
 	delete(c.loads, teamID)
-	if l.err == nil && c.ttl > 0 && c.gen[teamID] == gen {
+	if l.err == nil && c.opts.TTL > 0 && c.gen[teamID] == gen {
 		if len(c.entries) >= maxCatalogEntries {
-			now := c.now()
+			now := c.opts.Now()
 			for k, e := range c.entries {
 				if !now.Before(e.expires) {
 					delete(c.entries, k)
@@ -97,12 +134,13 @@ func (c *Catalog) load(teamID string, gen uint64, l *catalogLoad) {
 				clear(c.entries)
 			}
 		}
-		c.entries[teamID] = catalogEntry{callbacks: l.callbacks, expires: c.now().Add(c.ttl)}
+		c.entries[teamID] = catalogEntry{callbacks: l.callbacks, expires: c.opts.Now().Add(c.opts.TTL)}
 	}
 	c.mu.Unlock()
 	close(l.done)
 }
 
+// read reads teamID's own callbacks from the table.
 func (c *Catalog) read(ctx context.Context, teamID string) ([]Callback, error) {
 	var out []Callback
 	q := store.Query{PK: teamPK(teamID), SKPrefix: callbackPrefix, Limit: 100}
@@ -133,11 +171,15 @@ func (c *Catalog) Drop(teamID string) {
 	c.mu.Unlock()
 }
 
-// Listening reports whether a callback of teamID receives events of status
-// (logevent.StatusSuccess or StatusFailure): the emitter's question before
-// it publishes an event.
+// Listening reports whether a gateway-wide callback, or one of teamID's,
+// receives events of status (logevent.StatusSuccess or StatusFailure): the
+// emitter's question before it publishes an event. It implements
+// logevent.Listeners.
 func (c *Catalog) Listening(ctx context.Context, teamID, status string) (bool, error) {
-	cbs, err := c.Team(ctx, teamID)
+	if c.gatewayWants[status] {
+		return true, nil
+	}
+	cbs, err := c.For(ctx, teamID)
 	if err != nil {
 		return false, err
 	}
@@ -149,11 +191,21 @@ func (c *Catalog) Listening(ctx context.Context, teamID, status string) (bool, e
 	return false, nil
 }
 
-// Open returns every var of cb, its secrets unsealed.
+// Open returns every var of cb, its secrets unsealed (a gateway callback's
+// secret references resolved).
 func (c *Catalog) Open(ctx context.Context, cb Callback) (map[string]string, error) {
 	vars := maps.Clone(cb.Vars)
 	if vars == nil {
 		vars = map[string]string{}
+	}
+	if cb.Gateway && c.opts.Resolve != nil {
+		for k, v := range vars {
+			r, err := c.opts.Resolve(ctx, v)
+			if err != nil {
+				return nil, fmt.Errorf("resolve %s of callback %s: %w", k, cb.ID(), err)
+			}
+			vars[k] = r
+		}
 	}
 	if len(cb.Sealed) == 0 {
 		return vars, nil

@@ -24,7 +24,7 @@ func (c *countingQueries) Query(ctx context.Context, q store.Query) (store.Page,
 func TestCatalogCachesTeamsWithoutCallbacks(t *testing.T) {
 	h := newHarness(t)
 	counting := &countingQueries{Records: h.records}
-	cat := NewCatalog(counting, h.sealer, time.Minute, h.clock.Now)
+	cat := NewCatalog(counting, h.sealer, CatalogOptions{TTL: time.Minute, Now: h.clock.Now})
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for range 50 {
@@ -51,7 +51,7 @@ func TestCatalogSeesChangesAtOnceLocallyAndWithinTTLElsewhere(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	// Another process (a Lambda container) has its own catalog.
-	other := NewCatalog(h.records, h.sealer, 30*time.Second, h.clock.Now)
+	other := NewCatalog(h.records, h.sealer, CatalogOptions{TTL: 30 * time.Second, Now: h.clock.Now})
 	for _, c := range []*Catalog{h.catalog, other} {
 		if on, _ := c.Listening(ctx, "team-a", TypeSuccess); on {
 			t.Fatal("listening before any callback")

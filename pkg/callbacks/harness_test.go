@@ -91,7 +91,7 @@ func newHarness(t *testing.T) *harness {
 	}
 	// Name resolution is the test's: no test depends on a DNS server.
 	guard.lookup = fakeLookup
-	h.catalog = NewCatalog(records, sealer, 30*time.Second, clk.Now)
+	h.catalog = NewCatalog(records, sealer, CatalogOptions{TTL: 30 * time.Second, Now: clk.Now})
 	h.svc, err = NewService(Deps{Records: records, Sealer: sealer, Teams: a, Catalog: h.catalog, Guard: guard,
 		Accounts: NewServiceAccounts(h.saDir, guard), Now: clk.Now})
 	if err != nil {

@@ -188,7 +188,7 @@ func TestSecretsSealedAndMasked(t *testing.T) {
 		}
 	}
 	// The delivery side opens them.
-	cbs, err := h.catalog.Team(ctx, "team-a")
+	cbs, err := h.catalog.For(ctx, "team-a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestSealedSecretsAreBoundToTeamAndCallback(t *testing.T) {
 	if _, err := h.svc.Add(ctx, h.admin, "team-a", langfuseCallback(TypeSuccess), ""); err != nil {
 		t.Fatal(err)
 	}
-	cbs, err := h.catalog.Team(ctx, "team-a")
+	cbs, err := h.catalog.For(ctx, "team-a")
 	if err != nil {
 		t.Fatal(err)
 	}

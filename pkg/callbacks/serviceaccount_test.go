@@ -113,7 +113,7 @@ func TestServiceAccountAsJSONObject(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{VarGCSBucketName: "team-logs/sluice", VarGCSServiceAccount: Masked}, got.Callbacks[0].Vars); diff != "" {
 		t.Errorf("answer vars (-want +got):\n%s", diff)
 	}
-	cbs, err := h.catalog.Team(context.Background(), "team-a")
+	cbs, err := h.catalog.For(context.Background(), "team-a")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,12 +94,17 @@ func Receives(typ, status string) bool {
 	return typ == TypeSuccessAndFailure || typ == status
 }
 
-// Callback is one configured callback of a team, as stored: its vars in
-// clear except the secrets, which stay sealed until Open.
+// Callback is one configured callback: a team's, as stored (its vars in
+// clear except the secrets, which stay sealed until Open), or a gateway-wide
+// one of the config (Gateway; TeamID empty; every var in Vars, secret
+// references resolved by Open).
 type Callback struct {
 	TeamID string
 	Name   string
 	Type   string
+	// Gateway marks a gateway-wide callback (GatewayCallbacks): it receives
+	// every team's events.
+	Gateway bool
 	// Vars holds the non-secret vars (hosts, project, bucket,
 	// turn_off_message_logging).
 	Vars map[string]string
@@ -113,8 +118,15 @@ type Callback struct {
 	CreatedAt time.Time
 }
 
-// ID names the callback within its team: "<name>#<type>", as in its sort key.
-func (c Callback) ID() string { return c.Name + "#" + c.Type }
+// ID names the callback among those an event can go to: "<name>#<type>",
+// as in a team callback's sort key; "gateway:<name>#<type>" for a
+// gateway-wide one.
+func (c Callback) ID() string {
+	if c.Gateway {
+		return "gateway:" + c.Name + "#" + c.Type
+	}
+	return c.Name + "#" + c.Type
+}
 
 // SealContext is the encryption context of a callback's secrets: the team
 // and the callback, so a sealed value copied to another team or callback

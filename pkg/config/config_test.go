@@ -22,7 +22,8 @@ func TestSettingsFromEnvDefaults(t *testing.T) {
 	if s.Addr != DefaultAddr || s.DataDir != DefaultDataDir || s.Backend != BackendLocal ||
 		s.KeyCacheTTL != DefaultKeyCacheTTL || s.JSONBodyLimit != DefaultJSONBodyLimit ||
 		s.MaxFileSize != DefaultMaxFileSize || len(s.BatchCompletionWindows) != 1 || s.LogFormat != "auto" ||
-		s.CallbackCacheTTL != DefaultCallbackCacheTTL || s.ServiceAccountDir != "" {
+		s.CallbackCacheTTL != DefaultCallbackCacheTTL || s.ServiceAccountDir != "" ||
+		s.BodyIdleTimeout != DefaultBodyIdleTimeout || s.BodyMinRate != DefaultBodyMinRate || s.MaxConnections != DefaultMaxConnections {
 		t.Errorf("defaults = %+v", s)
 	}
 }
@@ -33,14 +34,54 @@ func TestSettingsFromEnv(t *testing.T) {
 		"SLUICE_MAX_JSON_BODY_BYTES": "1MiB", "SLUICE_BATCH_COMPLETION_WINDOWS": "24h, 48h",
 		"SLUICE_PPROF": "true", "SLUICE_LOG_FORMAT": "json",
 		"SLUICE_CALLBACK_CACHE_TTL": "5s", "SLUICE_GCS_SERVICE_ACCOUNT_DIR": "/etc/sluice/gcs",
+		"SLUICE_BODY_IDLE_TIMEOUT": "90s", "SLUICE_BODY_MIN_RATE": "0", "SLUICE_MAX_CONNECTIONS": "64",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Addr != "127.0.0.1:9" || s.Backend != BackendAWS || s.KeyCacheTTL != 2*time.Second ||
-		s.JSONBodyLimit != 1<<20 || strings.Join(s.BatchCompletionWindows, "|") != "24h|48h" || !s.Pprof || s.LogFormat != "json" ||
+		s.JSONBodyLimit != 1<<20 || strings.Join(s.BatchCompletionWindows, "|") != "24h|48h" || s.Pprof != DefaultPprofAddr || s.LogFormat != "json" ||
+		s.BodyIdleTimeout != 90*time.Second || s.BodyMinRate != 0 || s.MaxConnections != 64 ||
 		s.CallbackCacheTTL != 5*time.Second || s.ServiceAccountDir != "/etc/sluice/gcs" {
 		t.Errorf("settings = %+v", s)
+	}
+}
+
+// TestMaxFileSizeOnAWS: on the AWS backend a file is at most what one
+// streamed Lambda answer carries (200 MiB with its prelude), unless set.
+func TestMaxFileSizeOnAWS(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want int64
+	}{
+		{map[string]string{"SLUICE_BACKEND": "aws"}, DefaultCloudMaxFileSize},
+		{map[string]string{"SLUICE_BACKEND": "aws", "SLUICE_MAX_FILE_BYTES": "50MB"}, 50e6},
+		{map[string]string{"SLUICE_BACKEND": "local"}, DefaultMaxFileSize},
+	} {
+		s, err := SettingsFromEnv(env(tc.env))
+		if err != nil || s.MaxFileSize != tc.want {
+			t.Errorf("%v: MaxFileSize %d (%v), want %d", tc.env, s.MaxFileSize, err, tc.want)
+		}
+	}
+	if DefaultCloudMaxFileSize+64<<10 > 200<<20 {
+		t.Error("a file of DefaultCloudMaxFileSize and a prelude do not fit in Lambda's 200 MiB streamed answer")
+	}
+}
+
+func TestPprofIsOnALoopbackAddress(t *testing.T) {
+	for value, want := range map[string]string{
+		"": "", "false": "", "0": "", "true": DefaultPprofAddr, "1": DefaultPprofAddr,
+		"127.0.0.1:7070": "127.0.0.1:7070", "[::1]:7070": "[::1]:7070", "localhost:7070": "localhost:7070",
+	} {
+		s, err := SettingsFromEnv(env(map[string]string{"SLUICE_PPROF": value}))
+		if err != nil || s.Pprof != want {
+			t.Errorf("SLUICE_PPROF=%q: %q, %v; want %q", value, s.Pprof, err, want)
+		}
+	}
+	for _, value := range []string{"0.0.0.0:6060", ":6060", "10.0.0.5:6060", "example.com:6060", "127.0.0.1"} {
+		if _, err := SettingsFromEnv(env(map[string]string{"SLUICE_PPROF": value})); err == nil {
+			t.Errorf("SLUICE_PPROF=%q accepted: pprof must stay on loopback", value)
+		}
 	}
 }
 
@@ -53,6 +94,9 @@ func TestSettingsFromEnvErrors(t *testing.T) {
 		"SLUICE_PPROF":               "maybe",
 		"SLUICE_LOG_FORMAT":          "xml",
 		"SLUICE_MAX_JSON_BODY_BYTES": "10XB",
+		"SLUICE_BODY_IDLE_TIMEOUT":   "0s",
+		"SLUICE_BODY_MIN_RATE":       "fast",
+		"SLUICE_MAX_CONNECTIONS":     "0",
 	} {
 		_, err := SettingsFromEnv(env(map[string]string{name: value}))
 		if err == nil || !strings.Contains(err.Error(), name) {
@@ -97,6 +141,8 @@ router_settings:
   fallbacks: [{titan: [text-embedding-3-small]}]
 environment_variables:
   FOO: bar
+guardrails:
+  - guardrail_name: pii
 litellm_settings:
   drop_params: true
 `
@@ -121,7 +167,10 @@ func TestParseLiteLLMConfig(t *testing.T) {
 		t.Errorf("fallbacks = %v", cfg.RouterSettings.Fallbacks)
 	}
 	warnings := strings.Join(cfg.Warnings, "\n")
-	for _, want := range []string{`"environment_variables" is not used`, "UNSET_VAR is not set", "model_list[1].litellm_params.aws_secret_access_key"} {
+	if cfg.EnvironmentVariables["FOO"] != "bar" {
+		t.Errorf("environment_variables = %v", cfg.EnvironmentVariables)
+	}
+	for _, want := range []string{`"guardrails" is not used`, "UNSET_VAR is not set", "model_list[1].litellm_params.aws_secret_access_key"} {
 		if !strings.Contains(warnings, want) {
 			t.Errorf("warnings %q lack %q", warnings, want)
 		}

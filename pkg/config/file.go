@@ -24,6 +24,11 @@ type Config struct {
 	DefaultVertexConfig *VertexConfig               `yaml:"default_vertex_config"`
 	CallbackSettings    CallbackSettings            `yaml:"callback_settings"`
 	LiteLLMSettings     map[string]any              `yaml:"litellm_settings"`
+	// EnvironmentVariables is LiteLLM's environment_variables: values that
+	// stand in for the process environment where sluice reads LiteLLM's
+	// variables (the gateway-wide logging callbacks' credentials); a value
+	// may be a secretsmanager/ reference.
+	EnvironmentVariables map[string]string `yaml:"environment_variables"`
 
 	// Warnings lists what was ignored or could not be resolved; main logs each once.
 	Warnings []string `yaml:"-"`
@@ -189,6 +194,7 @@ func isHostName(s string) bool {
 var knownSections = map[string]bool{
 	"model_list": true, "general_settings": true, "router_settings": true, "passthrough": true,
 	"default_vertex_config": true, "callback_settings": true, "litellm_settings": true,
+	"environment_variables": true,
 }
 
 // Sources fetch the raw document for locations that are not plain paths

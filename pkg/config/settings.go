@@ -5,6 +5,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -20,9 +21,17 @@ const (
 	DefaultKeyNegativeCacheTTL = 5 * time.Second
 	DefaultJSONBodyLimit       = 10 << 20
 	DefaultMaxFileSize         = 512 << 20
+	// DefaultCloudMaxFileSize is the largest file on the AWS backend: a
+	// Lambda function streams at most 200 MiB, prelude included, so a whole
+	// file's content fits in one streamed answer.
+	DefaultCloudMaxFileSize    = 200_000_000
 	DefaultClaimCheckThreshold = 200 << 10
 	DefaultCallbackCacheTTL    = 30 * time.Second
 	DefaultShutdownTimeout     = 30 * time.Second
+	DefaultBodyIdleTimeout     = 60 * time.Second
+	DefaultBodyMinRate         = 1 << 10
+	DefaultMaxConnections      = 1024
+	DefaultPprofAddr           = "127.0.0.1:6060"
 )
 
 // Backends sluice can run on.
@@ -43,13 +52,16 @@ type Settings struct {
 	KeyCacheTTL            time.Duration // SLUICE_KEY_CACHE_TTL
 	KeyNegativeCacheTTL    time.Duration // SLUICE_KEY_NEGATIVE_CACHE_TTL
 	JSONBodyLimit          int64         // SLUICE_MAX_JSON_BODY_BYTES
-	MaxFileSize            int64         // SLUICE_MAX_FILE_BYTES
+	MaxFileSize            int64         // SLUICE_MAX_FILE_BYTES (DefaultCloudMaxFileSize on the AWS backend)
 	BatchCompletionWindows []string      // SLUICE_BATCH_COMPLETION_WINDOWS
 	ClaimCheckThreshold    int64         // SLUICE_CLAIM_CHECK_BYTES
 	ServiceAccountDir      string        // SLUICE_GCS_SERVICE_ACCOUNT_DIR
 	CallbackCacheTTL       time.Duration // SLUICE_CALLBACK_CACHE_TTL
-	Pprof                  bool          // SLUICE_PPROF
+	Pprof                  string        // SLUICE_PPROF: a loopback address for pprof; "" for none
 	ShutdownTimeout        time.Duration // SLUICE_SHUTDOWN_TIMEOUT
+	BodyIdleTimeout        time.Duration // SLUICE_BODY_IDLE_TIMEOUT
+	BodyMinRate            int64         // SLUICE_BODY_MIN_RATE: bytes per second; 0 turns the check off
+	MaxConnections         int           // SLUICE_MAX_CONNECTIONS
 }
 
 // SettingsFromEnv reads the settings through getenv (os.Getenv in main). Every
@@ -72,8 +84,14 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 		ClaimCheckThreshold:    p.bytes("SLUICE_CLAIM_CHECK_BYTES", DefaultClaimCheckThreshold),
 		ServiceAccountDir:      p.str("SLUICE_GCS_SERVICE_ACCOUNT_DIR", ""),
 		CallbackCacheTTL:       p.duration("SLUICE_CALLBACK_CACHE_TTL", DefaultCallbackCacheTTL),
-		Pprof:                  p.boolean("SLUICE_PPROF"),
+		Pprof:                  p.loopback("SLUICE_PPROF", DefaultPprofAddr),
 		ShutdownTimeout:        p.duration("SLUICE_SHUTDOWN_TIMEOUT", DefaultShutdownTimeout),
+		BodyIdleTimeout:        p.positiveDuration("SLUICE_BODY_IDLE_TIMEOUT", DefaultBodyIdleTimeout),
+		BodyMinRate:            p.rate("SLUICE_BODY_MIN_RATE", DefaultBodyMinRate),
+		MaxConnections:         p.count("SLUICE_MAX_CONNECTIONS", DefaultMaxConnections),
+	}
+	if s.Backend == BackendAWS {
+		s.MaxFileSize = p.bytes("SLUICE_MAX_FILE_BYTES", DefaultCloudMaxFileSize)
 	}
 	if s.ConfigLocation == "" {
 		if _, err := os.Stat(DefaultConfigPath); err == nil {
@@ -129,6 +147,42 @@ func (p *envParser) duration(name string, def time.Duration) time.Duration {
 	return d
 }
 
+func (p *envParser) positiveDuration(name string, def time.Duration) time.Duration {
+	d := p.duration(name, def)
+	if d == 0 {
+		p.fail(name, p.str(name, ""), "a positive duration such as 30s or 5m")
+		return def
+	}
+	return d
+}
+
+// rate reads bytes per second: a size, or 0 for none.
+func (p *envParser) rate(name string, def int64) int64 {
+	v := p.str(name, "")
+	if v == "" {
+		return def
+	}
+	n, err := ParseBytes(v)
+	if err != nil || n < 0 {
+		p.fail(name, v, "bytes per second such as 1KiB, or 0 for none")
+		return def
+	}
+	return n
+}
+
+func (p *envParser) count(name string, def int) int {
+	v := p.str(name, "")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		p.fail(name, v, "a positive whole number")
+		return def
+	}
+	return n
+}
+
 func (p *envParser) bytes(name string, def int64) int64 {
 	v := p.str(name, "")
 	if v == "" {
@@ -160,16 +214,23 @@ func (p *envParser) list(name string, def []string) []string {
 	return out
 }
 
-func (p *envParser) boolean(name string) bool {
+// loopback reads an address that must be on the loopback interface: true
+// means def, false or nothing means none ("").
+func (p *envParser) loopback(name, def string) string {
 	v := p.str(name, "")
-	if v == "" {
-		return false
+	if b, err := strconv.ParseBool(v); v == "" || err == nil {
+		if b {
+			return def
+		}
+		return ""
 	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		p.fail(name, v, "true or false")
+	host, _, err := net.SplitHostPort(v)
+	ip := net.ParseIP(host)
+	if err != nil || host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		p.fail(name, v, "true, false, or a loopback address such as "+def)
+		return ""
 	}
-	return b
+	return v
 }
 
 // ParseBytes parses a size: a plain byte count or a number with a unit

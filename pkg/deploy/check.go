@@ -3,6 +3,7 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -33,8 +34,12 @@ const StreamMode = "RESPONSE_STREAM"
 const SQSVisibilityFactor = 6
 
 // BinaryMediaTypes must be listed on the API (in SAM's escaped form: "~1"
-// is "/"), or API Gateway hands uploads to Lambda as mangled text.
-var BinaryMediaTypes = []string{"multipart~1form-data", "application~1octet-stream"}
+// is "/"), or API Gateway hands uploads and binary passthrough bodies
+// (images, audio, documents) to Lambda as mangled text.
+var BinaryMediaTypes = []string{
+	"multipart~1form-data", "application~1octet-stream", "application~1pdf", "application~1zip", "application~1gzip",
+	"image~1*", "audio~1*", "video~1*",
+}
 
 // GatewayResponse is how the API must answer one of API Gateway's own
 // errors: the status (0: API Gateway's own status is kept) and the OpenAI
@@ -44,20 +49,23 @@ type GatewayResponse struct {
 	Status int
 	Error  string // error.type
 	Code   string // error.code
+	// Says are what error.message must tell the caller (the limit, and
+	// what to do instead).
+	Says []string
 }
 
 // GatewayResponses are the API Gateway errors rewritten into the OpenAI
 // error shape (ARCHITECTURE §3). Without an authorizer, an unknown route
 // (or a known path with another method) is MISSING_AUTHENTICATION_TOKEN.
 var GatewayResponses = []GatewayResponse{
-	{"MISSING_AUTHENTICATION_TOKEN", 404, "invalid_request_error", "not_found"},
-	{"RESOURCE_NOT_FOUND", 404, "invalid_request_error", "not_found"},
-	{"THROTTLED", 429, "requests", "rate_limit_exceeded"},
-	{"QUOTA_EXCEEDED", 429, "requests", "rate_limit_exceeded"},
-	{"REQUEST_TOO_LARGE", 413, "invalid_request_error", "payload_too_large"},
-	{"INTEGRATION_TIMEOUT", 504, "server_error", "upstream_timeout"},
-	{"DEFAULT_4XX", 0, "invalid_request_error", "invalid_request"},
-	{"DEFAULT_5XX", 0, "server_error", "internal_error"},
+	{"MISSING_AUTHENTICATION_TOKEN", 404, "invalid_request_error", "not_found", nil},
+	{"RESOURCE_NOT_FOUND", 404, "invalid_request_error", "not_found", nil},
+	{"THROTTLED", 429, "requests", "rate_limit_exceeded", nil},
+	{"QUOTA_EXCEEDED", 429, "requests", "rate_limit_exceeded", nil},
+	{"REQUEST_TOO_LARGE", 413, "invalid_request_error", "payload_too_large", []string{"6 MB", "Uploads API", "part_size"}},
+	{"INTEGRATION_TIMEOUT", 504, "server_error", "upstream_timeout", nil},
+	{"DEFAULT_4XX", 0, "invalid_request_error", "invalid_request", nil},
+	{"DEFAULT_5XX", 0, "server_error", "internal_error", nil},
 }
 
 // resourceTypes are the types of the resources functions use.
@@ -83,8 +91,11 @@ var otherEntries = []string{
 // Check holds template t to the functions fns (Functions()): the API and
 // its gateway responses; one function resource per function, built and run
 // as required, its events exactly its routes (streaming exactly where the
-// route table streams) or its schedule or queue, its environment exactly
-// its variables, its permissions exactly its capabilities; alarms on every
+// route table streams), or its job's schedule, or its job's queue (partial
+// batch failures, a concurrency cap that is a parameter, a visibility
+// timeout that outlasts its retries, a dead-letter queue, the topic's
+// subscription for the delivery queue); its environment exactly its
+// variables, its permissions exactly its capabilities; alarms on every
 // function's errors and every dead-letter queue; the outputs. It returns
 // every problem found, sorted; none means the template matches.
 func Check(t Template, fns []Function) []error {
@@ -102,9 +113,13 @@ func Check(t Template, fns []Function) []error {
 		}
 	}
 	c.checkResourceTypes()
+	c.checkLifecycle()
+	c.checkTable()
 	c.checkAPI()
+	c.checkAPIAccount()
 	c.checkFunctions()
 	c.checkQueues()
+	c.checkAlarms()
 	c.checkOutputs()
 	sort.Slice(c.problems, func(i, j int) bool { return c.problems[i].Error() < c.problems[j].Error() })
 	return c.problems
@@ -224,7 +239,13 @@ func (c *checker) checkAPI() {
 		if err := checkErrorBody(body, want); err != nil {
 			c.fail("api: gateway response %s: %v", want.Type, err)
 		}
+		for _, say := range want.Says {
+			if !strings.Contains(body, say) {
+				c.fail("api: gateway response %s: the message does not say %q", want.Type, say)
+			}
+		}
 	}
+	c.checkDetailedMetrics(props)
 }
 
 // checkErrorBody checks that a gateway response template renders the
@@ -275,7 +296,7 @@ func (c *checker) checkFunctions() {
 	}
 	for _, id := range c.ofType("AWS::Serverless::Function") {
 		if !declared[id] {
-			c.fail("function resource %s is no function of pkg/deploy (Functions): declare its needs there", id)
+			c.fail("function resource %s is no function of pkg/deploy (Functions): declare it as a route or a job in pkg/server", id)
 		}
 	}
 	for _, id := range c.ofType("AWS::Lambda::Function") {
@@ -324,21 +345,35 @@ func (c *checker) checkFunction(f Function, id string) {
 			c.fail("%s: %s is not allowed (the role comes from Policies, which this check reads; requests come through the API)", name, k)
 		}
 	}
-	timeout := toInt(get(props, "Timeout"))
 	limit := MaxTimeout
 	if len(f.Routes) > 0 && !f.Stream {
 		limit = MaxBufferedTimeout
 	}
-	if timeout <= 0 || timeout > limit {
-		c.fail("%s: Timeout %v, want 1..%d s", name, get(props, "Timeout"), limit)
+	timeoutExpr := get(props, "Timeout")
+	timeouts := map[assignment]int{}
+	for _, a := range c.assignments(timeoutExpr) {
+		timeout, _ := c.intAt(timeoutExpr, a)
+		timeouts[a] = timeout
+		if timeout <= 0 || timeout > limit {
+			c.fail("%s: Timeout %v%s, want 1..%d s", name, Render(timeoutExpr), a, limit)
+		}
+		if margin := int(server.ScheduleMargin.Seconds()); f.Schedule != "" && timeout <= 2*margin {
+			c.fail("%s: Timeout %d s leaves a scheduled run little time: it stops %d s before its deadline (want more than %d s)", name, timeout, margin, 2*margin)
+		}
 	}
-	c.checkEvents(f, props, timeout)
+	if param, ok := TimeoutParameters[f.Name]; ok && refParam(timeoutExpr) != param {
+		c.fail("%s: Timeout %s, want !Ref %s (an operator sets how long its calls may run)", name, Render(timeoutExpr), param)
+	}
+	c.checkEvents(f, props, timeouts)
+	c.checkSubscription(f)
 	c.checkEnv(f, props)
 	c.checkPolicies(f, props)
-	c.checkErrorAlarm(f, id)
+	for _, metric := range []string{"Errors", "Throttles"} {
+		c.checkFunctionAlarm(f, id, metric)
+	}
 }
 
-func (c *checker) checkEvents(f Function, props any, timeout int) {
+func (c *checker) checkEvents(f Function, props any, timeouts map[assignment]int) {
 	name := "function " + f.Name
 	want := map[string]server.Route{}
 	for _, r := range f.Routes {
@@ -390,11 +425,15 @@ func (c *checker) checkEvents(f Function, props any, timeout int) {
 				c.fail("%s (%s): a buffered route with ResponseTransferMode (the function answers buffered)", where, key)
 			}
 			ms := get(p, "TimeoutInMillis")
-			switch {
-			case r.Stream && toInt(ms) != timeout*1000:
-				c.fail("%s (%s): TimeoutInMillis %v, want the function's Timeout, %d (API Gateway ends a stream at its integration timeout)", where, key, ms, timeout*1000)
-			case !r.Stream && ms != nil && toInt(ms) > MaxBufferedTimeout*1000:
-				c.fail("%s (%s): TimeoutInMillis %v is over a buffered integration's %d", where, key, ms, MaxBufferedTimeout*1000)
+			for a, timeout := range timeouts {
+				got, _ := c.intAt(ms, a)
+				switch {
+				case r.Stream && got != timeout*1000:
+					c.fail("%s (%s): TimeoutInMillis %s%s is %d, want the function's Timeout, %d (API Gateway ends a stream at its integration timeout)",
+						where, key, Render(ms), a, got, timeout*1000)
+				case !r.Stream && ms != nil && got > MaxBufferedTimeout*1000:
+					c.fail("%s (%s): TimeoutInMillis %d is over a buffered integration's %d", where, key, got, MaxBufferedTimeout*1000)
+				}
 			}
 		case "Schedule":
 			schedules++
@@ -410,7 +449,7 @@ func (c *checker) checkEvents(f Function, props any, timeout int) {
 			}
 		case "SQS":
 			queues++
-			c.checkQueueEvent(f, where, p, timeout)
+			c.checkQueueEvent(f, where, p, slices.Max(slices.Collect(maps.Values(timeouts))))
 		default:
 			c.fail("%s: event type %q is not one this function declares", where, typ)
 		}
@@ -433,8 +472,14 @@ func (c *checker) checkEvents(f Function, props any, timeout int) {
 	}
 }
 
-// checkQueueEvent checks a worker's SQS event: its declared queue, partial
-// batch failures, and a visibility timeout that outlasts its retries.
+// MaxConcurrencyRange is the range ScalingConfig.MaximumConcurrency
+// accepts (Lambda's API).
+var MaxConcurrencyRange = [2]int{2, 1000}
+
+// checkQueueEvent checks a queue job's SQS event: its declared queue,
+// partial batch failures, a concurrency cap that is a template parameter,
+// and a queue that outlasts its consumer's retries and dead-letters what
+// keeps failing.
 func (c *checker) checkQueueEvent(f Function, where string, p any, timeout int) {
 	if f.Queue == "" {
 		c.fail("%s: an SQS event on a function that declares no queue", where)
@@ -446,11 +491,72 @@ func (c *checker) checkQueueEvent(f Function, where string, p any, timeout int) 
 	if !slices.Contains(renderList(get(p, "FunctionResponseTypes")), "ReportBatchItemFailures") {
 		c.fail("%s: FunctionResponseTypes lacks ReportBatchItemFailures (a failed message would fail the whole batch)", where)
 	}
+	c.checkConcurrencyParameter(f, where, get(p, "ScalingConfig", "MaximumConcurrency"))
 	visibility := toInt(get(c.props(f.Queue), "VisibilityTimeout"))
 	need := SQSVisibilityFactor * (timeout + toInt(get(p, "MaximumBatchingWindowInSeconds")))
 	if visibility < need {
 		c.fail("%s: queue %s VisibilityTimeout %d s, want at least %d × (Timeout + batching window) = %d s",
 			where, f.Queue, visibility, SQSVisibilityFactor, need)
+	}
+	if get(c.props(f.Queue), "RedrivePolicy") == nil {
+		c.fail("%s: queue %s has no RedrivePolicy: a message that keeps failing would be retried until it expires, not dead-lettered", where, f.Queue)
+	}
+}
+
+// checkConcurrencyParameter: a queue job's ScalingConfig.MaximumConcurrency
+// is !Ref its own Number parameter, within what Lambda accepts, so an
+// operator sets how much of the account's concurrency it may take.
+func (c *checker) checkConcurrencyParameter(f Function, where string, v any) {
+	param := f.ConcurrencyParameter()
+	if got := Render(v); got != "${"+param+"}" {
+		c.fail("%s: ScalingConfig.MaximumConcurrency %q, want !Ref %s (a template parameter)", where, got, param)
+		return
+	}
+	def, _ := get(c.t, "Parameters", param).(map[string]any)
+	lo, hi := MaxConcurrencyRange[0], MaxConcurrencyRange[1]
+	switch {
+	case def == nil:
+		c.fail("%s: no template parameter %s", where, param)
+	case Render(def["Type"]) != "Number" || def["MinValue"] == nil || def["MaxValue"] == nil:
+		c.fail("%s: parameter %s: want Type Number with MinValue and MaxValue", where, param)
+	case toInt(def["MinValue"]) < lo || toInt(def["MaxValue"]) > hi || toInt(def["Default"]) < toInt(def["MinValue"]) || toInt(def["Default"]) > toInt(def["MaxValue"]):
+		c.fail("%s: parameter %s: want %d ≤ MinValue ≤ Default ≤ MaxValue ≤ %d (Lambda's range)", where, param, lo, hi)
+	}
+}
+
+// checkSubscription: a queue the bus feeds (the delivery queue) receives the
+// topic's events, raw, and lets the topic send to it.
+func (c *checker) checkSubscription(f Function) {
+	if f.Queue != DeliveryQueueID {
+		return
+	}
+	subscribed := false
+	for _, id := range c.ofType("AWS::SNS::Subscription") {
+		p := c.props(id)
+		if Render(get(p, "TopicArn")) == "${"+TopicID+"}" && Render(get(p, "Protocol")) == "sqs" &&
+			Render(get(p, "Endpoint")) == "${"+f.Queue+".Arn}" && get(p, "RawMessageDelivery") == true {
+			subscribed = true
+		}
+	}
+	if !subscribed {
+		c.fail("function %s: queue %s is not subscribed to topic %s (AWS::SNS::Subscription, Protocol sqs, RawMessageDelivery: true)", f.Name, f.Queue, TopicID)
+	}
+	allowed := false
+	for _, id := range c.ofType("AWS::SQS::QueuePolicy") {
+		p := c.props(id)
+		if !slices.Contains(renderList(get(p, "Queues")), "${"+f.Queue+"}") {
+			continue
+		}
+		for _, st := range list(get(p, "PolicyDocument", "Statement")) {
+			if Render(get(st, "Effect")) == "Allow" && slices.Contains(renderList(get(st, "Action")), "sqs:SendMessage") &&
+				Render(get(st, "Principal", "Service")) == "sns.amazonaws.com" &&
+				Render(get(st, "Condition", "ArnEquals", "aws:SourceArn")) == "${"+TopicID+"}" {
+				allowed = true
+			}
+		}
+	}
+	if !allowed {
+		c.fail("function %s: queue %s has no policy letting topic %s send to it (sqs:SendMessage for sns.amazonaws.com, aws:SourceArn the topic)", f.Name, f.Queue, TopicID)
 	}
 }
 
@@ -516,7 +622,7 @@ func canonicalCondition(c map[string]map[string][]string) string {
 
 func (c *checker) checkPolicies(f Function, props any) {
 	name := "function " + f.Name
-	want := map[grantKey][]Capability{}
+	want := map[grantKey][]server.Capability{}
 	for _, cp := range f.Capabilities {
 		for _, g := range Grants(cp) {
 			for _, k := range expand(g) {
@@ -525,23 +631,34 @@ func (c *checker) checkPolicies(f Function, props any) {
 		}
 	}
 	got := map[grantKey]bool{}
-	for i, pol := range list(get(props, "Policies")) {
-		m, ok := pol.(map[string]any)
-		where := fmt.Sprintf("Policies[%d]", i)
-		if ref, isRef := m["Ref"].(string); ok && isRef && len(m) == 1 && c.typeOf(ref) == "AWS::IAM::ManagedPolicy" {
-			// A policy of this template, shared by several functions.
-			m, _ = get(c.props(ref), "PolicyDocument").(map[string]any)
-			where = ref
-		} else if !ok || isIntrinsic(m) {
-			m = nil
+	policies := list(get(props, "Policies"))
+	for i, pol := range policies {
+		cond, ref := "", pol
+		if args, ok := get(pol, "Fn::If").([]any); ok && len(args) == 3 && isNoValue(args[2]) {
+			cond, ref = Render(args[0]), args[1]
 		}
-		if m == nil || m["Statement"] == nil {
-			c.fail("%s: Policies[%d] is neither an inline policy document nor !Ref to an AWS::IAM::ManagedPolicy of this template (AWS managed policies and SAM policy templates grant more than the capabilities; write statements)", name, i)
+		id, _ := get(ref, "Ref").(string)
+		if m, _ := ref.(map[string]any); len(m) != 1 || c.typeOf(id) != "AWS::IAM::ManagedPolicy" {
+			c.fail("%s: Policies[%d] is not !Ref (or !If [condition, !Ref, !Ref AWS::NoValue]) to an AWS::IAM::ManagedPolicy of this template: "+
+				"give each capability's grants one managed policy (inline statements repeat across functions; AWS managed policies and SAM policy templates grant more than the capabilities)", name, i)
 			continue
 		}
-		for j, st := range list(m["Statement"]) {
-			c.statement(name, fmt.Sprintf("%s.Statement[%d]", where, j), st, "", got)
+		if own, _ := get(c.resources[id], "Condition").(string); own != "" && own != cond {
+			c.fail("%s: Policies[%d]: policy %s exists only when %s: take it under !If [%s, !Ref %s, !Ref AWS::NoValue]", name, i, id, own, own, id)
 		}
+		for j, st := range list(get(c.props(id), "PolicyDocument", "Statement")) {
+			c.statement(name, fmt.Sprintf("%s.Statement[%d]", id, j), st, cond, got)
+		}
+	}
+	sam := 1 // AWSLambdaBasicExecutionRole
+	if Render(get(props, "Tracing")) == "Active" {
+		sam++ // AWSXrayWriteOnlyAccess
+	}
+	if f.Queue != "" {
+		sam++ // AWSLambdaSQSQueueExecutionRole
+	}
+	if n := len(policies) + sam; n > MaxManagedPolicies {
+		c.fail("%s: %d managed policies with the %d SAM attaches, over the %d a role may have: bundle capabilities that go together into one policy", name, n, sam, MaxManagedPolicies)
 	}
 	var missing, extra []string
 	for k, caps := range want {
@@ -561,8 +678,12 @@ func (c *checker) checkPolicies(f Function, props any) {
 	}
 }
 
-// statement adds what one policy statement grants to got. !If [C, a, b]
-// grants a when C holds and b when it does not.
+// MaxManagedPolicies is how many managed policies IAM lets a role have
+// (the default quota).
+const MaxManagedPolicies = 10
+
+// statement adds what one policy statement grants to got, under template
+// condition when. !If [C, a, b] grants a when C holds and b when it does not.
 func (c *checker) statement(name, where string, st any, when string, got map[grantKey]bool) {
 	if isNoValue(st) {
 		return
@@ -612,7 +733,7 @@ func (c *checker) statement(name, where string, st any, when string, got map[gra
 	}
 }
 
-func joinCaps(caps []Capability) string {
+func joinCaps(caps []server.Capability) string {
 	s := make([]string, len(caps))
 	for i, c := range caps {
 		s[i] = string(c)
@@ -620,16 +741,17 @@ func joinCaps(caps []Capability) string {
 	return strings.Join(s, ", ")
 }
 
-// checkErrorAlarm: every function has an alarm on its errors.
-func (c *checker) checkErrorAlarm(f Function, id string) {
+// checkFunctionAlarm: every function has an alarm on its errors and one on
+// its throttles.
+func (c *checker) checkFunctionAlarm(f Function, id, metric string) {
 	for _, a := range c.ofType("AWS::CloudWatch::Alarm") {
 		p := c.props(a)
-		if Render(get(p, "Namespace")) == "AWS/Lambda" && Render(get(p, "MetricName")) == "Errors" &&
+		if Render(get(p, "Namespace")) == "AWS/Lambda" && Render(get(p, "MetricName")) == metric &&
 			c.hasDimension(p, "FunctionName", "${"+id+"}") && len(list(get(p, "AlarmActions"))) > 0 {
 			return
 		}
 	}
-	c.fail("function %s: no CloudWatch alarm (with AlarmActions) on AWS/Lambda Errors of %s", f.Name, id)
+	c.fail("function %s: no CloudWatch alarm (with AlarmActions) on AWS/Lambda %s of %s", f.Name, metric, id)
 }
 
 func (c *checker) hasDimension(p any, name, value string) bool {

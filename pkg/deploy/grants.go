@@ -2,21 +2,23 @@ package deploy
 
 import (
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/server"
 )
 
 // Logical IDs of the template's resources that functions use. The
 // pkg/store/aws adapters name the same resources through the SLUICE_*
 // variables of CloudEnv.
 const (
-	TableID           = "Records"         // AWS::DynamoDB::Table
-	BucketID          = "Files"           // AWS::S3::Bucket
-	KeyID             = "SecretsKey"      // AWS::KMS::Key (bucket encryption, sealed secrets)
-	WorkQueueID       = "WorkQueue"       // AWS::SQS::Queue
-	TopicID           = "Events"          // AWS::SNS::Topic
-	DeliveryQueueID   = "DeliveryQueue"   // AWS::SQS::Queue
-	MasterKeySecretID = "MasterKeySecret" // AWS::SecretsManager::Secret
-	ProviderSecretID  = "ProviderSecret"  // AWS::SecretsManager::Secret
-	APIID             = "Api"             // AWS::Serverless::Api
+	TableID           = "Records"             // AWS::DynamoDB::Table
+	BucketID          = "Files"               // AWS::S3::Bucket
+	KeyID             = "SecretsKey"          // AWS::KMS::Key (bucket encryption, sealed secrets)
+	WorkQueueID       = "WorkQueue"           // AWS::SQS::Queue
+	TopicID           = "Events"              // AWS::SNS::Topic
+	DeliveryQueueID   = "DeliveryQueue"       // AWS::SQS::Queue
+	DeliveryDLQID     = "DeliveryDeadLetters" // AWS::SQS::Queue
+	MasterKeySecretID = "MasterKeySecret"     // AWS::SecretsManager::Secret
+	ProviderSecretID  = "ProviderSecret"      // AWS::SecretsManager::Secret
+	APIID             = "Api"                 // AWS::Serverless::Api
 )
 
 // Template parameters and conditions the grants and variables refer to.
@@ -55,6 +57,7 @@ func CloudEnv() []EnvVar {
 		{"SLUICE_WORK_QUEUE_URL", "${" + WorkQueueID + "}"},
 		{"SLUICE_TOPIC_ARN", "${" + TopicID + "}"},
 		{"SLUICE_DELIVERY_QUEUE_URL", "${" + DeliveryQueueID + "}"},
+		{"SLUICE_DELIVERY_DLQ_URL", "${" + DeliveryDLQID + "}"},
 		{"SLUICE_KMS_KEY_ID", "${" + KeyID + "}"},
 	}
 }
@@ -77,9 +80,19 @@ var (
 	tableARN      = "${" + TableID + ".Arn}"
 	tableIndexes  = "${" + TableID + ".Arn}/index/*"
 	keyARN        = "${" + KeyID + ".Arn}"
+	bucketARN     = "${" + BucketID + ".Arn}"
 	bucketObjects = func(prefix string) string { return "${" + BucketID + ".Arn}/" + prefix + "*" }
 	viaS3         = map[string]map[string][]string{"StringEquals": {"kms:ViaService": {"s3.${AWS::Region}.amazonaws.com"}}}
 )
+
+// filePatterns are the s3:prefix patterns of file bytes.
+func filePatterns() []string {
+	out := make([]string, len(FilePrefixes))
+	for i, p := range FilePrefixes {
+		out[i] = p + "*"
+	}
+	return out
+}
 
 func fileObjects() []string {
 	out := make([]string, len(FilePrefixes))
@@ -93,53 +106,65 @@ func fileObjects() []string {
 // encrypted with the stack's KMS key (SSE-KMS), so reading them needs
 // kms:Decrypt and writing them kms:GenerateDataKey (and kms:Decrypt, for
 // multipart uploads) — through S3 only.
-func Grants(c Capability) []Grant {
+func Grants(c server.Capability) []Grant {
 	switch c {
-	case RecordsRead:
+	case server.RecordsRead:
 		return []Grant{
 			{Actions: []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}, Resources: []string{tableARN}},
 			{Actions: []string{"dynamodb:Query"}, Resources: []string{tableIndexes}},
 		}
-	case RecordsWrite:
+	case server.RecordsWrite:
 		return []Grant{{Actions: []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}, Resources: []string{tableARN}}}
-	case Limits:
+	case server.Limits:
 		return []Grant{{
 			Actions: []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, Resources: []string{tableARN},
 			Condition: map[string]map[string][]string{"ForAllValues:StringLike": {"dynamodb:LeadingKeys": {"LIMIT#*"}}},
 		}}
-	case FilesRead:
+	case server.FilesRead:
+		// Listing (under the file prefixes only) makes S3 answer a missing
+		// object with 404, not the 403 it gives callers that may not list.
 		return []Grant{
 			{Actions: []string{"s3:GetObject"}, Resources: fileObjects()},
+			{Actions: []string{"s3:ListBucket"}, Resources: []string{bucketARN}, Condition: map[string]map[string][]string{
+				"StringLike": {"s3:prefix": filePatterns()},
+			}},
 			{Actions: []string{"kms:Decrypt"}, Resources: []string{keyARN}, Condition: viaS3},
 		}
-	case FilesWrite:
+	case server.FilesWrite:
 		return []Grant{
 			{Actions: []string{"s3:PutObject", "s3:AbortMultipartUpload"}, Resources: fileObjects()},
 			{Actions: []string{"kms:GenerateDataKey", "kms:Decrypt"}, Resources: []string{keyARN}, Condition: viaS3},
 		}
-	case FilesDelete:
+	case server.FilesDelete:
 		return []Grant{{Actions: []string{"s3:DeleteObject"}, Resources: fileObjects()}}
-	case ClaimCheckWrite:
+	case server.ClaimCheckWrite:
 		return []Grant{
 			{Actions: []string{"s3:PutObject", "s3:AbortMultipartUpload"}, Resources: []string{bucketObjects(logevent.ClaimCheckPrefix)}},
 			{Actions: []string{"kms:GenerateDataKey", "kms:Decrypt"}, Resources: []string{keyARN}, Condition: viaS3},
 		}
-	case WorkSend:
+	case server.ClaimCheckRead:
+		return []Grant{
+			{Actions: []string{"s3:GetObject"}, Resources: []string{bucketObjects(logevent.ClaimCheckPrefix)}},
+			{Actions: []string{"kms:Decrypt"}, Resources: []string{keyARN}, Condition: viaS3},
+		}
+	case server.DeliveryDeadLetter:
+		return []Grant{{Actions: []string{"sqs:SendMessage"}, Resources: []string{"${" + DeliveryDLQID + ".Arn}"}}}
+	case server.WorkSend:
 		return []Grant{{Actions: []string{"sqs:SendMessage"}, Resources: []string{"${" + WorkQueueID + ".Arn}"}}}
-	case EventsPublish:
+	case server.EventsPublish:
 		return []Grant{{Actions: []string{"sns:Publish"}, Resources: []string{"${" + TopicID + "}"}}}
-	case Seal:
+	case server.Seal:
 		return []Grant{{Actions: []string{"kms:GenerateDataKey", "kms:Decrypt"}, Resources: []string{keyARN}}}
-	case ConfigRead:
+	case server.ConfigRead:
 		return []Grant{
 			{Actions: []string{"s3:GetObject"}, Resources: []string{"arn:${AWS::Partition}:s3:::${ConfigObject}"}, When: ConfigInS3},
 			{Actions: []string{"ssm:GetParameter"}, Resources: []string{"arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter${ConfigParameterName}"}, When: "!" + ConfigInS3},
 		}
-	case MasterKey:
+	case server.MasterKey:
 		return []Grant{{Actions: []string{"secretsmanager:GetSecretValue"}, Resources: []string{"${" + MasterKeySecretID + "}"}}}
-	case ProviderSecrets:
+	case server.ProviderSecrets:
 		return []Grant{{Actions: []string{"secretsmanager:GetSecretValue"}, Resources: []string{"${" + ProviderSecretID + "}"}}}
-	case BedrockInvoke:
+	case server.BedrockInvoke:
 		// Converse and ConverseStream are authorized as InvokeModel and
 		// InvokeModelWithResponseStream. A cross-region inference profile
 		// needs the model in every region it routes to.
@@ -152,7 +177,7 @@ func Grants(c Capability) []Grant {
 			},
 			When: BedrockEnabled,
 		}}
-	case BedrockAgents:
+	case server.BedrockAgents:
 		account := "arn:${AWS::Partition}:bedrock:${AWS::Region}:${AWS::AccountId}:"
 		return []Grant{
 			{Actions: []string{"bedrock:InvokeAgent"}, Resources: []string{account + "agent-alias/*"}, When: BedrockAgentsEnabled},

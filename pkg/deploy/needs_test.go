@@ -1,14 +1,21 @@
 package deploy_test
 
 import (
+	"context"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/sluice-gateway/sluice/pkg/deploy"
 	"github.com/sluice-gateway/sluice/pkg/server"
+	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
 func functions(t *testing.T) []deploy.Function {
@@ -20,30 +27,17 @@ func functions(t *testing.T) []deploy.Function {
 	return fns
 }
 
-// TestEveryRouteDeclaresItsNeeds: every route of the route table says what
-// its handler touches, so a new route cannot go unnoticed.
-func TestEveryRouteDeclaresItsNeeds(t *testing.T) {
-	for _, r := range server.Routes() {
-		if _, err := deploy.RouteCapabilities(r); err != nil {
-			t.Error(err)
-		}
-	}
-	_, err := deploy.RouteCapabilities(server.Route{Method: "POST", Pattern: "/v1/chat/completions", Function: "chat-completions"})
-	if err == nil || !strings.Contains(err.Error(), "declares no needs") {
-		t.Errorf("an undeclared route: %v", err)
-	}
-}
-
-// TestFunctionsMirrorTheRouteTable: one function per function of the route
-// table, with exactly its routes and transfer mode, plus files-sweep.
-func TestFunctionsMirrorTheRouteTable(t *testing.T) {
+// TestFunctionsMirrorTheTables: one function per function of the route
+// table, with exactly its routes and transfer mode, then one per job with
+// its trigger.
+func TestFunctionsMirrorTheTables(t *testing.T) {
 	fns := functions(t)
 	var names []string
 	for _, f := range fns {
 		names = append(names, f.Name)
-		if f.Name == deploy.FilesSweep {
-			if f.Schedule != deploy.SweepSchedule || len(f.Routes) != 0 {
-				t.Errorf("files-sweep: schedule %q, %d routes", f.Schedule, len(f.Routes))
+		if j, ok := server.LookupJob(f.Name); ok {
+			if f.Schedule != j.Schedule.Cloud || len(f.Routes) != 0 || f.Stream {
+				t.Errorf("job %s: schedule %q, %d routes, stream %v", f.Name, f.Schedule, len(f.Routes), f.Stream)
 			}
 			continue
 		}
@@ -57,7 +51,11 @@ func TestFunctionsMirrorTheRouteTable(t *testing.T) {
 			}
 		}
 	}
-	if want := append(server.Functions(), deploy.FilesSweep); !slices.Equal(names, want) {
+	want := server.Functions()
+	for _, j := range server.Jobs() {
+		want = append(want, j.Name)
+	}
+	if !slices.Equal(names, want) {
 		t.Errorf("functions %v, want %v", names, want)
 	}
 	n := 0
@@ -69,50 +67,132 @@ func TestFunctionsMirrorTheRouteTable(t *testing.T) {
 	}
 }
 
+// testJob is a queue job that is in no production table: the mechanism for
+// the workers of later issues.
+func testJob() server.Job {
+	return server.Job{
+		Name: "batch-test", Queue: server.WorkQueue, Workers: 4,
+		Needs: []server.Capability{server.RecordsWrite, server.RecordsRead},
+		Handle: func(*server.Services) server.MessageHandler {
+			return func(context.Context, store.Message) error { return nil }
+		},
+	}
+}
+
+// TestFunctionsOfAQueueJob: a job's function has its queue's template
+// resource, no routes, and its needs plus what every function needs.
+func TestFunctionsOfAQueueJob(t *testing.T) {
+	fns, err := deploy.FunctionsOf(server.Routes(), append(server.Jobs(), testJob()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fns[len(fns)-1]
+	want := deploy.Function{
+		Name: "batch-test", Queue: deploy.WorkQueueID, Env: deploy.CloudEnv(),
+		Capabilities: []server.Capability{server.RecordsRead, server.RecordsWrite, server.ConfigRead},
+	}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(server.Route{})); diff != "" {
+		t.Errorf("the test job's function (-want +got):\n%s", diff)
+	}
+	if p := got.ConcurrencyParameter(); p != "BatchTestMaxConcurrency" {
+		t.Errorf("ConcurrencyParameter %q", p)
+	}
+}
+
+// TestFunctionsOfRefusesBadDeclarations: a function mixing transfer modes,
+// a job without a trigger or with two, a job taking a route function's name.
+func TestFunctionsOfRefusesBadDeclarations(t *testing.T) {
+	mixed := []server.Route{
+		{Method: "GET", Pattern: "/a", Function: "f", Stream: true},
+		{Method: "GET", Pattern: "/b", Function: "f"},
+	}
+	twoTriggers := testJob()
+	twoTriggers.Schedule = server.Schedule{Cloud: "rate(1 hour)", Local: time.Minute}
+	noTrigger := testJob()
+	noTrigger.Queue = ""
+	badSchedule := server.Job{Name: "s", Schedule: server.Schedule{Cloud: "every hour", Local: time.Minute},
+		Run: func(*server.Services) server.RunFunc { return func(context.Context) error { return nil } }}
+	clash := testJob()
+	clash.Name = "admin"
+	noWorkers := testJob()
+	noWorkers.Workers = 0
+	for _, tc := range []struct {
+		name   string
+		routes []server.Route
+		jobs   []server.Job
+		want   string
+	}{
+		{"mixed transfer modes", mixed, nil, `function "f" mixes streaming and buffered routes`},
+		{"two triggers", nil, []server.Job{twoTriggers}, "both a schedule and a queue"},
+		{"no trigger", nil, []server.Job{noTrigger}, "no trigger"},
+		{"a schedule EventBridge cannot read", nil, []server.Job{badSchedule}, `schedule "every hour" is not an EventBridge`},
+		{"a route function's name", server.Routes(), []server.Job{clash}, `job "admin" has the name of another function`},
+		{"no workers", nil, []server.Job{noWorkers}, "workers = 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := deploy.FunctionsOf(tc.routes, tc.jobs)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
 // TestLeastPrivilege spells out ARCHITECTURE §2's rules: functions that
-// never call models have no Bedrock or provider-secret access; the
+// never call models have no Bedrock or provider-secret access (but the
+// callback delivery, for the gateway-wide callbacks' credentials); the
 // passthrough functions cannot touch file bytes; only the Bedrock
-// passthrough reaches the agent runtime; every function reads its config
-// and the master key.
+// passthrough reaches the agent runtime; only adding a team callback and
+// delivering to one use the sealing key; every function reads its config,
+// and the master key where a route takes a key.
 func TestLeastPrivilege(t *testing.T) {
 	callsModels := map[string]bool{
 		"embeddings": true, "moderations": true,
 		"passthrough-vertex-ai": true, "passthrough-bedrock": true, "passthrough-anthropic": true, "passthrough-gemini": true,
 	}
+	providerSecrets := maps.Clone(callsModels)
+	providerSecrets["callback-delivery"] = true
+	seals := map[string]bool{"team-callback-add": true, "callback-delivery": true}
 	bedrock := map[string]bool{"embeddings": true, "moderations": true, "passthrough-bedrock": true}
 	for _, f := range functions(t) {
-		if got := f.Has(deploy.ProviderSecrets); got != callsModels[f.Name] {
-			t.Errorf("%s: provider secrets %v, want %v", f.Name, got, callsModels[f.Name])
+		if got := f.Has(server.ProviderSecrets); got != providerSecrets[f.Name] {
+			t.Errorf("%s: provider secrets %v, want %v", f.Name, got, providerSecrets[f.Name])
 		}
-		if got := f.Has(deploy.BedrockInvoke); got != bedrock[f.Name] {
+		if got := f.Has(server.BedrockInvoke); got != bedrock[f.Name] {
 			t.Errorf("%s: Bedrock %v, want %v", f.Name, got, bedrock[f.Name])
 		}
-		if got := f.Has(deploy.BedrockAgents); got != (f.Name == "passthrough-bedrock") {
+		if got := f.Has(server.BedrockAgents); got != (f.Name == "passthrough-bedrock") {
 			t.Errorf("%s: Bedrock agents %v", f.Name, got)
 		}
-		if strings.HasPrefix(f.Name, "passthrough-") && (f.Has(deploy.FilesRead) || f.Has(deploy.FilesWrite) || f.Has(deploy.FilesDelete)) {
+		if strings.HasPrefix(f.Name, "passthrough-") && (f.Has(server.FilesRead) || f.Has(server.FilesWrite) || f.Has(server.FilesDelete)) {
 			t.Errorf("%s touches file bytes: %v", f.Name, f.Capabilities)
 		}
-		if !f.Has(deploy.ConfigRead) {
+		if !f.Has(server.ConfigRead) {
 			t.Errorf("%s cannot start: %v", f.Name, f.Capabilities)
 		}
 		// The master key is read only where a route takes a key.
-		if got, want := f.Has(deploy.MasterKey), f.Name != "health" && f.Name != deploy.FilesSweep; got != want {
+		if got, want := f.Has(server.MasterKey), len(f.Routes) > 0 && f.Name != "health"; got != want {
 			t.Errorf("%s: master key %v, want %v", f.Name, got, want)
 		}
-		// Nothing enqueues batch work or seals secrets yet.
-		if f.Has(deploy.WorkSend) || f.Has(deploy.Seal) {
+		if got := f.Has(server.Seal); got != seals[f.Name] {
+			t.Errorf("%s: seal %v, want %v", f.Name, got, seals[f.Name])
+		}
+		// Nothing enqueues batch work yet.
+		if f.Has(server.WorkSend) {
 			t.Errorf("%s: %v", f.Name, f.Capabilities)
 		}
 	}
-	for name, want := range map[string][]deploy.Capability{
-		"health":       {deploy.RecordsRead, deploy.ConfigRead},
-		"files-list":   {deploy.RecordsRead, deploy.Limits, deploy.ConfigRead, deploy.MasterKey},
-		"file-content": {deploy.RecordsRead, deploy.Limits, deploy.FilesRead, deploy.ConfigRead, deploy.MasterKey},
-		"files-upload": {deploy.RecordsRead, deploy.RecordsWrite, deploy.Limits, deploy.FilesWrite, deploy.FilesDelete, deploy.ConfigRead, deploy.MasterKey},
-		"passthrough-anthropic": {deploy.RecordsRead, deploy.Limits, deploy.ClaimCheckWrite, deploy.EventsPublish,
-			deploy.ConfigRead, deploy.MasterKey, deploy.ProviderSecrets},
-		deploy.FilesSweep: {deploy.RecordsRead, deploy.RecordsWrite, deploy.FilesDelete, deploy.ConfigRead},
+	for name, want := range map[string][]server.Capability{
+		"health":       {server.RecordsRead, server.ConfigRead},
+		"files-list":   {server.RecordsRead, server.Limits, server.ConfigRead, server.MasterKey},
+		"file-content": {server.RecordsRead, server.Limits, server.FilesRead, server.ConfigRead, server.MasterKey},
+		"files-upload": {server.RecordsRead, server.RecordsWrite, server.Limits, server.FilesWrite, server.FilesDelete, server.ConfigRead, server.MasterKey},
+		"passthrough-anthropic": {server.RecordsRead, server.Limits, server.ClaimCheckWrite, server.EventsPublish,
+			server.ConfigRead, server.MasterKey, server.ProviderSecrets},
+		"files-sweep": {server.RecordsRead, server.RecordsWrite, server.FilesDelete, server.ConfigRead},
+		"callback-delivery": {server.RecordsRead, server.RecordsWrite, server.ClaimCheckRead, server.DeliveryDeadLetter,
+			server.Seal, server.ConfigRead, server.ProviderSecrets},
+		"team-callback-get": {server.RecordsRead, server.Limits, server.ConfigRead, server.MasterKey},
 	} {
 		f, err := deploy.Lookup(name)
 		if err != nil {
@@ -125,7 +205,7 @@ func TestLeastPrivilege(t *testing.T) {
 }
 
 func TestEveryCapabilityGrantsSomething(t *testing.T) {
-	for _, c := range deploy.Capabilities() {
+	for _, c := range server.Capabilities() {
 		gs := deploy.Grants(c)
 		if len(gs) == 0 {
 			t.Errorf("%s grants nothing", c)
@@ -146,7 +226,7 @@ func TestEveryCapabilityGrantsSomething(t *testing.T) {
 func TestLogicalID(t *testing.T) {
 	for name, want := range map[string]string{
 		"health": "HealthFunction", "files-upload": "FilesUploadFunction",
-		"passthrough-vertex-ai": "PassthroughVertexAiFunction", deploy.FilesSweep: "FilesSweepFunction",
+		"passthrough-vertex-ai": "PassthroughVertexAiFunction", "files-sweep": "FilesSweepFunction",
 	} {
 		if got := deploy.LogicalID(name); got != want {
 			t.Errorf("LogicalID(%q) = %q, want %q", name, got, want)

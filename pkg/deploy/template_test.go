@@ -53,46 +53,57 @@ func event(tmpl deploy.Template, fn, ev string) map[string]any {
 	return m(m(events(tmpl, fn)[ev])["Properties"])
 }
 
-// policyDoc returns the policy document holding id's statements: a managed
-// policy's own (FunctionBase, AuthenticatedBase), or a function's inline one.
-func policyDoc(tmpl deploy.Template, id string) map[string]any {
-	doc := props(tmpl, id)
-	if pd, ok := doc["PolicyDocument"]; ok {
-		return m(pd)
+// policies returns a function's Policies list.
+func policies(tmpl deploy.Template, fn string) []any { return props(tmpl, fn)["Policies"].([]any) }
+
+func setPolicies(tmpl deploy.Template, fn string, l []any) { props(tmpl, fn)["Policies"] = l }
+
+// removePolicy takes !Ref policy out of a function's Policies.
+func removePolicy(tmpl deploy.Template, fn, policy string) {
+	l := policies(tmpl, fn)
+	n := len(l)
+	l = slices.DeleteFunc(slices.Clone(l), func(p any) bool { pm, ok := p.(map[string]any); return ok && pm["Ref"] == policy })
+	if len(l) == n {
+		panic(fn + " does not take " + policy)
 	}
-	for _, p := range doc["Policies"].([]any) {
-		if pm, ok := p.(map[string]any); ok {
-			if _, ok := pm["Statement"]; ok {
-				return pm
-			}
+	setPolicies(tmpl, fn, l)
+}
+
+func addPolicy(tmpl deploy.Template, fn string, p any) {
+	setPolicies(tmpl, fn, append(slices.Clone(policies(tmpl, fn)), p))
+}
+
+// statements returns a managed policy's statements.
+func statements(tmpl deploy.Template, policy string) []any {
+	return m(props(tmpl, policy)["PolicyDocument"])["Statement"].([]any)
+}
+
+func setStatements(tmpl deploy.Template, policy string, l []any) {
+	m(props(tmpl, policy)["PolicyDocument"])["Statement"] = l
+}
+
+// statement returns the statement sid of a managed policy.
+func statement(tmpl deploy.Template, policy, sid string) map[string]any {
+	for _, st := range statements(tmpl, policy) {
+		if sm, ok := st.(map[string]any); ok && sm["Sid"] == sid {
+			return sm
 		}
 	}
-	panic("no inline policy in " + id)
+	panic("no statement " + sid + " in " + policy)
 }
 
-// statements returns a pointer to the statement list of a function's
-// inline policy (or of a shared managed policy).
-func statements(tmpl deploy.Template, id string) *[]any {
-	l := policyDoc(tmpl, id)["Statement"].([]any)
-	return &l
-}
-
-func setStatements(tmpl deploy.Template, id string, l []any) {
-	policyDoc(tmpl, id)["Statement"] = l
-}
-
-func removeStatement(tmpl deploy.Template, id, sid string) {
-	l := *statements(tmpl, id)
+func removeStatement(tmpl deploy.Template, policy, sid string) {
+	l := statements(tmpl, policy)
 	n := len(l)
-	l = slices.DeleteFunc(l, func(s any) bool { sm, ok := s.(map[string]any); return ok && sm["Sid"] == sid })
+	l = slices.DeleteFunc(slices.Clone(l), func(s any) bool { sm, ok := s.(map[string]any); return ok && sm["Sid"] == sid })
 	if len(l) == n {
-		panic("no statement " + sid + " in " + id)
+		panic("no statement " + sid + " in " + policy)
 	}
-	setStatements(tmpl, id, l)
+	setStatements(tmpl, policy, l)
 }
 
-func addStatement(tmpl deploy.Template, id string, st map[string]any) {
-	setStatements(tmpl, id, append(*statements(tmpl, id), st))
+func ifCondition(cond string, v any) map[string]any {
+	return map[string]any{"Fn::If": []any{cond, v, ref("AWS::NoValue")}}
 }
 
 func globalEnv(tmpl deploy.Template) map[string]any {
@@ -158,7 +169,15 @@ func TestCheckCatchesDrift(t *testing.T) {
 		}, nil, []string{"GET /v1/files): a buffered route with ResponseTransferMode"}},
 		{"a stream cut at 29 s", func(d deploy.Template) {
 			event(d, "PassthroughBedrockFunction", "PostBedrock")["TimeoutInMillis"] = 29000
-		}, nil, []string{"TimeoutInMillis 29000, want the function's Timeout, 900000"}},
+		}, nil, []string{"TimeoutInMillis 29000 (with PassthroughTimeout=900) is 29000, want the function's Timeout, 900000"}},
+		{"a timeout the mapping gets wrong", func(d deploy.Template) { m(m(m(d["Mappings"])["Millis"])["600"])["Value"] = 60000 },
+			nil, []string{"(with PassthroughTimeout=600) is 60000, want the function's Timeout, 600000"}},
+		{"a passthrough timeout the operator cannot set", func(d deploy.Template) { props(d, "PassthroughGeminiFunction")["Timeout"] = 900 },
+			nil, []string{"function passthrough-gemini: Timeout 900, want !Ref PassthroughTimeout"}},
+		{"a timeout parameter past Lambda's limit", func(d deploy.Template) {
+			p := m(m(d["Parameters"])["PassthroughTimeout"])
+			p["AllowedValues"] = append(p["AllowedValues"].([]any), 1800)
+		}, nil, []string{"function passthrough-anthropic: Timeout ${PassthroughTimeout} (with PassthroughTimeout=1800), want 1..900 s"}},
 		{"a buffered function past API Gateway's 29 s", func(d deploy.Template) { props(d, "FilesUploadFunction")["Timeout"] = 60 },
 			nil, []string{"function files-upload: Timeout 60, want 1..29 s"}},
 
@@ -174,59 +193,56 @@ func TestCheckCatchesDrift(t *testing.T) {
 			nil, []string{"function models: environment variable SLUICE_TABEL is set but not declared"}},
 
 		// Permissions.
-		{"a permission removed", func(d deploy.Template) { removeStatement(d, "FilesUploadFunction", "RecordsWrite") },
+		{"a permission removed", func(d deploy.Template) { removePolicy(d, "FilesUploadFunction", "RecordsWritePolicy") },
 			nil, []string{"function files-upload: lacks dynamodb:PutItem on ${Records.Arn} (needed for records-write)"}},
-		{"a shared permission removed", func(d deploy.Template) { removeStatement(d, "AuthenticatedBase", "MasterKeySecret") },
+		{"a shared permission removed", func(d deploy.Template) { removeStatement(d, "AuthenticatedPolicy", "MasterKeySecret") },
 			nil, []string{"function admin: lacks secretsmanager:GetSecretValue on ${MasterKeySecret} (needed for master-key)"}},
-		{"the master key granted where no route takes a key", func(d deploy.Template) {
-			addStatement(d, "HealthFunction", map[string]any{"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": ref("MasterKeySecret")})
-		}, nil, []string{"function health: is granted secretsmanager:GetSecretValue on ${MasterKeySecret}"}},
+		{"the master key granted where no route takes a key", func(d deploy.Template) { addPolicy(d, "HealthFunction", ref("AuthenticatedPolicy")) },
+			nil, []string{"function health: is granted secretsmanager:GetSecretValue on ${MasterKeySecret}"}},
 		{"the config permission dropped for S3 configs", func(d deploy.Template) {
-			l := *statements(d, "FunctionBase")
+			l := slices.Clone(statements(d, "ConfigReadPolicy"))
 			l[0] = map[string]any{"Fn::If": []any{"ConfigInS3", ref("AWS::NoValue"), m(l[0])["Fn::If"].([]any)[2]}}
-			setStatements(d, "FunctionBase", l)
+			setStatements(d, "ConfigReadPolicy", l)
 		}, nil, []string{"function files-sweep: lacks s3:GetObject on arn:${AWS::Partition}:s3:::${ConfigObject} when ConfigInS3"}},
 		{"Bedrock for a function that never calls models", func(d deploy.Template) {
-			addStatement(d, "FilesListFunction", map[string]any{"Effect": "Allow", "Action": []any{"bedrock:InvokeModel"},
-				"Resource": map[string]any{"Fn::Sub": "arn:${AWS::Partition}:bedrock:*::foundation-model/*"}})
-		}, nil, []string{"function files-list: is granted bedrock:InvokeModel on arn:${AWS::Partition}:bedrock:*::foundation-model/*, which none of its capabilities"}},
-		{"provider secrets for a CRUD function", func(d deploy.Template) {
-			addStatement(d, "FileDeleteFunction", map[string]any{"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": ref("ProviderSecret")})
-		}, nil, []string{"function file-delete: is granted secretsmanager:GetSecretValue on ${ProviderSecret}"}},
-		{"file bytes for a passthrough", func(d deploy.Template) {
-			addStatement(d, "PassthroughGeminiFunction", map[string]any{"Effect": "Allow", "Action": "s3:GetObject",
-				"Resource": map[string]any{"Fn::Sub": "${Files.Arn}/files/*"}})
-		}, nil, []string{"function passthrough-gemini: is granted s3:GetObject on ${Files.Arn}/files/*"}},
+			addPolicy(d, "FilesListFunction", ifCondition("BedrockEnabled", ref("BedrockInvokePolicy")))
+		}, nil, []string{"function files-list: is granted bedrock:InvokeModel on arn:${AWS::Partition}:bedrock:*::foundation-model/* when BedrockEnabled, which none of its capabilities"}},
+		{"provider secrets for a CRUD function", func(d deploy.Template) { addPolicy(d, "FileDeleteFunction", ref("ModelCallPolicy")) },
+			nil, []string{"function file-delete: is granted secretsmanager:GetSecretValue on ${ProviderSecret}"}},
+		{"file bytes for a passthrough", func(d deploy.Template) { addPolicy(d, "PassthroughGeminiFunction", ref("FilesReadPolicy")) },
+			nil, []string{"function passthrough-gemini: is granted s3:GetObject on ${Files.Arn}/files/*"}},
 		{"a resource widened", func(d deploy.Template) {
-			for _, s := range *statements(d, "FileContentFunction") {
-				if sm, ok := s.(map[string]any); ok && sm["Sid"] == "FileBytesRead" {
-					sm["Resource"] = map[string]any{"Fn::Sub": "${Files.Arn}/*"}
-				}
-			}
+			statement(d, "FilesReadPolicy", "FileBytesRead")["Resource"] = map[string]any{"Fn::Sub": "${Files.Arn}/*"}
 		}, nil, []string{"function file-content: is granted s3:GetObject on ${Files.Arn}/*", "function file-content: lacks s3:GetObject on ${Files.Arn}/files/*"}},
-		{"the limiter's key condition dropped", func(d deploy.Template) {
-			for _, s := range *statements(d, "FilesListFunction") {
-				if sm, ok := s.(map[string]any); ok && sm["Sid"] == "RateLimitWindows" {
-					delete(sm, "Condition")
-				}
-			}
-		}, nil, []string{"function files-list: is granted dynamodb:UpdateItem on ${Records.Arn}, which none"}},
+		{"the limiter's key condition dropped", func(d deploy.Template) { delete(statement(d, "AuthenticatedPolicy", "RateLimitWindows"), "Condition") },
+			nil, []string{"function files-list: is granted dynamodb:UpdateItem on ${Records.Arn}, which none"}},
+		{"listing the whole bucket", func(d deploy.Template) { delete(statement(d, "FilesReadPolicy", "FileBytesList"), "Condition") },
+			nil, []string{"function uploads: is granted s3:ListBucket on ${Files.Arn}, which none", "function file-content: lacks s3:ListBucket on ${Files.Arn} if"}},
+		{"a missing object read as 403", func(d deploy.Template) { removeStatement(d, "FilesReadPolicy", "FileBytesList") },
+			nil, []string{`function file-content: lacks s3:ListBucket on ${Files.Arn} if {"StringLike":{"s3:prefix":["files/*","uploads/*"]}} (needed for files-read)`}},
 		{"Bedrock granted unconditionally", func(d deploy.Template) {
-			l := *statements(d, "EmbeddingsFunction")
-			for i, s := range l {
-				if args, ok := m(s)["Fn::If"].([]any); ok && args[0] == "BedrockEnabled" {
+			l := slices.Clone(policies(d, "EmbeddingsFunction"))
+			for i, p := range l {
+				if args, ok := m(p)["Fn::If"].([]any); ok && args[0] == "BedrockEnabled" {
 					l[i] = args[1]
 				}
 			}
-		}, nil, []string{"function embeddings: is granted bedrock:InvokeModel on arn:${AWS::Partition}:bedrock:*::foundation-model/*,"}},
-		{"an AWS managed policy", func(d deploy.Template) {
-			p := props(d, "AdminFunction")
-			p["Policies"] = append(p["Policies"].([]any), "AmazonDynamoDBFullAccess")
-		}, nil, []string{"function admin: Policies[3] is neither an inline policy document"}},
+			setPolicies(d, "EmbeddingsFunction", l)
+		}, nil, []string{"function embeddings: Policies[3]: policy BedrockInvokePolicy exists only when BedrockEnabled"}},
+		{"an AWS managed policy", func(d deploy.Template) { addPolicy(d, "AdminFunction", "AmazonDynamoDBFullAccess") },
+			nil, []string{"function admin: Policies[3] is not !Ref"}},
 		{"a SAM policy template", func(d deploy.Template) {
-			p := props(d, "AdminFunction")
-			p["Policies"] = append(p["Policies"].([]any), map[string]any{"DynamoDBCrudPolicy": map[string]any{"TableName": ref("Records")}})
-		}, nil, []string{"function admin: Policies[3] is neither an inline policy document"}},
+			addPolicy(d, "AdminFunction", map[string]any{"DynamoDBCrudPolicy": map[string]any{"TableName": ref("Records")}})
+		}, nil, []string{"function admin: Policies[3] is not !Ref"}},
+		{"inline statements", func(d deploy.Template) {
+			addPolicy(d, "AdminFunction", map[string]any{"Version": "2012-10-17", "Statement": []any{
+				map[string]any{"Effect": "Allow", "Action": "sns:Publish", "Resource": ref("Events")}}})
+		}, nil, []string{"function admin: Policies[3] is not !Ref", "give each capability's grants one managed policy"}},
+		{"more managed policies than a role takes", func(d deploy.Template) {
+			for _, p := range []string{"ModelCallPolicy", "RecordsReadPolicy", "ConfigReadPolicy", "FilesReadPolicy", "FilesWritePolicy"} {
+				addPolicy(d, "UploadsFunction", ref(p))
+			}
+		}, nil, []string{"function uploads: 13 managed policies with the 2 SAM attaches, over the 10 a role may have"}},
 		{"a role of its own", func(d deploy.Template) { props(d, "AdminFunction")["Role"] = getAtt("SomeRole", "Arn") },
 			nil, []string{"function admin: Role is not allowed"}},
 
@@ -290,30 +306,56 @@ func TestCheckCatchesDrift(t *testing.T) {
 		{"a master key written in the template", func(d deploy.Template) { props(d, "MasterKeySecret")["SecretString"] = "sk-123" },
 			nil, []string{"secret MasterKeySecret: the master key must be generated"}},
 
-		// Workers: a queue consumer's visibility timeout must outlast 6 runs.
-		{"a worker whose queue redelivers too early", func(d deploy.Template) {
-			resources(d)["BatchWorkerFunction"] = map[string]any{
-				"Type":     "AWS::Serverless::Function",
-				"Metadata": m(resources(d)["ModelsFunction"])["Metadata"],
-				"Properties": map[string]any{
-					"CodeUri": "functions/batch-worker/", "Timeout": 900,
-					"LoggingConfig": map[string]any{"LogGroup": ref("ModelsLogs")},
-					"Policies":      []any{ref("FunctionBase")},
-					"Events": map[string]any{"Work": map[string]any{"Type": "SQS", "Properties": map[string]any{
-						"Queue": getAtt("WorkQueue", "Arn"), "FunctionResponseTypes": []any{"ReportBatchItemFailures"},
-					}}},
-				},
-			}
-			resources(d)["BatchWorkerErrors"] = resources(d)["ModelsErrors"]
-		}, func(fns []deploy.Function) []deploy.Function {
-			return append(fns, deploy.Function{
-				Name: "batch-worker", Queue: deploy.WorkQueueID, Env: deploy.CloudEnv(),
-				Capabilities: []deploy.Capability{deploy.ConfigRead, deploy.MasterKey},
-			})
-		}, []string{"function batch-worker: event Work: queue WorkQueue VisibilityTimeout 900 s, want at least 6 × (Timeout + batching window) = 5400 s"}},
+		// Lifecycle.
+		{"a secret kept when the first deploy rolls back", func(d deploy.Template) { m(resources(d)["MasterKeySecret"])["DeletionPolicy"] = "Retain" },
+			nil, []string{"resource MasterKeySecret: DeletionPolicy Retain keeps it when a first deploy rolls back"}},
+		{"the table deleted with the stack", func(d deploy.Template) { m(resources(d)["Records"])["DeletionPolicy"] = "Delete" },
+			nil, []string{`resource Records (AWS::DynamoDB::Table): DeletionPolicy "Delete", want RetainExceptOnCreate`}},
+		{"file bytes lost on replacement", func(d deploy.Template) { delete(m(resources(d)["Files"]), "UpdateReplacePolicy") },
+			nil, []string{`resource Files (AWS::S3::Bucket): UpdateReplacePolicy "", want Retain`}},
+		{"the table deletable by accident", func(d deploy.Template) { delete(props(d, "Records"), "DeletionProtectionEnabled") },
+			nil, []string{"table Records: DeletionProtectionEnabled is not true"}},
+		{"the sweep index copying whole items", func(d deploy.Template) {
+			m(m(props(d, "Records")["GlobalSecondaryIndexes"].([]any)[1])["Projection"])["ProjectionType"] = "ALL"
+		}, nil, []string{"table Records: index gsi2 projects ALL, want KEYS_ONLY"}},
+		{"the account's logging role always made", func(d deploy.Template) { delete(m(resources(d)["ApiGatewayAccount"]), "Condition") },
+			nil, []string{"resource ApiGatewayAccount: the account's API Gateway logging role must be optional"}},
+		{"the logging role made by default no more", func(d deploy.Template) {
+			m(m(d["Parameters"])["CreateApiGatewayAccount"])["Default"] = "false"
+		}, nil, []string{"resource ApiGatewayAccount: the account's API Gateway logging role must be optional"}},
+		{"the API depending on a resource that may not exist", func(d deploy.Template) { m(resources(d)["Api"])["DependsOn"] = "ApiGatewayAccount" },
+			nil, []string{"resource Api: DependsOn ApiGatewayAccount, which exists only when ApiGatewayAccountCreated"}},
+
+		// Costs and limits.
+		{"detailed metrics always on", func(d deploy.Template) {
+			m(props(d, "Api")["MethodSettings"].([]any)[0])["MetricsEnabled"] = true
+		}, nil, []string{"api: MetricsEnabled true, want !If"}},
+		{"detailed metrics on by default", func(d deploy.Template) { m(m(d["Parameters"])["EnableDetailedMetrics"])["Default"] = "true" },
+			nil, []string{`api: MetricsEnabled follows EnableDetailedMetrics, whose default "true" is not "false"`}},
+		{"audio bodies mangled", func(d deploy.Template) {
+			props(d, "Api")["BinaryMediaTypes"] = slices.DeleteFunc(slices.Clone(props(d, "Api")["BinaryMediaTypes"].([]any)), func(t any) bool { return t == "audio~1*" })
+		}, nil, []string{"api: BinaryMediaTypes lacks audio~1*"}},
+		{"a 413 that does not say what to do", func(d deploy.Template) {
+			r := m(m(props(d, "Api")["GatewayResponses"])["REQUEST_TOO_LARGE"])
+			r["ResponseTemplates"] = map[string]any{"application/json": `{"error":{"message":"Request too large.","type":"invalid_request_error","param":null,"code":"payload_too_large"}}`}
+		}, nil, []string{`api: gateway response REQUEST_TOO_LARGE: the message does not say "6 MB"`, `does not say "part_size"`}},
+
+		// Alarms.
+		{"no alarm on API Gateway's 5XX", func(d deploy.Template) { delete(resources(d), "ApiErrors") },
+			nil, []string{"alarms: none on AWS/ApiGateway 5XXError of the API (ApiName sluice-${Stage}, Stage ${Stage})"}},
+		{"no alarm on DynamoDB throttling", func(d deploy.Template) { delete(resources(d), "RecordsThrottles") },
+			nil, []string{"alarms: none on AWS/DynamoDB ReadThrottleEvents of table Records", "alarms: none on AWS/DynamoDB WriteThrottleEvents"}},
+		{"a function without a throttles alarm", func(d deploy.Template) { delete(resources(d), "AdminThrottles") },
+			nil, []string{"function admin: no CloudWatch alarm (with AlarmActions) on AWS/Lambda Throttles of AdminFunction"}},
+		{"an alarm on a topic of its own", func(d deploy.Template) { props(d, "ApiErrors")["AlarmActions"] = []any{ref("OpsTopic")} },
+			nil, []string{"alarm ApiErrors: AlarmActions [${OpsTopic}], want [!Ref Alarms]"}},
+
+		// Jobs: a queue consumer needs its queue event as declared.
 		{"an SQS event nothing declares", func(d deploy.Template) {
 			events(d, "AdminFunction")["Work"] = map[string]any{"Type": "SQS", "Properties": map[string]any{"Queue": getAtt("WorkQueue", "Arn")}}
 		}, nil, []string{"function admin: event Work: an SQS event on a function that declares no queue"}},
+		{"a scheduled job with no time to run", func(d deploy.Template) { props(d, "FilesSweepFunction")["Timeout"] = 15 },
+			nil, []string{"function files-sweep: Timeout 15 s leaves a scheduled run little time"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := base.Clone()
@@ -577,6 +619,134 @@ func TestSamconfigParameters(t *testing.T) {
 			if allowed, ok := p["AllowedValues"].([]any); ok && !slices.ContainsFunc(allowed, func(a any) bool { return deploy.Render(a) == v }) {
 				t.Errorf("samconfig.toml: %s=%s is not one of %v", k, v, allowed)
 			}
+		}
+	}
+}
+
+// maxLinesPerFunction bounds what one function costs in template.yaml: its
+// function resource, log group and alarms. Shared settings belong in
+// Globals, grants in the capabilities' managed policies.
+const maxLinesPerFunction = 55
+
+// TestTemplateLinesPerFunction keeps the template from repeating itself.
+func TestTemplateLinesPerFunction(t *testing.T) {
+	data, err := os.ReadFile(templatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lines of each top-level resource, blank lines and comments aside.
+	lines := map[string]int{}
+	resource := ""
+	inResources := false
+	for _, l := range strings.Split(string(data), "\n") {
+		trimmed := strings.TrimSpace(l)
+		switch {
+		case trimmed == "" || strings.HasPrefix(trimmed, "#"):
+			continue
+		case !strings.HasPrefix(l, " "):
+			inResources, resource = l == "Resources:", ""
+			continue
+		case inResources && strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "   "):
+			resource = strings.TrimSuffix(trimmed, ":")
+		}
+		if resource != "" {
+			lines[resource]++
+		}
+	}
+	for _, f := range functions(t) {
+		base := strings.TrimSuffix(f.LogicalID(), "Function")
+		n := 0
+		for _, id := range []string{f.LogicalID(), base + "Logs", base + "Errors", base + "Throttles"} {
+			if lines[id] == 0 {
+				t.Errorf("function %s: no resource %s", f.Name, id)
+			}
+			n += lines[id]
+		}
+		if n > maxLinesPerFunction {
+			t.Errorf("function %s takes %d template lines, over %d", f.Name, n, maxLinesPerFunction)
+		}
+	}
+}
+
+// TestBinaryMediaTypesCoverBinaryBodies: every kind of binary body sluice
+// takes — uploads, and what the passthroughs carry (Gemini and Vertex AI
+// file uploads of images, audio, video, documents; Bedrock document blocks)
+// — matches a binary media type of the API as API Gateway matches them
+// (type/subtype, "*" for any subtype, parameters ignored), so it arrives
+// base64-encoded and intact, not as mangled UTF-8.
+func TestBinaryMediaTypesCoverBinaryBodies(t *testing.T) {
+	var types []string
+	for _, bt := range renderListOf(props(load(t), "Api")["BinaryMediaTypes"]) {
+		types = append(types, strings.ReplaceAll(bt, "~1", "/"))
+	}
+	matches := func(ct string) bool {
+		ct, _, _ = strings.Cut(ct, ";")
+		for _, bt := range types {
+			typ, sub, _ := strings.Cut(bt, "/")
+			ctTyp, ctSub, _ := strings.Cut(strings.TrimSpace(ct), "/")
+			if typ == ctTyp && (sub == "*" || sub == ctSub) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, ct := range []string{
+		"multipart/form-data; boundary=----x", "application/octet-stream", "application/pdf", "application/zip",
+		"image/png", "image/jpeg", "image/webp", "audio/wav", "audio/mpeg", "audio/flac", "video/mp4",
+	} {
+		if !matches(ct) {
+			t.Errorf("a %s body would reach the function as text: the API's BinaryMediaTypes %v do not cover it", ct, types)
+		}
+	}
+	if matches("application/json") || matches("text/event-stream") {
+		t.Errorf("BinaryMediaTypes %v cover text: JSON bodies would arrive base64-encoded for no reason", types)
+	}
+}
+
+func renderListOf(v any) []string {
+	var out []string
+	for _, e := range v.([]any) {
+		out = append(out, deploy.Render(e))
+	}
+	return out
+}
+
+// TestREADMEDocumentsTheDeploy: README's deploy section names every
+// template parameter, the Go version of go.mod, and the tools' facts a
+// first deploy needs.
+func TestREADMEDocumentsTheDeploy(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(readme)
+	for name := range m(load(t)["Parameters"]) {
+		if !strings.Contains(doc, "`"+name+"`") {
+			t.Errorf("README's parameter table does not name %s", name)
+		}
+	}
+	goVersion := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(gomod)
+	if goVersion == nil || !strings.Contains(doc, "Go "+string(goVersion[1])) {
+		t.Errorf("README does not name the Go version of go.mod (%s)", goVersion)
+	}
+	for _, fact := range []string{
+		"SAM CLI 1.158.0",                 // the first with a translator that knows ResponseTransferMode
+		"--use-container",                 // which sam build does without
+		"sam local start-api",             // which cannot serve the streaming routes
+		"make invoke",                     // which can
+		"env.json",                        // for sam local invoke
+		"--no-confirm-changeset",          // for deploys without a person
+		"curl -N",                         // the smoke test
+		"RetainExceptOnCreate",            // what a deleted or failed stack leaves
+		"--force-delete-without-recovery", // re-creating a stage
+		"part_size",                       // uploads over the 6 MB limit
+	} {
+		if !strings.Contains(doc, fact) {
+			t.Errorf("README does not say %q", fact)
 		}
 	}
 }

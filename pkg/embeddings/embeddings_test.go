@@ -16,10 +16,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -29,17 +34,20 @@ type fakeRouter struct {
 	encoding string
 	err      error
 	waited   time.Duration
-	finished int64
-	got      *models.EmbeddingRequest
+	// estimated: the answer's usage is sluice's estimate.
+	estimated bool
+	finished  int64
+	got       *oai.EmbeddingRequest
 }
 
-func (f *fakeRouter) Embed(ctx context.Context, p auth.Principal, req *models.EmbeddingRequest) (*models.Reply, error) {
+func (f *fakeRouter) Embed(ctx context.Context, p auth.Principal, req *oai.EmbeddingRequest) (*models.Reply, error) {
 	f.got = req
-	rep := &models.Reply{Target: models.Target{ModelGroup: req.Model, DeploymentID: "d1", Provider: "openai", Model: "text-embedding-3-small", APIBase: "https://api.openai.com/v1"}, Waited: f.waited, Attempts: 1}
+	rep := &models.Reply{Target: models.Target{ModelGroup: req.Model, DeploymentID: "d1", Provider: "openai", Model: "text-embedding-3-small", APIBase: "https://api.openai.com/v1"}, Attempts: 1}
+	api.AddWait(ctx, f.waited)
 	if f.err != nil {
 		return rep, f.err
 	}
-	rep.Answer = &models.Answer{Body: io.NopCloser(strings.NewReader(f.body)), ContentLength: int64(len(f.body)), Encoding: f.encoding}
+	rep.Answer = &models.Answer{Body: io.NopCloser(strings.NewReader(f.body)), ContentLength: int64(len(f.body)), Encoding: f.encoding, UsageEstimated: f.estimated}
 	return rep, nil
 }
 
@@ -66,18 +74,24 @@ func (b *recordingBus) Publish(ctx context.Context, events ...store.Event) error
 	return nil
 }
 
-func listening(context.Context, string) (bool, error) { return true, nil }
+var listening = logevent.ListeningFunc(func(context.Context, string, string) (bool, error) { return true, nil })
 
 var teamKey = auth.Principal{TeamID: "team-1", Key: &auth.KeyInfo{Token: "tok", KeyAlias: "search-prod"}, Team: &auth.Team{TeamID: "team-1", TeamAlias: "search"}}
 
-func serve(t *testing.T, router Router, body string) (*httptest.ResponseRecorder, []logevent.Event) {
+// handler is the route as the server mounts it: the operation in the
+// call layer's HTTP shell.
+func handler(router *fakeRouter, events *logevent.Emitter) func(http.ResponseWriter, *http.Request) error {
+	return modelcall.Handler(New(router, modelcall.New(events, router)).Create, 1<<20)
+}
+
+func serve(t *testing.T, router *fakeRouter, body string) (*httptest.ResponseRecorder, []logevent.Event) {
 	t.Helper()
 	bus := &recordingBus{}
-	s := New(router, logevent.NewEmitter(bus, nil, listening, 0), 1<<20)
+	h := handler(router, logevent.NewEmitter(bus, nil, listening, 0))
 	r := httptest.NewRequest("POST", "/v1/embeddings", strings.NewReader(body))
-	r = r.WithContext(auth.WithPrincipal(api.WithRequestID(r.Context(), "req_1"), teamKey))
+	r = r.WithContext(auth.WithPrincipal(api.WithStart(api.WithRequestID(r.Context(), "req_1"), time.Now()), teamKey))
 	w := httptest.NewRecorder()
-	if err := s.Create(w, r); err != nil {
+	if err := h(w, r); err != nil {
 		api.WriteError(w, r, err)
 	}
 	return w, bus.events
@@ -93,9 +107,9 @@ func TestRelayPassesTheAnswerThrough(t *testing.T) {
 	if w.Header().Get("Content-Length") != strconv.Itoa(len(answer)) || w.Header().Get("Content-Type") != "application/json" {
 		t.Errorf("headers %v", w.Header())
 	}
-	overhead, err := strconv.ParseFloat(w.Header().Get(models.OverheadHeader), 64)
+	overhead, err := strconv.ParseFloat(w.Header().Get(api.OverheadHeader), 64)
 	if err != nil || overhead < 0 || overhead > 1000 {
-		t.Errorf("overhead %q", w.Header().Get(models.OverheadHeader))
+		t.Errorf("overhead %q", w.Header().Get(api.OverheadHeader))
 	}
 	if router.finished != 9 {
 		t.Errorf("tokens recorded %d", router.finished)
@@ -104,21 +118,26 @@ func TestRelayPassesTheAnswerThrough(t *testing.T) {
 		t.Fatalf("%d events", len(events))
 	}
 	ev := events[0]
-	if ev.Status != "success" || ev.CallType != "aembedding" || ev.ID != "req_1" || ev.Model != "text-embedding-3-small" ||
-		ev.ModelGroup != "small" || ev.ModelID != "d1" || ev.CustomLLMProvider != "openai" || ev.APIBase != "https://api.openai.com/v1" ||
-		ev.PromptTokens != 9 || ev.TotalTokens != 9 || ev.EndUser != "end-user" {
-		t.Errorf("event %+v", ev)
+	want := logevent.Event{
+		ID: "req_1", TraceID: "req_1", CallType: "aembedding", Status: "success", CustomLLMProvider: "openai",
+		PromptTokens: 9, TotalTokens: 9, Model: "text-embedding-3-small", ModelID: "d1", ModelGroup: "small",
+		APIBase: "https://api.openai.com/v1", EndUser: "end-user", Messages: json.RawMessage(`["a","b"]`),
+		ModelParameters: map[string]any{"encoding_format": "base64", "user": "end-user"},
+		Metadata: logevent.Metadata{UserAPIKeyHash: "tok", UserAPIKeyAlias: "search-prod", UserAPIKeyTeamID: "team-1",
+			UserAPIKeyTeamAlias: "search", RequestID: "req_1"},
+		RequestTags: []string{},
 	}
-	md := ev.Metadata
-	if md.UserAPIKeyHash != "tok" || md.UserAPIKeyAlias != "search-prod" || md.UserAPIKeyTeamID != "team-1" || md.UserAPIKeyTeamAlias != "search" || md.RequestID != "req_1" {
-		t.Errorf("metadata %+v", md)
-	}
-	if string(ev.Messages) != `["a","b"]` {
-		t.Errorf("messages %s", ev.Messages)
+	if diff := cmp.Diff(want, ev, cmpopts.IgnoreFields(logevent.Event{}, "Response", "StartTime", "EndTime", "CompletionStartTime", "ResponseTime")); diff != "" {
+		t.Errorf("event (-want +got):\n%s", diff)
 	}
 	var sum summary
-	if err := json.Unmarshal(ev.Response, &sum); err != nil || sum.DataCount != 2 || sum.Dimensions != 16 || sum.EncodingFormat != "base64" || sum.Usage.TotalTokens != 9 {
-		t.Errorf("response summary %s", ev.Response)
+	if err := json.Unmarshal(ev.Response, &sum); err != nil {
+		t.Fatalf("response summary %s: %v", ev.Response, err)
+	}
+	wantSum := summary{Object: "list", Model: "text-embedding-3-small", DataCount: 2, Dimensions: 16, EncodingFormat: "base64",
+		Usage: oai.Usage{PromptTokens: 9, TotalTokens: 9}}
+	if diff := cmp.Diff(wantSum, sum); diff != "" {
+		t.Errorf("response summary (-want +got):\n%s", diff)
 	}
 	if bytes.Contains(ev.Response, []byte(answer[60:90])) {
 		t.Error("the event carries the vectors")
@@ -141,8 +160,8 @@ func TestConvertsWhenTheProviderAnswersInTheOtherEncoding(t *testing.T) {
 			Embedding string `json:"embedding"`
 			Object    string `json:"object"`
 		} `json:"data"`
-		Model string `json:"model"`
-		Usage Usage  `json:"usage"`
+		Model string    `json:"model"`
+		Usage oai.Usage `json:"usage"`
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
 		t.Fatal(err)
@@ -204,7 +223,7 @@ func TestFailuresAreLogged(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, events := serve(t, tc.router, tc.body)
-			if w.Code != tc.status || w.Header().Get(models.OverheadHeader) == "" {
+			if w.Code != tc.status || w.Header().Get(api.OverheadHeader) == "" {
 				t.Errorf("%d %v", w.Code, w.Header())
 			}
 			if len(events) != 1 {
@@ -225,9 +244,9 @@ func (failingWriter) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }
 
 func TestClientGoneMidAnswer(t *testing.T) {
 	bus := &recordingBus{}
-	s := New(&fakeRouter{body: string(response(1, 8, "float", 2)), encoding: "float"}, logevent.NewEmitter(bus, nil, listening, 0), 0)
+	h := handler(&fakeRouter{body: string(response(1, 8, "float", 2)), encoding: "float"}, logevent.NewEmitter(bus, nil, listening, 0))
 	r := httptest.NewRequest("POST", "/v1/embeddings", strings.NewReader(`{"model":"m","input":"a"}`))
-	err := s.Create(failingWriter{httptest.NewRecorder()}, r)
+	err := h(failingWriter{httptest.NewRecorder()}, r)
 	if err == nil || len(bus.events) != 1 || bus.events[0].Status != "failure" {
 		t.Errorf("err %v events %+v", err, bus.events)
 	}
@@ -235,14 +254,14 @@ func TestClientGoneMidAnswer(t *testing.T) {
 
 func BenchmarkRelay(b *testing.B) {
 	answer := string(response(1, 1536, "float", 8))
-	s := New(&fakeRouter{body: answer, encoding: "float"}, nil, 0)
+	h := handler(&fakeRouter{body: answer, encoding: "float"}, nil)
 	body := `{"model":"text-embedding-3-small","input":"The food was delicious and the waiter was friendly."}`
 	ctx := auth.WithPrincipal(context.Background(), teamKey)
 	b.ReportAllocs()
 	for b.Loop() {
 		r := httptest.NewRequest("POST", "/v1/embeddings", strings.NewReader(body)).WithContext(ctx)
 		w := httptest.NewRecorder()
-		if err := s.Create(w, r); err != nil || w.Body.Len() != len(answer) {
+		if err := h(w, r); err != nil || w.Body.Len() != len(answer) {
 			b.Fatal(err)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // maxConvertBody bounds an answer that must be decoded to change its
@@ -22,7 +22,7 @@ const maxConvertBody = 256 << 20
 // encoding into the other (float ↔ base64 of little-endian float32), in
 // input order. It is the slow path, used only when a provider cannot answer
 // in the encoding the client asked for: the vectors must be decoded.
-func convert(src io.Reader, to string) ([]byte, *Scanner, error) {
+func convert(src io.Reader, to string) ([]byte, error) {
 	var resp struct {
 		Data  []datum         `json:"data"`
 		Model string          `json:"model"`
@@ -30,7 +30,7 @@ func convert(src io.Reader, to string) ([]byte, *Scanner, error) {
 	}
 	dec := json.NewDecoder(io.LimitReader(src, maxConvertBody))
 	if err := dec.Decode(&resp); err != nil {
-		return nil, nil, fmt.Errorf("decode embeddings answer: %w", err)
+		return nil, fmt.Errorf("decode embeddings answer: %w", err)
 	}
 	slices.SortStableFunc(resp.Data, func(a, b datum) int { return a.Index - b.Index })
 	out := []byte(`{"object":"list","data":[`)
@@ -40,13 +40,13 @@ func convert(src io.Reader, to string) ([]byte, *Scanner, error) {
 		}
 		vec, err := decodeVector(d.Embedding)
 		if err != nil {
-			return nil, nil, fmt.Errorf("data[%d]: %w", i, err)
+			return nil, fmt.Errorf("data[%d]: %w", i, err)
 		}
 		out = append(out, `{"object":"embedding","index":`...)
 		out = strconv.AppendInt(out, int64(d.Index), 10)
 		out = append(out, `,"embedding":`...)
 		if out, err = appendVector(out, vec, to); err != nil {
-			return nil, nil, fmt.Errorf("data[%d]: %w", i, err)
+			return nil, fmt.Errorf("data[%d]: %w", i, err)
 		}
 		out = append(out, '}')
 	}
@@ -57,12 +57,7 @@ func convert(src io.Reader, to string) ([]byte, *Scanner, error) {
 		out = append(out, `,"usage":`...)
 		out = append(out, resp.Usage...)
 	}
-	out = append(out, '}')
-	// The converted body is small next to the work already done: scan it
-	// for the summary rather than keep a second way to build one.
-	var s Scanner
-	s.Write(out)
-	return out, &s, nil
+	return append(out, '}'), nil
 }
 
 // datum is one embedding of a response being converted.
@@ -100,7 +95,7 @@ func decodeVector(raw json.RawMessage) ([]float32, error) {
 
 // appendVector appends v in encoding to.
 func appendVector(out []byte, v []float32, to string) ([]byte, error) {
-	if to == models.EncodingBase64 {
+	if to == oai.EncodingBase64 {
 		raw := make([]byte, 4*len(v))
 		for i, f := range v {
 			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))

@@ -1,34 +1,17 @@
 package embeddings
 
 import (
-	"context"
 	"io"
 	"strings"
 	"testing"
-
-	"github.com/sluice-gateway/sluice/pkg/auth"
-	"github.com/sluice-gateway/sluice/pkg/models"
 )
-
-// estimatingRouter answers like a provider that reports no usage (Gemini):
-// the usage in the body is sluice's estimate, and the Answer says so.
-type estimatingRouter struct{ fakeRouter }
-
-func (f *estimatingRouter) Embed(ctx context.Context, p auth.Principal, req *models.EmbeddingRequest) (*models.Reply, error) {
-	rep, err := f.fakeRouter.Embed(ctx, p, req)
-	if err == nil {
-		rep.Answer.UsageEstimated = true
-	}
-	return rep, err
-}
 
 func TestEventSaysUsageEstimated(t *testing.T) {
 	body := `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.5,1]}],"model":"gemini-embedding-001","usage":{"prompt_tokens":3,"total_tokens":3}}`
 	for _, estimated := range []bool{false, true} {
-		var router Router = &fakeRouter{body: body, encoding: "float"}
-		if estimated {
-			router = &estimatingRouter{fakeRouter{body: body, encoding: "float"}}
-		}
+		// estimated: a provider that reports no usage (Gemini); the usage in
+		// the body is sluice's estimate, and the Answer says so.
+		router := &fakeRouter{body: body, encoding: "float", estimated: estimated}
 		w, events := serve(t, router, `{"model":"g","input":"hello world"}`)
 		if w.Code != 200 || len(events) != 1 {
 			t.Fatalf("%d %s, %d events", w.Code, w.Body, len(events))

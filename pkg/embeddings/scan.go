@@ -3,6 +3,8 @@ package embeddings
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // Scanner reads an OpenAI embeddings response as it streams past and keeps
@@ -303,16 +305,15 @@ func (s *Scanner) skipNumbers(p []byte, i int) int {
 	return i + len(seg)
 }
 
-// Usage is the token usage of an embeddings response.
-type Usage struct {
-	PromptTokens int64 `json:"prompt_tokens"`
-	TotalTokens  int64 `json:"total_tokens"`
-}
-
-// Usage returns the response's usage; ok is false when it had none.
-func (s *Scanner) Usage() (u Usage, ok bool) {
-	if len(s.usage) == 0 || json.Unmarshal(s.usage, &u) != nil {
-		return Usage{}, false
+// Usage returns the response's usage; ok is false when it had none (or
+// not one of token counts).
+func (s *Scanner) Usage() (u oai.Usage, ok bool) {
+	if len(s.usage) == 0 {
+		return oai.Usage{}, false
+	}
+	u, err := oai.ParseUsage(s.usage)
+	if err != nil {
+		return oai.Usage{}, false
 	}
 	if u.TotalTokens == 0 {
 		u.TotalTokens = u.PromptTokens

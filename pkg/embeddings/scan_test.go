@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // response builds an OpenAI embeddings response with n vectors of dims
@@ -55,7 +57,7 @@ func appendVec(b []byte, rng *rand.Rand, dims int, encoding string) []byte {
 }
 
 type scanned struct {
-	usage    Usage
+	usage    oai.Usage
 	hasUsage bool
 	model    string
 	count    int
@@ -85,17 +87,17 @@ func TestScanner(t *testing.T) {
 		doc  []byte
 		want scanned
 	}{
-		{"float", response(3, 1536, "float", 12), scanned{Usage{12, 12}, true, "text-embedding-3-small", 3, 1536, true}},
-		{"base64", response(2, 1536, "base64", 7), scanned{Usage{7, 7}, true, "text-embedding-3-small", 2, 1536, true}},
-		{"base64 odd dims", response(1, 5, "base64", 1), scanned{Usage{1, 1}, true, "text-embedding-3-small", 1, 5, true}},
-		{"indented", indented(response(2, 4, "float", 3)), scanned{Usage{3, 3}, true, "text-embedding-3-small", 2, 4, true}},
+		{"float", response(3, 1536, "float", 12), scanned{oai.Usage{PromptTokens: 12, TotalTokens: 12}, true, "text-embedding-3-small", 3, 1536, true}},
+		{"base64", response(2, 1536, "base64", 7), scanned{oai.Usage{PromptTokens: 7, TotalTokens: 7}, true, "text-embedding-3-small", 2, 1536, true}},
+		{"base64 odd dims", response(1, 5, "base64", 1), scanned{oai.Usage{PromptTokens: 1, TotalTokens: 1}, true, "text-embedding-3-small", 1, 5, true}},
+		{"indented", indented(response(2, 4, "float", 3)), scanned{oai.Usage{PromptTokens: 3, TotalTokens: 3}, true, "text-embedding-3-small", 2, 4, true}},
 		{"usage first, extra members", []byte(`{"usage": {"prompt_tokens": 5, "total_tokens": 6, "details": {"x": [1, "}"]}}, "id": "embd-1", "created": 1, "object": "list", "model": "BAAI/bge", "data": [{"index": 0, "object": "embedding", "embedding": [1e-3, -2.5E+2]}]}`),
-			scanned{Usage{5, 6}, true, "BAAI/bge", 1, 2, true}},
+			scanned{oai.Usage{PromptTokens: 5, TotalTokens: 6}, true, "BAAI/bge", 1, 2, true}},
 		{"strings that look like members", []byte(`{"note":"\"usage\": {\"prompt_tokens\": 99}","data":[{"embedding":[0.5],"meta":"],[{"}],"usage":{"prompt_tokens":1}}`),
-			scanned{Usage{1, 1}, true, "", 1, 1, true}},
-		{"no usage", []byte(`{"object":"list","data":[{"embedding":[1,2,3]}],"model":"m"}`), scanned{Usage{}, false, "m", 1, 3, true}},
-		{"empty data", []byte(`{"object":"list","data":[],"model":"m","usage":{"prompt_tokens":0,"total_tokens":0}}`), scanned{Usage{}, true, "m", 0, 0, true}},
-		{"escaped model", []byte(`{"model":"a\"b\u00e9","usage":{"prompt_tokens":2}}`), scanned{Usage{2, 2}, true, "a\"bé", 0, 0, true}},
+			scanned{oai.Usage{PromptTokens: 1, TotalTokens: 1}, true, "", 1, 1, true}},
+		{"no usage", []byte(`{"object":"list","data":[{"embedding":[1,2,3]}],"model":"m"}`), scanned{oai.Usage{}, false, "m", 1, 3, true}},
+		{"empty data", []byte(`{"object":"list","data":[],"model":"m","usage":{"prompt_tokens":0,"total_tokens":0}}`), scanned{oai.Usage{}, true, "m", 0, 0, true}},
+		{"escaped model", []byte(`{"model":"a\"b\u00e9","usage":{"prompt_tokens":2}}`), scanned{oai.Usage{PromptTokens: 2, TotalTokens: 2}, true, "a\"bé", 0, 0, true}},
 		{"truncated", response(2, 8, "float", 3)[:100], scanned{count: 1, dims: 0}},
 		{"not an object", []byte(`[1,2]`), scanned{}},
 	} {
@@ -132,9 +134,9 @@ func FuzzScannerShapes(f *testing.F) {
 		if items == 0 {
 			wantDims = 0
 		}
-		want := scanned{Usage{int64(prompt), int64(prompt)}, true, "text-embedding-3-small", items, wantDims, true}
+		want := scanned{oai.Usage{PromptTokens: int64(prompt), TotalTokens: int64(prompt)}, true, "text-embedding-3-small", items, wantDims, true}
 		if prompt == 0 {
-			want.usage = Usage{}
+			want.usage = oai.Usage{}
 		}
 		if got != want {
 			t.Fatalf("got %+v, want %+v", got, want)
@@ -172,8 +174,8 @@ func FuzzScanner(f *testing.F) {
 			t.Fatalf("%q: a complete object not seen as complete", doc)
 		}
 		if raw, ok := top["usage"]; ok && len(raw) < maxUsageJSON-8 {
-			var want Usage
-			wantOK := json.Unmarshal(raw, &want) == nil
+			want, err := oai.ParseUsage(raw)
+			wantOK := err == nil
 			if want.TotalTokens == 0 {
 				want.TotalTokens = want.PromptTokens
 			}

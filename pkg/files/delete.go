@@ -14,7 +14,7 @@ import (
 )
 
 // DefaultSweepInterval is how often the local process sweeps; the cloud's
-// scheduled sweep runs hourly.
+// scheduled sweep runs hourly (the jobs table of pkg/server).
 const DefaultSweepInterval = 10 * time.Minute
 
 // sweepPage is how many expiry-index entries a sweep reads at a time.
@@ -115,8 +115,9 @@ type SweepResult struct {
 // parts of uploads that expired or were cancelled, and what uploads a crash
 // interrupted left (their storage holds). Reads already treat all of
 // them as gone; the sweep reclaims the storage. The local process runs it
-// every DefaultSweepInterval (SweepEvery); in the cloud a scheduled function
-// calls it. It stops when ctx ends; the next run picks up where it stopped.
+// every DefaultSweepInterval; in the cloud the scheduled files-sweep
+// function calls it (both from the jobs table of pkg/server). It stops when
+// ctx ends; the next run picks up where it stopped.
 func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 	now := s.now()
 	due := sortableTime(now)
@@ -128,12 +129,19 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 		if err != nil {
 			return res, errors.Join(append(errs, fmt.Errorf("files: sweep: %w", err))...)
 		}
-		for _, rec := range page.Records {
-			if when, _, _ := strings.Cut(rec.GSI2.SK, "#"); when > due {
+		for _, entry := range page.Records {
+			if when, _, _ := strings.Cut(entry.GSI2.SK, "#"); when > due {
 				return res, errors.Join(errs...)
 			}
-			var err error
+			// The index holds keys only (store.GSI2.KeysOnly): read the
+			// record. One that is gone, or expired, needs nothing more.
+			rec, err := s.records.Get(ctx, entry.Key)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
 			switch {
+			case err != nil:
+				err = fmt.Errorf("files: sweep: read %s: %w", entry.Key.PK, err)
 			case strings.HasPrefix(rec.Key.PK, filePrefix):
 				if err = s.sweepFile(ctx, rec, now); err == nil {
 					res.Files++
@@ -170,24 +178,4 @@ func (s *Service) sweepFile(ctx context.Context, rec store.Record, now time.Time
 		return nil
 	}
 	return s.purgeFile(ctx, f, rec.Status == statusLive && f.counted, rec.Version)
-}
-
-// SweepEvery runs Sweep now and then every interval until ctx ends,
-// logging what each run removed.
-func (s *Service) SweepEvery(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		res, err := s.Sweep(ctx)
-		if err != nil && ctx.Err() == nil {
-			slog.WarnContext(ctx, "files: sweep incomplete", "files", res.Files, "uploads", res.Uploads, "holds", res.Holds, "failed", res.Failed, "error", err)
-		} else if res.Files+res.Uploads+res.Holds > 0 {
-			slog.InfoContext(ctx, "files: sweep", "files", res.Files, "uploads", res.Uploads, "holds", res.Holds)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }

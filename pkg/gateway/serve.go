@@ -8,11 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"sync"
 	"time"
 
-	"github.com/sluice-gateway/sluice/pkg/files"
+	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/server"
 )
 
@@ -24,13 +23,19 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if g.Settings.Pprof {
-		h = withPprof(h)
+	idle, maxConns := g.Settings.BodyIdleTimeout, g.Settings.MaxConnections
+	if idle <= 0 {
+		idle = config.DefaultBodyIdleTimeout
 	}
+	if maxConns <= 0 {
+		maxConns = config.DefaultMaxConnections
+	}
+	h = guardBodies(h, idle, g.Settings.BodyMinRate)
 	ln, err := net.Listen("tcp", g.Settings.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", g.Settings.Addr, err)
 	}
+	ln = limitConnections(ln, maxConns)
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -39,6 +44,14 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 	}
 	g.banner(out, "http://"+ln.Addr().String())
+	if addr := g.Settings.Pprof; addr != "" {
+		stop, err := servePprof(addr, out)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stop()
+	}
 	for _, w := range g.Config.Warnings {
 		slog.Warn(w)
 	}
@@ -72,38 +85,35 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 	return nil
 }
 
-// background lists the loops the local process runs beside the server; in
-// the cloud each is a scheduled or queue-triggered function instead.
+// background lists the loops the local process runs beside the server: one
+// per job of the jobs table (in the cloud each is a scheduled or
+// queue-triggered function instead) and, where the backend has no TTL
+// deletion of its own, the purge of expired records.
 func (g *Gateway) background() []func(context.Context) {
-	loops := []func(context.Context){
-		func(ctx context.Context) { g.Services.Files.SweepEvery(ctx, files.DefaultSweepInterval) },
+	var loops []func(context.Context)
+	for _, j := range server.Jobs() {
+		loops = append(loops, func(ctx context.Context) {
+			if err := RunJob(ctx, g.Services, j); err != nil {
+				slog.ErrorContext(ctx, "job not run", "error", err)
+			}
+		})
 	}
 	if purge := g.Backend.PurgeExpired; purge != nil {
-		loops = append(loops, func(ctx context.Context) { every(ctx, purgeInterval, "purge expired records", purge) })
+		loops = append(loops, func(ctx context.Context) {
+			repeat(ctx, purgeInterval, func(ctx context.Context) {
+				if n, err := purge(ctx); err != nil && ctx.Err() == nil {
+					slog.WarnContext(ctx, "purge expired records failed", "error", err)
+				} else if n > 0 {
+					slog.InfoContext(ctx, "purge expired records", "count", n)
+				}
+			})
+		})
 	}
 	return loops
 }
 
 // purgeInterval is how often the local process reclaims expired records.
 const purgeInterval = time.Hour
-
-// every runs job now and then every interval until ctx ends.
-func every(ctx context.Context, interval time.Duration, what string, job func(context.Context) (int, error)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if n, err := job(ctx); err != nil && ctx.Err() == nil {
-			slog.WarnContext(ctx, what+" failed", "error", err)
-		} else if n > 0 {
-			slog.InfoContext(ctx, what, "count", n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
 
 // banner tells a new user where sluice listens and how to authenticate. The
 // generated master key is printed here, once, the only time a secret is shown.
@@ -116,15 +126,4 @@ func (g *Gateway) banner(out io.Writer, url string) {
 	default:
 		fmt.Fprintf(out, "master key: from %s\n", g.MasterKeySource)
 	}
-}
-
-func withPprof(next http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.Handle("/", next)
-	return mux
 }

@@ -22,12 +22,23 @@ const RuntimeAPIEnv = "AWS_LAMBDA_RUNTIME_API"
 
 // HTTPFunction is the Lambda handler of an HTTP function whose routes h
 // serves: behind the streaming edge when stream (the route table says so,
-// server.Streams), else behind the buffered edge.
+// server.Streams), else behind the buffered edge. It is what StartHTTP
+// serves, for callers that invoke it in process.
 func HTTPFunction(h http.Handler, stream bool) lambda.Handler {
 	if stream {
 		return lambda.NewHandler(Streaming(h))
 	}
 	return lambda.NewHandler(Buffered(h))
+}
+
+// StartHTTP serves an HTTP function whose routes h serves under the Runtime
+// API: streamed answers by the streaming contract (StartStreaming), buffered
+// ones through aws-lambda-go. It never returns.
+func StartHTTP(h http.Handler, stream bool) {
+	if stream {
+		StartStreaming(h)
+	}
+	Start(lambda.NewHandler(Buffered(h)))
 }
 
 // SQSFunction is the Lambda handler of an SQS-triggered worker function:

@@ -134,7 +134,7 @@ func TestStreamReachesRuntimeAPIWhileHandlerRuns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (seen so far: %q) — a stream that is buffered to the end never shows its first piece, so the handler waits forever", err, seen.String())
 	}
-	if !res.Streamed || res.ContentType != StreamContentType || res.Error != nil {
+	if !res.Streamed || res.ContentType != runtimeapi.StreamContentType || res.Error != nil {
 		t.Fatalf("answer streamed=%v content type %q error %v", res.Streamed, res.ContentType, res.Error)
 	}
 	if firstAt.IsZero() || !firstAt.Before(res.Done) || len(res.Chunks) < 2 {
@@ -169,6 +169,23 @@ func TestStreamErrorTrailers(t *testing.T) {
 	}
 	if resp, err := runtimeapi.DecodeHTTP(true, res.Body); err != nil || string(resp.Body) != "again" {
 		t.Errorf("next answer %v %q", err, res.Body)
+	}
+}
+
+// TestAWSLambdaGoStreamsOffContract is why streaming functions run the
+// edge's own Runtime API loop: aws-lambda-go (the pinned version) posts a
+// streamed answer without Lambda-Runtime-Function-Response-Mode: streaming,
+// which the contract for custom runtimes requires. When it starts sending
+// it, this test fails: StartStreaming can then give way to lambda.Start.
+func TestAWSLambdaGoStreamsOffContract(t *testing.T) {
+	s, _, _ := startEdge(t, "stream-aws-lambda-go")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e := restEvent("POST", "/echo")
+	e.Body = "hi"
+	_, err := s.Invoke(ctx, eventJSON(t, e), nil)
+	if err == nil || !strings.Contains(err.Error(), "without Lambda-Runtime-Function-Response-Mode: streaming") {
+		t.Errorf("aws-lambda-go's streamed answer: %v; if it now keeps the contract, StartStreaming can go", err)
 	}
 }
 

@@ -2,7 +2,6 @@ package lambdaedge
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -13,12 +12,6 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
-
-// encodingAttribute is the SQS message attribute with which the AWS queue
-// adapter (pkg/store/aws) marks a body SQS could not carry as it is: "base64"
-// (the body is base64 text) or "empty" (the body is empty; SQS needs one
-// character). It must match that adapter's encoding.
-const encodingAttribute = "sluice-encoding"
 
 // MessageHandler handles one queue message. It is the same signature
 // store.Consume takes, so a worker runs unchanged in the local process and
@@ -86,8 +79,8 @@ func handleMessage(ctx context.Context, handle MessageHandler, rec events.SQSMes
 }
 
 // Message turns an SQS event record into the store.Message the AWS queue
-// adapter would have received for it: the body decoded as that adapter
-// encoded it, the receive count, and the receipt handle (so a long-running
+// adapter would have received for it: the body decoded with store's queue-body
+// codec (store.DecodeQueueBody, as that adapter encodes it), the receive count, and the receipt handle (so a long-running
 // handler can Extend the message through the queue).
 func Message(rec events.SQSMessage) (store.Message, error) {
 	m := store.Message{ID: rec.MessageId, Receipt: rec.ReceiptHandle}
@@ -95,22 +88,13 @@ func Message(rec events.SQSMessage) (store.Message, error) {
 		m.Receives = n
 	}
 	var enc string
-	if a, ok := rec.MessageAttributes[encodingAttribute]; ok && a.StringValue != nil {
+	if a, ok := rec.MessageAttributes[store.QueueEncodingAttribute]; ok && a.StringValue != nil {
 		enc = *a.StringValue
 	}
-	switch enc {
-	case "":
-		m.Body = []byte(rec.Body)
-	case "empty":
-		m.Body = []byte{}
-	case "base64":
-		b, err := base64.StdEncoding.DecodeString(rec.Body)
-		if err != nil {
-			return store.Message{}, fmt.Errorf("message %s: bad base64 body: %w", rec.MessageId, err)
-		}
-		m.Body = b
-	default:
-		return store.Message{}, fmt.Errorf("message %s: unknown %s %q", rec.MessageId, encodingAttribute, enc)
+	body, err := store.DecodeQueueBody(rec.Body, enc)
+	if err != nil {
+		return store.Message{}, fmt.Errorf("message %s: %w", rec.MessageId, err)
 	}
+	m.Body = body
 	return m, nil
 }

@@ -3,6 +3,7 @@ package lambdaedge
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -231,5 +232,30 @@ func TestStreamingClosedByRuntime(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the handler is still blocked writing")
+	}
+}
+
+// TestStreamingBinaryBody: a binary passthrough body (audio, as API Gateway
+// delivers the binary media types: base64, isBase64Encoded) reaches the
+// handler byte for byte, bytes that are no UTF-8 included.
+func TestStreamingBinaryBody(t *testing.T) {
+	audio := make([]byte, 64<<10)
+	for i := range audio {
+		audio[i] = byte(i*7 + i>>8) // every byte value, 0x80–0xff included
+	}
+	var got []byte
+	fn := lambda.NewHandler(Streaming(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ = io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	})))
+	e := restEvent("POST", "/gemini/upload/v1beta/files")
+	e.MultiValueHeaders["Content-Type"] = []string{"audio/wav"}
+	e.Body = base64.StdEncoding.EncodeToString(audio)
+	e.IsBase64Encoded = true
+	if _, err := invoke(t, fn, e); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, audio) {
+		t.Errorf("the handler read %d bytes, not the %d sent", len(got), len(audio))
 	}
 }

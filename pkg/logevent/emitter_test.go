@@ -75,15 +75,15 @@ func (m *memBlobs) Delete(_ context.Context, key string) error {
 	return nil
 }
 
-func listeningTo(teams ...string) Listening {
-	return func(_ context.Context, team string) (bool, error) {
+func listeningTo(teams ...string) Listeners {
+	return ListeningFunc(func(_ context.Context, team, _ string) (bool, error) {
 		for _, t := range teams {
 			if t == team {
 				return true, nil
 			}
 		}
 		return false, nil
-	}
+	})
 }
 
 func event(team string, messages string) *Event {
@@ -110,6 +110,20 @@ func TestEmitterPublishesOnlyWhenSomeoneListens(t *testing.T) {
 	var back Event
 	if err := json.Unmarshal(got[0].Body, &back); err != nil || back.ID != "req_1" || string(back.Messages) != `"hi"` {
 		t.Errorf("body = %s (%v)", got[0].Body, err)
+	}
+}
+
+func TestEmitterAsksForTheEventsStatus(t *testing.T) {
+	bus := &recordingBus{}
+	failuresOnly := ListeningFunc(func(_ context.Context, _, status string) (bool, error) { return status == StatusFailure, nil })
+	e := NewEmitter(bus, nil, failuresOnly, 0)
+	e.Emit(context.Background(), event("t", `"ok"`))
+	failed := event("t", `"bad"`)
+	failed.Status = StatusFailure
+	e.Emit(context.Background(), failed)
+	got := bus.published()
+	if len(got) != 1 || got[0].Attributes[AttrStatus] != StatusFailure {
+		t.Errorf("published %+v", got)
 	}
 }
 
@@ -152,7 +166,7 @@ func TestEmitterClaimCheck(t *testing.T) {
 
 func TestEmitterFailuresDoNotFailTheCall(t *testing.T) {
 	bus := &recordingBus{}
-	failing := func(context.Context, string) (bool, error) { return false, errors.New("table down") }
+	failing := ListeningFunc(func(context.Context, string, string) (bool, error) { return false, errors.New("table down") })
 	NewEmitter(bus, nil, failing, 0).Emit(context.Background(), event("t", `"x"`))
 	if len(bus.published()) != 0 {
 		t.Error("published although listeners could not be read")

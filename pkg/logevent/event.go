@@ -69,6 +69,9 @@ type Metadata struct {
 	UserAPIKeyTeamAlias string `json:"user_api_key_team_alias,omitempty"`
 	RequesterIPAddress  string `json:"requester_ip_address,omitempty"`
 	RequestID           string `json:"request_id,omitempty"`
+	// BatchID and CustomID name the batch line a call ran for.
+	BatchID  string `json:"batch_id,omitempty"`
+	CustomID string `json:"custom_id,omitempty"`
 }
 
 // ErrorInfo describes a failed call.

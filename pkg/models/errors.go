@@ -199,3 +199,10 @@ func clientError(err error, t Target) error {
 	}
 	return api.Upstream(err, "The gateway could not reach the provider of model '%s'.", t.ModelGroup)
 }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

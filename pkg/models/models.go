@@ -9,8 +9,9 @@
 // deployment's timeout, retries 429s, 5xx answers, timeouts and connection
 // failures with exponential backoff and jitter (honouring Retry-After), cools
 // a failing deployment down, and finally tries router_settings.fallbacks.
-// Before any of that it enforces the caller's key and team: the models they
-// may use (403) and their rpm/tpm limits (429).
+// Before any of that it enforces the models the caller's key and team may use
+// (403); their rpm/tpm limits were applied before the call reached it (429),
+// and it counts the call's tokens against them once the answer is known.
 //
 // The seam: a Provider, registered under the provider part of
 // litellm_params.model ("openai" in "openai/text-embedding-3-small"), opens a
@@ -25,12 +26,7 @@ import (
 	"strings"
 
 	"github.com/sluice-gateway/sluice/pkg/config"
-)
-
-// Embedding encodings, as OpenAI names them.
-const (
-	EncodingFloat  = "float"
-	EncodingBase64 = "base64" // base64 of the little-endian float32 values
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // Provider opens the deployments of one kind of provider.
@@ -77,14 +73,14 @@ type Embedder interface {
 	// Embed calls the provider. On success the Answer's body is an OpenAI
 	// embeddings response; on failure the error is a *ProviderError for an
 	// answer other than 2xx, or the transport's error (wrapped).
-	Embed(ctx context.Context, req *EmbeddingRequest) (*Answer, error)
+	Embed(ctx context.Context, req *oai.EmbeddingRequest) (*Answer, error)
 }
 
 // Moderator is an Endpoint that serves moderations.
 type Moderator interface {
 	// Moderate calls the provider; errors as for Embed. The Answer's body
 	// is an OpenAI moderation response.
-	Moderate(ctx context.Context, req *ModerationRequest) (*Answer, error)
+	Moderate(ctx context.Context, req *oai.ModerationRequest) (*Answer, error)
 }
 
 // Answer is a provider's successful answer, already in OpenAI's shape. The
@@ -94,7 +90,7 @@ type Answer struct {
 	// ContentLength is the body's length, or -1 when unknown.
 	ContentLength int64
 	// Encoding is the embedding encoding of the vectors in Body
-	// (EncodingFloat or EncodingBase64); empty for other calls. When it is
+	// (oai.EncodingFloat or oai.EncodingBase64); empty for other calls. When it is
 	// not what the client asked for, the embeddings endpoint converts.
 	Encoding string
 	// UsageEstimated is true when the provider reported no token counts

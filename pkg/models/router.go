@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -46,12 +47,10 @@ const (
 	limitWindow = time.Minute
 )
 
-// Admitter enforces the caller's key and team limits (auth.Service).
-type Admitter interface {
-	// Admit counts one request against the rpm limits and checks the tpm
-	// windows; a full window is a 429.
-	Admit(ctx context.Context, p auth.Principal) error
-	// RecordTokens counts a finished call's tokens.
+// KeyTokens counts a finished call's tokens against the caller's key and
+// team tpm limits (auth.Service). Admitting the call against them happened
+// before it reached the router: at the HTTP edge, or in modelcall.Run.
+type KeyTokens interface {
 	RecordTokens(ctx context.Context, p auth.Principal, tokens int64) error
 }
 
@@ -61,8 +60,8 @@ type Options struct {
 	Secrets config.Secrets // resolves secretsmanager/ references; nil locally
 	// Limiter holds the per-deployment rpm/tpm windows (shared by every
 	// process using the store).
-	Limiter  store.Limiter
-	Admitter Admitter
+	Limiter   store.Limiter
+	KeyTokens KeyTokens
 	// Providers maps the provider part of litellm_params.model to the
 	// Provider that serves it.
 	Providers map[string]Provider
@@ -78,7 +77,7 @@ type Router struct {
 	groups       map[string]*group
 	fallbacks    map[string][]string
 	limiter      store.Limiter
-	admit        Admitter
+	keyTokens    KeyTokens
 	resolve      Resolver
 	cooldown     time.Duration
 	allowedFails int
@@ -130,9 +129,6 @@ type Reply struct {
 	Target Target
 	// Attempts counts provider calls, retries and fallbacks included.
 	Attempts int
-	// Waited is the time spent waiting on providers (until each answer's
-	// headers) and between retries: what is not sluice's own overhead.
-	Waited time.Duration
 	// Fallback is true when a fallback model answered.
 	Fallback bool
 
@@ -154,7 +150,7 @@ func NewRouter(opts Options) (*Router, error) {
 		groups:       map[string]*group{},
 		fallbacks:    map[string][]string{},
 		limiter:      opts.Limiter,
-		admit:        opts.Admitter,
+		keyTokens:    opts.KeyTokens,
 		resolve:      func(ctx context.Context, v string) (string, error) { return cfg.Resolve(ctx, opts.Secrets, v) },
 		cooldown:     seconds(rs.CooldownTime, DefaultCooldown),
 		allowedFails: rs.AllowedFails,
@@ -269,7 +265,7 @@ func (r *Router) Has(model string) bool { return r.groups[model] != nil }
 
 // Embed routes an embeddings call. The Reply is never nil; on error it says
 // which deployment was tried last.
-func (r *Router) Embed(ctx context.Context, p auth.Principal, req *EmbeddingRequest) (*Reply, error) {
+func (r *Router) Embed(ctx context.Context, p auth.Principal, req *oai.EmbeddingRequest) (*Reply, error) {
 	return r.call(ctx, p, req.Model, "embeddings", func(ctx context.Context, ep Endpoint) (*Answer, error) {
 		e, ok := ep.(Embedder)
 		if !ok {
@@ -281,7 +277,7 @@ func (r *Router) Embed(ctx context.Context, p auth.Principal, req *EmbeddingRequ
 
 // Moderate routes a moderations call; req.Model must be set. As for Embed,
 // the Reply is never nil.
-func (r *Router) Moderate(ctx context.Context, p auth.Principal, req *ModerationRequest) (*Reply, error) {
+func (r *Router) Moderate(ctx context.Context, p auth.Principal, req *oai.ModerationRequest) (*Reply, error) {
 	return r.call(ctx, p, req.Model, "moderations", func(ctx context.Context, ep Endpoint) (*Answer, error) {
 		m, ok := ep.(Moderator)
 		if !ok {
@@ -295,8 +291,8 @@ var errUnsupported = errors.New("the deployment's provider does not serve this c
 
 type operation func(ctx context.Context, ep Endpoint) (*Answer, error)
 
-// call checks the caller's permission and limits, then tries model's
-// deployments and, if they fail, its fallbacks. The error returned is the
+// call checks the caller may use model, then tries its deployments and, if
+// they fail, its fallbacks. The error returned is the
 // requested model's: fallbacks are a best effort.
 func (r *Router) call(ctx context.Context, p auth.Principal, model, what string, op operation) (*Reply, error) {
 	rep := &Reply{Target: Target{ModelGroup: model}}
@@ -306,11 +302,6 @@ func (r *Router) call(ctx context.Context, p auth.Principal, model, what string,
 	g := r.groups[model]
 	if g == nil {
 		return rep, api.ModelNotFound(model)
-	}
-	if r.admit != nil {
-		if err := r.admit.Admit(ctx, p); err != nil {
-			return rep, err
-		}
 	}
 	final, err := r.tryGroup(ctx, g, what, op, rep)
 	if err == nil || final {
@@ -384,7 +375,9 @@ func (r *Router) tryGroup(ctx context.Context, g *group, what string, op operati
 		}
 		rep.Target.APIBase = ep.APIBase()
 		ans, took, err := r.attempt(ctx, d, ep, op)
-		rep.Waited += took
+		// Waits on providers (until each answer's headers) and between
+		// retries are not sluice's overhead.
+		api.AddWait(ctx, took)
 		if errors.Is(err, errUnsupported) {
 			lastErr, lastAt = api.InvalidValue("model", "Model '%s' does not support %s.", g.name, what), rep.Target
 			skip[d.index] = true
@@ -433,7 +426,7 @@ func (r *Router) tryGroup(ctx context.Context, g *group, what string, op operati
 		if err := r.sleep(ctx, wait); err != nil {
 			return true, clientError(err, rep.Target)
 		}
-		rep.Waited += wait
+		api.AddWait(ctx, wait)
 	}
 }
 
@@ -627,21 +620,22 @@ func (r *Router) noteFailure(d *deployment, pe *ProviderError, retryAfter time.D
 	}
 }
 
-// Finish counts a successful call's tokens against its deployment's tpm
-// window and the caller's key and team tpm limits. Failures to count are
-// logged: the answer has already gone out.
+// Finish counts a finished call's tokens against its deployment's tpm
+// window (rep may be nil: no deployment) and the caller's key and team tpm
+// limits. Failures to count are logged: the answer has already gone out.
 func (r *Router) Finish(ctx context.Context, p auth.Principal, rep *Reply, tokens int64) {
 	if tokens <= 0 {
 		return
 	}
-	if d := rep.d; d != nil && d.tpm > 0 && tokens > 1 {
+	if rep != nil && rep.d != nil && rep.d.tpm > 0 && tokens > 1 {
+		d := rep.d
 		// One token was taken when the call was admitted.
 		if _, err := r.limiter.Take(ctx, d.scope+":tpm", limitWindow, math.MaxInt64, tokens-1); err != nil {
 			slog.WarnContext(ctx, "deployment tokens not counted", "deployment", d.target.DeploymentID, "error", err)
 		}
 	}
-	if r.admit != nil {
-		if err := r.admit.RecordTokens(ctx, p, tokens); err != nil {
+	if r.keyTokens != nil {
+		if err := r.keyTokens.RecordTokens(ctx, p, tokens); err != nil {
 			slog.WarnContext(ctx, "key and team tokens not counted", "error", err)
 		}
 	}

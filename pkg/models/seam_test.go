@@ -56,36 +56,3 @@ model_list:
 		}
 	}
 }
-
-func TestExtras(t *testing.T) {
-	req, err := ParseEmbeddingRequest([]byte(`{"model":"m","input":["a"],"input_type":"search_query","normalize":false,"task_type":null,"x":{"input_type":1}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := req.Extras("input_type", "normalize", "task_type", "truncate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(x) != 2 {
-		t.Errorf("extras %q: null and absent members are left out, nested ones are not members", x)
-	}
-	if v, given, err := x.String("input_type"); v != "search_query" || !given || err != nil {
-		t.Errorf("input_type %q %v %v", v, given, err)
-	}
-	if v, given, err := x.Bool("normalize"); v || !given || err != nil {
-		t.Errorf("normalize %v %v %v", v, given, err)
-	}
-	if _, given, err := x.String("truncate"); given || err != nil {
-		t.Errorf("truncate given %v %v", given, err)
-	}
-	if _, _, err := x.Bool("input_type"); err == nil || api.AsError(err).Param != "input_type" {
-		t.Errorf("a string read as a boolean: %v", err)
-	}
-	if _, _, err := x.String("normalize"); err == nil || api.AsError(err).Param != "normalize" {
-		t.Errorf("a boolean read as a string: %v", err)
-	}
-	dup, _ := ParseEmbeddingRequest([]byte(`{"model":"m","input":"a","input_type":"a","input_type":"b"}`))
-	if _, err := dup.Extras("input_type"); err == nil || api.AsError(err).Status != 400 || api.AsError(err).Param != "input_type" {
-		t.Errorf("duplicate: %v", err)
-	}
-}

@@ -1,21 +1,20 @@
-// Package moderations serves POST /v1/moderations (and /moderations): it
-// validates the request, picks the default model when none is named, routes
-// it through pkg/models, and relays OpenAI's answer exactly as it came.
+// Package moderations is the POST /v1/moderations operation: it validates
+// the request, picks the default model when none is named, routes it through
+// pkg/models, and hands OpenAI's answer to pkg/modelcall to relay exactly as
+// it came.
 package moderations
 
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // DefaultModel is the model_name used when a request names none, if it is
@@ -31,21 +30,20 @@ const maxLoggedAnswer = 256 << 10
 
 // Router is what the service needs of pkg/models.
 type Router interface {
-	Moderate(ctx context.Context, p auth.Principal, req *models.ModerationRequest) (*models.Reply, error)
+	Moderate(ctx context.Context, p auth.Principal, req *oai.ModerationRequest) (*models.Reply, error)
 }
 
-// Service serves the moderations endpoint.
+// Service is the moderations endpoint's operation, transport-free.
 type Service struct {
 	router       Router
-	events       *logevent.Emitter
-	jsonLimit    int64
+	calls        *modelcall.Calls
 	defaultModel string
 }
 
-// New builds the service over the model list in cfg. jsonLimit caps request
-// bodies (0: api.DefaultJSONLimit).
-func New(router Router, events *logevent.Emitter, cfg *config.Config, jsonLimit int64) *Service {
-	return &Service{router: router, events: events, jsonLimit: jsonLimit, defaultModel: defaultModel(cfg)}
+// New builds the service over the model list in cfg, its calls ending
+// through calls.
+func New(router Router, calls *modelcall.Calls, cfg *config.Config) *Service {
+	return &Service{router: router, calls: calls, defaultModel: defaultModel(cfg)}
 }
 
 // defaultModel is the model used when a request names none: the
@@ -68,62 +66,35 @@ func defaultModel(cfg *config.Config) string {
 	return ""
 }
 
-// Create serves POST /v1/moderations.
-func (s *Service) Create(w http.ResponseWriter, r *http.Request) error {
-	start := api.RequestStart(r.Context())
-	ctx := r.Context()
-	p := auth.FromContext(ctx)
-	ev := models.NewEvent(ctx, p, logevent.CallModeration, "")
-
-	body, err := models.ReadBody(w, r, s.jsonLimit)
+// Create is the moderations Operation (POST /v1/moderations).
+func (s *Service) Create(ctx context.Context, p auth.Principal, body []byte) (*modelcall.Result, error) {
+	c := s.calls.Begin(ctx, p, logevent.CallModeration)
+	req, err := oai.ParseModerationRequest(body)
 	if err != nil {
-		return models.Failed(ctx, w.Header(), s.events, start, nil, ev, err)
-	}
-	req, err := models.ParseModerationRequest(body)
-	if err != nil {
-		return models.Failed(ctx, w.Header(), s.events, start, nil, ev, err)
+		return nil, c.Fail(err)
 	}
 	if req.Model == "" {
 		if s.defaultModel == "" {
-			return models.Failed(ctx, w.Header(), s.events, start, nil, ev, api.InvalidValue("model",
+			return nil, c.Fail(api.InvalidValue("model",
 				"No moderation model is configured on this gateway: name one in 'model', or configure a deployment named '%s' or with model_info.mode: %s.",
 				DefaultModel, ModeModeration))
 		}
 		req.Model = s.defaultModel
 	}
+	ev := c.Event
 	ev.Model, ev.ModelGroup = req.Model, req.Model
 	ev.Messages = req.Input
-
 	rep, err := s.router.Moderate(ctx, p, req)
-	rep.Describe(ev)
+	c.Routed(rep)
 	if err != nil {
-		return models.Failed(ctx, w.Header(), s.events, start, rep, ev, err)
+		return nil, c.Fail(err)
 	}
-	ans := rep.Answer
-	defer ans.Body.Close()
-
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	if ans.ContentLength >= 0 {
-		h.Set("Content-Length", strconv.FormatInt(ans.ContentLength, 10))
-	}
-	models.SetOverhead(h, start, rep)
-	first := time.Now()
-	w.WriteHeader(http.StatusOK)
-	logged := &capped{max: maxLoggedAnswer}
-	_, sendErr := io.Copy(w, io.TeeReader(ans.Body, logged))
-	if !logged.over && json.Valid(logged.buf) {
-		ev.Response = logged.buf
-	}
-	if sendErr != nil {
-		models.Fail(ev, api.Upstream(sendErr, "The answer was cut off before it ended."))
-	}
-	ev.SetTimes(start, first, time.Now())
-	s.events.Start(ctx, ev)()
-	return sendErr
+	return c.Answer(rep.Answer.Body, rep.Answer.ContentLength, &capped{max: maxLoggedAnswer}), nil
 }
 
-// capped keeps the first max bytes written to it and notes whether more came.
+// capped is the moderations Meter: it keeps the first max bytes of the
+// answer for the log event, and notes whether more came. A moderation
+// reports no tokens.
 type capped struct {
 	buf  []byte
 	max  int
@@ -139,4 +110,11 @@ func (c *capped) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+func (c *capped) End(ev *logevent.Event) (oai.Usage, error) {
+	if !c.over && json.Valid(c.buf) {
+		ev.Response = c.buf
+	}
+	return oai.Usage{}, nil
 }

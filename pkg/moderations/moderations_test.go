@@ -9,11 +9,16 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -36,10 +41,10 @@ func TestDefaultModel(t *testing.T) {
 
 type fakeRouter struct {
 	body string
-	got  *models.ModerationRequest
+	got  *oai.ModerationRequest
 }
 
-func (f *fakeRouter) Moderate(ctx context.Context, p auth.Principal, req *models.ModerationRequest) (*models.Reply, error) {
+func (f *fakeRouter) Moderate(ctx context.Context, p auth.Principal, req *oai.ModerationRequest) (*models.Reply, error) {
 	f.got = req
 	return &models.Reply{
 		Target: models.Target{ModelGroup: req.Model, Provider: "openai", Model: "omni-moderation-latest"},
@@ -68,25 +73,34 @@ func TestCreate(t *testing.T) {
 	cfg, _ := config.Parse([]byte("model_list:\n  - {model_name: guard, litellm_params: {model: openai/omni-moderation-latest}, model_info: {mode: moderation}}\n"), func(string) string { return "" })
 	run := func(router Router, body string) (*httptest.ResponseRecorder, []logevent.Event) {
 		bus := &recordingBus{}
-		s := New(router, logevent.NewEmitter(bus, nil, func(context.Context, string) (bool, error) { return true, nil }, 0), cfg, 0)
+		s := New(router, modelcall.New(logevent.NewEmitter(bus, nil, logevent.ListeningFunc(func(context.Context, string, string) (bool, error) { return true, nil }), 0), nil), cfg)
 		r := httptest.NewRequest("POST", "/v1/moderations", strings.NewReader(body))
 		r = r.WithContext(auth.WithPrincipal(r.Context(), auth.Principal{TeamID: "t1", Key: &auth.KeyInfo{Token: "tok"}}))
 		w := httptest.NewRecorder()
-		if err := s.Create(w, r); err != nil {
+		if err := modelcall.Handler(s.Create, 0)(w, r); err != nil {
 			api.WriteError(w, r, err)
 		}
 		return w, bus.events
 	}
 	router := &fakeRouter{body: answer}
 	w, events := run(router, `{"input":"I will hurt you"}`)
-	if w.Code != 200 || w.Body.String() != answer || w.Header().Get(models.OverheadHeader) == "" {
+	if w.Code != 200 || w.Body.String() != answer || w.Header().Get(api.OverheadHeader) == "" {
 		t.Fatalf("%d %v %s", w.Code, w.Header(), w.Body)
 	}
 	if router.got.Model != "guard" {
 		t.Errorf("default model %q", router.got.Model)
 	}
-	if len(events) != 1 || events[0].CallType != "amoderation" || string(events[0].Response) != answer || events[0].Status != "success" || events[0].ModelGroup != "guard" {
-		t.Errorf("events %+v", events)
+	if len(events) != 1 {
+		t.Fatalf("%d events", len(events))
+	}
+	want := logevent.Event{
+		CallType: "amoderation", Status: "success", CustomLLMProvider: "openai",
+		Model: "omni-moderation-latest", ModelGroup: "guard", Messages: json.RawMessage(`"I will hurt you"`),
+		Response: json.RawMessage(answer), Metadata: logevent.Metadata{UserAPIKeyHash: "tok", UserAPIKeyTeamID: "t1"},
+		RequestTags: []string{},
+	}
+	if diff := cmp.Diff(want, events[0], cmpopts.IgnoreFields(logevent.Event{}, "StartTime", "EndTime", "CompletionStartTime", "ResponseTime")); diff != "" {
+		t.Errorf("event (-want +got):\n%s", diff)
 	}
 
 	w, events = run(router, `{"input":[]}`)
@@ -95,9 +109,8 @@ func TestCreate(t *testing.T) {
 	}
 
 	empty, _ := config.Parse(nil, func(string) string { return "" })
-	s := New(router, nil, empty, 0)
-	r := httptest.NewRequest("POST", "/v1/moderations", strings.NewReader(`{"input":"x"}`))
-	err := s.Create(httptest.NewRecorder(), r)
+	s := New(router, modelcall.New(nil, nil), empty)
+	_, err := s.Create(context.Background(), auth.Principal{}, []byte(`{"input":"x"}`))
 	if e := api.AsError(err); e.Status != 400 || e.Param != "model" || !strings.Contains(e.Message, "No moderation model is configured") {
 		t.Errorf("%v", err)
 	}

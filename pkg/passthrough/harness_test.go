@@ -20,22 +20,10 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
-// fakeLimits records admissions and token counts.
+// fakeLimits records token counts.
 type fakeLimits struct {
-	mu       sync.Mutex
-	admitted int
-	tokens   []int64
-	refuse   error
-}
-
-func (f *fakeLimits) Admit(ctx context.Context, p auth.Principal) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.refuse != nil {
-		return f.refuse
-	}
-	f.admitted++
-	return nil
+	mu     sync.Mutex
+	tokens []int64
 }
 
 func (f *fakeLimits) RecordTokens(ctx context.Context, p auth.Principal, n int64) error {
@@ -87,8 +75,9 @@ func (b *eventBus) last(t testing.TB) logevent.Event {
 
 // harness is a passthrough service mounted on a test server the way
 // pkg/server mounts it: request id, a principal in the context, and errors
-// rendered by api.WriteError unless the answer has begun. It does not wrap
-// the handler in the server's path checks: the service's own are tested.
+// rendered by api.WriteError, or the answer cut (http.ErrAbortHandler) when
+// it has begun. It does not wrap the handler in the server's path checks:
+// the service's own are tested.
 type harness struct {
 	svc    *Service
 	limits *fakeLimits
@@ -96,6 +85,8 @@ type harness struct {
 	srv    *httptest.Server
 	// principal is who requests act as (default: a team key with no limits).
 	principal atomic.Pointer[auth.Principal]
+	// wrapBody, when set, wraps each request's body before the service sees it.
+	wrapBody func(io.ReadCloser) io.ReadCloser
 }
 
 func teamPrincipal(models ...string) auth.Principal {
@@ -113,7 +104,7 @@ func newHarness(t testing.TB, yaml string, env map[string]string, tune func(*Opt
 		t.Fatal(err)
 	}
 	h := &harness{limits: &fakeLimits{}, bus: &eventBus{}}
-	listening := func(context.Context, string) (bool, error) { return true, nil }
+	listening := logevent.ListeningFunc(func(context.Context, string, string) (bool, error) { return true, nil })
 	opts := Options{
 		Config: cfg, Getenv: func(k string) string { return env[k] }, Client: providers.NewHTTPClient(),
 		Limits: h.limits, Events: logevent.NewEmitter(h.bus, nil, listening, 0),
@@ -145,8 +136,14 @@ func (h *harness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, r, api.NotFound("no such prefix"))
 		return
 	}
+	if h.wrapBody != nil {
+		r.Body = h.wrapBody(r.Body)
+	}
 	tw := &startedWriter{ResponseWriter: w}
-	if err := h.svc.Handler(p)(tw, r); err != nil && !tw.started {
+	if err := h.svc.Handler(p)(tw, r); err != nil {
+		if tw.started {
+			panic(http.ErrAbortHandler)
+		}
 		api.WriteError(w, r, err)
 	}
 }

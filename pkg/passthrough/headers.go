@@ -3,6 +3,7 @@ package passthrough
 import (
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strings"
 )
 
@@ -61,7 +62,7 @@ func outboundHeader(in http.Header) http.Header {
 		// Keys are canonical when they come from net/http; an edge adapter
 		// that fills the map by hand must not slip a credential past us.
 		ck := textproto.CanonicalMIMEHeaderKey(k)
-		if droppedRequestHeaders[ck] || named[ck] || strings.HasPrefix(ck, "X-Amz-") {
+		if dropped(ck, named) {
 			continue
 		}
 		if prev, ok := out[ck]; ok {
@@ -73,16 +74,69 @@ func outboundHeader(in http.Header) http.Header {
 	return out
 }
 
+// dropped reports whether a request header never goes upstream, under its
+// canonical name or spelled with '_' for '-' (x_api_key): servers and proxies
+// that fold the two (CGI and WSGI environments, nginx with
+// underscores_in_headers) would read it as the header it imitates.
+func dropped(name string, named map[string]bool) bool {
+	for _, k := range []string{name, textproto.CanonicalMIMEHeaderKey(strings.ReplaceAll(name, "_", "-"))} {
+		if droppedRequestHeaders[k] || named[k] || strings.HasPrefix(k, "X-Amz-") {
+			return true
+		}
+	}
+	return false
+}
+
+// injectedSecrets returns the credentials sluice put on an outbound request,
+// read after the client's own were dropped and sluice's injected: the API
+// key, the OAuth2 access token, the SigV4 signature and session token.
+func injectedSecrets(h http.Header) []string {
+	var out []string
+	for _, k := range []string{"X-Api-Key", "X-Goog-Api-Key", "X-Amz-Security-Token"} {
+		if v := h.Get(k); v != "" {
+			out = append(out, v)
+		}
+	}
+	auth := h.Get("Authorization")
+	if tok, ok := strings.CutPrefix(auth, "Bearer "); ok && tok != "" {
+		out = append(out, tok)
+	} else if _, sig, ok := strings.Cut(auth, "Signature="); ok && sig != "" {
+		out = append(out, sig)
+	}
+	return out
+}
+
 // redirectingHeaders would send the client to the provider's own host, where
 // its SDK would present the credential it holds — its sluice key — to the
-// provider: Gemini's resumable-upload URLs, and an absolute Location. They
-// are not relayed; such a flow fails cleanly instead of leaking the key.
+// provider: Gemini's resumable-upload URLs, and a Location that leaves
+// sluice's origin (leavesOrigin). They are not relayed; such a flow fails
+// cleanly instead of leaking the key.
 var redirectingHeaders = map[string]bool{"X-Goog-Upload-Url": true, "X-Goog-Upload-Control-Url": true}
 
+// leavesOrigin reports whether a Location value could lead the client away
+// from the origin it called, sluice. Only an absolute path cannot: no scheme,
+// no authority ("//host"), no backslash (clients that parse URLs as browsers
+// do read "/\host" as "//host"), no control character, space or non-ASCII
+// byte (which parsers strip, stop at or normalise).
+func leavesOrigin(v string) bool {
+	if !strings.HasPrefix(v, "/") || strings.HasPrefix(v, "//") {
+		return true
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c <= ' ' || c >= 0x7f || c == '\\' {
+			return true
+		}
+	}
+	return false
+}
+
 // copyResponseHeader relays the upstream's headers, minus hop-by-hop ones,
-// the redirecting ones, and the upstream's own X-Request-Id (sluice's request
-// id is the one returned).
-func copyResponseHeader(dst, src http.Header) {
+// the redirecting ones, a Location unless every value of it is a path on
+// sluice's origin, the upstream's own X-Request-Id (sluice's request id is
+// the one returned), and any header whose name or value holds one of
+// secrets: an upstream, or a debugging proxy before it, that echoes the
+// request's headers must not hand sluice's credential to the client.
+func copyResponseHeader(dst, src http.Header, secrets []string) {
 	var named map[string]bool
 	for _, v := range src["Connection"] {
 		for f := range strings.SplitSeq(v, ",") {
@@ -96,9 +150,19 @@ func copyResponseHeader(dst, src http.Header) {
 	}
 	for k, vs := range src {
 		if hopByHop[k] || named[k] || k == "X-Request-Id" || redirectingHeaders[k] ||
-			(k == "Location" && len(vs) > 0 && strings.Contains(vs[0], "://")) {
+			k == "Location" && (len(vs) == 0 || slices.ContainsFunc(vs, leavesOrigin)) || revealsAny(k, vs, secrets) {
 			continue
 		}
 		dst[k] = vs
 	}
+}
+
+// revealsAny reports whether a header's name or values contain a secret.
+func revealsAny(name string, values, secrets []string) bool {
+	for _, secret := range secrets {
+		if strings.Contains(name, secret) || slices.ContainsFunc(values, func(v string) bool { return strings.Contains(v, secret) }) {
+			return true
+		}
+	}
+	return false
 }

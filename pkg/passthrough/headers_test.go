@@ -2,6 +2,8 @@ package passthrough
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -18,7 +20,7 @@ func TestCopyResponseHeaderKeepsClientsOffTheProviderHost(t *testing.T) {
 		"Transfer-Encoding":         {"chunked"},
 	}
 	dst := http.Header{}
-	copyResponseHeader(dst, src)
+	copyResponseHeader(dst, src, nil)
 	for _, k := range []string{"X-Goog-Upload-Url", "X-Goog-Upload-Control-Url", "Location", "X-Request-Id", "X-Private", "Transfer-Encoding", "Connection"} {
 		if _, ok := dst[k]; ok {
 			t.Errorf("%s was relayed", k)
@@ -31,8 +33,98 @@ func TestCopyResponseHeaderKeepsClientsOffTheProviderHost(t *testing.T) {
 	}
 	// A relative Location stays: it points back at sluice.
 	dst = http.Header{}
-	copyResponseHeader(dst, http.Header{"Location": {"/v1beta/files/abc"}})
+	copyResponseHeader(dst, http.Header{"Location": {"/v1beta/files/abc"}}, nil)
 	if dst.Get("Location") != "/v1beta/files/abc" {
 		t.Errorf("relative Location = %q", dst.Get("Location"))
 	}
+}
+
+// TestNoRedirectLeavesSluice: a Location is relayed only when every value
+// is a path on sluice's own origin; any form a client could follow to
+// another host — where it would present its sluice key — is dropped.
+func TestNoRedirectLeavesSluice(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		value []string
+		kept  bool
+	}{
+		{"path", []string{"/v1beta/files/abc"}, true},
+		{"path with query", []string{"/v1/messages?beta=true"}, true},
+		{"two paths", []string{"/a", "/b"}, true},
+		{"absolute URL", []string{"https://other-host/x"}, false},
+		{"scheme-relative", []string{"//other-host/x"}, false},
+		{"backslash after the slash", []string{`/\other-host/x`}, false},
+		{"backslash later", []string{`/x\..\..\\other-host`}, false},
+		{"tab between the slashes", []string{"/\t/other-host/x"}, false},
+		{"scheme without slashes", []string{"https:other-host"}, false},
+		{"relative path", []string{"x/y"}, false},
+		{"non-ASCII", []string{"/\uff0fother-host"}, false},
+		{"empty", []string{""}, false},
+		{"a second, foreign Location", []string{"/v1/files/abc", "//other-host/x"}, false},
+		{"a foreign one first", []string{"https://other-host/x", "/v1/files/abc"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := http.Header{}
+			copyResponseHeader(dst, http.Header{"Location": tc.value, "Content-Type": {"text/html"}}, nil)
+			if _, kept := dst["Location"]; kept != tc.kept {
+				t.Errorf("Location %q kept = %v, want %v", tc.value, kept, tc.kept)
+			}
+			if dst.Get("Content-Type") != "text/html" {
+				t.Error("the other headers were lost")
+			}
+		})
+	}
+}
+
+// TestRedirectsThroughTheRelay: the same, on a real answer, where a second
+// Location arrives as a second header line.
+func TestRedirectsThroughTheRelay(t *testing.T) {
+	for name, values := range map[string][]string{
+		"scheme-relative": {"//other-host/x"},
+		"backslash":       {`/\other-host/x`},
+		"second header":   {"/v1/files/abc", "https://other-host/x"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+				w.Header()["Location"] = values
+				w.WriteHeader(http.StatusFound)
+			})
+			h := newHarness(t, allPrefixes(up.srv.URL), nil, nil)
+			client := h.srv.Client()
+			client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+			resp, err := client.Get(h.srv.URL + "/gemini/v1beta/files/abc")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusFound || len(resp.Header["Location"]) != 0 {
+				t.Errorf("%d, Location %q relayed", resp.StatusCode, resp.Header["Location"])
+			}
+		})
+	}
+}
+
+// FuzzLeavesOrigin: whatever a kept Location says, resolving it against
+// sluice's URL stays on sluice's host, also read as a browser reads it
+// (backslashes as slashes, tabs and newlines removed).
+func FuzzLeavesOrigin(f *testing.F) {
+	for _, s := range []string{"/a", "//h/x", `/\h`, "/\t/h", "https://h", "/%2F%2Fh", "/a/../..//h", "/:@h"} {
+		f.Add(s)
+	}
+	base, _ := url.Parse("https://sluice.example/gemini/v1beta/files")
+	f.Fuzz(func(t *testing.T, v string) {
+		if leavesOrigin(v) {
+			return
+		}
+		browser := strings.NewReplacer(`\`, "/", "\t", "", "\n", "", "\r", "").Replace(v)
+		for _, form := range []string{v, browser} {
+			u, err := url.Parse(form)
+			if err != nil {
+				continue // a client cannot follow it at all
+			}
+			if got := base.ResolveReference(u); got.Host != base.Host || got.Scheme != base.Scheme {
+				t.Fatalf("kept Location %q leads to %s", v, got)
+			}
+		}
+	})
 }

@@ -3,7 +3,8 @@
 // SDKs with only the base URL pointed at sluice. sluice checks the caller's
 // key, removes it and every other client credential, injects the provider
 // credential (an API key, a Google OAuth2 token, or a SigV4 signature),
-// applies the key's and team's limits, and relays the request and the answer
+// counts the call's tokens against the key's and team's limits, and relays
+// the request and the answer
 // byte for byte, streaming both ways, while a bounded tee reads the token
 // usage for the log event.
 package passthrough
@@ -19,6 +20,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
@@ -48,10 +50,9 @@ const (
 	copyBufferSize = 32 << 10
 )
 
-// Limits admits calls against the key's and team's limits and counts their
-// tokens (auth.Service).
+// Limits counts calls' tokens against the key's and team's tpm limits
+// (auth.Service). The calls were admitted against them at the HTTP edge.
 type Limits interface {
-	Admit(ctx context.Context, p auth.Principal) error
 	RecordTokens(ctx context.Context, p auth.Principal, tokens int64) error
 }
 
@@ -127,7 +128,7 @@ func New(opts Options) (*Service, error) {
 	cfg := opts.Config
 	var errs []error
 	for _, p := range providerList {
-		src := gather(cfg, p, opts.Getenv)
+		src := gather(cfg, p)
 		if b := src.apiBase; b != "" && !strings.HasPrefix(b, "secretsmanager/") {
 			if _, err := parseBase(b); err != nil {
 				errs = append(errs, fmt.Errorf("passthrough %s (%s): %w", p, src.where, err))
@@ -139,9 +140,8 @@ func New(opts Options) (*Service, error) {
 			resolve: func(ctx context.Context, v string) (string, error) {
 				return cfg.Resolve(ctx, opts.Secrets, v)
 			},
-			newAuth: func(ctx context.Context, keys bedrock.Keys) (*bedrock.Auth, error) {
-				return bedrock.NewAuth(ctx, keys, opts.Getenv, opts.AWSDefaultChain)
-			},
+			getenv:   opts.Getenv,
+			chain:    opts.AWSDefaultChain,
 			tokenOpt: google.Options{HTTPClient: opts.Client, FetchTimeout: opts.TokenTimeout},
 		}
 		s.aliases[p] = map[string][]string{}
@@ -183,6 +183,7 @@ type call struct {
 	start     time.Time
 	first     time.Time
 	counts    counts
+	secrets   []string // the credentials injected: never handed back
 }
 
 func (s *Service) serve(w http.ResponseWriter, r *http.Request, p Provider) error {
@@ -192,7 +193,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p Provider) erro
 	return err
 }
 
-// relay runs the call: validate, authorize, admit, forward, stream back.
+// relay runs the call: validate, authorize, forward, stream back.
 func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 	ctx := r.Context()
 	if r.RequestURI != "" && r.RequestURI[0] != '/' {
@@ -249,7 +250,7 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 		length   int64
 		limited  *limitedBody
 	)
-	needModel := c.provider == Anthropic && modelRestricted(c.principal) && r.Method == http.MethodPost &&
+	needModel := c.provider == Anthropic && c.principal.RestrictsModels() && r.Method == http.MethodPost &&
 		!strings.HasPrefix(mediaType(r.Header.Get("Content-Type")), "multipart/")
 	if c.provider == Bedrock || needModel {
 		if buffered, err = readBody(r, s.opts.MaxSignedBody); err != nil {
@@ -271,11 +272,10 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 			return api.TooLarge("The request body (%d bytes) is larger than the passthrough limit of %d bytes.", r.ContentLength, s.opts.MaxBody)
 		}
 		limited = &limitedBody{r: r.Body, left: s.opts.MaxBody}
+		if r.ContentLength > 0 {
+			limited.left, limited.exact = r.ContentLength, true
+		}
 		body, length = limited, r.ContentLength
-	}
-
-	if err := s.opts.Limits.Admit(ctx, c.principal); err != nil {
-		return err
 	}
 
 	cctx, cancel := context.WithCancelCause(ctx)
@@ -294,6 +294,7 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err := s.authorize(cctx, up, out, buffered); err != nil {
 		return err
 	}
+	c.secrets = injectedSecrets(out.Header)
 
 	// The transport directly: the client would only add redirect handling,
 	// which provider calls never follow, and a copy of every header.
@@ -322,10 +323,8 @@ func forbiddenModel(model string) error {
 // upstream receives.
 func (s *Service) authorize(ctx context.Context, up *upstream, out *http.Request, body []byte) error {
 	switch up.provider {
-	case Anthropic:
-		out.Header.Set("X-Api-Key", up.apiKey)
-	case Gemini:
-		out.Header.Set("X-Goog-Api-Key", up.apiKey)
+	case Anthropic, Gemini:
+		up.setKey(out.Header)
 	case VertexAI:
 		token, err := up.tokens.AccessToken(ctx)
 		if err != nil {
@@ -364,10 +363,19 @@ func (s *Service) authorize(ctx context.Context, up *upstream, out *http.Request
 
 // callError classifies a failure to get an answer's headers.
 func (s *Service) callError(r *http.Request, ctx context.Context, limited *limitedBody, err error) error {
-	var tooLarge *http.MaxBytesError
+	var (
+		tooLarge *http.MaxBytesError
+		bodyErr  *api.Error
+	)
 	switch cause := context.Cause(ctx); {
 	case limited != nil && limited.exceeded, errors.As(err, &tooLarge):
 		return api.TooLarge("The request body is larger than the passthrough limit of %d bytes.", s.opts.MaxBody)
+	case limited != nil && limited.refused.Load() != nil:
+		// The server's own verdict on the client's body (408: too slow),
+		// whether the transport saw it or the cancellation it causes.
+		return limited.refused.Load()
+	case errors.As(err, &bodyErr):
+		return bodyErr
 	case r.Context().Err() != nil:
 		// The client went away; nobody reads an answer.
 		return fmt.Errorf("passthrough: client gone: %w", context.Canceled)
@@ -380,7 +388,7 @@ func (s *Service) callError(r *http.Request, ctx context.Context, limited *limit
 // answer relays the upstream's answer: status and headers, then the body as
 // it arrives, flushed read by read when it streams, through the usage meter.
 func (s *Service) answer(w http.ResponseWriter, r *http.Request, ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, c *call) error {
-	copyResponseHeader(w.Header(), resp.Header)
+	copyResponseHeader(w.Header(), resp.Header, c.secrets)
 	c.status = resp.StatusCode
 	c.counts.addHeaders(resp.Header)
 	mt := mediaType(resp.Header.Get("Content-Type"))
@@ -451,28 +459,13 @@ func (s *Service) finish(r *http.Request, c *call, err error) {
 			status = statusClientClosed
 		}
 	}
-	ev := &logevent.Event{
-		ID:                api.RequestID(ctx),
-		TraceID:           api.RequestID(ctx),
-		CallType:          logevent.CallPassthrough,
-		Stream:            c.streamed,
-		Status:            logevent.StatusSuccess,
-		CustomLLMProvider: string(c.provider),
-		PromptTokens:      u.PromptTokens,
-		CompletionTokens:  u.CompletionTokens,
-		TotalTokens:       u.TotalTokens,
-		Model:             c.model,
-		APIBase:           c.apiBase,
-		RequestTags:       []string{},
-		Metadata: logevent.Metadata{
-			UserAPIKeyHash:      c.principal.KeyToken(),
-			UserAPIKeyAlias:     c.principal.KeyAlias(),
-			UserAPIKeyTeamID:    c.principal.TeamID,
-			UserAPIKeyTeamAlias: c.principal.TeamAlias(),
-			RequestID:           api.RequestID(ctx),
-		},
-		Passthrough: &logevent.Passthrough{Method: c.method, Path: "/" + prefixes[c.provider][0] + c.path, StatusCode: status},
-	}
+	ev := logevent.New(ctx, c.principal, logevent.CallPassthrough)
+	ev.Stream = c.streamed
+	ev.CustomLLMProvider = string(c.provider)
+	ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = u.PromptTokens, u.CompletionTokens, u.TotalTokens
+	ev.Model = c.model
+	ev.APIBase = c.apiBase
+	ev.Passthrough = &logevent.Passthrough{Method: c.method, Path: "/" + prefixes[c.provider][0] + c.path, StatusCode: status}
 	if ev.Model == "" {
 		ev.Model = c.counts.model
 	}
@@ -534,12 +527,6 @@ func (s *Service) allowsModel(p auth.Principal, provider Provider, model string)
 	return false
 }
 
-// modelRestricted reports whether the key or its team is limited to some models.
-func modelRestricted(p auth.Principal) bool {
-	// No real model is named with a NUL: only a wildcard or an empty list allows it.
-	return !p.AllowsModel("\x00")
-}
-
 // modelOfJSON returns the top-level "model" of a JSON object body, or "".
 // The key is matched exactly: decoding into a struct would also take "Model"
 // or "MODEL" (encoding/json matches case-insensitively), which the provider
@@ -571,6 +558,10 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	}
 	n, err := b.ReadFrom(io.LimitReader(r.Body, limit+1))
 	if err != nil {
+		var e *api.Error
+		if errors.As(err, &e) {
+			return nil, e // the server's own verdict on the body (408: too slow)
+		}
 		if r.Context().Err() != nil {
 			return nil, fmt.Errorf("passthrough: client gone: %w", context.Canceled)
 		}
@@ -583,16 +574,28 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 }
 
 // limitedBody streams a request body and fails once it passes its limit.
+//
+// A body of declared length ends after that many bytes without another read
+// of the client's body. The transport reads it on its own goroutine and,
+// after the declared bytes, once more to see EOF; by then the upstream may
+// have answered, and net/http closes an HTTP/1 request body once the answer
+// begins. That read would fail, and the transport, taking it for a failed
+// upload, would drop the upstream connection in the middle of the answer.
 type limitedBody struct {
 	r        io.ReadCloser
 	left     int64
+	exact    bool // left is the declared length: nothing follows it
 	exceeded bool
+	refused  atomic.Pointer[api.Error] // the server refused the client's body
 }
 
 var errBodyTooLarge = errors.New("passthrough: request body over the limit")
 
 func (l *limitedBody) Read(p []byte) (int, error) {
 	if l.left <= 0 {
+		if l.exact {
+			return 0, io.EOF
+		}
 		// At the limit: the body is fine only if nothing follows.
 		var one [1]byte
 		n, err := l.r.Read(one[:])
@@ -607,6 +610,10 @@ func (l *limitedBody) Read(p []byte) (int, error) {
 	}
 	n, err := l.r.Read(p)
 	l.left -= int64(n)
+	var refused *api.Error
+	if errors.As(err, &refused) {
+		l.refused.Store(refused)
+	}
 	return n, err
 }
 

@@ -16,7 +16,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock/bedrocktest"
@@ -175,9 +174,6 @@ func TestNoCredentialsIs503(t *testing.T) {
 	}
 	if up.hits.Load() != 0 {
 		t.Fatal("a request without a provider credential was forwarded")
-	}
-	if h.limits.admitted != 0 {
-		t.Error("calls that cannot run were admitted")
 	}
 }
 
@@ -403,10 +399,17 @@ func TestTimeouts(t *testing.T) {
 	if resp.StatusCode != 504 || errorCode(t, body) != "upstream_timeout" || time.Since(start) > 5*time.Second {
 		t.Errorf("slow headers: %d %s after %s", resp.StatusCode, body, time.Since(start))
 	}
+	// A stream cut by the idle timer is cut for the client too: what came
+	// through, then a broken stream, never a clean end.
 	start = time.Now()
-	resp, body = h.do(t, "GET", "/anthropic/stall", nil)
-	if resp.StatusCode != 200 || !strings.Contains(string(body), "message_start") || time.Since(start) > 5*time.Second {
-		t.Errorf("stalled stream: %d %q after %s", resp.StatusCode, body, time.Since(start))
+	stalled, err := h.srv.Client().Get(h.srv.URL + "/anthropic/stall")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(stalled.Body)
+	stalled.Body.Close()
+	if stalled.StatusCode != 200 || !strings.Contains(string(got), "message_start") || !errors.Is(err, io.ErrUnexpectedEOF) || time.Since(start) > 5*time.Second {
+		t.Errorf("stalled stream: %d %q, %v after %s", stalled.StatusCode, got, err, time.Since(start))
 	}
 	ev := h.bus.last(t)
 	if ev.Status != logevent.StatusFailure || ev.PromptTokens != 3 || !strings.Contains(ev.ErrorStr, "sent nothing") {
@@ -479,18 +482,11 @@ func TestEventAndTokensOfAStream(t *testing.T) {
 	}
 }
 
-func TestLimitsAndModelPermissions(t *testing.T) {
+func TestModelPermissions(t *testing.T) {
 	up := newUpstream(t, nil)
 	cfg := allPrefixes(up.srv.URL) + "model_list:\n  - model_name: fast\n    litellm_params: {model: gemini/gemini-2.5-flash}\n" +
 		"  - model_name: sonnet\n    litellm_params: {model: anthropic/claude-sonnet-4-5}\n"
 	h := newHarness(t, cfg, nil, nil)
-
-	h.limits.refuse = api.RateLimited(api.TypeRequests, time.Second, "slow down")
-	resp, body := h.do(t, "POST", "/gemini/v1beta/models/gemini-2.5-flash:generateContent", strings.NewReader("{}"))
-	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
-		t.Errorf("refused: %d %s", resp.StatusCode, body)
-	}
-	h.limits.refuse = nil
 
 	p := teamPrincipal("fast", "sonnet")
 	h.principal.Store(&p)

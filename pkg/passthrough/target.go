@@ -7,14 +7,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
-)
-
-// Default upstream bases.
-const (
-	AnthropicBase = "https://api.anthropic.com"
-	GeminiBase    = "https://generativelanguage.googleapis.com"
-	// DefaultVertexLocation is used when neither the path nor the config names one.
-	DefaultVertexLocation = "us-central1"
+	"github.com/sluice-gateway/sluice/pkg/providers/google"
 )
 
 // target is where one request goes.
@@ -54,23 +47,7 @@ func geminiTarget(base *url.URL, ep endpoint, query string) target {
 var (
 	// apiVersion matches Google API version segments: v1, v1beta, v1beta1, v1alpha.
 	apiVersion = regexp.MustCompile(`^v[0-9]+((alpha|beta)[0-9]*)?$`)
-	// locationPattern is what a Vertex location may look like: it becomes
-	// part of the upstream host name, so nothing else may pass.
-	locationPattern = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
-	// projectPattern is a GCP project id or number.
-	projectPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9.:-]{0,127}$`)
 )
-
-// vertexHost is the Vertex AI host of a location (as the Google SDKs pick it).
-func vertexHost(location string) string {
-	switch location {
-	case "global":
-		return "aiplatform.googleapis.com"
-	case "us", "eu": // multi-region endpoints
-		return "aiplatform." + location + ".rep.googleapis.com"
-	}
-	return location + "-aiplatform.googleapis.com"
-}
 
 // checkVertexLocation refuses a path whose location segment could not be a
 // Vertex AI location, before anything else is looked at: it would become
@@ -83,7 +60,7 @@ func checkVertexLocation(ep endpoint) error {
 	case ep.segment(0) == "projects" && ep.segment(2) == "locations" && len(ep.segs) > 3:
 		loc, ok = ep.segs[3], true
 	}
-	if ok && (!locationPattern.MatchString(loc) || len(loc) > 63) {
+	if ok && !google.ValidLocation(loc) {
 		return api.InvalidValue("path", "%q is not a Vertex AI location.", truncate(loc, 64))
 	}
 	return nil
@@ -117,12 +94,12 @@ func vertexTarget(u *upstream, ep endpoint, query string) (target, error) {
 		}
 		escaped = "/" + version + "/projects/" + url.PathEscape(u.project) + "/locations/" + url.PathEscape(location) + rest
 	}
-	if !locationPattern.MatchString(location) || len(location) > 63 {
+	if !google.ValidLocation(location) {
 		return target{}, api.InvalidValue("path", "%q is not a Vertex AI location.", truncate(location, 64))
 	}
 	base := u.base
 	if base == nil {
-		base = &url.URL{Scheme: "https", Host: vertexHost(location)}
+		base = &url.URL{Scheme: "https", Host: google.VertexHost(location)}
 	}
 	return target{url: joinURL(base, escaped, query), model: modelFromGooglePath(ep)}, nil
 }

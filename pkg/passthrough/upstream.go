@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -11,8 +12,13 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/providers"
+	"github.com/sluice-gateway/sluice/pkg/providers/anthropic"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
+	"github.com/sluice-gateway/sluice/pkg/providers/gemini"
 	"github.com/sluice-gateway/sluice/pkg/providers/google"
+	"github.com/sluice-gateway/sluice/pkg/providers/vertex"
 )
 
 // Provider names a passthrough prefix. The values are the keys of the
@@ -41,8 +47,10 @@ var prefixes = map[Provider][]string{
 // sources are one provider's settings as configured, before secretsmanager/
 // references are resolved: merged field by field from, in order, the
 // passthrough section, the first model_list entry of that provider with
-// use_in_pass_through: true, default_vertex_config (Vertex AI), and the
-// environment fallbacks.
+// use_in_pass_through: true, and default_vertex_config (Vertex AI). The
+// environment fallbacks, and everything after — resolving, checking,
+// building the credential — are the provider package's (anthropic.Resolve,
+// gemini.Resolve, vertex.Resolve, bedrock.Resolve), shared with model calls.
 type sources struct {
 	apiBase           string
 	apiKey            string
@@ -54,8 +62,8 @@ type sources struct {
 	where string
 }
 
-// gather collects the settings of p from cfg and the environment.
-func gather(cfg *config.Config, p Provider, getenv func(string) string) sources {
+// gather collects the settings of p from cfg.
+func gather(cfg *config.Config, p Provider) sources {
 	var s sources
 	set := func(dst *string, v, where string) {
 		if *dst == "" && strings.TrimSpace(v) != "" {
@@ -99,23 +107,10 @@ func gather(cfg *config.Config, p Provider, getenv func(string) string) sources 
 		setAWS(bedrock.Keys{Region: d.Params.AWSRegionName, AccessKeyID: d.Params.AWSAccessKeyID, SecretAccessKey: d.Params.AWSSecretAccessKey, SessionToken: d.Params.AWSSessionToken}, where)
 		break
 	}
-	switch p {
-	case Anthropic:
-		set(&s.apiKey, getenv("ANTHROPIC_API_KEY"), "ANTHROPIC_API_KEY")
-		set(&s.apiBase, getenv("ANTHROPIC_API_BASE"), "ANTHROPIC_API_BASE")
-	case Gemini:
-		set(&s.apiKey, getenv("GEMINI_API_KEY"), "GEMINI_API_KEY")
-		set(&s.apiBase, getenv("GEMINI_API_BASE"), "GEMINI_API_BASE")
-	case VertexAI:
-		if v := cfg.DefaultVertexConfig; v != nil {
-			set(&s.vertexProject, v.VertexProject, "default_vertex_config")
-			set(&s.vertexLocation, v.VertexLocation, "default_vertex_config")
-			set(&s.vertexCredentials, v.VertexCredentials, "default_vertex_config")
-		}
-		set(&s.vertexProject, getenv("DEFAULT_VERTEXAI_PROJECT"), "DEFAULT_VERTEXAI_PROJECT")
-		set(&s.vertexLocation, getenv("DEFAULT_VERTEXAI_LOCATION"), "DEFAULT_VERTEXAI_LOCATION")
-		set(&s.vertexCredentials, getenv("DEFAULT_GOOGLE_APPLICATION_CREDENTIALS"), "DEFAULT_GOOGLE_APPLICATION_CREDENTIALS")
-		set(&s.vertexCredentials, getenv("GOOGLE_APPLICATION_CREDENTIALS"), "GOOGLE_APPLICATION_CREDENTIALS")
+	if v := cfg.DefaultVertexConfig; v != nil && p == VertexAI {
+		set(&s.vertexProject, v.VertexProject, "default_vertex_config")
+		set(&s.vertexLocation, v.VertexLocation, "default_vertex_config")
+		set(&s.vertexCredentials, v.VertexCredentials, "default_vertex_config")
 	}
 	return s
 }
@@ -132,7 +127,8 @@ var howToConfigure = map[Provider]string{
 type upstream struct {
 	provider Provider
 	base     *url.URL // nil: chosen per request (Vertex by location, Bedrock by region and path)
-	apiKey   string   // Anthropic, Gemini
+	// setKey puts an API-key credential (Anthropic, Gemini) on a request.
+	setKey   func(http.Header)
 	tokens   *google.TokenSource
 	project  string // Vertex AI defaults
 	location string
@@ -145,8 +141,9 @@ type upstream struct {
 type resolver struct {
 	provider Provider
 	src      sources
-	resolve  func(ctx context.Context, value string) (string, error)
-	newAuth  func(ctx context.Context, keys bedrock.Keys) (*bedrock.Auth, error)
+	resolve  models.Resolver
+	getenv   func(string) string
+	chain    bedrock.DefaultChain
 	tokenOpt google.Options
 
 	ready atomic.Pointer[upstream]
@@ -182,6 +179,8 @@ func (r *resolver) unavailable(err error) *api.Error {
 	case errors.Is(err, bedrock.ErrNoCredentials):
 		// These messages name settings, never secret values.
 		e = api.Unavailable("The /%s passthrough has no usable AWS credentials: %v.", prefixes[p][0], err)
+	case providers.IsBadSetting(err):
+		e = api.Unavailable("The /%s passthrough is not usable: %v.", prefixes[p][0], err)
 	default:
 		e = api.Unavailable("The /%s passthrough is not usable: its configuration could not be loaded. See the gateway log.", prefixes[p][0])
 	}
@@ -192,87 +191,60 @@ func (r *resolver) unavailable(err error) *api.Error {
 func (r *resolver) build(ctx context.Context) (*upstream, error) {
 	src := r.src
 	u := &upstream{provider: r.provider}
-	field := func(name, v string) (string, error) {
-		out, err := r.resolve(ctx, v)
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", name, err)
-		}
-		return strings.TrimSpace(out), nil
+	setBase := func(base string) error {
+		var err error
+		u.base, err = parseBase(base)
+		return err
 	}
-	base, err := field("api_base", src.apiBase)
+	var err error
+	switch r.provider {
+	case Anthropic:
+		var c anthropic.Credential
+		if c, err = anthropic.Resolve(ctx, anthropic.Settings{APIKey: src.apiKey, APIBase: src.apiBase}, r.resolve, r.getenv); err == nil {
+			u.setKey, err = c.Authorize, setBase(c.APIBase)
+		} else if errors.Is(err, anthropic.ErrNoKey) {
+			err = errNotConfigured
+		}
+	case Gemini:
+		var c gemini.Credential
+		if c, err = gemini.Resolve(ctx, gemini.Settings{APIKey: src.apiKey, APIBase: src.apiBase}, r.resolve, r.getenv); err == nil {
+			u.setKey, err = c.Authorize, setBase(c.APIBase)
+		} else if errors.Is(err, gemini.ErrNoKey) {
+			err = errNotConfigured
+		}
+	case VertexAI:
+		var c vertex.Credential
+		s := vertex.Settings{Credentials: src.vertexCredentials, Project: src.vertexProject, Location: src.vertexLocation}
+		newTokens := func(creds string) (*google.TokenSource, error) { return google.NewTokenSource(creds, r.tokenOpt) }
+		if c, err = vertex.Resolve(ctx, s, vertex.PassthroughEnv(), r.resolve, r.getenv, newTokens); err == nil {
+			u.tokens, u.project, u.location = c.Tokens, c.Project, c.Location
+			err = r.optionalBase(ctx, u)
+		} else if errors.Is(err, vertex.ErrNoCredentials) {
+			err = errNotConfigured
+		}
+	case Bedrock:
+		if u.aws, err = bedrock.Resolve(ctx, src.aws, r.resolve, r.getenv, r.chain); err == nil {
+			err = r.optionalBase(ctx, u)
+		}
+	}
 	if err != nil {
 		return nil, r.unavailable(err)
 	}
-	if base != "" {
-		if u.base, err = parseBase(base); err != nil {
-			return nil, r.unavailable(err)
-		}
-	}
-	switch r.provider {
-	case Anthropic, Gemini:
-		if u.apiKey, err = field("api_key", src.apiKey); err != nil {
-			return nil, r.unavailable(err)
-		}
-		if u.apiKey == "" {
-			return nil, r.unavailable(errNotConfigured)
-		}
-		if u.base == nil {
-			def := AnthropicBase
-			if r.provider == Gemini {
-				def = GeminiBase
-			}
-			u.base, _ = url.Parse(def)
-		}
-	case VertexAI:
-		creds, err := field("vertex_credentials", src.vertexCredentials)
-		if err != nil {
-			return nil, r.unavailable(err)
-		}
-		if creds == "" {
-			return nil, r.unavailable(errNotConfigured)
-		}
-		if u.tokens, err = google.NewTokenSource(creds, r.tokenOpt); err != nil {
-			return nil, r.unavailable(err)
-		}
-		if u.project, err = field("vertex_project", src.vertexProject); err != nil {
-			return nil, r.unavailable(err)
-		}
-		if u.project == "" {
-			u.project = u.tokens.ProjectID()
-		}
-		if u.project != "" && !projectPattern.MatchString(u.project) {
-			return nil, r.unavailable(fmt.Errorf("vertex_project %q is not a Google Cloud project id", u.project))
-		}
-		if u.location, err = field("vertex_location", src.vertexLocation); err != nil {
-			return nil, r.unavailable(err)
-		}
-		if u.location == "" {
-			u.location = DefaultVertexLocation
-		}
-		if !locationPattern.MatchString(u.location) {
-			return nil, r.unavailable(fmt.Errorf("vertex_location %q is not a Vertex AI location", u.location))
-		}
-	case Bedrock:
-		var keys bedrock.Keys
-		for _, f := range []struct {
-			name string
-			src  string
-			dst  *string
-		}{
-			{"aws_region_name", src.aws.Region, &keys.Region},
-			{"aws_access_key_id", src.aws.AccessKeyID, &keys.AccessKeyID},
-			{"aws_secret_access_key", src.aws.SecretAccessKey, &keys.SecretAccessKey},
-			{"aws_session_token", src.aws.SessionToken, &keys.SessionToken},
-		} {
-			if *f.dst, err = field(f.name, f.src); err != nil {
-				return nil, r.unavailable(err)
-			}
-		}
-		if u.aws, err = r.newAuth(ctx, keys); err != nil {
-			return nil, r.unavailable(err)
-		}
-	}
 	return u, nil
+}
+
+// optionalBase sets the api_base of a provider whose base is otherwise chosen
+// per request (Vertex AI, Bedrock), when one is configured.
+func (r *resolver) optionalBase(ctx context.Context, u *upstream) error {
+	base, err := r.resolve(ctx, r.src.apiBase)
+	if err != nil {
+		return fmt.Errorf("api_base: %w", err)
+	}
+	if base = strings.TrimSpace(base); base == "" {
+		return nil
+	}
+	u.base, err = parseBase(base)
+	return err
 }
 
 // parseBase checks an api_base: an absolute http(s) URL with a host, no

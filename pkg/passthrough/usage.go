@@ -10,14 +10,11 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
-)
 
-// Usage is the token usage an answer reported.
-type Usage struct {
-	PromptTokens     int64
-	CompletionTokens int64
-	TotalTokens      int64
-}
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
+	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/sse"
+)
 
 // Bounds of the usage tee: what it may hold of one answer, whatever its size.
 const (
@@ -33,14 +30,17 @@ const (
 // events: providers report cumulative counts, so the largest is the final one.
 type counts struct {
 	input, output, cacheWrite, cacheRead, total int64
+	thoughts                                    int64 // Gemini's, counted in output too
 	model                                       string
 	failure                                     string // an error the answer carried (in-band stream errors too)
 	errMessage                                  string // a top-level "message" string (AWS error bodies)
 }
 
-func (c *counts) usage() Usage {
-	u := Usage{PromptTokens: c.input + c.cacheWrite + c.cacheRead, CompletionTokens: c.output}
+func (c *counts) usage() oai.Usage {
+	u := oai.Usage{PromptTokens: c.input + c.cacheWrite + c.cacheRead, CompletionTokens: c.output}
 	u.TotalTokens = max(c.total, u.PromptTokens+u.CompletionTokens)
+	u.PromptTokensDetails.CachedTokens = c.cacheRead
+	u.CompletionTokensDetails.ReasoningTokens = c.thoughts
 	return u
 }
 
@@ -106,6 +106,7 @@ func (c *counts) addGemini(u *geminiUsageJSON) {
 	// promptTokenCount already includes cached content.
 	c.input = max(c.input, u.PromptTokenCount)
 	c.output = max(c.output, u.CandidatesTokenCount+u.ThoughtsTokenCount)
+	c.thoughts = max(c.thoughts, u.ThoughtsTokenCount)
 	c.total = max(c.total, u.TotalTokenCount)
 }
 
@@ -232,7 +233,7 @@ func mediaType(ct string) string {
 func newMeter(mt string, contentLength int64, failed bool) meter {
 	switch {
 	case mt == contentSSE:
-		return &sseMeter{}
+		return newSSEMeter()
 	case mt == contentEventStream:
 		return &eventStreamMeter{dec: eventstream.NewDecoder()}
 	case mt == contentJSON || strings.HasSuffix(mt, "+json"):
@@ -251,13 +252,13 @@ func (nopMeter) observe([]byte) {}
 func (nopMeter) finish(*counts) {}
 
 // sseMeter reads server-sent events (Anthropic, and Gemini / Vertex AI with
-// alt=sse). It keeps only the last data line of each kind that can carry
-// usage and parses those at the end: providers' counts are cumulative, so the
-// last of each kind is enough, and no line is parsed twice.
+// alt=sse) with an sse.Parser. It keeps only the last event data of each
+// kind that can carry usage and parses those at the end: providers' counts
+// are cumulative, so the last of each kind is enough, and no event is parsed
+// twice. An event over maxSSELine is not inspected.
 type sseMeter struct {
-	line     []byte
-	overflow bool
-	keep     [sseKinds][]byte
+	parser *sse.Parser
+	keep   [sseKinds][]byte
 }
 
 const (
@@ -273,45 +274,18 @@ var (
 	quotedStart    = []byte(`"message_start"`)
 	quotedError    = []byte(`"error"`)
 	quotedMetadata = []byte(`Metadata"`)
-	dataPrefix     = []byte("data:")
 )
 
-func (m *sseMeter) observe(p []byte) {
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			m.partial(p)
-			return
-		}
-		if len(m.line) == 0 && !m.overflow {
-			m.classify(p[:i]) // the common case: the whole line is in this read
-		} else {
-			m.partial(p[:i])
-			if !m.overflow {
-				m.classify(m.line)
-			}
-		}
-		m.line, m.overflow = m.line[:0], false
-		p = p[i+1:]
-	}
+func newSSEMeter() *sseMeter {
+	m := &sseMeter{}
+	m.parser = sse.NewParser(sse.Limits{MaxLine: maxSSELine, MaxEvent: maxSSELine}, m.classify)
+	return m
 }
 
-func (m *sseMeter) partial(p []byte) {
-	if m.overflow {
-		return
-	}
-	if len(m.line)+len(p) > maxSSELine {
-		m.line, m.overflow = m.line[:0], true
-		return
-	}
-	m.line = append(m.line, p...)
-}
+func (m *sseMeter) observe(p []byte) { m.parser.Write(p) }
 
-func (m *sseMeter) classify(line []byte) {
-	data, ok := bytes.CutPrefix(line, dataPrefix)
-	if !ok {
-		return
-	}
+func (m *sseMeter) classify(ev sse.Event) {
+	data := ev.Data
 	kind := -1
 	if i := bytes.Index(data, quotedUsage); i >= 0 {
 		rest := data[i+len(quotedUsage):]
@@ -334,9 +308,7 @@ func (m *sseMeter) classify(line []byte) {
 }
 
 func (m *sseMeter) finish(c *counts) {
-	if len(m.line) > 0 && !m.overflow {
-		m.classify(m.line) // a last line without its newline
-	}
+	m.parser.End() // a cut stream's last event still counts
 	for _, data := range m.keep {
 		if len(data) > 0 {
 			c.addJSON(data)
@@ -459,40 +431,17 @@ func decodeAfterKey(data, k []byte, v any, last bool) bool {
 }
 
 // valueEnd returns the length of the JSON object or string at the start of
-// data, or 0 when data does not hold a whole one. It only matches brackets
-// and skips strings; json.Unmarshal validates the rest.
+// data, or 0 when data does not hold a whole one. json.Unmarshal validates
+// what it spans.
 func valueEnd(data []byte) int {
 	if len(data) == 0 || data[0] != '{' && data[0] != '"' {
 		return 0
 	}
-	depth, inString := 0, false
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth == 0 {
-				return i + 1
-			}
-		}
+	n, err := jsonscan.ValueEnd(data, 0)
+	if err != nil {
+		return 0
 	}
-	return 0
+	return n
 }
 
 // eventStreamMeter reads an AWS event stream (Bedrock ConverseStream and

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 const anthropicSSE = "event: message_start\n" +
@@ -104,29 +106,29 @@ func TestMeters(t *testing.T) {
 	for _, tc := range []struct {
 		name, mt string
 		data     []byte
-		want     Usage
+		want     oai.Usage
 		model    string
 		failure  string
 	}{
-		{"anthropic stream", contentSSE, []byte(anthropicSSE), Usage{30, 15, 45}, "claude-sonnet-4-5-20250929", ""},
-		{"gemini stream", contentSSE, []byte(geminiSSE), Usage{8, 16, 24}, "gemini-2.5-flash", ""},
+		{"anthropic stream", contentSSE, []byte(anthropicSSE), details(usage(30, 15, 45), 2, 0), "claude-sonnet-4-5-20250929", ""},
+		{"gemini stream", contentSSE, []byte(geminiSSE), details(usage(8, 16, 24), 0, 4), "gemini-2.5-flash", ""},
 		{"anthropic stream error", contentSSE, []byte("event: message_start\n" +
 			`data: {"type":"message_start","message":{"model":"m","usage":{"input_tokens":7,"output_tokens":1}}}` + "\n\nevent: error\n" +
-			`data: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}` + "\n\n"), Usage{7, 1, 8}, "m", "overloaded_error Overloaded"},
-		{"anthropic message", contentJSON, []byte(`{"id":"m","model":"claude-haiku-4-5","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":10,"output_tokens":3}}`), Usage{10, 3, 13}, "claude-haiku-4-5", ""},
-		{"count tokens", contentJSON, []byte(`{"input_tokens":42}`), Usage{}, "", ""},
-		{"converse", contentJSON, []byte(`{"output":{"message":{"role":"assistant","content":[{"text":"hi"}]}},"stopReason":"end_turn","usage":{"inputTokens":7,"outputTokens":4,"totalTokens":11,"cacheReadInputTokens":0}}`), Usage{7, 4, 11}, "", ""},
-		{"gemini json", contentJSON, []byte(`{"candidates":[],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":5,"totalTokenCount":8},"modelVersion":"gemini-2.0-flash"}`), Usage{3, 5, 8}, "gemini-2.0-flash", ""},
-		{"gemini json array stream, large", contentJSON, []byte(bigGemini), Usage{5, 400, 405}, "gemini-2.5-pro", ""},
-		{"anthropic message, large", contentJSON, []byte(bigAnthropic), Usage{1000, 2000, 3000}, "claude-opus-4-1", ""},
-		{"anthropic error", contentJSON, []byte(`{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: required"}}`), Usage{}, "", "invalid_request_error max_tokens: required"},
-		{"google error", contentJSON, []byte(`{"error":{"code":400,"message":"API key not valid","status":"INVALID_ARGUMENT"}}`), Usage{}, "", "INVALID_ARGUMENT API key not valid"},
-		{"converse stream", contentEventStream, converseStream(t), Usage{20, 9, 29}, "", ""},
-		{"invoke stream", contentEventStream, invokeStream(t), Usage{12, 30, 42}, "claude-3-5-sonnet-20241022", ""},
+			`data: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}` + "\n\n"), usage(7, 1, 8), "m", "overloaded_error Overloaded"},
+		{"anthropic message", contentJSON, []byte(`{"id":"m","model":"claude-haiku-4-5","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":10,"output_tokens":3}}`), usage(10, 3, 13), "claude-haiku-4-5", ""},
+		{"count tokens", contentJSON, []byte(`{"input_tokens":42}`), oai.Usage{}, "", ""},
+		{"converse", contentJSON, []byte(`{"output":{"message":{"role":"assistant","content":[{"text":"hi"}]}},"stopReason":"end_turn","usage":{"inputTokens":7,"outputTokens":4,"totalTokens":11,"cacheReadInputTokens":0}}`), usage(7, 4, 11), "", ""},
+		{"gemini json", contentJSON, []byte(`{"candidates":[],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":5,"totalTokenCount":8},"modelVersion":"gemini-2.0-flash"}`), usage(3, 5, 8), "gemini-2.0-flash", ""},
+		{"gemini json array stream, large", contentJSON, []byte(bigGemini), usage(5, 400, 405), "gemini-2.5-pro", ""},
+		{"anthropic message, large", contentJSON, []byte(bigAnthropic), usage(1000, 2000, 3000), "claude-opus-4-1", ""},
+		{"anthropic error", contentJSON, []byte(`{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: required"}}`), oai.Usage{}, "", "invalid_request_error max_tokens: required"},
+		{"google error", contentJSON, []byte(`{"error":{"code":400,"message":"API key not valid","status":"INVALID_ARGUMENT"}}`), oai.Usage{}, "", "INVALID_ARGUMENT API key not valid"},
+		{"converse stream", contentEventStream, converseStream(t), usage(20, 9, 29), "", ""},
+		{"invoke stream", contentEventStream, invokeStream(t), usage(12, 30, 42), "claude-3-5-sonnet-20241022", ""},
 		{"event stream exception", contentEventStream, append(event(t, "messageStart", `{"role":"assistant"}`),
 			frame(t, map[string]string{":message-type": "exception", ":exception-type": "throttlingException", ":content-type": "application/json"}, []byte(`{"message":"Too many tokens"}`))...),
-			Usage{}, "", "throttlingException Too many tokens"},
-		{"not metered", "application/octet-stream", []byte("usage"), Usage{}, "", ""},
+			oai.Usage{}, "", "throttlingException Too many tokens"},
+		{"not metered", "application/octet-stream", []byte("usage"), oai.Usage{}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(1, 2))
@@ -153,20 +155,24 @@ func TestBedrockHeaders(t *testing.T) {
 		"X-Amzn-Bedrock-Input-Token-Count":  {"11"},
 		"X-Amzn-Bedrock-Output-Token-Count": {"22"},
 	})
-	if u := c.usage(); u != (Usage{11, 22, 33}) {
+	if u := c.usage(); u != (usage(11, 22, 33)) {
 		t.Fatalf("usage %+v", u)
 	}
 }
 
 func TestMetersHoldBoundedMemory(t *testing.T) {
-	line := "data: " + strings.Repeat("x", 4*maxSSELine) + "\n"
-	sse := &sseMeter{}
+	// An event carrying usage but over the bound is not kept (pkg/sse
+	// holds the parser itself to its limits).
+	line := `data: {"usage":"` + strings.Repeat("x", 4*maxSSELine) + "\"}\n\n"
+	sse := newSSEMeter()
 	for range 4 {
 		sse.observe([]byte(line[:len(line)/2]))
 		sse.observe([]byte(line[len(line)/2:]))
 	}
-	if cap(sse.line) > maxSSELine+copyBufferSize {
-		t.Errorf("sse line buffer grew to %d", cap(sse.line))
+	for kind, kept := range sse.keep {
+		if cap(kept) > maxSSELine {
+			t.Errorf("sse meter keeps %d bytes of kind %d", cap(kept), kind)
+		}
 	}
 	js := newMeter(contentJSON, -1, false).(*jsonMeter)
 	chunk := bytes.Repeat([]byte("y"), copyBufferSize)
@@ -200,4 +206,16 @@ func FuzzMeters(f *testing.F) {
 			t.Fatalf("event-stream buffer %d", len(es.buf))
 		}
 	})
+}
+
+// usage is a usage without details.
+func usage(prompt, completion, total int64) oai.Usage {
+	return oai.Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: total}
+}
+
+// details sets a usage's cached and reasoning tokens.
+func details(u oai.Usage, cached, reasoning int64) oai.Usage {
+	u.PromptTokensDetails.CachedTokens = cached
+	u.CompletionTokensDetails.ReasoningTokens = reasoning
+	return u
 }

@@ -1,5 +1,8 @@
 // Package providers holds what every provider package shares: the tuned HTTP
-// client sluice calls providers with.
+// client sluice calls providers with, and the calls themselves — a JSON POST
+// built (NewRequest), sent and its answer read whole for translating (Do) or
+// handed over unread for relaying (Relay), a non-2xx answer read as a
+// *models.ProviderError — and the check of a configured api_base (Base).
 package providers
 
 import (

@@ -121,3 +121,48 @@ func TestFoundationEndToEnd(t *testing.T) {
 		}
 	})
 }
+
+// TestAdmissionAtTheEdge: every keyed route admits its caller against the
+// key's and team's limits before the handler reads the body, so the limit
+// check comes before the model check (a forbidden model over the rpm limit
+// is a 429, not a 403) and a refused request's body is never read.
+func TestAdmissionAtTheEdge(t *testing.T) {
+	cfg := "model_list:\n" +
+		"  - model_name: small\n    litellm_params: {model: openai/text-embedding-3-small}\n" +
+		"  - model_name: large\n    litellm_params: {model: openai/text-embedding-3-large}\n"
+	gatewaytest.Run(t, gatewaytest.Options{Config: cfg}, func(t *testing.T, g *gatewaytest.Gateway) {
+		team := g.NewTeam(map[string]any{"team_alias": "limited"})
+		key := g.NewKey(team, map[string]any{"models": []string{"small"}, "rpm_limit": 2})
+		if resp := g.Do("GET", "/key/info", key, nil); resp.Status != 200 {
+			t.Fatalf("first request: %d %s", resp.Status, resp.Body)
+		}
+		if resp := g.Do("POST", "/v1/embeddings", key, `{"model":"large","input":"x"}`); resp.Status != 403 {
+			t.Errorf("forbidden model within the limit: %d %s", resp.Status, resp.Body)
+		}
+		resp := g.Do("POST", "/v1/embeddings", key, `{"model":"large","input":"x"}`)
+		if resp.Status != 429 || resp.ErrorCode(t) != "rate_limit_exceeded" || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("forbidden model over the limit: %d %s", resp.Status, resp.Body)
+		}
+
+		// A body over the JSON limit: the 429 comes first, it is never read
+		// (reading it would be a 413).
+		big := strings.NewReader(`{"model":"small","input":"` + strings.Repeat("x", 11<<20) + `"}`)
+		req, _ := http.NewRequest("POST", g.URL+"/v1/embeddings", big)
+		req.Header.Set("Authorization", "Bearer "+key)
+		r, err := g.Client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != 429 {
+			t.Errorf("refused before the body: %d", r.StatusCode)
+		}
+
+		// The master key has no limits.
+		for range 3 {
+			if resp := g.Do("GET", "/key/info?key="+key, g.MasterKey, nil); resp.Status != 200 {
+				t.Errorf("master key: %d", resp.Status)
+			}
+		}
+	})
+}

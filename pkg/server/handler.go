@@ -41,11 +41,24 @@ func Handler(s *Services, opts Options) (http.Handler, error) {
 			api.WriteError(w, r, api.MethodNotAllowed(r.Method, r.URL.Path))
 		})
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		r = api.StartRequest(w, r)
-		api.WriteError(w, r, api.NotFound("Unknown route: %s %s.", r.Method, r.URL.Path))
-	})
+	for pattern := range methods {
+		// A pattern ending in a {name...} wildcard would have the mux answer
+		// its bare prefix (/anthropic) with a redirect and an HTML body.
+		if i := strings.LastIndex(pattern, "/{"); i > 0 && strings.HasSuffix(pattern, "...}") {
+			prefix := pattern[:i]
+			mux.HandleFunc(prefix, func(w http.ResponseWriter, r *http.Request) {
+				r = api.StartRequest(w, r)
+				api.WriteError(w, r, api.NotFound("Unknown route: %s %s. Name the endpoint after the prefix: %s/….", r.Method, r.URL.Path, prefix))
+			})
+		}
+	}
+	mux.HandleFunc("/", unknownRoute)
 	return rejectUncleanPaths(mux), nil
+}
+
+func unknownRoute(w http.ResponseWriter, r *http.Request) {
+	r = api.StartRequest(w, r)
+	api.WriteError(w, r, api.NotFound("Unknown route: %s %s.", r.Method, r.URL.Path))
 }
 
 // rejectUncleanPaths answers 400 for paths with dot segments or empty
@@ -79,9 +92,12 @@ func (s *Services) wrap(rt Route, h HandlerFunc) http.Handler {
 		}
 		if err != nil {
 			if tw.wrote {
-				// The answer has begun (a stream): all that is left is to log.
+				// The answer has begun (a stream) and cannot become an error
+				// any more: it is cut (the connection closed, or the Lambda
+				// edge's error trailer), so the client sees a broken answer,
+				// never the clean end of a truncated one.
 				api.LogLateError(r, err)
-				return
+				panic(http.ErrAbortHandler)
 			}
 			api.WriteError(w, r, err)
 		}
@@ -89,17 +105,24 @@ func (s *Services) wrap(rt Route, h HandlerFunc) http.Handler {
 }
 
 // authorize finds the caller's key, resolves it to a principal stored in the
-// request's context, and checks the route's access rule.
+// request's context, checks the route's access rule, and admits the request
+// against the key's and team's rpm/tpm limits (429) — before the handler
+// reads a byte of the body, so a caller over its limits costs no more.
 func (s *Services) authorize(rt Route, r *http.Request) (*http.Request, error) {
 	if rt.Access == Public {
 		return r, nil
 	}
-	p, err := s.Auth.Authenticate(r.Context(), auth.ExtractKey(r, rt.KeyInQuery))
+	key := auth.ExtractKey(r, rt.KeyInQuery)
+	p, err := s.Auth.Authenticate(r.Context(), key)
 	if err != nil {
+		s.authFailures.record(r, key, err)
 		return r, err
 	}
 	if rt.Access == AdminOnly && !p.Admin {
 		return r, api.Forbidden("This route needs the master key; team keys may not call %s %s.", rt.Method, rt.Pattern)
+	}
+	if err := s.Auth.Admit(r.Context(), p); err != nil {
+		return r, err
 	}
 	return r.WithContext(auth.WithPrincipal(r.Context(), p)), nil
 }

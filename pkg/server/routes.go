@@ -6,6 +6,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/sluice-gateway/sluice/pkg/passthrough"
@@ -39,7 +40,10 @@ type Route struct {
 	Stream bool
 	// KeyInQuery accepts the key in the ?key= query parameter (passthrough only).
 	KeyInQuery bool
-	handler    func(*Services) HandlerFunc
+	// Needs is what the handler touches in the deployment, beyond what the
+	// middleware needs for Access (see Route.Capabilities).
+	Needs   []Capability
+	handler func(*Services) HandlerFunc
 }
 
 // passthroughMethods are the methods every passthrough prefix accepts.
@@ -50,20 +54,23 @@ var passthroughMethods = []string{http.MethodGet, http.MethodPost, http.MethodPu
 // streaming, with the key also accepted in ?key= (Google SDKs send it there).
 func passthroughRoutes() []Route {
 	var routes []Route
+	// Bedrock is called with the function's own role (SigV4).
+	bedrock := append(slices.Clone(passthroughCall), BedrockInvoke, BedrockAgents)
 	for _, p := range []struct {
 		prefix, function string
 		provider         passthrough.Provider
+		needs            []Capability
 	}{
-		{"/vertex-ai", "passthrough-vertex-ai", passthrough.VertexAI},
-		{"/vertex_ai", "passthrough-vertex-ai", passthrough.VertexAI},
-		{"/bedrock", "passthrough-bedrock", passthrough.Bedrock},
-		{"/anthropic", "passthrough-anthropic", passthrough.Anthropic},
-		{"/gemini", "passthrough-gemini", passthrough.Gemini},
+		{"/vertex-ai", "passthrough-vertex-ai", passthrough.VertexAI, passthroughCall},
+		{"/vertex_ai", "passthrough-vertex-ai", passthrough.VertexAI, passthroughCall},
+		{"/bedrock", "passthrough-bedrock", passthrough.Bedrock, bedrock},
+		{"/anthropic", "passthrough-anthropic", passthrough.Anthropic, passthroughCall},
+		{"/gemini", "passthrough-gemini", passthrough.Gemini, passthroughCall},
 	} {
 		for _, m := range passthroughMethods {
 			routes = append(routes, Route{
 				Method: m, Pattern: p.prefix + "/{endpoint...}", Function: p.function, Access: AnyKey,
-				Stream: true, KeyInQuery: true,
+				Stream: true, KeyInQuery: true, Needs: p.needs,
 				handler: func(s *Services) HandlerFunc { return s.Passthrough.Handler(p.provider) },
 			})
 		}
@@ -71,35 +78,45 @@ func passthroughRoutes() []Route {
 	return routes
 }
 
-// Routes returns the route table. Every route is declared here once; the
-// SAM template is checked against it.
+// Routes returns the route table. Every route is declared here once, with
+// what its handler touches (readiness pings the table; an upload stores the
+// bytes, then the record, and deletes the bytes of a refused one); the SAM
+// template is checked against it.
 func Routes() []Route {
 	routes := []Route{
 		{Method: "GET", Pattern: "/health/liveliness", Function: "health", Access: Public, handler: func(s *Services) HandlerFunc { return s.liveliness }},
-		{Method: "GET", Pattern: "/health/readiness", Function: "health", Access: Public, handler: func(s *Services) HandlerFunc { return s.readiness }},
+		{Method: "GET", Pattern: "/health/readiness", Function: "health", Access: Public, Needs: []Capability{RecordsRead}, handler: func(s *Services) HandlerFunc { return s.readiness }},
 
 		{Method: "GET", Pattern: "/v1/models", Function: "models", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.listModels }},
 
-		{Method: "POST", Pattern: "/v1/embeddings", Function: "embeddings", Access: AnyKey, Stream: true, handler: func(s *Services) HandlerFunc { return s.Embeddings.Create }},
-		{Method: "POST", Pattern: "/moderations", Function: "moderations", Access: AnyKey, Stream: true, handler: func(s *Services) HandlerFunc { return s.Moderations.Create }},
-		{Method: "POST", Pattern: "/v1/moderations", Function: "moderations", Access: AnyKey, Stream: true, handler: func(s *Services) HandlerFunc { return s.Moderations.Create }},
+		{Method: "POST", Pattern: "/v1/embeddings", Function: "embeddings", Access: AnyKey, Stream: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/embeddings") }},
+		{Method: "POST", Pattern: "/moderations", Function: "moderations", Access: AnyKey, Stream: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/moderations") }},
+		{Method: "POST", Pattern: "/v1/moderations", Function: "moderations", Access: AnyKey, Stream: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/moderations") }},
 
-		{Method: "POST", Pattern: "/v1/files", Function: "files-upload", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.filesAPI().Upload }},
+		{Method: "POST", Pattern: "/v1/files", Function: "files-upload", Access: AnyKey, Needs: []Capability{RecordsWrite, FilesWrite, FilesDelete}, handler: func(s *Services) HandlerFunc { return s.filesAPI().Upload }},
 		{Method: "GET", Pattern: "/v1/files", Function: "files-list", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.filesAPI().List }},
 		{Method: "GET", Pattern: "/v1/files/{file_id}", Function: "file-get", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.filesAPI().Get }},
-		{Method: "DELETE", Pattern: "/v1/files/{file_id}", Function: "file-delete", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.filesAPI().Delete }},
-		{Method: "GET", Pattern: "/v1/files/{file_id}/content", Function: "file-content", Access: AnyKey, Stream: true, handler: func(s *Services) HandlerFunc { return s.filesAPI().Content }},
-		{Method: "POST", Pattern: "/v1/uploads", Function: "uploads", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.filesAPI().CreateUpload }},
-		{Method: "POST", Pattern: "/v1/uploads/{upload_id}/parts", Function: "uploads", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.filesAPI().AddPart }},
-		{Method: "POST", Pattern: "/v1/uploads/{upload_id}/complete", Function: "uploads", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.filesAPI().CompleteUpload }},
-		{Method: "POST", Pattern: "/v1/uploads/{upload_id}/cancel", Function: "uploads", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.filesAPI().CancelUpload }},
+		{Method: "DELETE", Pattern: "/v1/files/{file_id}", Function: "file-delete", Access: AnyKey, Needs: []Capability{RecordsWrite, FilesDelete}, handler: func(s *Services) HandlerFunc { return s.filesAPI().Delete }},
+		{Method: "GET", Pattern: "/v1/files/{file_id}/content", Function: "file-content", Access: AnyKey, Stream: true, Needs: []Capability{FilesRead}, handler: func(s *Services) HandlerFunc { return s.filesAPI().Content }},
+		{Method: "POST", Pattern: "/v1/uploads", Function: "uploads", Access: AnyKey, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.filesAPI().CreateUpload }},
+		{Method: "POST", Pattern: "/v1/uploads/{upload_id}/parts", Function: "uploads", Access: AnyKey, Needs: []Capability{RecordsWrite, FilesWrite, FilesDelete}, handler: func(s *Services) HandlerFunc { return s.filesAPI().AddPart }},
+		{Method: "POST", Pattern: "/v1/uploads/{upload_id}/complete", Function: "uploads", Access: AnyKey, Needs: []Capability{RecordsWrite, FilesRead, FilesDelete}, handler: func(s *Services) HandlerFunc { return s.filesAPI().CompleteUpload }},
+		{Method: "POST", Pattern: "/v1/uploads/{upload_id}/cancel", Function: "uploads", Access: AnyKey, Needs: []Capability{RecordsWrite, FilesDelete}, handler: func(s *Services) HandlerFunc { return s.filesAPI().CancelUpload }},
 
-		{Method: "POST", Pattern: "/team/new", Function: "admin", Access: AdminOnly, handler: func(s *Services) HandlerFunc { return s.admin().TeamNew }},
+		{Method: "POST", Pattern: "/team/new", Function: "admin", Access: AdminOnly, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.admin().TeamNew }},
 		{Method: "GET", Pattern: "/team/info", Function: "admin", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.admin().TeamInfo }},
 		{Method: "GET", Pattern: "/team/list", Function: "admin", Access: AdminOnly, handler: func(s *Services) HandlerFunc { return s.admin().TeamList }},
-		{Method: "POST", Pattern: "/key/generate", Function: "admin", Access: AdminOnly, handler: func(s *Services) HandlerFunc { return s.admin().KeyGenerate }},
+		{Method: "POST", Pattern: "/key/generate", Function: "admin", Access: AdminOnly, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.admin().KeyGenerate }},
 		{Method: "GET", Pattern: "/key/info", Function: "admin", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.admin().KeyInfo }},
-		{Method: "POST", Pattern: "/key/delete", Function: "admin", Access: AdminOnly, handler: func(s *Services) HandlerFunc { return s.admin().KeyDelete }},
+		{Method: "POST", Pattern: "/key/delete", Function: "admin", Access: AdminOnly, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.admin().KeyDelete }},
+
+		// Team logging callbacks (the admin or a key of the team): one
+		// function each, so only the add seals secrets.
+		{Method: "POST", Pattern: "/team/{team_id}/callback", Function: "team-callback-add", Access: AnyKey, Needs: []Capability{RecordsWrite, Seal}, handler: func(s *Services) HandlerFunc { return s.callbacksAPI().Add }},
+		{Method: "GET", Pattern: "/team/{team_id}/callback", Function: "team-callback-get", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.callbacksAPI().Get }},
+		{Method: "DELETE", Pattern: "/team/{team_id}/callback/{callback_name}", Function: "team-callback-delete", Access: AnyKey, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.callbacksAPI().Delete }},
+		{Method: "POST", Pattern: "/team/{team_id}/disable_logging", Function: "team-disable-logging", Access: AnyKey, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.callbacksAPI().DisableLogging }},
+		{Method: "GET", Pattern: "/team/{team_id}/audit", Function: "team-audit", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.callbacksAPI().Audit }},
 	}
 	return append(routes, passthroughRoutes()...)
 }

@@ -10,10 +10,14 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/callbacks"
+	"github.com/sluice-gateway/sluice/pkg/callbacks/delivery"
+	"github.com/sluice-gateway/sluice/pkg/callbacks/gcsbucket"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/embeddings"
 	"github.com/sluice-gateway/sluice/pkg/files"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/moderations"
 	"github.com/sluice-gateway/sluice/pkg/passthrough"
@@ -55,15 +59,31 @@ type Services struct {
 	Backend  *store.Backend
 	Secrets  config.Secrets
 	Auth     *auth.Service
-	Events   *logevent.Emitter
+	// Catalog says where a team's log events go — its callbacks and the
+	// gateway-wide ones: Events asks it before publishing, Delivery where
+	// to send. Callback settings writes drop a team's entry at once.
+	Catalog *callbacks.Catalog
+	Events  *logevent.Emitter
+	// Callbacks manages team callback settings (pkg/callbacks).
+	Callbacks *callbacks.Service
+	// Delivery delivers log events to the callbacks: the callback-delivery
+	// job's handler.
+	Delivery *delivery.Deliverer
 	// Models routes model calls to deployments (pkg/models).
-	Models      *models.Router
+	Models *models.Router
+	// Calls is the call layer every model operation ends its calls through.
+	Calls       *modelcall.Calls
 	Embeddings  *embeddings.Service
 	Moderations *moderations.Service
+	// Operations are the model endpoints' operations by OpenAI path: the
+	// routes mount them, and the batch worker runs lines through them.
+	Operations modelcall.Operations
 	// Files serves the Files and Uploads APIs (pkg/files).
 	Files *files.Service
 	// Passthrough serves /vertex-ai, /bedrock, /anthropic and /gemini.
 	Passthrough *passthrough.Service
+
+	authFailures *authFailureLog
 }
 
 // NewServices builds the services over deps.
@@ -82,20 +102,22 @@ func NewServices(deps Deps) (*Services, error) {
 	if err != nil {
 		return nil, err
 	}
+	if deps.Getenv == nil {
+		deps.Getenv = os.Getenv
+	}
 	s := &Services{
 		Settings: deps.Settings,
 		Config:   deps.Config,
 		Backend:  deps.Backend,
 		Secrets:  deps.Secrets,
 		Auth:     a,
-		// Nobody listens until team callbacks exist.
-		Events: logevent.NewEmitter(deps.Backend.Bus, deps.Backend.Blobs, nil, int(deps.Settings.ClaimCheckThreshold)),
 		Files: files.NewService(deps.Backend.Records, deps.Backend.Blobs, files.Options{
 			MaxFileSize: deps.Settings.MaxFileSize, MaxLineBytes: int(deps.Settings.JSONBodyLimit), Now: deps.Now,
 		}),
 	}
-	if deps.Getenv == nil {
-		deps.Getenv = os.Getenv
+	s.authFailures = newAuthFailureLog(deps.Now)
+	if err := s.buildCallbacks(deps); err != nil {
+		return nil, err
 	}
 	// One client, so model calls and passthrough share one connection pool.
 	client := providers.NewHTTPClient()
@@ -111,8 +133,45 @@ func NewServices(deps Deps) (*Services, error) {
 	return s, nil
 }
 
-// buildModels builds the router over the provider registry, and the
-// embeddings and moderations endpoints on it.
+// buildCallbacks builds the logging callbacks: the catalog, the emitter
+// that asks it, the settings service and the delivery worker.
+func (s *Services) buildCallbacks(deps Deps) error {
+	gateway, err := callbacks.GatewayCallbacks(deps.Config, deps.Getenv)
+	if err != nil {
+		return err
+	}
+	s.Catalog = callbacks.NewCatalog(deps.Backend.Records, deps.Backend.Sealer, callbacks.CatalogOptions{
+		TTL: deps.Settings.CallbackCacheTTL, Now: deps.Now, Gateway: gateway,
+		Resolve: func(ctx context.Context, v string) (string, error) { return deps.Config.Resolve(ctx, deps.Secrets, v) },
+	})
+	s.Events = logevent.NewEmitter(deps.Backend.Bus, deps.Backend.Blobs, s.Catalog, int(deps.Settings.ClaimCheckThreshold))
+	guard, err := callbacks.NewGuard(deps.Config.CallbackSettings.AllowHosts)
+	if err != nil {
+		return err
+	}
+	accounts := callbacks.NewServiceAccounts(deps.Settings.ServiceAccountDir, guard)
+	if s.Callbacks, err = callbacks.NewService(callbacks.Deps{
+		Records: deps.Backend.Records, Sealer: deps.Backend.Sealer, Teams: s.Auth, Catalog: s.Catalog,
+		Guard: guard, Accounts: accounts, Now: deps.Now,
+	}); err != nil {
+		return err
+	}
+	s.Delivery, err = delivery.New(delivery.Deps{
+		Catalog: s.Catalog, Records: deps.Backend.Records, Blobs: deps.Backend.Blobs, DeadLetters: deps.Backend.DeliveryDeadLetters,
+		Open: delivery.NewOpener(delivery.OpenerDeps{
+			Client: guard.Client(), GatewayClient: callbacks.GatewayClient(), Accounts: accounts,
+			GCSEndpoint: gcsbucket.Endpoint(deps.Getenv),
+		}),
+	}, delivery.Options{Now: deps.Now})
+	return err
+}
+
+func (s *Services) callbacksAPI() callbacks.Handlers {
+	return callbacks.Handlers{Service: s.Callbacks, JSONLimit: s.Settings.JSONBodyLimit}
+}
+
+// buildModels builds the router over the provider registry, the call layer,
+// and the model operations on them.
 func (s *Services) buildModels(deps Deps, client *http.Client) error {
 	getenv := deps.Getenv
 	registry := map[string]models.Provider{
@@ -127,14 +186,19 @@ func (s *Services) buildModels(deps Deps, client *http.Client) error {
 	}
 	router, err := models.NewRouter(models.Options{
 		Config: deps.Config, Secrets: deps.Secrets, Limiter: deps.Backend.Limiter,
-		Admitter: s.Auth, Providers: registry,
+		KeyTokens: s.Auth, Providers: registry,
 	})
 	if err != nil {
 		return err
 	}
 	s.Models = router
-	s.Embeddings = embeddings.New(router, s.Events, deps.Settings.JSONBodyLimit)
-	s.Moderations = moderations.New(router, s.Events, deps.Config, deps.Settings.JSONBodyLimit)
+	s.Calls = modelcall.New(s.Events, router)
+	s.Embeddings = embeddings.New(router, s.Calls)
+	s.Moderations = moderations.New(router, s.Calls, deps.Config)
+	s.Operations = modelcall.Operations{
+		"/v1/embeddings":  s.Embeddings.Create,
+		"/v1/moderations": s.Moderations.Create,
+	}
 	return nil
 }
 
@@ -188,4 +252,14 @@ func (s *Services) listModels(w http.ResponseWriter, r *http.Request) error {
 	}
 	api.WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 	return nil
+}
+
+// call is the route handler of the model operation at path (a key of
+// Operations): the one HTTP shell of every model endpoint.
+func (s *Services) call(path string) HandlerFunc {
+	op, ok := s.Operations[path]
+	if !ok {
+		panic("server: no model operation for " + path) // the route table names an operation that is not built
+	}
+	return modelcall.Handler(op, s.Settings.JSONBodyLimit)
 }

@@ -30,8 +30,27 @@ type Index string
 const (
 	Table Index = ""     // the table itself, keyed by PK/SK
 	GSI1  Index = "gsi1" // listing: an owner's items in creation order
-	GSI2  Index = "gsi2" // sweeps: items by expiry
+	GSI2  Index = "gsi2" // sweeps: items by expiry, keys only
 )
+
+// KeysOnly reports whether index i holds keys only: a query on it returns
+// each record's Key and its keys in the index, nothing else (read the
+// record for the rest). GSI2 does: a sweep reads which records are due, then
+// each due record, so the index stores (and every write to a record copies
+// into it) no bodies.
+func (i Index) KeysOnly() bool { return i == GSI2 }
+
+// KeysIn is what a keys-only index ix holds of r: its Key and its keys in ix.
+func (r Record) KeysIn(ix Index) Record {
+	out := Record{Key: r.Key}
+	switch ix {
+	case GSI1:
+		out.GSI1 = r.GSI1
+	case GSI2:
+		out.GSI2 = r.GSI2
+	}
+	return out
+}
 
 // Key is a record's primary key.
 type Key struct {
@@ -72,7 +91,10 @@ type Cond struct {
 	AtMost map[string]int64
 }
 
-// Query reads one partition of the table or an index in sort-key order.
+// Query reads one partition of the table or an index in sort-key order. A
+// query on a keys-only index (Index.KeysOnly) returns each record's Key and
+// its keys in that index only, and does not know which records have expired:
+// Get tells.
 type Query struct {
 	Index    Index
 	PK       string
@@ -208,8 +230,13 @@ type Backend struct {
 	Bus     Bus   // log events, fanned out to Deliveries
 	// Deliveries is the bus subscription the callback delivery worker consumes.
 	Deliveries Queue
-	Limiter    Limiter
-	Sealer     Sealer
+	// DeliveryDeadLetters is Deliveries' dead-letter queue: messages that
+	// failed MaxReceives times, and the log events the delivery worker gives
+	// up on (it sends them there itself). An operator is alarmed when it
+	// holds any, and re-drives them to Deliveries (Redrive).
+	DeliveryDeadLetters Queue
+	Limiter             Limiter
+	Sealer              Sealer
 	// Ping reports whether the stores answer (readiness).
 	Ping func(ctx context.Context) error
 	// PurgeExpired removes records past their ExpiresAt, where the backend

@@ -1,8 +1,9 @@
-// Package delivery delivers log events to team callbacks. Handle is the
+// Package delivery delivers log events to logging callbacks. Handle is the
 // handler of the callback-delivery job: it takes one message of the
 // delivery queue (SNS → SQS in the cloud, the in-process bus locally),
 // whose body holds one or more log events, and sends each event to every
-// callback of its team whose type matches its outcome.
+// callback whose type matches its outcome: its team's and the gateway-wide
+// ones.
 //
 // Delivery is at least once, and no event is silently lost:
 //
@@ -13,8 +14,10 @@
 //     the next receive sends only the rest.
 //   - On the message's last receive (Options.MaxReceives), or at once for a
 //     failure retrying cannot fix (a refused event, refused credentials, a
-//     refused address), the event is dead-lettered for that callback: a
-//     record in the team's dead-letter partition, counted, and logged.
+//     refused address), the event is dead-lettered for that callback: sent
+//     to the delivery queue's dead-letter queue (whose depth alarms the
+//     operator), naming the callback, so that re-driving it to the delivery
+//     queue delivers it to that callback only.
 //   - A duplicate can still reach a destination (a request that succeeded
 //     but whose answer was lost is sent again). Each destination is sent
 //     idempotency keys it honours — Langfuse envelope ids, LangSmith run
@@ -32,6 +35,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,8 +49,9 @@ import (
 const (
 	// DefaultMaxReceives matches the delivery queue's redrive policy
 	// (pkg/store/aws.MaxReceives, local.DefaultMaxReceives): the handler
-	// dead-letters on the last receive itself, so the queue's own
-	// dead-letter queue only ever holds messages whose handler crashed.
+	// dead-letters what fails on the last receive itself, naming the
+	// callback; the queue moves a message there whole only when its
+	// handler crashed.
 	DefaultMaxReceives    = 5
 	DefaultRetries        = 3
 	DefaultBackoff        = 200 * time.Millisecond
@@ -58,6 +63,12 @@ const (
 	DefaultMaxInflight = 4
 	// maxClaimedBytes bounds a claim-checked body read back.
 	maxClaimedBytes = 64 << 20
+	// maxDeadLetterBytes bounds the log events of one dead letter: they came
+	// in one bus message, so they fit in one again, with room for the
+	// attributes.
+	maxDeadLetterBytes = 200 << 10
+	// maxErrorAttr bounds the error a dead letter carries.
+	maxErrorAttr = 1 << 10
 )
 
 // redacted replaces the request and response for callbacks with
@@ -94,6 +105,9 @@ type Deps struct {
 	Records store.Records
 	Blobs   store.Blobs // claim-checked bodies
 	Open    Opener
+	// DeadLetters is the delivery queue's dead-letter queue
+	// (store.Backend.DeliveryDeadLetters).
+	DeadLetters store.Queue
 }
 
 // Deliverer delivers log events; see the package comment.
@@ -101,6 +115,7 @@ type Deliverer struct {
 	catalog *callbacks.Catalog
 	records store.Records
 	blobs   store.Blobs
+	dead    store.Queue
 	opts    Options
 	now     func() time.Time
 	dests   *destinations
@@ -109,8 +124,8 @@ type Deliverer struct {
 
 // New builds a Deliverer.
 func New(d Deps, opts Options) (*Deliverer, error) {
-	if d.Catalog == nil || d.Records == nil || d.Blobs == nil || d.Open == nil {
-		return nil, errors.New("delivery: catalog, records, blobs and an opener are required")
+	if d.Catalog == nil || d.Records == nil || d.Blobs == nil || d.Open == nil || d.DeadLetters == nil {
+		return nil, errors.New("delivery: catalog, records, blobs, an opener and a dead-letter queue are required")
 	}
 	def := func(v *int, n int) {
 		if *v <= 0 {
@@ -132,7 +147,7 @@ func New(d Deps, opts Options) (*Deliverer, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	dl := &Deliverer{catalog: d.Catalog, records: d.Records, blobs: d.Blobs, opts: opts, now: opts.Now}
+	dl := &Deliverer{catalog: d.Catalog, records: d.Records, blobs: d.Blobs, dead: d.DeadLetters, opts: opts, now: opts.Now}
 	dl.dests = &destinations{
 		open: func(ctx context.Context, cb callbacks.Callback) (Destination, error) {
 			vars, err := d.Catalog.Open(ctx, cb)
@@ -167,12 +182,12 @@ type delivery struct {
 // nil when every delivery succeeded or was dead-lettered, and an error (the
 // message is then redelivered) when some should be tried again later.
 func (d *Deliverer) Handle(ctx context.Context, m store.Message) error {
-	events, err := DecodeMessage(m)
+	msg, err := DecodeMessage(m)
 	if err != nil {
 		// Retrying cannot make a message readable: dead-letter it whole.
 		d.stats.Undecodable.Add(1)
 		slog.ErrorContext(ctx, "delivery message dead-lettered: no readable log event", "message", m.ID, "error", err)
-		return d.deadLetter(ctx, DeadLetter{Message: m.Body, Error: err.Error(), Receives: m.Receives, CreatedAt: d.now().UTC()})
+		return d.sendDead(ctx, m.Body)
 	}
 	done := map[string]bool{}
 	if m.Receives > 1 {
@@ -180,7 +195,7 @@ func (d *Deliverer) Handle(ctx context.Context, m store.Message) error {
 			return err
 		}
 	}
-	work, err := d.plan(ctx, events, done, m.Receives)
+	work, err := d.plan(ctx, msg, done, m.Receives)
 	if err != nil {
 		return err
 	}
@@ -191,21 +206,22 @@ func (d *Deliverer) Handle(ctx context.Context, m store.Message) error {
 	d.run(ctx, work)
 
 	last := m.Receives >= d.opts.MaxReceives
-	var retry []*delivery
+	var retry, dead []*delivery
 	var firstErr error
 	for _, w := range work {
 		switch {
 		case w.err == nil:
 			done[w.key] = true
 		case callbacks.IsPermanent(w.err) || last:
-			if err := d.bury(ctx, w, m.Receives); err != nil {
-				retry = append(retry, w) // not recorded: try again rather than lose it
-				firstErr = cmpErr(firstErr, err)
-			}
+			dead = append(dead, w)
 		default:
 			retry = append(retry, w)
 			firstErr = cmpErr(firstErr, w.err)
 		}
+	}
+	if err := d.bury(ctx, dead, m.Receives); err != nil {
+		retry = append(retry, dead...) // not dead-lettered: try again rather than lose them
+		firstErr = cmpErr(firstErr, err)
 	}
 	if len(retry) == 0 {
 		if m.Receives > 1 {
@@ -234,26 +250,30 @@ func cmpErr(first, err error) error {
 	return err
 }
 
-// plan lists the deliveries of events: each event to every callback of its
-// team that receives its outcome, less those done on an earlier receive
-// (on a redelivery, the others count as sent again).
-func (d *Deliverer) plan(ctx context.Context, events []*logevent.Event, done map[string]bool, receives int) ([]*delivery, error) {
+// plan lists the deliveries of a message's events: each event to every
+// callback it goes to (the gateway's and its team's) that receives its
+// outcome — only to msg.Callback for a re-driven dead letter — less those
+// done on an earlier receive (on a redelivery, the others count as sent
+// again).
+func (d *Deliverer) plan(ctx context.Context, msg Message, done map[string]bool, receives int) ([]*delivery, error) {
 	var work []*delivery
 	teams := map[string][]callbacks.Callback{}
-	for _, ev := range events {
+	for _, ev := range msg.Events {
 		team := ev.Metadata.UserAPIKeyTeamID
 		cbs, ok := teams[team]
 		if !ok {
 			var err error
-			if cbs, err = d.catalog.Team(ctx, team); err != nil {
+			if cbs, err = d.catalog.For(ctx, team); err != nil {
 				return nil, fmt.Errorf("delivery: %w", err)
 			}
 			teams[team] = cbs
 		}
+		matched := false
 		for _, cb := range cbs {
-			if !callbacks.Receives(cb.Type, ev.Status) {
+			if msg.Callback != "" && cb.ID() != msg.Callback || !callbacks.Receives(cb.Type, ev.Status) {
 				continue
 			}
+			matched = true
 			key := ev.ID + "|" + cb.ID()
 			if done[key] {
 				d.stats.Skipped.Add(1)
@@ -263,6 +283,9 @@ func (d *Deliverer) plan(ctx context.Context, events []*logevent.Event, done map
 				d.stats.Resent.Add(1)
 			}
 			work = append(work, &delivery{key: key, ev: ev, cb: cb})
+		}
+		if !matched && msg.Callback != "" {
+			slog.WarnContext(ctx, "re-driven log event not delivered: its callback is gone", "team", team, "callback", msg.Callback, "event_id", ev.ID)
 		}
 	}
 	return work, nil
@@ -399,22 +422,70 @@ func (d *Deliverer) sleep(ctx context.Context, attempt int, failed []*delivery) 
 	}
 }
 
-// bury dead-letters a delivery.
-func (d *Deliverer) bury(ctx context.Context, w *delivery, receives int) error {
-	ev, err := json.Marshal(w.ev)
-	if err != nil {
-		return fmt.Errorf("encode dead letter: %w", err)
+// bury dead-letters deliveries: per callback and team, their events as
+// they travelled (claim-checked bodies stay behind their pointer) in one
+// dead letter — a bus event naming the callback — on the dead-letter queue.
+func (d *Deliverer) bury(ctx context.Context, dead []*delivery, receives int) error {
+	if len(dead) == 0 {
+		return nil
 	}
-	dl := DeadLetter{TeamID: w.cb.TeamID, Callback: w.cb.ID(), EventID: w.ev.ID, Event: ev, Error: w.err.Error(),
-		Receives: receives, CreatedAt: d.now().UTC()}
-	// The dead letter must be written even if the handler's time is up.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := d.deadLetter(wctx, dl); err != nil {
+	type grave struct {
+		team, callback, err string
+		bodies              [][]byte
+		events              int
+	}
+	var graves []*grave
+	byKey := map[string]*grave{}
+	for _, w := range dead {
+		team := w.ev.Metadata.UserAPIKeyTeamID
+		g := byKey[team+"\x00"+w.cb.ID()]
+		if g == nil {
+			g = &grave{team: team, callback: w.cb.ID(), err: w.err.Error()}
+			byKey[team+"\x00"+w.cb.ID()] = g
+			graves = append(graves, g)
+		}
+		line, err := logevent.EncodeEvents([]*logevent.Event{w.ev})
+		if err != nil {
+			return fmt.Errorf("encode dead letter: %w", err)
+		}
+		last := len(g.bodies) - 1
+		if last < 0 || len(g.bodies[last])+1+len(line) > maxDeadLetterBytes || g.events == logevent.MaxEventsPerMessage {
+			g.bodies = append(g.bodies, line)
+			g.events = 1
+		} else {
+			g.bodies[last] = append(append(g.bodies[last], '\n'), line...)
+			g.events++
+		}
+	}
+	var letters [][]byte
+	for _, g := range graves {
+		errText := g.err
+		if len(errText) > maxErrorAttr {
+			errText = errText[:maxErrorAttr]
+		}
+		attrs := map[string]string{logevent.AttrTeam: g.team, AttrCallback: g.callback, AttrError: errText, AttrReceives: strconv.Itoa(receives)}
+		for _, b := range g.bodies {
+			letters = append(letters, store.EncodeEvent(store.Event{Attributes: attrs, Body: b}))
+		}
+	}
+	if err := d.sendDead(ctx, letters...); err != nil {
 		return err
 	}
-	d.stats.DeadLettered.Add(1)
-	slog.WarnContext(ctx, "log event dead-lettered", "team", dl.TeamID, "callback", dl.Callback, "event_id", dl.EventID,
-		"receives", receives, "permanent", callbacks.IsPermanent(w.err), "error", w.err)
+	d.stats.DeadLettered.Add(int64(len(dead)))
+	for _, g := range graves {
+		slog.ErrorContext(ctx, "log events dead-lettered: re-drive the delivery dead-letter queue once the destination is fixed",
+			"team", g.team, "callback", g.callback, "receives", receives, "error", g.err)
+	}
+	return nil
+}
+
+// sendDead sends bodies to the dead-letter queue, even when the handler's
+// time is up.
+func (d *Deliverer) sendDead(ctx context.Context, bodies ...[]byte) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := d.dead.Send(sctx, bodies...); err != nil {
+		return fmt.Errorf("delivery: send to the dead-letter queue: %w", err)
+	}
 	return nil
 }

@@ -151,16 +151,12 @@ func TestPermanentFailureIsDeadLetteredAtOnce(t *testing.T) {
 	if err := d.Handle(context.Background(), message(t, "m1", 1, event("req_1", "team-a", logevent.StatusSuccess))); err != nil {
 		t.Fatalf("Handle = %v, want nil: the event is dead-lettered, not retried", err)
 	}
-	dls, count, err := DeadLetters(context.Background(), h.backend.Records, "team-a")
-	if err != nil {
-		t.Fatal(err)
+	dls := h.deadLetters(t)
+	if len(dls) != 1 || len(dls[0].events) != 1 || dls[0].events[0].ID != "req_1" {
+		t.Fatalf("dead letters %+v", dls)
 	}
-	if len(dls) != 1 || count != 1 || dls[0].EventID != "req_1" || dls[0].Callback != "langfuse#success" || !strings.Contains(dls[0].Error, "401") {
-		t.Fatalf("dead letters %+v (count %d)", dls, count)
-	}
-	var ev logevent.Event
-	if err := json.Unmarshal(dls[0].Event, &ev); err != nil || ev.ID != "req_1" {
-		t.Errorf("dead letter's event: %v %+v", err, ev)
+	if a := dls[0].attrs; a[AttrCallback] != "langfuse#success" || a[logevent.AttrTeam] != "team-a" || a[AttrReceives] != "1" || !strings.Contains(a[AttrError], "401") {
+		t.Errorf("dead letter's attributes %v", a)
 	}
 	if in.requests() != 1 {
 		t.Errorf("%d requests: a 401 was retried", in.requests())
@@ -222,9 +218,10 @@ func TestLastReceiveDeadLetters(t *testing.T) {
 	if err := d.Handle(context.Background(), m); err != nil {
 		t.Fatalf("last receive: %v, want nil (dead-lettered)", err)
 	}
-	dls, count, err := DeadLetters(context.Background(), h.backend.Records, "team-a")
-	if err != nil || len(dls) != 2 || count != 2 {
-		t.Fatalf("dead letters %d, count %d, %v; want 2", len(dls), count, err)
+	// The two events failed for one callback: one dead letter holds both.
+	dls := h.deadLetters(t)
+	if len(dls) != 1 || len(dls[0].events) != 2 || d.Stats().DeadLettered.Load() != 2 {
+		t.Fatalf("dead letters %+v, %d dead-lettered; want one letter of 2 events", dls, d.Stats().DeadLettered.Load())
 	}
 }
 
@@ -241,9 +238,12 @@ func TestUndecodableMessageIsDeadLettered(t *testing.T) {
 			t.Errorf("message %d: Handle = %v, want nil (dead-lettered)", i, err)
 		}
 	}
-	dls, count, err := DeadLetters(context.Background(), h.backend.Records, "")
-	if err != nil || len(dls) != 4 || count != 4 || d.Stats().Undecodable.Load() != 4 {
-		t.Errorf("dead letters %d count %d undecodable %d, %v; want 4", len(dls), count, d.Stats().Undecodable.Load(), err)
+	dls := h.deadLetters(t)
+	if len(dls) != 4 || d.Stats().Undecodable.Load() != 4 {
+		t.Fatalf("dead letters %d undecodable %d; want 4", len(dls), d.Stats().Undecodable.Load())
+	}
+	if string(dls[0].raw) != "not json" {
+		t.Errorf("an undecodable message was changed on its way to the dead-letter queue: %q", dls[0].raw)
 	}
 }
 
@@ -277,13 +277,13 @@ func TestEncodeDecodeEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(evs, got); diff != "" {
+	if diff := cmp.Diff(Message{Events: evs}, got); diff != "" {
 		t.Errorf("round trip (-want +got):\n%s", diff)
 	}
-	// One event, as the emitter publishes it today, is a message too.
+	// One event is a message too.
 	one, _ := json.Marshal(evs[0])
 	got, err = DecodeMessage(store.Message{ID: "m", Body: store.EncodeEvent(store.Event{Body: one})})
-	if err != nil || len(got) != 1 || got[0].ID != "req_1" {
+	if err != nil || len(got.Events) != 1 || got.Events[0].ID != "req_1" {
 		t.Errorf("single event: %v %v", got, err)
 	}
 }
@@ -293,14 +293,14 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add([]byte(`{"body":"{\"id\":\"a\"}\n{\"id\":\"b\",\"status\":\"failure\"}"}`))
 	f.Add([]byte(`{"body_base64":"AAEC"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		events, err := DecodeMessage(store.Message{ID: "m", Body: body})
+		msg, err := DecodeMessage(store.Message{ID: "m", Body: body})
 		if err != nil {
 			return
 		}
-		if len(events) == 0 || len(events) > MaxEventsPerMessage {
-			t.Fatalf("%d events accepted", len(events))
+		if len(msg.Events) == 0 || len(msg.Events) > logevent.MaxEventsPerMessage {
+			t.Fatalf("%d events accepted", len(msg.Events))
 		}
-		for _, ev := range events {
+		for _, ev := range msg.Events {
 			if ev.ID == "" {
 				t.Fatal("an event without an id was accepted")
 			}

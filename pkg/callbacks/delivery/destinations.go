@@ -26,16 +26,32 @@ type Destination interface {
 // Opener builds the destination of a callback from its opened vars.
 type Opener func(ctx context.Context, cb callbacks.Callback, vars map[string]string) (Destination, error)
 
-// NewOpener returns the opener of the three destinations: every connection
-// through client (the Guard's), service-account keys resolved by accounts,
-// GCS at gcsEndpoint (gcsbucket.Endpoint).
-func NewOpener(client *http.Client, accounts *callbacks.ServiceAccounts, gcsEndpoint string) Opener {
+// OpenerDeps is what the destinations are opened with.
+type OpenerDeps struct {
+	// Client carries a team's callbacks: the Guard's (destinations a team
+	// names must not reach private networks).
+	Client *http.Client
+	// GatewayClient carries the gateway-wide callbacks, which the operator
+	// configured.
+	GatewayClient *http.Client
+	// Accounts resolves a team's gcs_path_service_account.
+	Accounts *callbacks.ServiceAccounts
+	// GCSEndpoint is the GCS JSON API (gcsbucket.Endpoint).
+	GCSEndpoint string
+}
+
+// NewOpener returns the opener of the three destinations.
+func NewOpener(d OpenerDeps) Opener {
 	return func(ctx context.Context, cb callbacks.Callback, v map[string]string) (Destination, error) {
 		or := func(k, def string) string {
 			if s := v[k]; s != "" {
 				return s
 			}
 			return def
+		}
+		client := d.Client
+		if cb.Gateway {
+			client = d.GatewayClient
 		}
 		switch cb.Name {
 		case callbacks.Langfuse:
@@ -45,7 +61,13 @@ func NewOpener(client *http.Client, accounts *callbacks.ServiceAccounts, gcsEndp
 			return langsmith.New(client, or(callbacks.VarLangSmithBaseURL, callbacks.DefaultLangSmithBaseURL),
 				v[callbacks.VarLangSmithAPIKey], or(callbacks.VarLangSmithProject, callbacks.DefaultLangSmithProject)), nil
 		case callbacks.GCSBucket:
-			key, err := accounts.Key(v[callbacks.VarGCSServiceAccount])
+			var key []byte
+			var err error
+			if cb.Gateway {
+				key, err = callbacks.GatewayServiceAccount(v[callbacks.VarGCSServiceAccount])
+			} else {
+				key, err = d.Accounts.Key(v[callbacks.VarGCSServiceAccount])
+			}
 			if err != nil {
 				return nil, callbacks.Permanent(fmt.Errorf("service account of %s: %w", cb.ID(), err))
 			}
@@ -53,7 +75,7 @@ func NewOpener(client *http.Client, accounts *callbacks.ServiceAccounts, gcsEndp
 			if err != nil {
 				return nil, callbacks.Permanent(fmt.Errorf("service account of %s: %w", cb.ID(), err))
 			}
-			return gcsbucket.New(client, gcsEndpoint, v[callbacks.VarGCSBucketName], ts), nil
+			return gcsbucket.New(client, d.GCSEndpoint, v[callbacks.VarGCSBucketName], ts), nil
 		}
 		return nil, callbacks.Permanent(fmt.Errorf("unknown callback %q", cb.Name))
 	}

@@ -54,7 +54,7 @@ func newHarness(t testing.TB, queue local.QueueOptions) *harness {
 	if h.guard, err = callbacks.NewGuard([]string{"127.0.0.1"}); err != nil {
 		t.Fatal(err)
 	}
-	h.catalog = callbacks.NewCatalog(b.Records, b.Sealer, time.Minute, nil)
+	h.catalog = callbacks.NewCatalog(b.Records, b.Sealer, callbacks.CatalogOptions{TTL: time.Minute})
 	h.accounts = callbacks.NewServiceAccounts("", h.guard)
 	if h.settings, err = callbacks.NewService(callbacks.Deps{Records: b.Records, Sealer: b.Sealer, Teams: a,
 		Catalog: h.catalog, Guard: h.guard, Accounts: h.accounts}); err != nil {
@@ -66,8 +66,8 @@ func newHarness(t testing.TB, queue local.QueueOptions) *harness {
 // deliverer builds the worker with opts over the guarded client.
 func (h *harness) deliverer(t testing.TB, opts Options, gcsEndpoint string) *Deliverer {
 	t.Helper()
-	d, err := New(Deps{Catalog: h.catalog, Records: h.backend.Records, Blobs: h.backend.Blobs,
-		Open: NewOpener(h.guard.Client(), h.accounts, gcsEndpoint)}, opts)
+	d, err := New(Deps{Catalog: h.catalog, Records: h.backend.Records, Blobs: h.backend.Blobs, DeadLetters: h.backend.DeliveryDeadLetters,
+		Open: NewOpener(OpenerDeps{Client: h.guard.Client(), Accounts: h.accounts, GCSEndpoint: gcsEndpoint})}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,10 +86,42 @@ func (h *harness) add(t testing.TB, team, name, typ string, vars map[string]stri
 	}
 }
 
+// deadLetter is a message of the dead-letter queue.
+type deadLetter struct {
+	attrs  map[string]string
+	events []*logevent.Event // nil for an undecodable message, sent on as it came
+	raw    []byte
+}
+
+// deadLetters takes every message from the dead-letter queue.
+func (h *harness) deadLetters(t testing.TB) []deadLetter {
+	t.Helper()
+	ctx := context.Background()
+	var out []deadLetter
+	for {
+		msgs, err := h.backend.DeliveryDeadLetters.Receive(ctx, 10, 50*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) == 0 {
+			return out
+		}
+		for _, m := range msgs {
+			dl := deadLetter{raw: m.Body}
+			if e, err := store.DecodeEvent(m); err == nil {
+				dl.attrs = e.Attributes
+				dl.events, _ = logevent.DecodeEvents(e.Body)
+			}
+			out = append(out, dl)
+			h.backend.DeliveryDeadLetters.Ack(ctx, m)
+		}
+	}
+}
+
 // message is a delivery-queue message carrying events, as the bus delivers it.
 func message(t testing.TB, id string, receives int, events ...*logevent.Event) store.Message {
 	t.Helper()
-	body, err := EncodeEvents(events)
+	body, err := logevent.EncodeEvents(events)
 	if err != nil {
 		t.Fatal(err)
 	}

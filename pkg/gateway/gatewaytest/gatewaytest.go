@@ -56,6 +56,9 @@ type Options struct {
 	// Now, when set, is the services' clock (to test expiry); it must be
 	// safe for concurrent use.
 	Now func() time.Time
+	// Backend, when set, adjusts the storage backend before the gateway is
+	// built on it (a test wraps the limiter to record what it counts).
+	Backend func(*store.Backend)
 }
 
 // Gateway is a running gateway.
@@ -95,6 +98,9 @@ func Start(t testing.TB, b Backend, opts Options) *Gateway {
 		t.Fatalf("parse test config: %v", err)
 	}
 	backend := b.Open(t)
+	if opts.Backend != nil {
+		opts.Backend(backend)
+	}
 	master := auth.NewKey()
 	svcs, err := server.NewServices(server.Deps{Settings: settings, Config: cfg, Backend: backend, MasterKey: master, Now: opts.Now, Getenv: getenv})
 	if err != nil {

@@ -20,8 +20,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,10 +75,8 @@ func (e *FunctionError) Error() string { return e.Type + ": " + e.Message }
 type Result struct {
 	RequestID   string
 	ContentType string
-	// Streamed is true when the runtime answered in streaming mode: it sent
-	// Lambda-Runtime-Function-Response-Mode: streaming, or (aws-lambda-go,
-	// which sends no such header and posts every answer chunked) the
-	// streaming HTTP integration content type, StreamContentType.
+	// Streamed is true when the runtime answered in streaming mode:
+	// Lambda-Runtime-Function-Response-Mode: streaming.
 	Streamed bool
 	// Body is the whole answer as posted; for an HTTP answer see DecodeHTTP.
 	Body   []byte
@@ -124,6 +122,9 @@ type invocation struct {
 	done    chan struct{} // closed when the answer is in
 	claimed atomic.Bool   // an answer (response or error) has arrived
 	result  Result
+	// violation is how the answer broke the Runtime API contract; Invoke
+	// returns it as its error.
+	violation error
 }
 
 // NewServer starts a Runtime API on 127.0.0.1 on a free port.
@@ -228,6 +229,9 @@ func (s *Server) Invoke(ctx context.Context, event []byte, onChunk func(Chunk)) 
 	defer timer.Stop()
 	select {
 	case <-inv.done:
+		if inv.violation != nil {
+			return &inv.result, fmt.Errorf("runtimeapi: invocation %s: the runtime broke the Runtime API contract: %w", inv.id, inv.violation)
+		}
 		return &inv.result, nil
 	case <-s.failed:
 		return nil, s.failureErr()
@@ -309,7 +313,13 @@ func (s *Server) response(w http.ResponseWriter, r *http.Request) {
 	}
 	res := &inv.result
 	res.ContentType = r.Header.Get("Content-Type")
-	res.Streamed = strings.EqualFold(r.Header.Get(HeaderResponseMode), "streaming") || res.ContentType == StreamContentType
+	res.Streamed = r.Header.Get(HeaderResponseMode) == "streaming"
+	if err := streamingHeaders(r, res); err != nil {
+		inv.violation = err
+		s.finish(inv)
+		writeAPIError(w, http.StatusBadRequest, "InvalidRequest", err.Error())
+		return
+	}
 	limit := int64(MaxBufferedResponse)
 	if res.Streamed {
 		limit = MaxStreamedResponse
@@ -346,17 +356,56 @@ func (s *Server) response(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if typ := r.Trailer.Get(TrailerErrorType); typ != "" {
-		res.Error = &FunctionError{Type: typ}
-		if b, err := base64.StdEncoding.DecodeString(r.Trailer.Get(TrailerErrorBody)); err == nil {
-			var fe FunctionError
-			if json.Unmarshal(b, &fe) == nil {
-				res.Error.Message = fe.Message
-			}
-		}
+	if typ := r.Trailer.Get(TrailerErrorType); typ != "" || r.Trailer.Get(TrailerErrorBody) != "" {
+		fe, err := errorTrailers(r.Trailer)
+		res.Error, inv.violation = fe, err
 	}
 	s.finish(inv)
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// streamingHeaders holds a streamed answer to the contract's headers
+// (custom runtimes, "Implementing response streaming"): the response mode,
+// chunked encoding, a content type, and both error trailers declared before
+// the body. An answer in the streaming HTTP integration format must be one.
+func streamingHeaders(r *http.Request, res *Result) error {
+	mode := r.Header.Get(HeaderResponseMode)
+	switch {
+	case mode != "" && mode != "streaming":
+		return fmt.Errorf("%s: %q is no response mode (want streaming)", HeaderResponseMode, mode)
+	case !res.Streamed && res.ContentType == StreamContentType:
+		return fmt.Errorf("an answer in the streaming HTTP integration format (%s) without %s: streaming", StreamContentType, HeaderResponseMode)
+	case !res.Streamed:
+		return nil
+	case !slices.Contains(r.TransferEncoding, "chunked"):
+		return fmt.Errorf("a streamed answer not sent with Transfer-Encoding: chunked (got %v)", r.TransferEncoding)
+	case res.ContentType == "":
+		return fmt.Errorf("a streamed answer without a Content-Type")
+	}
+	for _, t := range []string{TrailerErrorType, TrailerErrorBody} {
+		if _, declared := r.Trailer[t]; !declared {
+			return fmt.Errorf("a streamed answer that does not declare the trailer %s (Trailer: %q)", t, r.Header.Values("Trailer"))
+		}
+	}
+	return nil
+}
+
+// errorTrailers reads a streamed answer's error: both trailers, the body
+// Lambda's error document, base64-encoded.
+func errorTrailers(t http.Header) (*FunctionError, error) {
+	fe := &FunctionError{Type: t.Get(TrailerErrorType)}
+	body, err := base64.StdEncoding.DecodeString(t.Get(TrailerErrorBody))
+	var doc FunctionError
+	switch {
+	case fe.Type == "":
+		return fe, fmt.Errorf("the error trailer %s without %s", TrailerErrorBody, TrailerErrorType)
+	case err != nil:
+		return fe, fmt.Errorf("the error trailer %s is not base64: %v", TrailerErrorBody, err)
+	case json.Unmarshal(body, &doc) != nil || doc.Type == "" || doc.Message == "":
+		return fe, fmt.Errorf("the error trailer %s is no error document ({\"errorMessage\",\"errorType\"}): %q", TrailerErrorBody, body)
+	}
+	fe.Message = doc.Message
+	return fe, nil
 }
 
 // invocationError takes a function error for an invocation.

@@ -211,3 +211,70 @@ func TestDecodeHTTP(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamingContract: a streamed answer that breaks the contract of
+// custom runtimes fails the invocation, naming what it broke.
+func TestStreamingContract(t *testing.T) {
+	errorBody := base64.StdEncoding.EncodeToString([]byte(`{"errorMessage":"upstream died","errorType":"Runtime.StreamError"}`))
+	for _, tc := range []struct {
+		name    string
+		header  http.Header
+		chunked bool
+		trailer http.Header
+		fail    func(trailer http.Header) // sets trailers once the body is sent
+		want    string
+	}{
+		{"no response mode", http.Header{"Content-Type": {StreamContentType}}, true, nil, nil,
+			"without Lambda-Runtime-Function-Response-Mode: streaming"},
+		{"another response mode", http.Header{HeaderResponseMode: {"buffered"}, "Content-Type": {"application/json"}}, true, nil, nil,
+			`"buffered" is no response mode`},
+		{"not chunked", http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {StreamContentType}}, false, nil, nil,
+			"not sent with Transfer-Encoding: chunked"},
+		{"no content type", http.Header{HeaderResponseMode: {"streaming"}}, true, http.Header{TrailerErrorType: nil, TrailerErrorBody: nil}, nil,
+			"without a Content-Type"},
+		{"trailers not declared", http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {StreamContentType}}, true,
+			http.Header{TrailerErrorType: nil}, nil, "does not declare the trailer Lambda-Runtime-Function-Error-Body"},
+		{"an error type without its document", http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {StreamContentType}}, true,
+			http.Header{TrailerErrorType: nil, TrailerErrorBody: nil},
+			func(tr http.Header) { tr.Set(TrailerErrorType, "Runtime.StreamError") }, "is no error document"},
+		{"an error document not in base64", http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {StreamContentType}}, true,
+			http.Header{TrailerErrorType: nil, TrailerErrorBody: nil}, func(tr http.Header) {
+				tr.Set(TrailerErrorType, "Runtime.StreamError")
+				tr.Set(TrailerErrorBody, `{"errorMessage":"upstream died","errorType":"Runtime.StreamError"}`)
+			}, "is not base64"},
+		{"an error document without its type", http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {StreamContentType}}, true,
+			http.Header{TrailerErrorType: nil, TrailerErrorBody: nil},
+			func(tr http.Header) { tr.Set(TrailerErrorBody, errorBody) }, "without Lambda-Runtime-Function-Error-Type"},
+		{"an error document that is none", http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {StreamContentType}}, true,
+			http.Header{TrailerErrorType: nil, TrailerErrorBody: nil}, func(tr http.Header) {
+				tr.Set(TrailerErrorType, "Runtime.StreamError")
+				tr.Set(TrailerErrorBody, base64.StdEncoding.EncodeToString([]byte("upstream died")))
+			}, "is no error document"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, rt := start(t)
+			errc := make(chan error, 1)
+			go func() {
+				_, err := s.Invoke(context.Background(), []byte(`{}`), nil)
+				errc <- err
+			}()
+			id, _, _ := rt.next()
+			var body io.Reader = strings.NewReader("partial")
+			if tc.chunked {
+				pr, pw := io.Pipe()
+				go func() {
+					pw.Write([]byte("partial"))
+					if tc.fail != nil {
+						tc.fail(tc.trailer)
+					}
+					pw.Close()
+				}()
+				body = pr
+			}
+			rt.post("invocation/"+id+"/response", body, tc.header, tc.trailer)
+			if err := <-errc; err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Invoke: %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -20,7 +20,8 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
-	"github.com/sluice-gateway/sluice/pkg/providers/openai"
+	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/providers"
 )
 
 // Name is the litellm_params.model provider prefix this package serves.
@@ -108,14 +109,14 @@ func (e *endpoint) APIBase() string { return e.base }
 // Embed sends POST {api_base}/openai/deployments/{deployment}/embeddings.
 // Azure takes the model from the URL; the body's model is set to the
 // deployment name, as Azure's own SDKs send it.
-func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*models.Answer, error) {
+func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*models.Answer, error) {
 	u := e.base + "/openai/deployments/" + url.PathEscape(e.deployment) + "/embeddings" + e.query
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(req.Body(e.deployment)))
 	if err != nil {
 		return nil, fmt.Errorf("azure embeddings: %w", err)
 	}
 	hreq.Header = e.header.Clone()
-	ans, err := openai.Do(e.client, Name, hreq)
+	ans, err := providers.Relay(e.client, Name, hreq)
 	if err != nil {
 		return nil, err
 	}

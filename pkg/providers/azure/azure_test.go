@@ -12,6 +12,8 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
 )
 
 // Real-shaped Azure OpenAI answers.
@@ -41,17 +43,15 @@ func server(t *testing.T, status int, body string) (*httptest.Server, *received)
 	return srv, got
 }
 
-func noSecrets(_ context.Context, v string) (string, error) { return v, nil }
-
 func TestEmbed(t *testing.T) {
 	srv, got := server(t, 200, embeddingAnswer)
 	ep, err := New(http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "small", Params: config.Params{
 		Model: "azure/my embeddings", APIBase: srv.URL + "/", APIKey: "azure-key", APIVersion: "2024-06-01",
-	}}, noSecrets)
+	}}, embedtest.NoSecrets)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := models.ParseEmbeddingRequest([]byte(`{"model":"small","input":["a","b"],"encoding_format":"base64"}`))
+	req, err := oai.ParseEmbeddingRequest([]byte(`{"model":"small","input":["a","b"],"encoding_format":"base64"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestEmbed(t *testing.T) {
 	}
 	b, _ := io.ReadAll(ans.Body)
 	ans.Body.Close()
-	if string(b) != embeddingAnswer || ans.Encoding != models.EncodingBase64 {
+	if string(b) != embeddingAnswer || ans.Encoding != oai.EncodingBase64 {
 		t.Errorf("answer %s (%s)", b, ans.Encoding)
 	}
 	if got.method != "POST" || got.path != "/openai/deployments/my embeddings/embeddings" ||
@@ -86,11 +86,11 @@ func TestDefaultAPIVersion(t *testing.T) {
 	srv, got := server(t, 200, embeddingAnswer)
 	ep, err := New(http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{
 		Model: "azure/emb", APIBase: srv.URL, APIKey: "k",
-	}}, noSecrets)
+	}}, embedtest.NoSecrets)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := models.ParseEmbeddingRequest([]byte(`{"model":"m","input":"x"}`))
+	req, _ := oai.ParseEmbeddingRequest([]byte(`{"model":"m","input":"x"}`))
 	ans, err := ep.(models.Embedder).Embed(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -110,11 +110,11 @@ func TestErrors(t *testing.T) {
 		srv, _ := server(t, tc.status, tc.body)
 		ep, err := New(http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{
 			Model: "azure/emb", APIBase: srv.URL, APIKey: "k",
-		}}, noSecrets)
+		}}, embedtest.NoSecrets)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req, _ := models.ParseEmbeddingRequest([]byte(`{"model":"m","input":"x"}`))
+		req, _ := oai.ParseEmbeddingRequest([]byte(`{"model":"m","input":"x"}`))
 		_, err = ep.(models.Embedder).Embed(context.Background(), req)
 		var pe *models.ProviderError
 		if !errors.As(err, &pe) || pe.Status != tc.status || pe.Code != tc.code || pe.Message == "" {
@@ -132,7 +132,7 @@ func TestOpenRefusals(t *testing.T) {
 		{config.Params{Model: "azure/emb", APIBase: "https://r.openai.azure.com"}, "no api_key"},
 		{config.Params{Model: "azure/emb", APIBase: "r.openai.azure.com", APIKey: "k"}, "not an http(s) URL"},
 	} {
-		_, err := New(http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "m", Params: tc.params}, noSecrets)
+		_, err := New(http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "m", Params: tc.params}, embedtest.NoSecrets)
 		if e := api.AsError(err); e.Status != 503 || !strings.Contains(e.Message, tc.msg) {
 			t.Errorf("%+v: %v", tc.params, err)
 		}
@@ -142,11 +142,11 @@ func TestOpenRefusals(t *testing.T) {
 func TestEnvironmentFallbacks(t *testing.T) {
 	srv, got := server(t, 200, embeddingAnswer)
 	env := map[string]string{"AZURE_API_BASE": srv.URL, "AZURE_API_KEY": "env-key", "AZURE_API_VERSION": "2024-02-01"}
-	ep, err := New(http.DefaultClient, func(k string) string { return env[k] }).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "azure/emb"}}, noSecrets)
+	ep, err := New(http.DefaultClient, func(k string) string { return env[k] }).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "azure/emb"}}, embedtest.NoSecrets)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := models.ParseEmbeddingRequest([]byte(`{"model":"m","input":"x"}`))
+	req, _ := oai.ParseEmbeddingRequest([]byte(`{"model":"m","input":"x"}`))
 	ans, err := ep.(models.Embedder).Embed(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,8 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/smithy-go/encoding/httpbinding"
+
+	"github.com/sluice-gateway/sluice/pkg/models"
 )
 
 // SigningName is the SigV4 service name of the Bedrock runtime and agent
@@ -38,6 +40,33 @@ type Keys struct {
 	AccessKeyID     string
 	SecretAccessKey string
 	SessionToken    string
+}
+
+// Resolve resolves keys as configured (each may be a secretsmanager/
+// reference; a region falls back to LiteLLM's AWS_REGION_NAME) and builds
+// their Auth with NewAuth: the one place model calls and the /bedrock
+// passthrough get AWS credentials.
+func Resolve(ctx context.Context, keys Keys, resolve models.Resolver, getenv func(string) string, chain DefaultChain) (*Auth, error) {
+	var resolved Keys
+	for _, f := range []struct {
+		name, value string
+		dst         *string
+	}{
+		{"aws_region_name", keys.Region, &resolved.Region},
+		{"aws_access_key_id", keys.AccessKeyID, &resolved.AccessKeyID},
+		{"aws_secret_access_key", keys.SecretAccessKey, &resolved.SecretAccessKey},
+		{"aws_session_token", keys.SessionToken, &resolved.SessionToken},
+	} {
+		v, err := resolve(ctx, f.value)
+		if err != nil {
+			return nil, fmt.Errorf("bedrock: resolve %s: %w", f.name, err)
+		}
+		*f.dst = strings.TrimSpace(v)
+	}
+	if resolved.Region == "" && getenv != nil {
+		resolved.Region = strings.TrimSpace(getenv("AWS_REGION_NAME")) // LiteLLM's name
+	}
+	return NewAuth(ctx, resolved, getenv, chain)
 }
 
 // DefaultChain finds credentials and a region the way the AWS SDK does when

@@ -12,7 +12,10 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 )
 
@@ -102,27 +105,11 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 		}
 		return strings.TrimSpace(out), nil
 	}
-	var (
-		keys Keys
-		err  error
-	)
-	for _, f := range []struct {
-		name, value string
-		dst         *string
-	}{
-		{"aws_region_name", d.Params.AWSRegionName, &keys.Region},
-		{"aws_access_key_id", d.Params.AWSAccessKeyID, &keys.AccessKeyID},
-		{"aws_secret_access_key", d.Params.AWSSecretAccessKey, &keys.SecretAccessKey},
-		{"aws_session_token", d.Params.AWSSessionToken, &keys.SessionToken},
-	} {
-		if *f.dst, err = str(f.name, f.value); err != nil {
-			return nil, err
-		}
+	keys := Keys{Region: d.Params.AWSRegionName, AccessKeyID: d.Params.AWSAccessKeyID, SecretAccessKey: d.Params.AWSSecretAccessKey, SessionToken: d.Params.AWSSessionToken}
+	auth, err := Resolve(ctx, keys, resolve, p.getenv, p.chain)
+	if err != nil && !errors.Is(err, ErrNoCredentials) {
+		return nil, err
 	}
-	if keys.Region == "" {
-		keys.Region = strings.TrimSpace(p.getenv("AWS_REGION_NAME")) // LiteLLM's name
-	}
-	auth, err := NewAuth(ctx, keys, p.getenv, p.chain)
 	if err != nil {
 		// NewAuth's messages name settings, never secret values.
 		e := api.Unavailable("Model '%s' (provider bedrock) has no usable AWS credentials: %v. Set aws_region_name with aws_access_key_id and aws_secret_access_key, or give the gateway AWS credentials (environment, profile, role).", d.ModelName, err)
@@ -145,7 +132,7 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if base == "" {
 		base = RuntimeEndpoint(auth.Region)
 	}
-	if base, err = embedbatch.Base(base); err != nil {
+	if base, err = providers.Base(base); err != nil {
 		return nil, api.Unavailable("Model '%s' (provider bedrock): %v.", d.ModelName, err)
 	}
 	model := d.Params.ProviderModel()
@@ -215,7 +202,7 @@ type endpoint struct {
 func (e *endpoint) APIBase() string { return e.base }
 
 // Embed translates the request to the model family's InvokeModel calls.
-func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*models.Answer, error) {
+func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*models.Answer, error) {
 	if e.family == familyUnknown {
 		return nil, embedbatch.Unsupported("model", "Model '%s' is Bedrock model '%s', which sluice does not translate for embeddings: Amazon Titan Text Embeddings (v1, v2) and Cohere Embed are supported. For an ARN or inference profile, name the base model in litellm_params.model and the ARN in litellm_params.model_id.", req.Model, e.model)
 	}
@@ -244,7 +231,7 @@ type titanRequest struct {
 
 // embedTitan sends one InvokeModel call per text (Titan takes one), all
 // concurrently within embedbatch's bound: never one after another.
-func (e *endpoint) embedTitan(ctx context.Context, req *models.EmbeddingRequest, texts []string, x models.Extras, out embedbatch.Output) (*models.Answer, error) {
+func (e *endpoint) embedTitan(ctx context.Context, req *oai.EmbeddingRequest, texts []string, x oai.Extras, out embedbatch.Output) (*models.Answer, error) {
 	v2 := e.family == familyTitanV2
 	for _, name := range []string{"input_type", "truncate"} {
 		if _, given := x[name]; given {
@@ -297,12 +284,12 @@ func (e *endpoint) embedTitan(ctx context.Context, req *models.EmbeddingRequest,
 // present, the token count.
 func parseTitan(body []byte) (vec json.RawMessage, tokens int64, known bool, err error) {
 	var byType []byte
-	err = embedbatch.Members(body, func(key string, v []byte) error {
-		switch key {
+	err = jsonscan.Members(body, func(key, v []byte) error {
+		switch string(key) {
 		case "embedding":
 			vec = v
 		case "inputTextTokenCount":
-			tokens, known = embedbatch.Count(v)
+			tokens, known = jsonscan.Count(v)
 		case "embeddingsByType":
 			byType = v
 		}
@@ -311,9 +298,9 @@ func parseTitan(body []byte) (vec json.RawMessage, tokens int64, known bool, err
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("titan answer: %w", err)
 	}
-	if embedbatch.Null(vec) && !embedbatch.Null(byType) {
-		err := embedbatch.Members(byType, func(key string, v []byte) error {
-			if key == "float" {
+	if jsonscan.Null(vec) && !jsonscan.Null(byType) {
+		err := jsonscan.Members(byType, func(key, v []byte) error {
+			if string(key) == "float" {
 				vec = v
 			}
 			return nil
@@ -322,7 +309,7 @@ func parseTitan(body []byte) (vec json.RawMessage, tokens int64, known bool, err
 			return nil, 0, false, fmt.Errorf("titan embeddingsByType: %w", err)
 		}
 	}
-	if embedbatch.Null(vec) {
+	if jsonscan.Null(vec) {
 		return nil, 0, false, errors.New("titan answer has no embedding")
 	}
 	if !known {
@@ -341,7 +328,7 @@ type cohereRequest struct {
 }
 
 // embedCohere sends the texts in batches of up to 96, concurrently.
-func (e *endpoint) embedCohere(ctx context.Context, req *models.EmbeddingRequest, texts []string, x models.Extras, out embedbatch.Output) (*models.Answer, error) {
+func (e *endpoint) embedCohere(ctx context.Context, req *oai.EmbeddingRequest, texts []string, x oai.Extras, out embedbatch.Output) (*models.Answer, error) {
 	if _, given := x["normalize"]; given {
 		return nil, embedbatch.Unsupported("normalize", "Model '%s' (Bedrock %s) does not take 'normalize'.", req.Model, e.model)
 	}
@@ -387,8 +374,8 @@ func (e *endpoint) embedCohere(ctx context.Context, req *models.EmbeddingRequest
 // an object of lists by type ("embeddings_by_type") whose float list is used.
 func parseCohere(body []byte) ([]json.RawMessage, error) {
 	var list []byte
-	err := embedbatch.Members(body, func(key string, v []byte) error {
-		if key == "embeddings" {
+	err := jsonscan.Members(body, func(key, v []byte) error {
+		if string(key) == "embeddings" {
 			list = v
 		}
 		return nil
@@ -396,11 +383,11 @@ func parseCohere(body []byte) ([]json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cohere answer: %w", err)
 	}
-	if !embedbatch.Null(list) && list[0] == '{' {
+	if !jsonscan.Null(list) && list[0] == '{' {
 		byType := list
 		list = nil
-		if err := embedbatch.Members(byType, func(key string, v []byte) error {
-			if key == "float" {
+		if err := jsonscan.Members(byType, func(key, v []byte) error {
+			if string(key) == "float" {
 				list = v
 			}
 			return nil
@@ -408,11 +395,11 @@ func parseCohere(body []byte) ([]json.RawMessage, error) {
 			return nil, fmt.Errorf("cohere embeddings: %w", err)
 		}
 	}
-	if embedbatch.Null(list) {
+	if jsonscan.Null(list) {
 		return nil, errors.New("cohere answer has no float embeddings")
 	}
 	var vecs []json.RawMessage
-	if err := embedbatch.Elements(list, func(v []byte) error {
+	if err := jsonscan.Elements(list, func(v []byte) error {
 		vecs = append(vecs, v)
 		return nil
 	}); err != nil {
@@ -431,8 +418,8 @@ func headerTokens(h http.Header) (int64, bool) {
 }
 
 // invoke sends one InvokeModel call, SigV4-signed over the exact body.
-func (e *endpoint) invoke(ctx context.Context, v any) (*embedbatch.Response, error) {
-	hreq, body, err := embedbatch.NewRequest(ctx, Name, e.invokeURL, v)
+func (e *endpoint) invoke(ctx context.Context, v any) (*providers.Response, error) {
+	hreq, body, err := providers.NewRequest(ctx, Name, e.invokeURL, v)
 	if err != nil {
 		return nil, err
 	}
@@ -444,5 +431,5 @@ func (e *endpoint) invoke(ctx context.Context, v any) (*embedbatch.Response, err
 		u.Err = err
 		return nil, u
 	}
-	return embedbatch.Do(e.client, Name, hreq)
+	return providers.Do(e.client, Name, hreq)
 }

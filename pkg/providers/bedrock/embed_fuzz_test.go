@@ -4,14 +4,14 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 )
 
 // encodes checks that a parsed vector either encodes or is refused, never
 // panics, in both encodings.
 func encodes(t *testing.T, vec json.RawMessage) {
-	for _, enc := range []string{models.EncodingFloat, models.EncodingBase64} {
+	for _, enc := range []string{oai.EncodingFloat, oai.EncodingBase64} {
 		out, n, _, err := embedbatch.AppendVector(nil, vec, enc, nil)
 		if err == nil && (n == 0 || !json.Valid(out)) {
 			t.Fatalf("%s: %q encoded as %q (%d values)", enc, vec, out, n)

@@ -12,13 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock/bedrocktest"
@@ -31,17 +31,6 @@ const (
 	testSecret = "embed-test-secret"
 	testToken  = "embed-session-token"
 )
-
-func appendFloats(b []byte, v []float32) []byte {
-	b = append(b, '[')
-	for i, f := range v {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendFloat(b, float64(f), 'g', -1, 32)
-	}
-	return append(b, ']')
-}
 
 // bedrockCall is what the fake received.
 type bedrockCall struct {
@@ -57,10 +46,10 @@ type fakeBedrock struct {
 	*httptest.Server
 	t *testing.T
 
-	mu             sync.Mutex // guards behaviour and calls
-	behaviour      behaviour
-	calls          []bedrockCall
-	inFlight, peak atomic.Int32
+	mu        sync.Mutex // guards behaviour and calls
+	behaviour behaviour
+	calls     []bedrockCall
+	inFlight  embedtest.InFlight
 }
 
 // behaviour is how the fake answers; tests change it between calls.
@@ -88,10 +77,7 @@ func (f *fakeBedrock) set(change func(b *behaviour)) {
 }
 
 func (f *fakeBedrock) serve(w http.ResponseWriter, r *http.Request) {
-	n := f.inFlight.Add(1)
-	defer f.inFlight.Add(-1)
-	for p := f.peak.Load(); n > p && !f.peak.CompareAndSwap(p, n); p = f.peak.Load() {
-	}
+	defer f.inFlight.Enter()()
 	raw, _ := io.ReadAll(r.Body)
 	sig, err := bedrocktest.Verify(r, raw, func(id string) (string, string, bool) {
 		switch id {
@@ -142,7 +128,7 @@ func (f *fakeBedrock) serve(w http.ResponseWriter, r *http.Request) {
 		if d, ok := call.Body["dimensions"].(float64); ok {
 			dims = int(d)
 		}
-		vec := appendFloats(nil, embedtest.Vector(text, dims))
+		vec := embedtest.AppendFloats(nil, embedtest.Vector(text, dims))
 		out := []byte(`{"embedding":`)
 		out = append(out, vec...)
 		tokens := len(strings.Fields(text)) + 1
@@ -170,7 +156,7 @@ func (f *fakeBedrock) serve(w http.ResponseWriter, r *http.Request) {
 		if i > 0 {
 			list = append(list, ',')
 		}
-		list = appendFloats(list, embedtest.Vector(t.(string), dims))
+		list = embedtest.AppendFloats(list, embedtest.Vector(t.(string), dims))
 	}
 	list = append(list, ']')
 	w.Header().Set(bedrock.InputTokenHeader, strconv.Itoa(3*len(texts)))
@@ -191,10 +177,8 @@ func (f *fakeBedrock) reset() {
 	f.mu.Lock()
 	f.calls = nil
 	f.mu.Unlock()
-	f.peak.Store(0)
+	f.inFlight.Reset()
 }
-
-func identity(ctx context.Context, v string) (string, error) { return v, nil }
 
 // deployment is a Bedrock deployment of model on the fake, with static keys.
 func (f *fakeBedrock) deployment(model string, extra map[string]any) config.Deployment {
@@ -206,11 +190,7 @@ func (f *fakeBedrock) deployment(model string, extra map[string]any) config.Depl
 
 func openEmbedder(t *testing.T, d config.Deployment) models.Embedder {
 	t.Helper()
-	ep, err := bedrock.NewProvider(providers.NewHTTPClient(), nil, nil).Open(context.Background(), d, identity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ep.(models.Embedder)
+	return embedtest.Open(t, bedrock.NewProvider(providers.NewHTTPClient(), nil, nil), d)
 }
 
 // checkVectors checks the answer holds texts' vectors, in order.
@@ -256,7 +236,7 @@ func TestTitanV2Translation(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkVectors(t, a, texts, 256)
-	if ans.Encoding != models.EncodingBase64 || ans.UsageEstimated || a.Model != "amazon.titan-embed-text-v2:0" {
+	if ans.Encoding != oai.EncodingBase64 || ans.UsageEstimated || a.Model != "amazon.titan-embed-text-v2:0" {
 		t.Errorf("encoding %s estimated %v model %s", ans.Encoding, ans.UsageEstimated, a.Model)
 	}
 	if a.Data[0].Embedding[0] != '"' {
@@ -307,7 +287,7 @@ func TestTitanFanOutIsConcurrent(t *testing.T) {
 	f.set(func(b *behaviour) { b.delay = delay })
 	best := time.Hour
 	for range 3 {
-		f.peak.Store(0)
+		f.inFlight.Reset()
 		start := time.Now()
 		a, _, err := embedtest.Embed(t, e, req)
 		took := time.Since(start)
@@ -315,8 +295,8 @@ func TestTitanFanOutIsConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkVectors(t, a, texts, 256)
-		if f.peak.Load() != 16 {
-			t.Errorf("peak %d calls in flight, want all 16 together", f.peak.Load())
+		if f.inFlight.Peak() != 16 {
+			t.Errorf("peak %d calls in flight, want all 16 together", f.inFlight.Peak())
 		}
 		best = min(best, took)
 		if best <= 2*delay {
@@ -420,8 +400,8 @@ func TestCohereOnBedrock(t *testing.T) {
 	if !reflect.DeepEqual(sizes, map[int]int{96: 2, 8: 1}) {
 		t.Errorf("batch sizes %v, want 96, 96, 8", sizes)
 	}
-	if f.peak.Load() != 3 {
-		t.Errorf("3 batches: peak %d in flight (%v); want them concurrent", f.peak.Load(), took)
+	if f.inFlight.Peak() != 3 {
+		t.Errorf("3 batches: peak %d in flight (%v); want them concurrent", f.inFlight.Peak(), took)
 	}
 
 	// The default input type, the other answer shape, and dimensions.
@@ -523,7 +503,7 @@ func TestBedrockErrors(t *testing.T) {
 func TestOpen(t *testing.T) {
 	p := bedrock.NewProvider(http.DefaultClient, nil, nil)
 	d := config.Deployment{ModelName: "emb", Params: config.Params{Model: "bedrock/amazon.titan-embed-text-v2:0", AWSRegionName: "us-west-2"}}
-	_, err := p.Open(context.Background(), d, identity)
+	_, err := p.Open(context.Background(), d, embedtest.NoSecrets)
 	apiError(t, err, 503, "", "no usable AWS credentials")
 	if err != nil && strings.Contains(err.Error(), testSecret) {
 		t.Error("the secret leaked")
@@ -546,12 +526,12 @@ func TestOpen(t *testing.T) {
 		}, "http://127.0.0.1:9"},
 	} {
 		d.Params.Extra = tc.extra
-		ep, err := bedrock.NewProvider(http.DefaultClient, tc.getenv, nil).Open(context.Background(), d, identity)
+		ep, err := bedrock.NewProvider(http.DefaultClient, tc.getenv, nil).Open(context.Background(), d, embedtest.NoSecrets)
 		if err != nil || ep.APIBase() != tc.want {
 			t.Errorf("%v: %v %v, want %s", tc.extra, ep, err, tc.want)
 		}
 	}
 	d.Params.APIBase = "ftp://nope"
-	_, err = bedrock.NewProvider(http.DefaultClient, getenv, nil).Open(context.Background(), d, identity)
+	_, err = bedrock.NewProvider(http.DefaultClient, getenv, nil).Open(context.Background(), d, embedtest.NoSecrets)
 	apiError(t, err, 503, "", "http")
 }

@@ -17,7 +17,10 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 )
 
@@ -56,7 +59,7 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if err != nil {
 		return nil, fmt.Errorf("cohere: resolve api_key: %w", err)
 	}
-	if key == "" {
+	if string(key) == "" {
 		return nil, api.Unavailable("Model '%s' has no api_key configured for provider cohere: set litellm_params.api_key, or COHERE_API_KEY.", d.ModelName)
 	}
 	base, err := resolve.Setting(ctx, d.Params.APIBase, p.getenv, "COHERE_API_BASE")
@@ -66,7 +69,7 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if base == "" {
 		base = DefaultAPIBase
 	}
-	if base, err = embedbatch.Base(base); err != nil {
+	if base, err = providers.Base(base); err != nil {
 		return nil, api.Unavailable("Model '%s' (provider cohere): %v.", d.ModelName, err)
 	}
 	model := d.Params.ProviderModel()
@@ -117,7 +120,7 @@ func SupportsDimensions(model string) bool {
 
 // Embed sends the texts in batches of up to 96, concurrently, always asking
 // for float embeddings (sluice encodes base64 itself, as OpenAI defines it).
-func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*models.Answer, error) {
+func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*models.Answer, error) {
 	texts, err := embedbatch.Texts(req, Name)
 	if err != nil {
 		return nil, err
@@ -160,13 +163,13 @@ func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*mo
 	})
 }
 
-func (e *endpoint) post(ctx context.Context, v embedRequest) (*embedbatch.Response, error) {
-	hreq, _, err := embedbatch.NewRequest(ctx, Name, e.url, v)
+func (e *endpoint) post(ctx context.Context, v embedRequest) (*providers.Response, error) {
+	hreq, _, err := providers.NewRequest(ctx, Name, e.url, v)
 	if err != nil {
 		return nil, err
 	}
 	hreq.Header.Set("Authorization", e.auth)
-	return embedbatch.Do(e.client, Name, hreq)
+	return providers.Do(e.client, Name, hreq)
 }
 
 // ParseEmbed reads a /v2/embed answer: embeddings.float (one vector per
@@ -174,16 +177,16 @@ func (e *endpoint) post(ctx context.Context, v embedRequest) (*embedbatch.Respon
 func ParseEmbed(body []byte) (embedbatch.Result, error) {
 	var embeddings, meta, list, billed []byte
 	var res embedbatch.Result
-	pick := func(want string, dst *[]byte) func(string, []byte) error {
-		return func(key string, v []byte) error {
-			if key == want {
+	pick := func(want string, dst *[]byte) func([]byte, []byte) error {
+		return func(key, v []byte) error {
+			if string(key) == want {
 				*dst = v
 			}
 			return nil
 		}
 	}
-	if err := embedbatch.Members(body, func(key string, v []byte) error {
-		switch key {
+	if err := jsonscan.Members(body, func(key, v []byte) error {
+		switch string(key) {
 		case "embeddings":
 			embeddings = v
 		case "meta":
@@ -193,24 +196,24 @@ func ParseEmbed(body []byte) (embedbatch.Result, error) {
 	}); err != nil {
 		return res, fmt.Errorf("embed answer: %w", err)
 	}
-	if !embedbatch.Null(embeddings) {
-		if err := embedbatch.Members(embeddings, pick("float", &list)); err != nil {
+	if !jsonscan.Null(embeddings) {
+		if err := jsonscan.Members(embeddings, pick("float", &list)); err != nil {
 			return res, fmt.Errorf("embed answer embeddings: %w", err)
 		}
 	}
-	if embedbatch.Null(list) {
+	if jsonscan.Null(list) {
 		return res, errors.New("embed answer has no embeddings.float")
 	}
-	if err := embedbatch.Elements(list, func(v []byte) error {
+	if err := jsonscan.Elements(list, func(v []byte) error {
 		res.Vectors = append(res.Vectors, v)
 		return nil
 	}); err != nil {
 		return res, fmt.Errorf("embed answer embeddings.float: %w", err)
 	}
-	if !embedbatch.Null(meta) && embedbatch.Members(meta, pick("billed_units", &billed)) == nil && !embedbatch.Null(billed) {
+	if !jsonscan.Null(meta) && jsonscan.Members(meta, pick("billed_units", &billed)) == nil && !jsonscan.Null(billed) {
 		var tokens []byte
-		if embedbatch.Members(billed, pick("input_tokens", &tokens)) == nil {
-			res.Tokens, res.TokensKnown = embedbatch.Count(tokens)
+		if jsonscan.Members(billed, pick("input_tokens", &tokens)) == nil {
+			res.Tokens, res.TokensKnown = jsonscan.Count(tokens)
 		}
 	}
 	return res, nil

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
@@ -34,19 +35,16 @@ type embedCall struct {
 // fakeCohere answers POST /v2/embed as Cohere does, with its error shapes.
 type fakeCohere struct {
 	*httptest.Server
-	mu             sync.Mutex
-	calls          []embedCall
-	inFlight, peak atomic.Int32
-	noUsage        atomic.Bool
+	mu       sync.Mutex
+	calls    []embedCall
+	inFlight embedtest.InFlight
+	noUsage  atomic.Bool
 }
 
 func newFakeCohere(t *testing.T, delay time.Duration) *fakeCohere {
 	f := &fakeCohere{}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := f.inFlight.Add(1)
-		defer f.inFlight.Add(-1)
-		for p := f.peak.Load(); n > p && !f.peak.CompareAndSwap(p, n); p = f.peak.Load() {
-		}
+		defer f.inFlight.Enter()()
 		c := embedCall{Path: r.URL.EscapedPath(), Auth: r.Header.Get("Authorization")}
 		raw, _ := io.ReadAll(r.Body)
 		if err := json.Unmarshal(raw, &c.Body); err != nil || r.Method != "POST" {
@@ -103,16 +101,10 @@ func (f *fakeCohere) received() []embedCall {
 	return append([]embedCall(nil), f.calls...)
 }
 
-func identity(ctx context.Context, v string) (string, error) { return v, nil }
-
 func (f *fakeCohere) open(t *testing.T, model, key string, extra map[string]any) models.Embedder {
 	t.Helper()
 	d := config.Deployment{ModelName: "emb", Params: config.Params{Model: "cohere/" + model, APIBase: f.URL, APIKey: key, Extra: extra}}
-	ep, err := New(providers.NewHTTPClient(), nil).Open(context.Background(), d, identity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ep.(models.Embedder)
+	return embedtest.Open(t, New(providers.NewHTTPClient(), nil), d)
 }
 
 func inputs(n int) []string {
@@ -155,8 +147,8 @@ func TestEmbed(t *testing.T) {
 	if !reflect.DeepEqual(sizes, map[int]int{96: 2, 8: 1}) {
 		t.Errorf("batches %v, want 96, 96, 8", sizes)
 	}
-	if f.peak.Load() != 3 {
-		t.Errorf("peak %d in flight, want the 3 batches together", f.peak.Load())
+	if f.inFlight.Peak() != 3 {
+		t.Errorf("peak %d in flight, want the 3 batches together", f.inFlight.Peak())
 	}
 }
 
@@ -199,11 +191,11 @@ func TestErrors(t *testing.T) {
 		t.Errorf("request error: %v", err)
 	}
 	var ae *api.Error
-	if _, err := New(nil, nil).Open(context.Background(), config.Deployment{ModelName: "emb", Params: config.Params{Model: "cohere/embed-v4.0"}}, identity); !errors.As(err, &ae) || ae.Status != 503 {
+	if _, err := New(nil, nil).Open(context.Background(), config.Deployment{ModelName: "emb", Params: config.Params{Model: "cohere/embed-v4.0"}}, embedtest.NoSecrets); !errors.As(err, &ae) || ae.Status != 503 {
 		t.Errorf("no key: %v", err)
 	}
 	ep, err := New(nil, func(k string) string { return map[string]string{"CO_API_KEY": "k"}[k] }).Open(context.Background(),
-		config.Deployment{ModelName: "emb", Params: config.Params{Model: "cohere/embed-v4.0"}}, identity)
+		config.Deployment{ModelName: "emb", Params: config.Params{Model: "cohere/embed-v4.0"}}, embedtest.NoSecrets)
 	if err != nil || ep.APIBase() != DefaultAPIBase {
 		t.Errorf("CO_API_KEY and the default base: %v %v", ep, err)
 	}
@@ -227,7 +219,7 @@ func FuzzParseEmbed(f *testing.F) {
 			t.Fatalf("%q: tokens %d known %v", body, res.Tokens, res.TokensKnown)
 		}
 		for _, v := range res.Vectors {
-			embedbatch.AppendVector(nil, v, models.EncodingBase64, nil)
+			embedbatch.AppendVector(nil, v, oai.EncodingBase64, nil)
 		}
 	})
 }

@@ -38,17 +38,6 @@ const (
 	vertexProj = "acme-search"
 )
 
-func appendFloats(b []byte, v []float32) []byte {
-	b = append(b, '[')
-	for i, f := range v {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendFloat(b, float64(f), 'g', -1, 32)
-	}
-	return append(b, ']')
-}
-
 // providers is the stand-in for all four providers.
 type providersStandIn struct {
 	*httptest.Server
@@ -178,7 +167,7 @@ func (p *providersStandIn) serve(w http.ResponseWriter, r *http.Request) {
 	switch family {
 	case "bedrock":
 		if len(texts) == 1 && body["inputText"] != nil {
-			b = fmt.Appendf(b, `{"embedding":%s,"inputTextTokenCount":%d}`, appendFloats(nil, embedtest.Vector(texts[0], dims)), 2)
+			b = fmt.Appendf(b, `{"embedding":%s,"inputTextTokenCount":%d}`, embedtest.AppendFloats(nil, embedtest.Vector(texts[0], dims)), 2)
 			break
 		}
 		w.Header().Set(bedrock.InputTokenHeader, strconv.Itoa(2*len(texts)))
@@ -187,7 +176,7 @@ func (p *providersStandIn) serve(w http.ResponseWriter, r *http.Request) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendFloats(b, embedtest.Vector(s, dims))
+			b = embedtest.AppendFloats(b, embedtest.Vector(s, dims))
 		}
 		b = append(b, `]},"response_type":"embeddings_by_type"}`...)
 	case "vertex":
@@ -196,7 +185,7 @@ func (p *providersStandIn) serve(w http.ResponseWriter, r *http.Request) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = fmt.Appendf(b, `{"embeddings":{"statistics":{"truncated":false,"token_count":2},"values":%s}}`, appendFloats(nil, embedtest.Vector(s, dims)))
+			b = fmt.Appendf(b, `{"embeddings":{"statistics":{"truncated":false,"token_count":2},"values":%s}}`, embedtest.AppendFloats(nil, embedtest.Vector(s, dims)))
 		}
 		b = append(b, "]}"...)
 	case "gemini":
@@ -205,7 +194,7 @@ func (p *providersStandIn) serve(w http.ResponseWriter, r *http.Request) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = fmt.Appendf(b, `{"values":%s}`, appendFloats(nil, embedtest.Vector(s, dims)))
+			b = fmt.Appendf(b, `{"values":%s}`, embedtest.AppendFloats(nil, embedtest.Vector(s, dims)))
 		}
 		b = append(b, "]}"...)
 	case "cohere":
@@ -214,7 +203,7 @@ func (p *providersStandIn) serve(w http.ResponseWriter, r *http.Request) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendFloats(b, embedtest.Vector(s, dims))
+			b = embedtest.AppendFloats(b, embedtest.Vector(s, dims))
 		}
 		b = fmt.Appendf(b, `]},"meta":{"billed_units":{"input_tokens":%d}}}`, 2*len(texts))
 	}

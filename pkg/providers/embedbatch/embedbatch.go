@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // DefaultConcurrency bounds how many provider calls one request has in
@@ -73,7 +74,7 @@ type Output struct {
 	Provider string
 	// Model is the answer's "model": the provider's model name.
 	Model string
-	// Encoding is models.EncodingFloat or models.EncodingBase64.
+	// Encoding is oai.EncodingFloat or oai.EncodingBase64.
 	Encoding string
 	// Dimensions, when > 0, is the length every vector must have (the
 	// client asked for it; a provider that ignored it answered wrongly).
@@ -244,15 +245,15 @@ func EstimateTokens(text string) int64 {
 
 // Texts returns the request's inputs as strings, in order. The providers of
 // this package embed text only: token-id inputs are a 400 naming input.
-func Texts(req *models.EmbeddingRequest, provider string) ([]string, error) {
+func Texts(req *oai.EmbeddingRequest, provider string) ([]string, error) {
 	switch req.InputKind {
-	case models.InputString:
+	case oai.InputString:
 		var s string
 		if err := json.Unmarshal(req.Input, &s); err != nil {
 			return nil, api.InvalidValue("input", "'input' is not a valid string.")
 		}
 		return []string{s}, nil
-	case models.InputStrings:
+	case oai.InputStrings:
 		out := make([]string, 0, req.InputCount)
 		if err := json.Unmarshal(req.Input, &out); err != nil {
 			return nil, api.InvalidValue("input", "'input' is not a valid array of strings.")

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strconv"
 	"strings"
@@ -18,7 +16,9 @@ import (
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
 )
 
@@ -95,26 +95,26 @@ func TestSplit(t *testing.T) {
 func TestAppendVector(t *testing.T) {
 	v := []float32{0.1, -2.5e-8, 3, 1e-3, -0.99999994}
 	raw := rawVector(v)
-	out, n, _, err := AppendVector(nil, raw, models.EncodingFloat, nil)
+	out, n, _, err := AppendVector(nil, raw, oai.EncodingFloat, nil)
 	if err != nil || n != len(v) || !reflect.DeepEqual(embedtest.Decode(t, out), v) {
 		t.Errorf("float: %s %d %v", out, n, err)
 	}
 	if string(out) != "[0.1,-2.5e-08,3,0.001,-0.99999994]" {
 		t.Errorf("float output %s: want the provider's numbers, compact", out)
 	}
-	out, n, scratch, err := AppendVector([]byte("x"), raw, models.EncodingBase64, nil)
+	out, n, scratch, err := AppendVector([]byte("x"), raw, oai.EncodingBase64, nil)
 	if err != nil || n != len(v) || out[0] != 'x' || !reflect.DeepEqual(embedtest.Decode(t, out[1:]), v) {
 		t.Errorf("base64: %s %d %v", out, n, err)
 	}
 	// The scratch buffer is reused.
-	out2, _, _, err := AppendVector(nil, json.RawMessage(`[1,2]`), models.EncodingBase64, scratch)
+	out2, _, _, err := AppendVector(nil, json.RawMessage(`[1,2]`), oai.EncodingBase64, scratch)
 	if err != nil || !reflect.DeepEqual(embedtest.Decode(t, out2), []float32{1, 2}) {
 		t.Errorf("reused scratch: %s %v", out2, err)
 	}
 	for _, bad := range []string{``, `{}`, `[]`, `[ ]`, `[1,]`, `[1 2]`, `["1"]`, `[1,[2]]`, `[01]`, `[1.]`, `[.5]`, `[+1]`, `[1e]`, `[1,null]`, `[true]`, `[1]x`, `[1`, `[NaN]`, `[1e39]`} {
-		for _, enc := range []string{models.EncodingFloat, models.EncodingBase64} {
+		for _, enc := range []string{oai.EncodingFloat, oai.EncodingBase64} {
 			got, _, _, err := AppendVector([]byte("keep"), json.RawMessage(bad), enc, nil)
-			if bad == `[1e39]` && enc == models.EncodingFloat {
+			if bad == `[1e39]` && enc == oai.EncodingFloat {
 				// A valid JSON number, relayed as the provider wrote it.
 				if err != nil {
 					t.Errorf("%s float: %v", bad, err)
@@ -130,7 +130,7 @@ func TestAppendVector(t *testing.T) {
 
 func TestRunAssembles(t *testing.T) {
 	in := texts(10)
-	for _, enc := range []string{models.EncodingFloat, models.EncodingBase64} {
+	for _, enc := range []string{oai.EncodingFloat, oai.EncodingBase64} {
 		t.Run(enc, func(t *testing.T) {
 			var calls atomic.Int32
 			ans, err := Run(context.Background(), in, Limits{MaxInputs: 3}, Output{Provider: "p", Model: "m-1", Encoding: enc, Dimensions: 4},
@@ -164,7 +164,7 @@ func TestRunAssembles(t *testing.T) {
 				if d.Index != i || d.Object != "embedding" || !reflect.DeepEqual(embedtest.Decode(t, d.Embedding), embedtest.Vector(in[i], 4)) {
 					t.Errorf("item %d: %+v", i, d)
 				}
-				if (enc == models.EncodingBase64) != (d.Embedding[0] == '"') {
+				if (enc == oai.EncodingBase64) != (d.Embedding[0] == '"') {
 					t.Errorf("item %d in the wrong encoding: %s", i, d.Embedding)
 				}
 			}
@@ -173,7 +173,7 @@ func TestRunAssembles(t *testing.T) {
 }
 
 func TestRunKnownUsage(t *testing.T) {
-	ans, err := Run(context.Background(), []string{"a"}, Limits{MaxInputs: 1}, Output{Model: "m", Encoding: models.EncodingFloat},
+	ans, err := Run(context.Background(), []string{"a"}, Limits{MaxInputs: 1}, Output{Model: "m", Encoding: oai.EncodingFloat},
 		func(ctx context.Context, b Batch) (Result, error) {
 			return Result{Vectors: []json.RawMessage{json.RawMessage(`[1]`)}, Tokens: 7, TokensKnown: true}, nil
 		})
@@ -209,7 +209,7 @@ func TestRunConcurrent(t *testing.T) {
 		return Result{Vectors: []json.RawMessage{rawVector(embedtest.Vector(b.Texts[0], 8))}, Tokens: 1, TokensKnown: true}, nil
 	}
 	start := time.Now()
-	ans, err := Run(context.Background(), texts(16), Limits{MaxInputs: 1}, Output{Encoding: models.EncodingBase64}, call)
+	ans, err := Run(context.Background(), texts(16), Limits{MaxInputs: 1}, Output{Encoding: oai.EncodingBase64}, call)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +227,7 @@ func TestRunConcurrent(t *testing.T) {
 
 	// The bound holds: 40 calls with a bound of 5 never exceed 5 at once.
 	peak.Store(0)
-	if _, err := Run(context.Background(), texts(40), Limits{MaxInputs: 1, Concurrency: 5}, Output{Encoding: models.EncodingFloat}, func(ctx context.Context, b Batch) (Result, error) {
+	if _, err := Run(context.Background(), texts(40), Limits{MaxInputs: 1, Concurrency: 5}, Output{Encoding: oai.EncodingFloat}, func(ctx context.Context, b Batch) (Result, error) {
 		n := inFlight.Add(1)
 		defer inFlight.Add(-1)
 		for {
@@ -316,7 +316,7 @@ func TestTexts(t *testing.T) {
 		{`{"model":"m","input":"héllo \"x\""}`, []string{`héllo "x"`}},
 		{`{"model":"m","input":["a","b\n"]}`, []string{"a", "b\n"}},
 	} {
-		req, err := models.ParseEmbeddingRequest([]byte(tc.body))
+		req, err := oai.ParseEmbeddingRequest([]byte(tc.body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,7 +326,7 @@ func TestTexts(t *testing.T) {
 		}
 	}
 	for _, body := range []string{`{"model":"m","input":[1,2]}`, `{"model":"m","input":[[1],[2]]}`} {
-		req, err := models.ParseEmbeddingRequest([]byte(body))
+		req, err := oai.ParseEmbeddingRequest([]byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -366,7 +366,7 @@ func TestTaskTypes(t *testing.T) {
 		{`{"model":"m","input":"x","input_type":7}`, "", "", "input_type"},
 		{`{"model":"m","input":"x","input_type":"a","input_type":"b"}`, "", "", "input_type"},
 	} {
-		req, err := models.ParseEmbeddingRequest([]byte(tc.body))
+		req, err := oai.ParseEmbeddingRequest([]byte(tc.body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -384,66 +384,6 @@ func TestTaskTypes(t *testing.T) {
 	}
 }
 
-func TestDo(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/ok":
-			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, `{"a":1}`)
-		case "/chunked":
-			w.Header().Set("Content-Type", "application/json; charset=utf-8")
-			w.(http.Flusher).Flush()
-			io.WriteString(w, `{"a":2}`)
-		case "/html":
-			w.Header().Set("Content-Type", "text/html")
-			io.WriteString(w, `<html>`)
-		case "/denied":
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(403)
-			io.WriteString(w, `{"message":"The security token included in the request is invalid."}`)
-		}
-	}))
-	defer srv.Close()
-	do := func(path string) (*Response, error) {
-		req, _ := http.NewRequest("POST", srv.URL+path, nil)
-		return Do(srv.Client(), "p", req)
-	}
-	if r, err := do("/ok"); err != nil || string(r.Body) != `{"a":1}` || r.Status != 200 {
-		t.Errorf("ok: %+v %v", r, err)
-	}
-	if r, err := do("/chunked"); err != nil || string(r.Body) != `{"a":2}` {
-		t.Errorf("chunked: %+v %v", r, err)
-	}
-	var pe *models.ProviderError
-	if _, err := do("/html"); !errors.As(err, &pe) || !strings.Contains(pe.Message, "not JSON") {
-		t.Errorf("html: %v", err)
-	}
-	if _, err := do("/denied"); !errors.As(err, &pe) || pe.Status != 403 || !strings.Contains(pe.Message, "security token") {
-		t.Errorf("denied: %v", err)
-	}
-	srv.Close()
-	if _, err := do("/ok"); err == nil || errors.As(err, &pe) {
-		t.Errorf("closed server: %v, want a transport error", err)
-	}
-}
-
-func TestBase(t *testing.T) {
-	for in, want := range map[string]string{
-		"https://bedrock-runtime.us-east-1.amazonaws.com/": "https://bedrock-runtime.us-east-1.amazonaws.com",
-		"http://127.0.0.1:9000":                            "http://127.0.0.1:9000",
-		" https://proxy.internal/prefix/ ":                 "https://proxy.internal/prefix",
-	} {
-		if got, err := Base(in); err != nil || got != want {
-			t.Errorf("Base(%q) = %q, %v", in, got, err)
-		}
-	}
-	for _, bad := range []string{"", "ftp://x", "https://", "https://u:p@host", "https://host/?a=1", "https://host/#f", "::"} {
-		if _, err := Base(bad); err == nil {
-			t.Errorf("Base(%q) accepted", bad)
-		}
-	}
-}
-
 // FuzzAppendVector holds the vector encoder to encoding/json: whatever JSON
 // array of numbers it accepts decodes to the same float32 values in both
 // encodings, and what encoding/json accepts as a non-empty array of
@@ -455,13 +395,13 @@ func FuzzAppendVector(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var want []float64
 		jsonErr := json.Unmarshal(raw, &want)
-		fits := jsonErr == nil && len(want) > 0 && raw[skipSpace(raw, 0)] == '['
+		fits := jsonErr == nil && len(want) > 0 && raw[jsonscan.SkipSpace(raw, 0)] == '['
 		for _, w := range want {
 			if math.Abs(w) > math.MaxFloat32 {
 				fits = false
 			}
 		}
-		for _, enc := range []string{models.EncodingFloat, models.EncodingBase64} {
+		for _, enc := range []string{oai.EncodingFloat, oai.EncodingBase64} {
 			out, n, _, err := AppendVector(nil, raw, enc, nil)
 			if err != nil {
 				if fits {
@@ -475,7 +415,7 @@ func FuzzAppendVector(f *testing.F) {
 			if n != len(want) {
 				t.Fatalf("%s: %d values, want %d", enc, n, len(want))
 			}
-			if enc == models.EncodingFloat {
+			if enc == oai.EncodingFloat {
 				// The provider's numbers, as written.
 				var got []float64
 				if err := json.Unmarshal(out, &got); err != nil || !reflect.DeepEqual(got, want) {
@@ -508,7 +448,7 @@ func BenchmarkAppendVectorBase64(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var err error
-		dst, _, scratch, err = AppendVector(dst[:0], raw, models.EncodingBase64, scratch)
+		dst, _, scratch, err = AppendVector(dst[:0], raw, oai.EncodingBase64, scratch)
 		if err != nil {
 			b.Fatal(err)
 		}

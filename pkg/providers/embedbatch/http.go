@@ -1,113 +1,11 @@
 package embedbatch
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"mime"
-	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
-	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
-
-// MaxAnswerBytes bounds one provider answer, which is read whole to be
-// translated: 2048 vectors of 3072 floats as text is about 70 MB at worst,
-// and no single call carries more than 250 of them.
-const MaxAnswerBytes = 64 << 20
-
-// Response is a provider's successful JSON answer, read whole.
-type Response struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
-
-// NewRequest builds a provider's JSON POST to url with v encoded as the
-// body. It returns the body's bytes too, for providers that sign them.
-func NewRequest(ctx context.Context, provider, url string, v any) (*http.Request, []byte, error) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: encode the request: %w", provider, err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: build the request: %w", provider, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	return req, body, nil
-}
-
-// Do sends req through client and reads its JSON answer. An answer other
-// than 2xx is a *models.ProviderError (its message read from the body); an
-// answer that is not JSON, or larger than MaxAnswerBytes, too (the router
-// reports it as the provider's unexpected answer). Transport failures come
-// back wrapped, so timeouts stay recognisable.
-func Do(client *http.Client, provider string, req *http.Request) (*Response, error) {
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", provider, req.URL.Path, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, models.ReadProviderError(provider, resp)
-	}
-	defer resp.Body.Close()
-	if ct := resp.Header.Get("Content-Type"); ct != "" {
-		if mt, _, _ := mime.ParseMediaType(ct); mt != "application/json" && !strings.HasSuffix(mt, "+json") {
-			return nil, &models.ProviderError{Provider: provider, Status: resp.StatusCode,
-				Message: fmt.Sprintf("answered with Content-Type %q, not JSON", mt)}
-		}
-	}
-	if resp.ContentLength > MaxAnswerBytes {
-		return nil, tooLarge(provider, resp.StatusCode)
-	}
-	var body []byte
-	if resp.ContentLength >= 0 {
-		body = make([]byte, resp.ContentLength)
-		_, err = io.ReadFull(resp.Body, body)
-	} else {
-		body, err = io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
-		if err == nil && len(body) > MaxAnswerBytes {
-			return nil, tooLarge(provider, resp.StatusCode)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: read the answer: %w", provider, req.URL.Path, err)
-	}
-	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, nil
-}
-
-func tooLarge(provider string, status int) *models.ProviderError {
-	return &models.ProviderError{Provider: provider, Status: status,
-		Message: fmt.Sprintf("answered more than %d bytes", MaxAnswerBytes)}
-}
-
-// Base checks an api_base for a provider of this package and returns it
-// without a trailing slash. As in LiteLLM, it is the scheme and host that
-// replace the provider's default endpoint; the provider's own paths follow
-// it (a path in api_base, e.g. a proxy's prefix, is kept before them).
-func Base(raw string) (string, error) {
-	s := strings.TrimRight(strings.TrimSpace(raw), "/")
-	u, err := url.Parse(s)
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("api_base is not a URL: %w", err)
-	case u.Scheme != "http" && u.Scheme != "https":
-		return "", fmt.Errorf("api_base must be an http:// or https:// URL")
-	case u.Host == "":
-		return "", fmt.Errorf("api_base has no host")
-	case u.User != nil:
-		return "", fmt.Errorf("api_base must not hold credentials")
-	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
-		return "", fmt.Errorf("api_base must not have a query or fragment")
-	}
-	return s, nil
-}
 
 // The input types of embedding APIs, by vocabulary. LiteLLM passes a
 // request's input_type to the provider as is; sluice also translates the
@@ -153,7 +51,7 @@ func GoogleTaskType(v string) string {
 // TaskType is a Google request's task type: the request's task_type or
 // input_type (LiteLLM's name; given both, they must agree), else the
 // deployment's default, in Google's spelling; "" when none is set.
-func TaskType(req *models.EmbeddingRequest, deployment string) (string, error) {
+func TaskType(req *oai.EmbeddingRequest, deployment string) (string, error) {
 	x, err := req.Extras("input_type", "task_type")
 	if err != nil {
 		return "", err

@@ -9,7 +9,8 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // appendItems appends the OpenAI data items of one batch's vectors — the
@@ -21,7 +22,7 @@ func appendItems(dst []byte, start int, vectors []json.RawMessage, out Output) (
 	// about 10–20, so half the text is a generous guess.
 	size := 0
 	for _, raw := range vectors {
-		if out.Encoding == models.EncodingBase64 {
+		if out.Encoding == oai.EncodingBase64 {
 			size += len(raw)/2 + 64
 		} else {
 			size += len(raw) + 64
@@ -62,20 +63,20 @@ var (
 )
 
 // AppendVector appends raw, a JSON array of numbers, to dst in encoding:
-// for models.EncodingFloat the numbers as the provider wrote them (each
-// checked to be a JSON number; never decoded), for models.EncodingBase64
+// for oai.EncodingFloat the numbers as the provider wrote them (each
+// checked to be a JSON number; never decoded), for oai.EncodingBase64
 // the base64 of their little-endian float32 values, as OpenAI encodes it.
 // It returns the number of values. scratch is a reusable buffer for the
 // float32 bytes (nil is fine) and is returned for the next call.
 func AppendVector(dst, raw []byte, encoding string, scratch []byte) (out []byte, n int, scr []byte, err error) {
-	b64 := encoding == models.EncodingBase64
+	b64 := encoding == oai.EncodingBase64
 	mark := len(dst)
 	fail := func(err error) ([]byte, int, []byte, error) { return dst[:mark], 0, scratch, err }
-	i := skipSpace(raw, 0)
+	i := jsonscan.SkipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '[' {
 		return fail(errNotArray)
 	}
-	i = skipSpace(raw, i+1)
+	i = jsonscan.SkipSpace(raw, i+1)
 	if b64 {
 		scratch = scratch[:0]
 	} else {
@@ -85,7 +86,7 @@ func AppendVector(dst, raw []byte, encoding string, scratch []byte) (out []byte,
 		return fail(errEmpty)
 	}
 	for {
-		j := numberEnd(raw, i)
+		j := jsonscan.NumberEnd(raw, i)
 		if j < 0 {
 			return fail(errNotNumber)
 		}
@@ -105,12 +106,12 @@ func AppendVector(dst, raw []byte, encoding string, scratch []byte) (out []byte,
 			dst = append(dst, tok...)
 		}
 		n++
-		i = skipSpace(raw, j)
+		i = jsonscan.SkipSpace(raw, j)
 		if i >= len(raw) {
 			return fail(errNotArray)
 		}
 		if raw[i] == ']' {
-			if skipSpace(raw, i+1) != len(raw) {
+			if jsonscan.SkipSpace(raw, i+1) != len(raw) {
 				return fail(errNotArray)
 			}
 			break
@@ -118,7 +119,7 @@ func AppendVector(dst, raw []byte, encoding string, scratch []byte) (out []byte,
 		if raw[i] != ',' {
 			return fail(errNotNumber)
 		}
-		i = skipSpace(raw, i+1)
+		i = jsonscan.SkipSpace(raw, i+1)
 	}
 	if b64 {
 		dst = append(dst, '"')
@@ -128,61 +129,4 @@ func AppendVector(dst, raw []byte, encoding string, scratch []byte) (out []byte,
 		dst = append(dst, ']')
 	}
 	return dst, n, scratch, nil
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-func isNumberByte(c byte) bool {
-	return c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
-}
-
-// validNumber reports whether tok is exactly one JSON number.
-func validNumber(tok []byte) bool { return numberEnd(tok, 0) == len(tok) }
-
-// numberEnd returns the index just past the JSON number starting at b[i],
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, or -1 if none starts there.
-// What follows the number is the caller's to check.
-func numberEnd(b []byte, i int) int {
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		i = digits(b, i+1)
-	default:
-		return -1
-	}
-	if i < len(b) && b[i] == '.' {
-		d := digits(b, i+1)
-		if d == i+1 {
-			return -1
-		}
-		i = d
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		d := digits(b, i)
-		if d == i {
-			return -1
-		}
-		i = d
-	}
-	return i
-}
-
-func digits(b []byte, i int) int {
-	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-		i++
-	}
-	return i
 }

@@ -20,7 +20,10 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 )
 
@@ -49,25 +52,70 @@ func New(client *http.Client, getenv func(string) string) *Provider {
 	return &Provider{client: client, getenv: getenv}
 }
 
-// Open resolves the deployment's api_key (503 without one) and api_base.
-func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
-	key, err := resolve.Setting(ctx, d.Params.APIKey, p.getenv, "GEMINI_API_KEY")
+// Environment fallbacks, LiteLLM's names.
+const (
+	KeyEnv  = "GEMINI_API_KEY"
+	BaseEnv = "GEMINI_API_BASE"
+)
+
+// ErrNoKey is Resolve's error when no API key is configured anywhere.
+var ErrNoKey = errors.New("gemini: no API key configured")
+
+// Settings are a Gemini API credential as configured (a deployment's, or the
+// /gemini passthrough's); each may be a secretsmanager/ reference.
+type Settings struct {
+	APIKey  string
+	APIBase string
+}
+
+// Credential is a resolved Gemini API credential.
+type Credential struct {
+	APIKey string
+	// APIBase is the base URL calls go to, without a trailing slash.
+	APIBase string
+}
+
+// Resolve resolves s — the one place model calls and the passthrough get a
+// Gemini credential: the api_key, else GEMINI_API_KEY (none is ErrNoKey);
+// the api_base, else GEMINI_API_BASE, else DefaultAPIBase, checked by
+// providers.Base. Errors name settings, never secret values.
+func Resolve(ctx context.Context, s Settings, resolve models.Resolver, getenv func(string) string) (Credential, error) {
+	key, err := resolve.Setting(ctx, s.APIKey, getenv, KeyEnv)
 	if err != nil {
-		return nil, fmt.Errorf("gemini: resolve api_key: %w", err)
+		return Credential{}, fmt.Errorf("gemini: resolve api_key: %w", err)
 	}
 	if key == "" {
-		return nil, api.Unavailable("Model '%s' has no api_key configured for provider gemini: set litellm_params.api_key, or GEMINI_API_KEY.", d.ModelName)
+		return Credential{}, ErrNoKey
 	}
-	base, err := resolve.Setting(ctx, d.Params.APIBase, p.getenv, "GEMINI_API_BASE")
+	base, err := resolve.Setting(ctx, s.APIBase, getenv, BaseEnv)
 	if err != nil {
-		return nil, fmt.Errorf("gemini: resolve api_base: %w", err)
+		return Credential{}, fmt.Errorf("gemini: resolve api_base: %w", err)
 	}
 	if base == "" {
 		base = DefaultAPIBase
 	}
-	if base, err = embedbatch.Base(base); err != nil {
-		return nil, api.Unavailable("Model '%s' (provider gemini): %v.", d.ModelName, err)
+	if base, err = providers.Base(base); err != nil {
+		return Credential{}, fmt.Errorf("gemini: %w", err)
 	}
+	return Credential{APIKey: key, APIBase: base}, nil
+}
+
+// Authorize puts the credential on an outgoing request: the only
+// credential Google receives.
+func (c Credential) Authorize(h http.Header) { h.Set("X-Goog-Api-Key", c.APIKey) }
+
+// Open resolves the deployment's credential (503 without a key).
+func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
+	cred, err := Resolve(ctx, Settings{APIKey: d.Params.APIKey, APIBase: d.Params.APIBase}, resolve, p.getenv)
+	switch {
+	case errors.Is(err, ErrNoKey):
+		return nil, api.Unavailable("Model '%s' has no api_key configured for provider gemini: set litellm_params.api_key, or GEMINI_API_KEY.", d.ModelName)
+	case providers.IsBadSetting(err):
+		return nil, api.Unavailable("Model '%s' (provider gemini): %v.", d.ModelName, err)
+	case err != nil:
+		return nil, err
+	}
+	base := cred.APIBase
 	model := strings.TrimPrefix(d.Params.ProviderModel(), "models/")
 	if model == "" {
 		return nil, api.Unavailable("Model '%s' names no Gemini model: litellm_params.model must be gemini/<model>.", d.ModelName)
@@ -77,7 +125,7 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 		taskType = t
 	}
 	return &endpoint{
-		client: p.client, base: base, model: model, key: key, taskType: taskType,
+		client: p.client, base: base, model: model, cred: cred, taskType: taskType,
 		url:      base + "/v1beta/models/" + url.PathEscape(model) + ":batchEmbedContents",
 		resource: "models/" + model,
 	}, nil
@@ -89,7 +137,7 @@ type endpoint struct {
 	model    string
 	resource string // models/{model}, as each request names it
 	url      string
-	key      string
+	cred     Credential
 	taskType string // the deployment's input_type / task_type
 }
 
@@ -116,7 +164,7 @@ type part struct {
 
 // Embed sends the texts in batches of up to 100, concurrently. input_type
 // (or task_type) becomes taskType, dimensions outputDimensionality.
-func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*models.Answer, error) {
+func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*models.Answer, error) {
 	texts, err := embedbatch.Texts(req, Name)
 	if err != nil {
 		return nil, err
@@ -147,13 +195,13 @@ func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*mo
 	})
 }
 
-func (e *endpoint) post(ctx context.Context, v batchRequest) (*embedbatch.Response, error) {
-	hreq, _, err := embedbatch.NewRequest(ctx, Name, e.url, v)
+func (e *endpoint) post(ctx context.Context, v batchRequest) (*providers.Response, error) {
+	hreq, _, err := providers.NewRequest(ctx, Name, e.url, v)
 	if err != nil {
 		return nil, err
 	}
-	hreq.Header.Set("X-Goog-Api-Key", e.key)
-	resp, err := embedbatch.Do(e.client, Name, hreq)
+	e.cred.Authorize(hreq.Header)
+	resp, err := providers.Do(e.client, Name, hreq)
 	var pe *models.ProviderError
 	if errors.As(err, &pe) && pe.Status == http.StatusBadRequest && strings.Contains(pe.Message, "API key") {
 		// The Gemini API refuses a bad or expired key with a 400
@@ -169,29 +217,29 @@ func (e *endpoint) post(ctx context.Context, v batchRequest) (*embedbatch.Respon
 // …]}, one per request, in order.
 func ParseBatch(body []byte) ([]json.RawMessage, error) {
 	var list []byte
-	if err := embedbatch.Members(body, func(key string, v []byte) error {
-		if key == "embeddings" {
+	if err := jsonscan.Members(body, func(key, v []byte) error {
+		if string(key) == "embeddings" {
 			list = v
 		}
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("batchEmbedContents answer: %w", err)
 	}
-	if embedbatch.Null(list) {
+	if jsonscan.Null(list) {
 		return nil, errors.New("batchEmbedContents answer has no embeddings")
 	}
 	var vecs []json.RawMessage
-	err := embedbatch.Elements(list, func(e []byte) error {
+	err := jsonscan.Elements(list, func(e []byte) error {
 		var values []byte
-		if err := embedbatch.Members(e, func(key string, v []byte) error {
-			if key == "values" {
+		if err := jsonscan.Members(e, func(key, v []byte) error {
+			if string(key) == "values" {
 				values = v
 			}
 			return nil
 		}); err != nil {
 			return fmt.Errorf("embedding %d: %w", len(vecs), err)
 		}
-		if embedbatch.Null(values) {
+		if jsonscan.Null(values) {
 			return fmt.Errorf("embedding %d has no values", len(vecs))
 		}
 		vecs = append(vecs, values)

@@ -12,13 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
@@ -46,18 +46,15 @@ type batchCall struct {
 // error shapes, checking the key.
 type fakeGemini struct {
 	*httptest.Server
-	mu             sync.Mutex
-	calls          []batchCall
-	inFlight, peak atomic.Int32
+	mu       sync.Mutex
+	calls    []batchCall
+	inFlight embedtest.InFlight
 }
 
 func newFakeGemini(t *testing.T, delay time.Duration) *fakeGemini {
 	f := &fakeGemini{}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := f.inFlight.Add(1)
-		defer f.inFlight.Add(-1)
-		for p := f.peak.Load(); n > p && !f.peak.CompareAndSwap(p, n); p = f.peak.Load() {
-		}
+		defer f.inFlight.Enter()()
 		c := batchCall{Path: r.URL.EscapedPath(), Key: r.Header.Get("X-Goog-Api-Key"), Query: r.URL.RawQuery}
 		raw, _ := io.ReadAll(r.Body)
 		if err := json.Unmarshal(raw, &c.Body); err != nil || r.Method != "POST" {
@@ -110,21 +107,15 @@ func (f *fakeGemini) received() []batchCall {
 	return append([]batchCall(nil), f.calls...)
 }
 
-func identity(ctx context.Context, v string) (string, error) { return v, nil }
-
 func (f *fakeGemini) open(t *testing.T, key string, extra map[string]any) models.Embedder {
 	t.Helper()
 	d := config.Deployment{ModelName: "emb", Params: config.Params{Model: "gemini/gemini-embedding-001", APIBase: f.URL, APIKey: key, Extra: extra}}
-	ep, err := New(providers.NewHTTPClient(), nil).Open(context.Background(), d, identity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ep.(models.Embedder)
+	return embedtest.Open(t, New(providers.NewHTTPClient(), nil), d)
 }
 
 func embed(t *testing.T, e models.Embedder, body string) (map[string]any, *models.Answer, error) {
 	t.Helper()
-	req, err := models.ParseEmbeddingRequest([]byte(body))
+	req, err := oai.ParseEmbeddingRequest([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,8 +190,8 @@ func TestBatchEmbedContents(t *testing.T) {
 	if len(sizes) != 3 || sizes[0]+sizes[1]+sizes[2] != 250 || max(sizes[0], sizes[1], sizes[2]) != MaxBatch {
 		t.Errorf("batches %v, want 100, 100, 50", sizes)
 	}
-	if f.peak.Load() != 3 {
-		t.Errorf("peak %d in flight, want the 3 batches together", f.peak.Load())
+	if f.inFlight.Peak() != 3 {
+		t.Errorf("peak %d in flight, want the 3 batches together", f.inFlight.Peak())
 	}
 }
 
@@ -221,11 +212,11 @@ func TestErrors(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Param != "input" {
 		t.Errorf("token input: %v", err)
 	}
-	if _, err := New(nil, nil).Open(context.Background(), config.Deployment{ModelName: "emb", Params: config.Params{Model: "gemini/m"}}, identity); !errors.As(err, &ae) || ae.Status != 503 || !strings.Contains(ae.Message, "GEMINI_API_KEY") {
+	if _, err := New(nil, nil).Open(context.Background(), config.Deployment{ModelName: "emb", Params: config.Params{Model: "gemini/m"}}, embedtest.NoSecrets); !errors.As(err, &ae) || ae.Status != 503 || !strings.Contains(ae.Message, "GEMINI_API_KEY") {
 		t.Errorf("no key: %v", err)
 	}
 	ep, err := New(nil, func(k string) string { return map[string]string{"GEMINI_API_KEY": "k"}[k] }).Open(context.Background(),
-		config.Deployment{ModelName: "emb", Params: config.Params{Model: "gemini/models/text-embedding-004"}}, identity)
+		config.Deployment{ModelName: "emb", Params: config.Params{Model: "gemini/models/text-embedding-004"}}, embedtest.NoSecrets)
 	if err != nil || ep.APIBase() != DefaultAPIBase || ep.(*endpoint).url != DefaultAPIBase+"/v1beta/models/text-embedding-004:batchEmbedContents" {
 		t.Errorf("defaults: %v %v", ep, err)
 	}
@@ -245,7 +236,7 @@ func FuzzParseBatch(f *testing.F) {
 			if len(v) == 0 {
 				t.Fatalf("%q: empty vector accepted", body)
 			}
-			embedbatch.AppendVector(nil, v, models.EncodingBase64, nil)
+			embedbatch.AppendVector(nil, v, oai.EncodingBase64, nil)
 		}
 	})
 }

@@ -23,13 +23,20 @@ func ValidLocation(location string) bool {
 // ValidProject reports whether project can name a Google Cloud project.
 func ValidProject(project string) bool { return projectPattern.MatchString(project) }
 
-// VertexEndpoint is the Vertex AI base URL of a location:
-// https://{location}-aiplatform.googleapis.com, and
-// https://aiplatform.googleapis.com for the global location. location must
-// be ValidLocation.
-func VertexEndpoint(location string) string {
-	if location == "global" {
-		return "https://aiplatform.googleapis.com"
+// VertexHost is the Vertex AI host of a location, as the Google SDKs pick
+// it: {location}-aiplatform.googleapis.com; aiplatform.googleapis.com for
+// the global location; aiplatform.{us,eu}.rep.googleapis.com for the
+// multi-regions. location must be ValidLocation.
+func VertexHost(location string) string {
+	switch location {
+	case "global":
+		return "aiplatform.googleapis.com"
+	case "us", "eu":
+		return "aiplatform." + location + ".rep.googleapis.com"
 	}
-	return "https://" + location + "-aiplatform.googleapis.com"
+	return location + "-aiplatform.googleapis.com"
 }
+
+// VertexEndpoint is the Vertex AI base URL of a location: https:// and its
+// VertexHost.
+func VertexEndpoint(location string) string { return "https://" + VertexHost(location) }

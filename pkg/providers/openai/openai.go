@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -16,6 +15,8 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/providers"
 )
 
 // DefaultAPIBase is OpenAI's API. For OpenAI-compatible servers, api_base is
@@ -132,7 +133,7 @@ type endpoint struct {
 func (e *endpoint) APIBase() string { return e.base }
 
 // Embed sends POST {api_base}/embeddings.
-func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*models.Answer, error) {
+func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*models.Answer, error) {
 	ans, err := e.post(ctx, "/embeddings", req.Body(e.model))
 	if err != nil {
 		return nil, err
@@ -147,34 +148,13 @@ func (e *endpoint) post(ctx context.Context, path string, body []byte) (*models.
 		return nil, fmt.Errorf("%s %s: %w", e.provider, path, err)
 	}
 	hreq.Header = e.header.Clone()
-	return Do(e.client, e.provider, hreq)
-}
-
-// Do sends an OpenAI-shaped call and returns its JSON answer, or a
-// *models.ProviderError for an answer other than 2xx (or one that is not
-// JSON), or the transport's error.
-func Do(client *http.Client, provider string, req *http.Request) (*models.Answer, error) {
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", provider, req.URL.Path, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, models.ReadProviderError(provider, resp)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "" {
-		if mt, _, _ := mime.ParseMediaType(ct); mt != "application/json" && !strings.HasSuffix(mt, "+json") {
-			resp.Body.Close()
-			return nil, &models.ProviderError{Provider: provider, Status: resp.StatusCode,
-				Message: fmt.Sprintf("answered with Content-Type %q, not JSON", mt)}
-		}
-	}
-	return &models.Answer{Body: resp.Body, ContentLength: resp.ContentLength}, nil
+	return providers.Relay(e.client, e.provider, hreq)
 }
 
 // moderatingEndpoint is an endpoint that also serves moderations.
 type moderatingEndpoint struct{ *endpoint }
 
 // Moderate sends POST {api_base}/moderations.
-func (e *moderatingEndpoint) Moderate(ctx context.Context, req *models.ModerationRequest) (*models.Answer, error) {
+func (e *moderatingEndpoint) Moderate(ctx context.Context, req *oai.ModerationRequest) (*models.Answer, error) {
 	return e.post(ctx, "/moderations", req.Body(e.model))
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
 )
 
 // Real-shaped answers (OpenAI API reference).
@@ -54,20 +56,18 @@ func server(t *testing.T, status int, body string, header http.Header) (*httptes
 	return srv, got
 }
 
-func noSecrets(_ context.Context, v string) (string, error) { return v, nil }
-
 func open(t *testing.T, name string, params config.Params) models.Endpoint {
 	t.Helper()
-	ep, err := New(name, http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "small", Params: params}, noSecrets)
+	ep, err := New(name, http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "small", Params: params}, embedtest.NoSecrets)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ep
 }
 
-func embeddingRequest(t *testing.T, body string) *models.EmbeddingRequest {
+func embeddingRequest(t *testing.T, body string) *oai.EmbeddingRequest {
 	t.Helper()
-	req, err := models.ParseEmbeddingRequest([]byte(body))
+	req, err := oai.ParseEmbeddingRequest([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestEmbed(t *testing.T) {
 	}
 	body, _ := io.ReadAll(ans.Body)
 	ans.Body.Close()
-	if string(body) != embeddingAnswer || ans.Encoding != models.EncodingBase64 || ans.ContentLength != int64(len(embeddingAnswer)) {
+	if string(body) != embeddingAnswer || ans.Encoding != oai.EncodingBase64 || ans.ContentLength != int64(len(embeddingAnswer)) {
 		t.Errorf("answer %q encoding %q length %d", body, ans.Encoding, ans.ContentLength)
 	}
 	if got.method != "POST" || got.path != "/v1/embeddings" || got.query != "" {
@@ -113,7 +113,7 @@ func TestEmbed(t *testing.T) {
 func TestModerate(t *testing.T) {
 	srv, got := server(t, 200, moderationAnswer, nil)
 	ep := open(t, "openai", config.Params{Model: "openai/omni-moderation-latest", APIKey: "sk-test", APIBase: srv.URL + "/v1"})
-	req, err := models.ParseModerationRequest([]byte(`{"input":"I want to hug you"}`))
+	req, err := oai.ParseModerationRequest([]byte(`{"input":"I want to hug you"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestOpenRefusals(t *testing.T) {
 		{"base not a URL", "openai", config.Params{Model: "openai/x", APIKey: "k", APIBase: "localhost:8000/v1"}, "not an http(s) URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := New(tc.provider, http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "m", Params: tc.params}, noSecrets)
+			_, err := New(tc.provider, http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "m", Params: tc.params}, embedtest.NoSecrets)
 			e := api.AsError(err)
 			if e.Status != 503 || !strings.Contains(e.Message, tc.msg) {
 				t.Errorf("got %v", err)
@@ -251,7 +251,7 @@ func TestKeyFromTheEnvironment(t *testing.T) {
 	env := map[string]string{"OPENAI_API_KEY": "sk-env", "TOGETHERAI_API_KEY": "tg-env"}
 	getenv := func(k string) string { return env[k] }
 	// A hosted API (no api_base) takes LiteLLM's variable when api_key is unset.
-	ep, err := New("together_ai", http.DefaultClient, getenv).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "together_ai/m2-bert"}}, noSecrets)
+	ep, err := New("together_ai", http.DefaultClient, getenv).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "together_ai/m2-bert"}}, embedtest.NoSecrets)
 	if err != nil || ep.APIBase() != "https://api.together.xyz/v1" {
 		t.Fatalf("%v %v", ep, err)
 	}
@@ -259,7 +259,7 @@ func TestKeyFromTheEnvironment(t *testing.T) {
 		t.Errorf("Authorization %q", h)
 	}
 	// A server of the operator's own never gets the provider's key.
-	ep, err = New("openai", http.DefaultClient, getenv).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "openai/x", APIBase: srv.URL + "/v1"}}, noSecrets)
+	ep, err = New("openai", http.DefaultClient, getenv).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "openai/x", APIBase: srv.URL + "/v1"}}, embedtest.NoSecrets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestKeyFromTheEnvironment(t *testing.T) {
 		t.Errorf("OPENAI_API_KEY was sent to a custom api_base: %v", got.header)
 	}
 	// The deployment's own key wins.
-	ep, _ = New("openai", http.DefaultClient, getenv).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "openai/x", APIKey: "sk-own"}}, noSecrets)
+	ep, _ = New("openai", http.DefaultClient, getenv).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "openai/x", APIKey: "sk-own"}}, embedtest.NoSecrets)
 	if h := ep.(*moderatingEndpoint).header.Get("Authorization"); h != "Bearer sk-own" {
 		t.Errorf("Authorization %q", h)
 	}

@@ -24,7 +24,10 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 	"github.com/sluice-gateway/sluice/pkg/providers/google"
 )
@@ -81,59 +84,31 @@ func New(client *http.Client, getenv func(string) string) *Provider {
 // us-central1), each falling back to its environment variable, and builds
 // the predict URL.
 func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
-	setting := func(name, v, alias, env string) (string, error) {
-		if v == "" && alias != "" {
-			v, _ = d.Params.Extra[alias].(string)
+	alias := func(v, name string) string {
+		if v == "" {
+			v, _ = d.Params.Extra[name].(string)
 		}
-		var envs []string
-		if env != "" {
-			envs = append(envs, env)
-		}
-		out, err := resolve.Setting(ctx, v, p.getenv, envs...)
-		if err != nil {
-			return "", fmt.Errorf("vertex_ai: resolve %s: %w", name, err)
-		}
-		return out, nil
+		return v
 	}
-	creds, err := setting("vertex_credentials", d.Params.VertexCredentials, "", "VERTEXAI_CREDENTIALS")
-	if err != nil {
-		return nil, err
+	s := Settings{
+		Credentials: d.Params.VertexCredentials,
+		Project:     alias(d.Params.VertexProject, "vertex_ai_project"),
+		Location:    alias(d.Params.VertexLocation, "vertex_ai_location"),
 	}
-	if creds == "" {
-		creds = strings.TrimSpace(p.getenv("GOOGLE_APPLICATION_CREDENTIALS"))
-	}
-	if creds == "" {
+	cred, err := Resolve(ctx, s, ModelEnv(), resolve, p.getenv, p.tokenSource)
+	switch {
+	case errors.Is(err, ErrNoCredentials):
 		return nil, api.Unavailable("Model '%s' (provider vertex_ai) has no credentials configured: set litellm_params.vertex_credentials to a service-account JSON (or a path to one), or GOOGLE_APPLICATION_CREDENTIALS.", d.ModelName)
-	}
-	tokens, err := p.tokenSource(creds)
-	if err != nil {
-		// The message says what is wrong with the credential, never its content.
-		e := api.Unavailable("Model '%s' (provider vertex_ai) has unusable credentials: %v.", d.ModelName, err)
+	case providers.IsBadSetting(err):
+		e := api.Unavailable("Model '%s' (provider vertex_ai): %v.", d.ModelName, err)
 		e.Err = err
 		return nil, e
-	}
-	project, err := setting("vertex_project", d.Params.VertexProject, "vertex_ai_project", "VERTEXAI_PROJECT")
-	if err != nil {
+	case err != nil:
 		return nil, err
 	}
-	if project == "" {
-		project = tokens.ProjectID()
-	}
+	tokens, project, location := cred.Tokens, cred.Project, cred.Location
 	if project == "" {
 		return nil, api.Unavailable("Model '%s' (provider vertex_ai) has no project: set litellm_params.vertex_project or VERTEXAI_PROJECT.", d.ModelName)
-	}
-	if !google.ValidProject(project) {
-		return nil, api.Unavailable("Model '%s' (provider vertex_ai): vertex_project %q is not a Google Cloud project id.", d.ModelName, project)
-	}
-	location, err := setting("vertex_location", d.Params.VertexLocation, "vertex_ai_location", "VERTEXAI_LOCATION")
-	if err != nil {
-		return nil, err
-	}
-	if location == "" {
-		location = google.DefaultVertexLocation
-	}
-	if !google.ValidLocation(location) {
-		return nil, api.Unavailable("Model '%s' (provider vertex_ai): vertex_location %q is not a Vertex AI location.", d.ModelName, location)
 	}
 	base, err := resolve(ctx, d.Params.APIBase)
 	if err != nil {
@@ -142,7 +117,7 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if strings.TrimSpace(base) == "" {
 		base = google.VertexEndpoint(location)
 	}
-	if base, err = embedbatch.Base(base); err != nil {
+	if base, err = providers.Base(base); err != nil {
 		return nil, api.Unavailable("Model '%s' (provider vertex_ai): %v.", d.ModelName, err)
 	}
 	model := strings.TrimPrefix(d.Params.ProviderModel(), "publishers/google/models/")
@@ -206,7 +181,7 @@ type parameters struct {
 // concurrently. input_type (LiteLLM's name; task_type is accepted too)
 // becomes each instance's task_type; dimensions becomes
 // parameters.outputDimensionality.
-func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*models.Answer, error) {
+func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*models.Answer, error) {
 	texts, err := embedbatch.Texts(req, Name)
 	if err != nil {
 		return nil, err
@@ -238,8 +213,8 @@ func (e *endpoint) Embed(ctx context.Context, req *models.EmbeddingRequest) (*mo
 	})
 }
 
-func (e *endpoint) predict(ctx context.Context, v predictRequest) (*embedbatch.Response, error) {
-	hreq, _, err := embedbatch.NewRequest(ctx, Name, e.url, v)
+func (e *endpoint) predict(ctx context.Context, v predictRequest) (*providers.Response, error) {
+	hreq, _, err := providers.NewRequest(ctx, Name, e.url, v)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +226,7 @@ func (e *endpoint) predict(ctx context.Context, v predictRequest) (*embedbatch.R
 		return nil, api.Upstream(err, "The gateway could not get a Google access token for Vertex AI model '%s' from its service account's token endpoint.", e.model)
 	}
 	hreq.Header.Set("Authorization", "Bearer "+token)
-	return embedbatch.Do(e.client, Name, hreq)
+	return providers.Do(e.client, Name, hreq)
 }
 
 // ParsePredictions reads a text-embeddings predict answer: one prediction
@@ -260,32 +235,32 @@ func (e *endpoint) predict(ctx context.Context, v predictRequest) (*embedbatch.R
 // token_count; it is known only when every prediction has one.
 func ParsePredictions(body []byte) (embedbatch.Result, error) {
 	var preds []byte
-	if err := embedbatch.Members(body, func(key string, v []byte) error {
-		if key == "predictions" {
+	if err := jsonscan.Members(body, func(key, v []byte) error {
+		if string(key) == "predictions" {
 			preds = v
 		}
 		return nil
 	}); err != nil {
 		return embedbatch.Result{}, fmt.Errorf("predict answer: %w", err)
 	}
-	if embedbatch.Null(preds) {
+	if jsonscan.Null(preds) {
 		return embedbatch.Result{}, errors.New("predict answer has no predictions")
 	}
 	res := embedbatch.Result{TokensKnown: true}
-	err := embedbatch.Elements(preds, func(p []byte) error {
+	err := jsonscan.Elements(preds, func(p []byte) error {
 		i := len(res.Vectors)
 		var emb, values, stats []byte
-		if err := embedbatch.Members(p, func(key string, v []byte) error {
-			if key == "embeddings" {
+		if err := jsonscan.Members(p, func(key, v []byte) error {
+			if string(key) == "embeddings" {
 				emb = v
 			}
 			return nil
 		}); err != nil {
 			return fmt.Errorf("prediction %d: %w", i, err)
 		}
-		if !embedbatch.Null(emb) {
-			if err := embedbatch.Members(emb, func(key string, v []byte) error {
-				switch key {
+		if !jsonscan.Null(emb) {
+			if err := jsonscan.Members(emb, func(key, v []byte) error {
+				switch string(key) {
 				case "values":
 					values = v
 				case "statistics":
@@ -296,7 +271,7 @@ func ParsePredictions(body []byte) (embedbatch.Result, error) {
 				return fmt.Errorf("prediction %d: %w", i, err)
 			}
 		}
-		if embedbatch.Null(values) {
+		if jsonscan.Null(values) {
 			return fmt.Errorf("prediction %d has no embeddings.values", i)
 		}
 		res.Vectors = append(res.Vectors, values)
@@ -304,10 +279,10 @@ func ParsePredictions(body []byte) (embedbatch.Result, error) {
 			tokens int64
 			known  bool
 		)
-		if !embedbatch.Null(stats) {
-			if err := embedbatch.Members(stats, func(key string, v []byte) error {
-				if key == "token_count" {
-					tokens, known = embedbatch.Count(v)
+		if !jsonscan.Null(stats) {
+			if err := jsonscan.Members(stats, func(key, v []byte) error {
+				if string(key) == "token_count" {
+					tokens, known = jsonscan.Count(v)
 				}
 				return nil
 			}); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
 	"github.com/sluice-gateway/sluice/pkg/providers/google/googletest"
@@ -42,19 +43,16 @@ type fakeVertex struct {
 	tokens *googletest.TokenServer
 	fail   atomic.Pointer[string] // a content that gets a 400
 
-	mu             sync.Mutex
-	calls          []predictCall
-	inFlight, peak atomic.Int32
-	delay          time.Duration
+	mu       sync.Mutex
+	calls    []predictCall
+	inFlight embedtest.InFlight
+	delay    time.Duration
 }
 
 func newFakeVertex(t *testing.T, delay time.Duration) *fakeVertex {
 	f := &fakeVertex{tokens: googletest.NewTokenServer(t), delay: delay}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := f.inFlight.Add(1)
-		defer f.inFlight.Add(-1)
-		for p := f.peak.Load(); n > p && !f.peak.CompareAndSwap(p, n); p = f.peak.Load() {
-		}
+		defer f.inFlight.Enter()()
 		var c predictCall
 		c.Path, c.Auth = r.URL.EscapedPath(), r.Header.Get("Authorization")
 		raw, _ := io.ReadAll(r.Body)
@@ -108,8 +106,6 @@ func (f *fakeVertex) received() []predictCall {
 	return append([]predictCall(nil), f.calls...)
 }
 
-func identity(ctx context.Context, v string) (string, error) { return v, nil }
-
 func (f *fakeVertex) open(t *testing.T, model string, params func(*config.Params)) models.Embedder {
 	t.Helper()
 	p := config.Params{Model: "vertex_ai/" + model, APIBase: f.URL, VertexProject: "acme-prod", VertexLocation: "europe-west4",
@@ -117,11 +113,7 @@ func (f *fakeVertex) open(t *testing.T, model string, params func(*config.Params
 	if params != nil {
 		params(&p)
 	}
-	ep, err := New(providers.NewHTTPClient(), nil).Open(context.Background(), config.Deployment{ModelName: "emb", Params: p}, identity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ep.(models.Embedder)
+	return embedtest.Open(t, New(providers.NewHTTPClient(), nil), config.Deployment{ModelName: "emb", Params: p})
 }
 
 type answer struct {
@@ -137,7 +129,7 @@ type answer struct {
 
 func embed(t *testing.T, e models.Embedder, body string) (answer, *models.Answer, error) {
 	t.Helper()
-	req, err := models.ParseEmbeddingRequest([]byte(body))
+	req, err := oai.ParseEmbeddingRequest([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +166,7 @@ func TestPredict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a.Data) != 300 || a.Model != "text-embedding-005" || ans.UsageEstimated || ans.Encoding != models.EncodingFloat {
+	if len(a.Data) != 300 || a.Model != "text-embedding-005" || ans.UsageEstimated || ans.Encoding != oai.EncodingFloat {
 		t.Fatalf("%d embeddings, model %s, estimated %v", len(a.Data), a.Model, ans.UsageEstimated)
 	}
 	var tokens int64
@@ -206,8 +198,8 @@ func TestPredict(t *testing.T) {
 	if len(sizes) != 2 || sizes[0]+sizes[1] != 300 || max(sizes[0], sizes[1]) != MaxInstances {
 		t.Errorf("batches %v, want 250 + 50", sizes)
 	}
-	if f.peak.Load() != 2 {
-		t.Errorf("peak %d calls in flight, want both batches together", f.peak.Load())
+	if f.inFlight.Peak() != 2 {
+		t.Errorf("peak %d calls in flight, want both batches together", f.inFlight.Peak())
 	}
 	if f.tokens.Issued() != 1 {
 		t.Errorf("%d tokens minted for one request's calls, want 1 (cached)", f.tokens.Issued())
@@ -286,7 +278,7 @@ func TestOpen(t *testing.T) {
 		return map[string]string{"VERTEXAI_LOCATION": "global"}[k]
 	})
 	open := func(params config.Params) (*endpoint, error) {
-		ep, err := p.Open(context.Background(), config.Deployment{ModelName: "emb", Params: params}, identity)
+		ep, err := p.Open(context.Background(), config.Deployment{ModelName: "emb", Params: params}, embedtest.NoSecrets)
 		if err != nil {
 			return nil, err
 		}

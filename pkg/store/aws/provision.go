@@ -19,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
 // Queue settings Provision applies; template.yaml must say the same.
@@ -134,15 +136,20 @@ func (p provisioner) createTable(ctx context.Context, name string) error {
 			{AttributeName: aws.String(sk), KeyType: dbtypes.KeyTypeRange},
 		}
 	}
-	all := &dbtypes.Projection{ProjectionType: dbtypes.ProjectionTypeAll}
+	projection := func(ix store.Index) *dbtypes.Projection {
+		if ix.KeysOnly() {
+			return &dbtypes.Projection{ProjectionType: dbtypes.ProjectionTypeKeysOnly}
+		}
+		return &dbtypes.Projection{ProjectionType: dbtypes.ProjectionTypeAll}
+	}
 	_, err := p.db.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            &name,
 		BillingMode:          dbtypes.BillingModePayPerRequest,
 		AttributeDefinitions: defs,
 		KeySchema:            keys(attrPK, attrSK),
 		GlobalSecondaryIndexes: []dbtypes.GlobalSecondaryIndex{
-			{IndexName: aws.String("gsi1"), KeySchema: keys(attrGSI1PK, attrGSI1SK), Projection: all},
-			{IndexName: aws.String("gsi2"), KeySchema: keys(attrGSI2PK, attrGSI2SK), Projection: all},
+			{IndexName: aws.String(string(store.GSI1)), KeySchema: keys(attrGSI1PK, attrGSI1SK), Projection: projection(store.GSI1)},
+			{IndexName: aws.String(string(store.GSI2)), KeySchema: keys(attrGSI2PK, attrGSI2SK), Projection: projection(store.GSI2)},
 		},
 	})
 	return err

@@ -2,11 +2,9 @@ package awsstore
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -23,11 +21,6 @@ const (
 	sqsMaxVisibility = 12 * 3600 // seconds
 	shortPollEvery   = 50 * time.Millisecond
 )
-
-// encodingAttr marks a message whose body SQS could not carry as is. SQS
-// bodies are text (a subset of Unicode, at least one character); queue
-// bodies are bytes. Text bodies, the usual JSON, travel untouched.
-const encodingAttr = "sluice-encoding"
 
 // Queue implements store.Queue on an SQS standard queue. The visibility
 // timeout and the dead letter (the RedrivePolicy's maxReceiveCount) are the
@@ -113,7 +106,7 @@ func (q *Queue) Receive(ctx context.Context, limit int, wait time.Duration) ([]s
 			MaxNumberOfMessages:         int32(limit),
 			WaitTimeSeconds:             max(secs, 0),
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameApproximateReceiveCount},
-			MessageAttributeNames:       []string{encodingAttr},
+			MessageAttributeNames:       []string{store.QueueEncodingAttribute},
 		})
 		if err != nil {
 			return nil, wrap(err, "sqs receive from %s", q.url)
@@ -162,24 +155,15 @@ func (q *Queue) Extend(ctx context.Context, m store.Message, d time.Duration) er
 	return nil
 }
 
-// encodeMessage renders a body as a batch entry: as is when SQS can carry
-// it, else base64 with encodingAttr saying so.
+// encodeMessage renders a body as a batch entry, in store's queue-body
+// encoding (the Lambda edge decodes SQS events with the same codec).
 func encodeMessage(id string, b []byte) sqstypes.SendMessageBatchRequestEntry {
-	e := sqstypes.SendMessageBatchRequestEntry{Id: &id}
-	mark := func(enc string) {
+	body, enc := store.EncodeQueueBody(b)
+	e := sqstypes.SendMessageBatchRequestEntry{Id: &id, MessageBody: &body}
+	if enc != "" {
 		e.MessageAttributes = map[string]sqstypes.MessageAttributeValue{
-			encodingAttr: {DataType: aws.String("String"), StringValue: aws.String(enc)},
+			store.QueueEncodingAttribute: {DataType: aws.String("String"), StringValue: aws.String(enc)},
 		}
-	}
-	switch {
-	case len(b) == 0:
-		e.MessageBody = aws.String(" ")
-		mark("empty")
-	case sqsText(b):
-		e.MessageBody = aws.String(string(b))
-	default:
-		e.MessageBody = aws.String(base64.StdEncoding.EncodeToString(b))
-		mark("base64")
 	}
 	return e
 }
@@ -189,39 +173,10 @@ func decodeMessage(m sqstypes.Message) (store.Message, error) {
 	if n, err := strconv.Atoi(m.Attributes[string(sqstypes.MessageSystemAttributeNameApproximateReceiveCount)]); err == nil {
 		msg.Receives = n
 	}
-	body := aws.ToString(m.Body)
-	switch enc := aws.ToString(m.MessageAttributes[encodingAttr].StringValue); enc {
-	case "":
-		msg.Body = []byte(body)
-	case "empty":
-		msg.Body = []byte{}
-	case "base64":
-		b, err := base64.StdEncoding.DecodeString(body)
-		if err != nil {
-			return store.Message{}, fmt.Errorf("message %s: bad base64 body: %w", msg.ID, err)
-		}
-		msg.Body = b
-	default:
-		return store.Message{}, fmt.Errorf("message %s: unknown %s %q", msg.ID, encodingAttr, enc)
+	body, err := store.DecodeQueueBody(aws.ToString(m.Body), aws.ToString(m.MessageAttributes[store.QueueEncodingAttribute].StringValue))
+	if err != nil {
+		return store.Message{}, fmt.Errorf("message %s: %w", msg.ID, err)
 	}
+	msg.Body = body
 	return msg, nil
-}
-
-// sqsText reports whether SQS accepts b as a message body: UTF-8 with only
-// the characters XML 1.0 allows.
-func sqsText(b []byte) bool {
-	if !utf8.Valid(b) {
-		return false
-	}
-	for _, r := range string(b) {
-		switch {
-		case r == 0x9, r == 0xA, r == 0xD:
-		case r >= 0x20 && r <= 0xD7FF:
-		case r >= 0xE000 && r <= 0xFFFD:
-		case r >= 0x10000 && r <= 0x10FFFF:
-		default:
-			return false
-		}
-	}
-	return true
 }

@@ -34,7 +34,7 @@ func TestResourcesEnvRoundTrip(t *testing.T) {
 		t.Fatalf("ResourcesFromEnv() = %+v, %v; want %+v", got, err, want)
 	}
 
-	// The dead-letter queues are optional; the others are named when missing.
+	// The work queue's dead-letter queue is optional; the others are named when missing.
 	t.Setenv("SLUICE_WORK_DLQ_URL", "")
 	t.Setenv("SLUICE_BUCKET", "")
 	t.Setenv("SLUICE_KMS_KEY_ID", "")

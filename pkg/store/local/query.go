@@ -13,7 +13,8 @@ import (
 
 // Query reads one partition of the table or an index in sort-key order,
 // skipping expired records. A page holds up to q.Limit live records, and More
-// is true only if another live record follows.
+// is true only if another live record follows. A keys-only index gives keys
+// only, expired records included, as DynamoDB's does.
 func (r *Records) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	bucket, ok := map[store.Index]string{store.Table: bucketItems, store.GSI1: bucketGSI1, store.GSI2: bucketGSI2}[q.Index]
 	switch {
@@ -47,7 +48,10 @@ func (r *Records) Query(ctx context.Context, q store.Query) (store.Page, error) 
 			if err != nil {
 				return false, err
 			}
-			if expired(rec, x.now) {
+			if q.Index.KeysOnly() {
+				// As DynamoDB's keys-only index: keys, and no expiry.
+				rec = rec.KeysIn(q.Index)
+			} else if expired(rec, x.now) {
 				return true, nil
 			}
 			if len(page.Records) == q.Limit {

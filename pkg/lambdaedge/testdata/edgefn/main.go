@@ -2,7 +2,8 @@
 // production flags and run under the Runtime API harness, it exercises each
 // edge as Lambda would. EDGE_MODE picks it: stream, buffered, sqs, raw (a
 // plain aws-lambda-go handler), hang (an init that never ends); anything else
-// fails its init.
+// fails its init. The streaming mode runs the edge's own Runtime API loop,
+// as every streaming function does (lambdaedge.StartHTTP).
 package main
 
 import (
@@ -51,6 +52,10 @@ func main() {
 	})
 	switch os.Getenv("EDGE_MODE") {
 	case "stream":
+		lambdaedge.StartStreaming(mux)
+	case "stream-aws-lambda-go":
+		// The same answers through aws-lambda-go's runtime loop, which
+		// sluice does not use for them (see TestAWSLambdaGoStreamsOffContract).
 		lambda.Start(lambdaedge.Streaming(mux))
 	case "buffered":
 		lambda.Start(lambdaedge.Buffered(mux))

@@ -1,6 +1,8 @@
-// Package embedtest holds what the translated-embeddings providers' tests
-// share: deterministic vectors for fake upstreams, and calling an Embedder
-// and reading its OpenAI-shaped answer back.
+// Package embedtest holds what the embeddings providers' tests share: the
+// preamble (a resolver without secrets, opening a deployment, a fake
+// upstream's count of calls in flight), deterministic vectors for fake
+// upstreams in the providers' float text, and calling an Embedder and
+// reading its OpenAI-shaped answer back.
 package embedtest
 
 import (
@@ -10,10 +12,64 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"strconv"
+	"sync/atomic"
 	"testing"
 
+	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
+
+// NoSecrets is a models.Resolver for configs without secretsmanager/
+// references: every value resolves to itself.
+func NoSecrets(_ context.Context, v string) (string, error) { return v, nil }
+
+// Open opens d on p (values resolving as themselves) and returns its
+// Embedder, failing the test if it cannot.
+func Open(t testing.TB, p models.Provider, d config.Deployment) models.Embedder {
+	t.Helper()
+	ep, err := p.Open(context.Background(), d, NoSecrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := ep.(models.Embedder)
+	if !ok {
+		t.Fatalf("%s's endpoint does not serve embeddings", d.ModelName)
+	}
+	return e
+}
+
+// InFlight counts the calls a fake upstream is serving, and the most it
+// served at once (to test concurrency bounds).
+type InFlight struct{ now, peak atomic.Int32 }
+
+// Enter counts a call in; the returned function counts it out.
+func (c *InFlight) Enter() (leave func()) {
+	n := c.now.Add(1)
+	for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {
+	}
+	return func() { c.now.Add(-1) }
+}
+
+// Peak is the most calls served at once since the last Reset.
+func (c *InFlight) Peak() int { return int(c.peak.Load()) }
+
+// Reset forgets the peak.
+func (c *InFlight) Reset() { c.peak.Store(0) }
+
+// AppendFloats appends v as a JSON array of numbers, as providers write
+// their vectors.
+func AppendFloats(b []byte, v []float32) []byte {
+	b = append(b, '[')
+	for i, f := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendFloat(b, float64(f), 'g', -1, 32)
+	}
+	return append(b, ']')
+}
 
 // Vector is a deterministic vector for text, so a test can tell which input
 // an answer's vector came from.
@@ -50,7 +106,7 @@ type Answer struct {
 // A failed call returns its error.
 func Embed(t testing.TB, e models.Embedder, body string) (Answer, *models.Answer, error) {
 	t.Helper()
-	req, err := models.ParseEmbeddingRequest([]byte(body))
+	req, err := oai.ParseEmbeddingRequest([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}

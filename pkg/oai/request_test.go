@@ -1,9 +1,8 @@
-package models
+package oai
 
 import (
 	"encoding/json"
 	"maps"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -157,23 +156,6 @@ func TestParseModerationRequest(t *testing.T) {
 	}
 }
 
-func TestReadBody(t *testing.T) {
-	r := httptest.NewRequest("POST", "/", strings.NewReader(`{"a":1}`))
-	b, err := ReadBody(httptest.NewRecorder(), r, 100)
-	if err != nil || string(b) != `{"a":1}` {
-		t.Fatalf("%q %v", b, err)
-	}
-	r = httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", 101)))
-	if _, err := ReadBody(httptest.NewRecorder(), r, 100); api.AsError(err).Status != 413 {
-		t.Errorf("over the limit: %v", err)
-	}
-	r = httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", 101)))
-	r.ContentLength = -1 // chunked: the limit applies while reading
-	if _, err := ReadBody(httptest.NewRecorder(), r, 100); api.AsError(err).Status != 413 {
-		t.Errorf("chunked over the limit: %v", err)
-	}
-}
-
 // FuzzParseEmbeddingRequest checks the parser against encoding/json: it
 // never panics, refuses only with a 400 or 413, and what it accepts agrees
 // with a full decode; the rewritten body is valid JSON that differs only in
@@ -250,4 +232,37 @@ func FuzzParseModerationRequest(f *testing.F) {
 			t.Fatalf("%q rewritten to %q (%v)", body, req.Body("x"), err)
 		}
 	})
+}
+
+func TestExtras(t *testing.T) {
+	req, err := ParseEmbeddingRequest([]byte(`{"model":"m","input":["a"],"input_type":"search_query","normalize":false,"task_type":null,"x":{"input_type":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := req.Extras("input_type", "normalize", "task_type", "truncate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(x) != 2 {
+		t.Errorf("extras %q: null and absent members are left out, nested ones are not members", x)
+	}
+	if v, given, err := x.String("input_type"); v != "search_query" || !given || err != nil {
+		t.Errorf("input_type %q %v %v", v, given, err)
+	}
+	if v, given, err := x.Bool("normalize"); v || !given || err != nil {
+		t.Errorf("normalize %v %v %v", v, given, err)
+	}
+	if _, given, err := x.String("truncate"); given || err != nil {
+		t.Errorf("truncate given %v %v", given, err)
+	}
+	if _, _, err := x.Bool("input_type"); err == nil || api.AsError(err).Param != "input_type" {
+		t.Errorf("a string read as a boolean: %v", err)
+	}
+	if _, _, err := x.String("normalize"); err == nil || api.AsError(err).Param != "normalize" {
+		t.Errorf("a boolean read as a string: %v", err)
+	}
+	dup, _ := ParseEmbeddingRequest([]byte(`{"model":"m","input":"a","input_type":"a","input_type":"b"}`))
+	if _, err := dup.Extras("input_type"); err == nil || api.AsError(err).Status != 400 || api.AsError(err).Param != "input_type" {
+		t.Errorf("duplicate: %v", err)
+	}
 }

@@ -1,4 +1,4 @@
-package models
+package oai
 
 import (
 	"bytes"
@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 )
 
 // MaxEmbeddingInputs is OpenAI's cap on inputs in one embeddings request.
@@ -56,29 +56,32 @@ func (r *EmbeddingRequest) Encoding() string {
 // left out; a member given twice is a 400 naming it (a provider could read
 // either copy).
 func (r *EmbeddingRequest) Extras(names ...string) (Extras, error) {
-	members, ok, err := objectMembers(r.body)
-	if !ok || err != nil {
-		// Parse validated the body; only a request not built by it lands here.
-		return nil, api.InvalidJSON("Request body must be a JSON object.")
-	}
 	var x Extras
-	for _, m := range members {
-		for _, name := range names {
-			if m.key != name {
+	err := jsonscan.Members(r.body, func(name, v []byte) error {
+		for _, want := range names {
+			if string(name) != want {
 				continue
 			}
-			if _, dup := x[name]; dup {
-				return nil, api.InvalidValue(name, "'%s' is given more than once.", name)
+			if _, dup := x[want]; dup {
+				return api.InvalidValue(want, "'%s' is given more than once.", want)
 			}
-			v := r.body[m.start:m.end]
-			if isNull(v) {
+			if jsonscan.Null(v) {
 				continue
 			}
 			if x == nil {
 				x = Extras{}
 			}
-			x[name] = v
+			x[want] = v
 		}
+		return nil
+	})
+	var ae *api.Error
+	switch {
+	case errors.As(err, &ae):
+		return nil, err
+	case err != nil:
+		// Parse validated the body; only a request not built by it lands here.
+		return nil, api.InvalidJSON("Request body must be a JSON object.")
 	}
 	return x, nil
 }
@@ -175,33 +178,38 @@ type fields map[string][]byte
 // either copy.
 func parseTop(body []byte, wanted ...string) (fields, doc, error) {
 	d := doc{body: body, modelStart: -1, modelEnd: -1}
-	if len(bytes.TrimSpace(body)) == 0 {
+	i := jsonscan.SkipSpace(body, 0)
+	if i == len(body) {
 		return nil, d, api.InvalidJSON("Request body is empty; expected a JSON object.")
 	}
 	if !json.Valid(body) {
 		return nil, d, invalidJSON(body)
 	}
-	members, ok, err := objectMembers(body)
-	if !ok {
+	if body[i] != '{' {
 		return nil, d, api.InvalidJSON("Request body must be a JSON object.")
 	}
-	if err != nil {
-		return nil, d, api.InvalidJSON("Request body is not valid JSON: %v.", err)
-	}
 	f := make(fields, len(wanted))
-	for _, m := range members {
+	err := jsonscan.Members(body, func(name, v []byte) error {
 		for _, w := range wanted {
-			if m.key != w {
+			if string(name) != w {
 				continue
 			}
 			if _, dup := f[w]; dup {
-				return nil, d, api.InvalidValue(w, "'%s' is given more than once.", w)
+				return api.InvalidValue(w, "'%s' is given more than once.", w)
 			}
-			f[w] = body[m.start:m.end]
+			f[w] = v
 			if w == "model" {
-				d.modelStart, d.modelEnd = m.start, m.end
+				d.modelStart, d.modelEnd = jsonscan.Span(body, v)
 			}
 		}
+		return nil
+	})
+	var ae *api.Error
+	switch {
+	case errors.As(err, &ae):
+		return nil, d, err
+	case err != nil:
+		return nil, d, api.InvalidJSON("Request body is not valid JSON: %v.", err)
 	}
 	return f, d, nil
 }
@@ -225,13 +233,13 @@ func invalidJSON(body []byte) error {
 // stringField decodes an optional string member; absent and null give "".
 func stringField(f fields, name string) (string, bool, error) {
 	v, ok := f[name]
-	if !ok || isNull(v) {
+	if !ok || jsonscan.Null(v) {
 		return "", false, nil
 	}
 	if v[0] != '"' {
 		return "", false, api.InvalidValue(name, "Invalid type for '%s': expected a string.", name)
 	}
-	s, err := unquote(v)
+	s, err := jsonscan.String(v)
 	if err != nil {
 		return "", false, api.InvalidValue(name, "Invalid string for '%s'.", name)
 	}
@@ -270,7 +278,7 @@ func ParseEmbeddingRequest(body []byte) (*EmbeddingRequest, error) {
 		return nil, err
 	}
 	in, ok := f["input"]
-	if !ok || isNull(in) {
+	if !ok || jsonscan.Null(in) {
 		return nil, api.MissingParam("input")
 	}
 	req.Input = in
@@ -285,7 +293,7 @@ func ParseEmbeddingRequest(body []byte) (*EmbeddingRequest, error) {
 		return nil, api.InvalidValue("encoding_format", "'encoding_format' must be 'float' or 'base64', not %q.", format)
 	}
 	req.EncodingFormat = format
-	if v, ok := f["dimensions"]; ok && !isNull(v) {
+	if v, ok := f["dimensions"]; ok && !jsonscan.Null(v) {
 		n, err := strconv.ParseInt(string(v), 10, 32)
 		if err != nil || n < 1 {
 			return nil, api.InvalidValue("dimensions", "'dimensions' must be a positive integer, not %s.", truncate(string(v), 40))
@@ -315,11 +323,12 @@ func embeddingInput(in []byte) (InputKind, int, error) {
 	var (
 		kind  InputKind
 		count int
-		bad   error
 	)
-	err := arrayElements(in, func(start, end int) bool {
-		el := in[start:end]
-		var k InputKind
+	err := jsonscan.Elements(in, func(el []byte) error {
+		var (
+			k   InputKind
+			bad error
+		)
 		switch {
 		case el[0] == '"':
 			k = InputStrings
@@ -341,14 +350,12 @@ func embeddingInput(in []byte) (InputKind, int, error) {
 		}
 		kind = k
 		count++
-		return bad == nil
+		return bad
 	})
-	switch {
-	case err != nil:
-		return 0, 0, api.InvalidValue("input", "'input' is not a valid JSON array.")
-	case bad != nil:
-		return 0, 0, bad
-	case count == 0:
+	if err != nil {
+		return 0, 0, elementsError(err, "'input' is not a valid JSON array.")
+	}
+	if count == 0 {
 		return 0, 0, api.InvalidValue("input", "'input' must not be an empty array.")
 	}
 	if kind == InputTokens {
@@ -363,24 +370,30 @@ func embeddingInput(in []byte) (InputKind, int, error) {
 // tokenArray checks one element of an array of token arrays.
 func tokenArray(el []byte, index int) error {
 	n := 0
-	var bad error
-	err := arrayElements(el, func(start, end int) bool {
-		if !isNonNegativeInteger(el[start:end]) {
-			bad = api.InvalidValue("input", "'input[%d]' must be an array of token ids (non-negative integers).", index)
-			return false
+	err := jsonscan.Elements(el, func(v []byte) error {
+		if !isNonNegativeInteger(v) {
+			return api.InvalidValue("input", "'input[%d]' must be an array of token ids (non-negative integers).", index)
 		}
 		n++
-		return true
+		return nil
 	})
 	switch {
 	case err != nil:
-		return api.InvalidValue("input", "'input[%d]' is not a valid JSON array.", index)
-	case bad != nil:
-		return bad
+		return elementsError(err, fmt.Sprintf("'input[%d]' is not a valid JSON array.", index))
 	case n == 0:
 		return api.InvalidValue("input", "'input[%d]' is an empty token array; every input must be non-empty.", index)
 	}
 	return nil
+}
+
+// elementsError is the error of a walk over input's elements: a problem a
+// callback named, else the structure's.
+func elementsError(err error, malformed string) error {
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		return err
+	}
+	return api.InvalidValue("input", "%s", malformed)
 }
 
 // ParseModerationRequest validates a moderations request body: a JSON object
@@ -397,7 +410,7 @@ func ParseModerationRequest(body []byte) (*ModerationRequest, error) {
 		return nil, err
 	}
 	in, ok := f["input"]
-	if !ok || isNull(in) {
+	if !ok || jsonscan.Null(in) {
 		return nil, api.MissingParam("input")
 	}
 	req.Input = in
@@ -418,9 +431,8 @@ func moderationInput(in []byte) (count int, multimodal bool, err error) {
 		return 0, false, api.InvalidValue("input", moderationInputMessage)
 	}
 	var strs, parts int
-	var bad error
-	walkErr := arrayElements(in, func(start, end int) bool {
-		el := in[start:end]
+	err = jsonscan.Elements(in, func(el []byte) error {
+		var bad error
 		switch el[0] {
 		case '"':
 			strs++
@@ -433,13 +445,11 @@ func moderationInput(in []byte) (count int, multimodal bool, err error) {
 		if bad == nil && strs > 0 && parts > 0 {
 			bad = api.InvalidValue("input", "'input' mixes strings and parts; "+moderationInputMessage)
 		}
-		return bad == nil
+		return bad
 	})
 	switch {
-	case walkErr != nil:
-		return 0, false, api.InvalidValue("input", "'input' is not a valid JSON array.")
-	case bad != nil:
-		return 0, false, bad
+	case err != nil:
+		return 0, false, elementsError(err, "'input' is not a valid JSON array.")
 	case strs+parts == 0:
 		return 0, false, api.InvalidValue("input", "'input' must not be an empty array.")
 	}
@@ -482,37 +492,16 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// ReadBody reads a model call's request body, at most limit bytes (413
-// beyond), into one buffer sized from Content-Length when it is known: the
-// body is kept whole because retries and fallbacks resend it.
-func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if limit <= 0 {
-		limit = api.DefaultJSONLimit
+// isNonNegativeInteger reports whether v is a JSON integer ≥ 0 (no fraction,
+// exponent or sign).
+func isNonNegativeInteger(v []byte) bool {
+	if len(v) == 0 {
+		return false
 	}
-	if r.ContentLength > limit {
-		return nil, api.TooLarge("Request body is larger than the limit of %d bytes.", limit)
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
 	}
-	body := http.MaxBytesReader(w, r.Body, limit)
-	var (
-		b   []byte
-		err error
-	)
-	if r.ContentLength < 0 {
-		b, err = io.ReadAll(body)
-	} else {
-		b = make([]byte, r.ContentLength)
-		_, err = io.ReadFull(body, b)
-	}
-	var tooLarge *http.MaxBytesError
-	switch {
-	case err == nil:
-		return b, nil
-	case errors.As(err, &tooLarge):
-		return nil, api.TooLarge("Request body is larger than the limit of %d bytes.", limit)
-	case r.Context().Err() != nil:
-		return nil, fmt.Errorf("read request body: %w", r.Context().Err())
-	}
-	e := api.InvalidJSON("The request body could not be read completely.")
-	e.Err = err
-	return nil, e
+	return true
 }

@@ -1,0 +1,162 @@
+package gateway
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+)
+
+// guardBodies holds the local server's request bodies to two rules.
+//
+// A body keeps moving: no read waits longer than idle for its next byte and,
+// once a body has waited idle in all, it must have arrived at minRate bytes
+// per second of waiting (0: no rate). Only time spent waiting for the client
+// counts: a handler that reads slowly because it forwards what it read is
+// not the client's fault. A body that falls behind fails its read with 408.
+//
+// An answer that begins before its request's body has been read to the end
+// (a 401 for a body never sent) goes out at once and closes the connection.
+// net/http would otherwise read up to 256 KiB of the body before writing the
+// answer's headers, and again after the handler, waiting as long as the
+// client cares to send nothing.
+//
+// Lambda needs neither: API Gateway delivers whole bodies.
+func guardBodies(next http.Handler, idle time.Duration, minRate int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		b := &progressBody{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: idle, minRate: minRate}
+		r.Body = b
+		next.ServeHTTP(&refusingWriter{ResponseWriter: w, body: b}, r)
+	})
+}
+
+// progressBody is a request body whose reads carry a deadline.
+type progressBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	idle    time.Duration
+	minRate int64
+
+	// Reads of one body do not overlap; these belong to the reader.
+	read   int64
+	waited time.Duration
+
+	ended atomic.Bool // EOF seen: the connection is net/http's again
+
+	mu        sync.Mutex // orders deadlines set by Read and by abandon
+	abandoned bool
+}
+
+func (b *progressBody) Read(p []byte) (int, error) {
+	if b.ended.Load() {
+		// net/http now reads the connection for the next request: a
+		// deadline set here would cut that read.
+		return b.ReadCloser.Read(p)
+	}
+	budget, byRate := b.budget()
+	start := time.Now()
+	b.mu.Lock()
+	if !b.abandoned {
+		// Not all writers support deadlines (a test recorder); then the
+		// server's own timeouts are all there is.
+		_ = b.rc.SetReadDeadline(start.Add(budget))
+	}
+	b.mu.Unlock()
+	n, err := b.ReadCloser.Read(p)
+	b.waited += time.Since(start)
+	b.read += int64(n)
+	switch {
+	case err == io.EOF:
+		b.ended.Store(true)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		b.mu.Lock()
+		abandoned := b.abandoned
+		b.mu.Unlock()
+		if abandoned {
+			return n, errAbandoned
+		}
+		if byRate {
+			return n, api.RequestTimeout("The request body arrived too slowly: %d bytes in %s; it must keep up at least %d bytes per second, with pauses under %s.",
+				b.read, b.waited.Round(time.Millisecond), b.minRate, b.idle)
+		}
+		return n, api.RequestTimeout("The request body stalled: no byte arrived for %s.", b.idle)
+	}
+	return n, err
+}
+
+// budget is how long the next read may wait, and whether the rate (rather
+// than the idle limit) set it. It is negative once the body is behind.
+func (b *progressBody) budget() (time.Duration, bool) {
+	if b.minRate <= 0 {
+		return b.idle, false
+	}
+	// The waiting the bytes so far, and the next one, have earned: idle as
+	// a start, then one second per minRate bytes.
+	earned := max(float64(b.idle), float64(b.read+1)/float64(b.minRate)*float64(time.Second))
+	if left := earned - float64(b.waited); left < float64(b.idle) {
+		return time.Duration(left), true
+	}
+	return b.idle, false
+}
+
+var errAbandoned = errors.New("request body abandoned: the answer began before it was read")
+
+// abandon gives up on the rest of the body: a read in progress, or to come,
+// fails at once, and net/http's drain after the handler does not wait.
+func (b *progressBody) abandon() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.abandoned = true
+	_ = b.rc.SetReadDeadline(time.Now())
+}
+
+// refusingWriter closes the connection of an answer that begins before its
+// request's body has ended, instead of letting net/http wait for that body.
+type refusingWriter struct {
+	http.ResponseWriter
+	body  *progressBody
+	begun bool
+}
+
+func (w *refusingWriter) begin() {
+	if w.begun {
+		return
+	}
+	w.begun = true
+	if !w.body.ended.Load() {
+		w.Header().Set("Connection", "close")
+		w.body.abandon()
+	}
+}
+
+func (w *refusingWriter) WriteHeader(code int) {
+	if code >= 200 {
+		w.begin()
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *refusingWriter) Write(p []byte) (int, error) {
+	w.begin()
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush flushes when the underlying writer can.
+func (w *refusingWriter) Flush() {
+	w.begin()
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *refusingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

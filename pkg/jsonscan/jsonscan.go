@@ -1,0 +1,405 @@
+// Package jsonscan walks JSON documents without decoding them: it hands a
+// caller the spans of the members and elements it asks for, as slices of the
+// document, in one pass over its bytes. Strings are skipped with their
+// escapes, containers matched bracket for bracket, and a run of numbers (the
+// hot case: an embedding vector is 20 KB of them) crossed with vectorised
+// byte searches.
+//
+// It checks structure, not every value: a document broken inside a value the
+// caller only skips (a misspelt literal, a malformed number) may be accepted.
+// What a caller uses it checks where it uses it (Count, NumberEnd, Unquote),
+// or it runs json.Valid first when the whole document must be JSON. A fuzz
+// test holds it to encoding/json: every object and array encoding/json reads,
+// Members and Elements read with the same values, byte for byte.
+package jsonscan
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// ErrSyntax is returned for a document whose structure is not JSON.
+var ErrSyntax = errors.New("jsonscan: malformed JSON")
+
+// MaxDepth bounds the nesting of a value; deeper is ErrSyntax.
+const MaxDepth = 256
+
+// Members calls f with the name and raw value of each member of the JSON
+// object doc, in order; only white space may surround the object. A name
+// given twice is passed twice (a caller keeping the last copy matches
+// encoding/json). name is decoded (escapes resolved) and, like value, valid
+// only during the call; value is a slice of doc (Span gives its offsets). An
+// error from f stops the walk and is returned.
+func Members(doc []byte, f func(name, value []byte) error) error {
+	i := SkipSpace(doc, 0)
+	if i >= len(doc) || doc[i] != '{' {
+		return errors.New("jsonscan: not a JSON object")
+	}
+	i = SkipSpace(doc, i+1)
+	if i < len(doc) && doc[i] == '}' {
+		return end(doc, i+1)
+	}
+	for {
+		if i >= len(doc) || doc[i] != '"' {
+			return ErrSyntax
+		}
+		nameEnd, err := StringEnd(doc, i)
+		if err != nil {
+			return err
+		}
+		name, err := memberName(doc[i:nameEnd])
+		if err != nil {
+			return err
+		}
+		i = SkipSpace(doc, nameEnd)
+		if i >= len(doc) || doc[i] != ':' {
+			return ErrSyntax
+		}
+		i = SkipSpace(doc, i+1)
+		valueEnd, err := ValueEnd(doc, i)
+		if err != nil {
+			return err
+		}
+		if err := f(name, doc[i:valueEnd]); err != nil {
+			return err
+		}
+		i = SkipSpace(doc, valueEnd)
+		if i >= len(doc) {
+			return ErrSyntax
+		}
+		switch doc[i] {
+		case ',':
+			i = SkipSpace(doc, i+1)
+		case '}':
+			return end(doc, i+1)
+		default:
+			return ErrSyntax
+		}
+	}
+}
+
+// Elements calls f with the raw value of each element of the JSON array doc,
+// in order; only white space may surround the array. value is a slice of doc.
+func Elements(doc []byte, f func(value []byte) error) error {
+	i := SkipSpace(doc, 0)
+	if i >= len(doc) || doc[i] != '[' {
+		return errors.New("jsonscan: not a JSON array")
+	}
+	i = SkipSpace(doc, i+1)
+	if i < len(doc) && doc[i] == ']' {
+		return end(doc, i+1)
+	}
+	for {
+		valueEnd, err := ValueEnd(doc, i)
+		if err != nil {
+			return err
+		}
+		if err := f(doc[i:valueEnd]); err != nil {
+			return err
+		}
+		i = SkipSpace(doc, valueEnd)
+		if i >= len(doc) {
+			return ErrSyntax
+		}
+		switch doc[i] {
+		case ',':
+			i = SkipSpace(doc, i+1)
+		case ']':
+			return end(doc, i+1)
+		default:
+			return ErrSyntax
+		}
+	}
+}
+
+// Span returns the offsets in doc of value, a slice of doc that Members or
+// Elements handed out: doc[start:end] is value.
+func Span(doc, value []byte) (start, end int) {
+	start = cap(doc) - cap(value)
+	return start, start + len(value)
+}
+
+// Null reports whether a raw value is absent or JSON null.
+func Null(value []byte) bool { return len(value) == 0 || string(value) == "null" }
+
+// Count reads a raw value as a token count: a JSON number that is a
+// non-negative integer (1e3 and 6.0 are accepted, as encoding/json would
+// decode them into a float) below 2^40.
+func Count(value []byte) (int64, bool) {
+	if !ValidNumber(value) {
+		return 0, false
+	}
+	if n, ok := smallInt(value); ok {
+		return n, true
+	}
+	f, err := strconv.ParseFloat(string(value), 64)
+	if err != nil || f < 0 || f >= 1<<40 || f != math.Trunc(f) {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+// smallInt reads the common case of Count, plain digits, without ParseFloat.
+func smallInt(v []byte) (int64, bool) {
+	if len(v) == 0 || len(v) > 12 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, n < 1<<40
+}
+
+// String decodes a raw value that must be a JSON string.
+func String(value []byte) (string, error) {
+	if len(value) < 2 || value[0] != '"' {
+		return "", ErrSyntax
+	}
+	if e, err := StringEnd(value, 0); err != nil || e != len(value) {
+		return "", ErrSyntax
+	}
+	inner := value[1 : len(value)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), nil
+	}
+	var s string
+	if err := json.Unmarshal(value, &s); err != nil {
+		return "", ErrSyntax
+	}
+	return s, nil
+}
+
+// memberName returns a member name; one with escapes or invalid UTF-8
+// (rare) is decoded as encoding/json does.
+func memberName(lit []byte) ([]byte, error) {
+	inner := lit[1 : len(lit)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return inner, nil
+	}
+	var s string
+	if err := json.Unmarshal(lit, &s); err != nil {
+		return nil, ErrSyntax
+	}
+	return []byte(s), nil
+}
+
+// end checks that only white space follows the top-level value.
+func end(doc []byte, i int) error {
+	if SkipSpace(doc, i) != len(doc) {
+		return ErrSyntax
+	}
+	return nil
+}
+
+// SkipSpace returns the index of the first byte at or after i that is not
+// JSON white space (len(doc) if none).
+func SkipSpace(doc []byte, i int) int {
+	for i < len(doc) {
+		switch doc[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// StringEnd returns the index just past the string starting at doc[i] ('"').
+// A control character inside it, or no closing quote, is ErrSyntax.
+func StringEnd(doc []byte, i int) (int, error) {
+	j := i + 1
+	for {
+		k := indexQuoteOrEscape(doc[j:])
+		if k < 0 {
+			return 0, ErrSyntax
+		}
+		j += k
+		if doc[j] == '"' {
+			return j + 1, nil
+		}
+		j += 2 // the escaped character; \uXXXX's digits are plain bytes
+		if j > len(doc) {
+			return 0, ErrSyntax
+		}
+	}
+}
+
+func indexQuoteOrEscape(b []byte) int {
+	for i, c := range b {
+		if c == '"' || c == '\\' {
+			return i
+		}
+		if c < 0x20 {
+			return -1 // a control character cannot be in a string
+		}
+	}
+	return -1
+}
+
+// structural marks the bytes that open, close or quote inside a container.
+var structural = [256]bool{'"': true, '[': true, ']': true, '{': true, '}': true}
+
+// ValueEnd returns the index just past the value starting at doc[i]: a
+// string, an object or array (brackets matched, nesting at most MaxDepth), or
+// a literal or number (a run of the bytes those are made of).
+func ValueEnd(doc []byte, i int) (int, error) {
+	if i >= len(doc) {
+		return 0, ErrSyntax
+	}
+	switch c := doc[i]; c {
+	case '"':
+		return StringEnd(doc, i)
+	case '{', '[':
+		var (
+			stack [MaxDepth]byte
+			depth int
+			flat  flatArrays
+		)
+		for j := i; j < len(doc); {
+			c := doc[j]
+			if !structural[c] {
+				j++
+				continue
+			}
+			switch c {
+			case '"':
+				e, err := StringEnd(doc, j)
+				if err != nil {
+					return 0, err
+				}
+				j = e
+				continue
+			case '{', '[':
+				if c == '[' {
+					if e := flat.end(doc, j); e > 0 {
+						if depth == 0 {
+							return e, nil
+						}
+						j = e
+						continue
+					}
+				}
+				if depth == MaxDepth {
+					return 0, ErrSyntax
+				}
+				stack[depth] = c
+				depth++
+			case '}', ']':
+				if depth == 0 || stack[depth-1] != c-2 { // '{'+2 == '}', '['+2 == ']'
+					return 0, ErrSyntax
+				}
+				depth--
+				if depth == 0 {
+					return j + 1, nil
+				}
+			}
+			j++
+		}
+		return 0, ErrSyntax
+	}
+	j := i
+	for j < len(doc) && (isNumberByte(doc[j]) || doc[j] >= 'a' && doc[j] <= 'z') {
+		j++
+	}
+	if j == i {
+		return 0, ErrSyntax
+	}
+	return j, nil
+}
+
+// flatArrays finds the end of arrays that hold no container or string —
+// the hot case, a vector of numbers, whose end is then its first ']' — with
+// vectorised byte searches instead of the byte loop. It remembers the last
+// region it searched, so that the arrays opening inside it cost nothing and
+// the searches of one document add up to one pass over it.
+type flatArrays struct {
+	close int // the first ']' after the last array tried (0: none tried)
+	last  int // the last of '[', '{', '"', '}' before close
+}
+
+// end returns the index just past the array starting at doc[i] ('[') if it
+// is flat, else 0.
+func (f *flatArrays) end(doc []byte, i int) int {
+	if i < f.close {
+		// The first ']' after i is f.close: the array is flat if nothing
+		// structural lies between it and that ']'.
+		if i == f.last {
+			return f.close + 1
+		}
+		return 0
+	}
+	k := bytes.IndexByte(doc[i+1:], ']')
+	if k < 0 {
+		return 0
+	}
+	inner := doc[i+1 : i+1+k]
+	// Forward searches are vectorised, backward ones are not: ask first
+	// whether anything structural is there at all (the hot case: no).
+	if bytes.IndexByte(inner, '[') < 0 && bytes.IndexByte(inner, '{') < 0 &&
+		bytes.IndexByte(inner, '"') < 0 && bytes.IndexByte(inner, '}') < 0 {
+		return i + 2 + k
+	}
+	last := max(bytes.LastIndexByte(inner, '['), bytes.LastIndexByte(inner, '{'),
+		bytes.LastIndexByte(inner, '"'), bytes.LastIndexByte(inner, '}'))
+	f.close, f.last = i+1+k, i+1+last
+	return 0
+}
+
+func isNumberByte(c byte) bool {
+	return c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+}
+
+// ValidNumber reports whether tok is exactly one JSON number.
+func ValidNumber(tok []byte) bool { return NumberEnd(tok, 0) == len(tok) }
+
+// NumberEnd returns the index just past the JSON number starting at b[i],
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, or -1 if none starts there.
+// What follows the number is the caller's to check.
+func NumberEnd(b []byte, i int) int {
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		i = digits(b, i+1)
+	default:
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		d := digits(b, i+1)
+		if d == i+1 {
+			return -1
+		}
+		i = d
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		d := digits(b, i)
+		if d == i {
+			return -1
+		}
+		i = d
+	}
+	return i
+}
+
+func digits(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
+}

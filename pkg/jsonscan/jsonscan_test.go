@@ -1,0 +1,232 @@
+package jsonscan
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func members(doc string) (map[string]string, []string, error) {
+	got := map[string]string{}
+	var order []string
+	err := Members([]byte(doc), func(name, v []byte) error {
+		got[string(name)] = string(v)
+		order = append(order, string(name))
+		return nil
+	})
+	return got, order, err
+}
+
+func TestMembers(t *testing.T) {
+	got, order, err := members(` { "embedding" : [1, 2.5e-3] , "a\"b": "x}]\\", "n": null, "o": {"k": [[], {}]}, "t": true, "n2": -0.5 } `)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"embedding": "[1, 2.5e-3]", `a"b`: `"x}]\\"`, "n": "null", "o": `{"k": [[], {}]}`, "t": "true", "n2": "-0.5"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("members (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"embedding", `a"b`, "n", "o", "t", "n2"}, order); diff != "" {
+		t.Errorf("order (-want +got):\n%s", diff)
+	}
+}
+
+func TestMembersOfAnEmptyObject(t *testing.T) {
+	if got, _, err := members(` {} `); err != nil || len(got) != 0 {
+		t.Errorf("%v %v", got, err)
+	}
+}
+
+func TestMembersRefusesBrokenStructure(t *testing.T) {
+	for _, bad := range []string{``, `[]`, `{`, `{"a"}`, `{"a":}`, `{"a":1,}`, `{"a":1 "b":2}`, `{"a":[1}`, `{"a":{"b":1]}`, `{"a":"x`, "{\"a\":\"\x01\"}", `{"a":1}x`, `{a:1}`, `{"a":"\`,
+		`{"a":[` + strings.Repeat("[", MaxDepth) + `]}`} {
+		if _, _, err := members(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestMembersAreNotFooledByBracketsInStrings(t *testing.T) {
+	// Arrays within arrays, strings holding brackets: the flat-array fast
+	// path must not be fooled.
+	got, _, err := members(`{"v":[[1],[2,[3]],"x]",{"a":[4]},[ ]],"w":[1, "a]b", [2]]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"v": `[[1],[2,[3]],"x]",{"a":[4]},[ ]]`, "w": `[1, "a]b", [2]]`}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestDeepNestingIsOnePass(t *testing.T) {
+	// Deep nesting over a long run of numbers stays one pass, not one per level.
+	deep := `{"d":` + strings.Repeat("[", MaxDepth-1) + strings.Repeat("1,", 1<<20) + "1" + strings.Repeat("]", MaxDepth-1) + "}"
+	start := time.Now()
+	if got, _, err := members(deep); err != nil || len(got["d"]) != len(deep)-6 {
+		t.Errorf("deep: %v", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("a 2 MB document nested %d deep took %v", MaxDepth-1, took)
+	}
+}
+
+func TestEscapedNamesAreDecoded(t *testing.T) {
+	got, _, err := members(`{"\u006dodel":"m","\"q\"":1}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"model": `"m"`, `"q"`: "1"}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestElements(t *testing.T) {
+	var elems []string
+	if err := Elements([]byte(` [ [1,2] , {"a":"]"}, "s", 3 ] `), func(v []byte) error {
+		elems = append(elems, string(v))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"[1,2]", `{"a":"]"}`, `"s"`, "3"}, elems); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestSpan(t *testing.T) {
+	doc := []byte(`{"input":"x", "model" : "m"}`)
+	var start, end int
+	Members(doc, func(name, v []byte) error {
+		if string(name) == "model" {
+			start, end = Span(doc, v)
+		}
+		return nil
+	})
+	if string(doc[start:end]) != `"m"` || start != 24 {
+		t.Errorf("span %d:%d = %q", start, end, doc[start:end])
+	}
+}
+
+func TestCount(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int64
+		okay bool
+	}{{"6", 6, true}, {"0", 0, true}, {"6.0", 6, true}, {"1e3", 1000, true}, {"1099511627775", 1<<40 - 1, true},
+		{"1099511627776", 0, false}, {"-1", 0, false}, {"1.5", 0, false}, {`"6"`, 0, false}, {"null", 0, false}, {"1e300", 0, false}, {"07", 0, false}} {
+		if n, ok := Count([]byte(tc.in)); n != tc.n || ok != tc.okay {
+			t.Errorf("Count(%s) = %d %v, want %d %v", tc.in, n, ok, tc.n, tc.okay)
+		}
+	}
+}
+
+func TestString(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		ok       bool
+	}{{`"plain"`, "plain", true}, {`"a\nb\u00e9"`, "a\nb\u00e9", true}, {`""`, "", true}, {`"\x"`, "", false}, {"\"a\x01\"", "", false}, {`7`, "", false}, {`"`, "", false}} {
+		got, err := String([]byte(tc.in))
+		if got != tc.want || (err == nil) != tc.ok {
+			t.Errorf("String(%s) = %q %v", tc.in, got, err)
+		}
+	}
+}
+
+// FuzzMembers holds the scanner to encoding/json: every object (array)
+// encoding/json reads, Members (Elements) reads too, with the same members
+// (elements) byte for byte, the last copy of a name winning. The scanner may
+// accept more — breakage inside values it only skips — never less.
+func FuzzMembers(f *testing.F) {
+	for _, s := range []string{`{"embedding":[1,2],"inputTextTokenCount":3}`, `{"a":{"b":[{"c":"\u00e9\"]"}]}}`, `{"a":tru}`, `{"a":1,"a":2}`, `{}`, `[1, [2], {"x":"]"}]`, `{"\u0061":1}`, "{\"\xff\":1}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		var want map[string]json.RawMessage
+		if json.Unmarshal(doc, &want) == nil && want != nil {
+			got := map[string]json.RawMessage{}
+			if err := Members(doc, func(name, v []byte) error { got[string(name)] = v; return nil }); err != nil {
+				t.Fatalf("%q refused (%v) though encoding/json reads it", doc, err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("%q: members differ from encoding/json's (-json +scan):\n%s", doc, diff)
+			}
+		}
+		var wantElems []json.RawMessage
+		if json.Unmarshal(doc, &wantElems) == nil && wantElems != nil {
+			var got []json.RawMessage
+			if err := Elements(doc, func(v []byte) error { got = append(got, v); return nil }); err != nil {
+				t.Fatalf("%q refused (%v) though encoding/json reads it", doc, err)
+			}
+			if len(got) != len(wantElems) || len(got) > 0 && !cmp.Equal(got, wantElems) {
+				t.Fatalf("%q: elements %q, encoding/json %q", doc, got, wantElems)
+			}
+		}
+	})
+}
+
+// FuzzValueEnd holds ValueEnd to encoding/json on values: for any valid JSON
+// value followed by anything, ValueEnd finds exactly its end.
+func FuzzValueEnd(f *testing.F) {
+	for _, s := range []string{`{"a":[1,2]}`, `"x\"y"`, `[[],[[]]]`, `-1.5e3`, `true`, `null`, `{"a":"]"}`} {
+		f.Add([]byte(s), []byte(` ,]`))
+	}
+	f.Fuzz(func(t *testing.T, value, rest []byte) {
+		value = bytes.TrimSpace(value)
+		if !json.Valid(value) || len(value) == 0 {
+			return
+		}
+		if len(rest) > 0 && (rest[0] >= 'a' && rest[0] <= 'z' || isNumberByte(rest[0])) {
+			return // a literal or number runs on into such a byte
+		}
+		doc := append(append([]byte{}, value...), rest...)
+		end, err := ValueEnd(doc, 0)
+		if err != nil || end != len(value) {
+			t.Fatalf("ValueEnd(%q) = %d, %v; want %d", doc, end, err, len(value))
+		}
+	})
+}
+
+// FuzzString holds String to encoding/json's decoding of string literals.
+func FuzzString(f *testing.F) {
+	for _, s := range []string{`"a"`, `"\u00e9\n"`, `"\ud800"`, "\"\xff\"", `"\x"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, lit []byte) {
+		if len(bytes.TrimSpace(lit)) != len(lit) {
+			return // String takes the exact literal, as Members hands it out
+		}
+		var want string
+		jsonErr := json.Unmarshal(lit, &want)
+		got, err := String(lit)
+		if (jsonErr == nil) != (err == nil) || got != want {
+			t.Fatalf("String(%q) = %q, %v; encoding/json %q, %v", lit, got, err, want, jsonErr)
+		}
+	})
+}
+
+func BenchmarkMembersRequest(b *testing.B) {
+	doc := []byte(`{"model":"text-embedding-3-small","input":["The food was delicious and the waiter was friendly.","A second text"],"encoding_format":"base64","dimensions":256,"user":"u-1"}`)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		if err := Members(doc, func(name, v []byte) error { n += len(v); return nil }); err != nil || n == 0 {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkValueEndVector(b *testing.B) {
+	doc := []byte(`{"embedding":[` + strings.Repeat("-0.0123456789,", 1535) + `0.01],"inputTextTokenCount":8}`)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Members(doc, func(name, v []byte) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

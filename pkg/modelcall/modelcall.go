@@ -1,0 +1,364 @@
+// Package modelcall owns one model call's lifecycle, whoever makes it: an
+// HTTP route or a batch line. An endpoint's Operation is transport-free: it
+// takes the caller and the request body and returns the answer as a Result
+// to copy (or the error the client sees), and between the two it parses,
+// routes (deployments, retries, fallbacks, deployment limits) and converts.
+// This package holds what every operation shares: the log event from the
+// first byte read to the last byte written, the token counting once the
+// answer's usage is known, the copy of the answer (flushed event by event
+// when it streams, ended with an OpenAI-shaped error event when a stream
+// fails midway), the one HTTP shell all model routes use (Handler), and the
+// entry for callers that are not HTTP routes (Run).
+package modelcall
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/sse"
+)
+
+// Operation runs one model call of one endpoint for p with the request body.
+// On failure it has emitted the call's log event and returns the error the
+// caller sees (an *api.Error, possibly wrapped). On success it returns the
+// answer, which ends the call when it has been written (Result.WriteTo) or
+// abandoned (Result.Close). The caller has admitted the call: the HTTP edge
+// does for routes, Run for everyone else.
+type Operation func(ctx context.Context, p auth.Principal, body []byte) (*Result, error)
+
+// Operations maps an OpenAI endpoint path ("/v1/embeddings") to its
+// Operation: the routes mount them, and the batch worker runs a line's url
+// through them.
+type Operations map[string]Operation
+
+// Admitter admits a call against its caller's limits (auth.Service).
+type Admitter interface {
+	Admit(ctx context.Context, p auth.Principal) error
+}
+
+// Run runs op for a caller that is not an HTTP route (the batch worker) as
+// the HTTP edge would: it admits p first (a refused call has no log event,
+// as a refused request has none), gives the call a start of its own (its
+// times and overhead count from now) and a request id unless ctx has one,
+// and runs op.
+func Run(ctx context.Context, admit Admitter, p auth.Principal, op Operation, body []byte) (*Result, error) {
+	if err := admit.Admit(ctx, p); err != nil {
+		return nil, err
+	}
+	if api.RequestID(ctx) == "" {
+		ctx = api.WithRequestID(ctx, api.NewRequestID())
+	}
+	return op(api.WithStart(ctx, time.Now()), p, body)
+}
+
+// Handler is the HTTP shell of a model route: it reads the body (at most
+// jsonLimit bytes; 0 is api.DefaultJSONLimit), runs op as the request's
+// principal, and writes the answer with its Content-Type, Content-Length when
+// known, and x-sluice-overhead-ms — set on failures too, which it returns
+// for the middleware to render.
+func Handler(op Operation, jsonLimit int64) func(w http.ResponseWriter, r *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		ctx := r.Context()
+		h := w.Header()
+		body, err := api.ReadBody(w, r, jsonLimit)
+		if err != nil {
+			api.SetOverhead(h, ctx)
+			return err
+		}
+		res, err := op(ctx, auth.FromContext(ctx), body)
+		api.SetOverhead(h, ctx)
+		if err != nil {
+			return err
+		}
+		defer res.Close()
+		h.Set("Content-Type", res.ContentType)
+		if res.ContentLength >= 0 {
+			h.Set("Content-Length", strconv.FormatInt(res.ContentLength, 10))
+		}
+		w.WriteHeader(http.StatusOK)
+		_, err = res.WriteTo(w)
+		return err
+	}
+}
+
+// Tokens counts a finished call's tokens against its deployment's and its
+// caller's tpm limits (models.Router).
+type Tokens interface {
+	Finish(ctx context.Context, p auth.Principal, rep *models.Reply, tokens int64)
+}
+
+// Calls is what every operation's calls share: the log-event emitter, the
+// token counting, and the relay's copy buffers.
+type Calls struct {
+	events  *logevent.Emitter
+	tokens  Tokens
+	buffers sync.Pool
+}
+
+// copyBufferSize is the relay's read size.
+const copyBufferSize = 32 << 10
+
+// New builds the call layer over events (nil: no events) and tokens.
+func New(events *logevent.Emitter, tokens Tokens) *Calls {
+	c := &Calls{events: events, tokens: tokens}
+	c.buffers.New = func() any { b := make([]byte, copyBufferSize); return &b }
+	return c
+}
+
+// Begin starts a call of callType (logevent.CallEmbedding, ...) made by p.
+// The operation then fills in the event, records where the router sent the
+// call (Routed), and ends it with Fail or by answering (Answer, Stream).
+func (c *Calls) Begin(ctx context.Context, p auth.Principal, callType string) *Call {
+	call := &Call{Event: logevent.New(ctx, p, callType), calls: c, ctx: ctx, p: p, start: api.RequestStart(ctx)}
+	call.res.call = call
+	return call
+}
+
+// Call is one model call in progress.
+type Call struct {
+	// Event is the call's log event: the operation records what it knows of
+	// the request (model, messages, parameters, end user) and its Meter what
+	// the answer says.
+	Event *logevent.Event
+
+	calls *Calls
+	ctx   context.Context
+	p     auth.Principal
+	start time.Time
+	rep   *models.Reply
+	res   Result // allocated with the call: one allocation, not two
+}
+
+// Routed records the deployment the router sent the call to (on a failure,
+// the one it tried last). rep may be nil.
+func (c *Call) Routed(rep *models.Reply) {
+	if rep == nil {
+		return
+	}
+	c.rep = rep
+	t, ev := rep.Target, c.Event
+	ev.ModelGroup = t.ModelGroup
+	if t.Model != "" {
+		ev.Model = t.Model
+	}
+	ev.ModelID = t.DeploymentID
+	ev.CustomLLMProvider = t.Provider
+	ev.APIBase = t.APIBase
+}
+
+// Fail ends the call as failed with err, before any answer: its log event
+// records err as the caller sees it and is emitted (awaited: a Lambda
+// freezes once it answers). It returns err, for the operation to return.
+func (c *Call) Fail(err error) error {
+	ev := c.Event
+	ev.Fail(err)
+	ev.SetTimes(c.start, time.Time{}, time.Now())
+	c.calls.events.Emit(c.ctx, ev)
+	return err
+}
+
+// Answer makes the call's Result from a JSON answer of length bytes (-1:
+// unknown) that body yields, metered by m. The Result owns body.
+func (c *Call) Answer(body io.ReadCloser, length int64, m Meter) *Result {
+	return c.result(body, "application/json", length, false, m)
+}
+
+// Stream makes the call's Result from an OpenAI-shaped event stream
+// (text/event-stream) that body yields, metered by m: each read of it is
+// flushed to the caller as it comes. The Result owns body.
+func (c *Call) Stream(body io.ReadCloser, m Meter) *Result {
+	return c.result(body, "text/event-stream", -1, true, m)
+}
+
+func (c *Call) result(body io.ReadCloser, contentType string, length int64, streamed bool, m Meter) *Result {
+	r := &c.res
+	r.ContentType, r.ContentLength, r.Streamed = contentType, length, streamed
+	r.body, r.meter = body, m
+	return r
+}
+
+// Meter reads what an answer carries as it goes by. Every byte written to
+// the caller passes through Write, in order (it must not keep the slice).
+// End is called once, when the answer has gone out whole or has been cut:
+// it records in ev what the answer says (its response, finish reason, ...)
+// and returns its usage, which the call layer counts and puts in ev. An
+// error says that the answer, though it went out whole, was not well formed
+// (a JSON answer that did not end): the call is logged as failed.
+type Meter interface {
+	io.Writer
+	End(ev *logevent.Event) (oai.Usage, error)
+}
+
+// Result is a call's answer. WriteTo copies it to the caller and ends the
+// call; Close ends a call whose answer will not be written (and is a no-op
+// after WriteTo). Either way the provider's answer is closed, the tokens
+// counted and the log event emitted before they return.
+type Result struct {
+	// ContentType is the answer's media type: application/json, or
+	// text/event-stream when Streamed.
+	ContentType string
+	// ContentLength is the answer's length in bytes, -1 when unknown.
+	ContentLength int64
+	// Streamed marks an event stream, flushed event by event.
+	Streamed bool
+
+	call    *Call
+	body    io.ReadCloser
+	meter   Meter
+	first   time.Time
+	usage   oai.Usage
+	written bool
+	ended   bool
+}
+
+// errWritten is WriteTo's error when the answer was already written.
+var errWritten = errors.New("modelcall: the answer was already written")
+
+// WriteTo copies the answer to w and ends the call. When the answer
+// streams, each read is flushed if w can be (http.Flusher, or Flush()
+// error); a stream that fails after its first byte ends with an error event
+// in OpenAI's shape (data: {"error":{...}}), never a silent cut. The call's
+// context going away (the client left) stops the provider's answer. The
+// error is the copy's: the provider's answer cut, or w refusing bytes.
+func (r *Result) WriteTo(w io.Writer) (n int64, err error) {
+	if r.written || r.ended {
+		return 0, errWritten
+	}
+	r.written = true
+	defer func() { r.end(err) }()
+	bp := r.call.calls.buffers.Get().(*[]byte)
+	defer r.call.calls.buffers.Put(bp)
+	buf := *bp
+	flush := flusherOf(w, r.Streamed)
+	for {
+		k, rerr := r.body.Read(buf)
+		if k > 0 {
+			if r.first.IsZero() {
+				r.first = time.Now()
+			}
+			r.meter.Write(buf[:k])
+			m, werr := w.Write(buf[:k])
+			n += int64(m)
+			if werr != nil {
+				return n, notDelivered(werr)
+			}
+			if flush != nil {
+				if ferr := flush(); ferr != nil {
+					return n, notDelivered(ferr)
+				}
+			}
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			err := r.cut(rerr)
+			if r.Streamed && !errors.Is(err, errNotDelivered) {
+				m, _ := w.Write(errorEvent(err))
+				n += int64(m)
+				if flush != nil {
+					flush()
+				}
+			}
+			return n, err
+		}
+	}
+}
+
+// cut classifies a failure to read the rest of the answer.
+func (r *Result) cut(err error) error {
+	var ae *api.Error
+	switch {
+	case r.call.ctx.Err() != nil:
+		return notDelivered(err) // the caller left: its context stopped the provider
+	case errors.As(err, &ae):
+		return err // a translator that named the failure (an in-band provider error)
+	}
+	return api.Upstream(err, "The provider's answer was cut off before it ended.")
+}
+
+// Close ends the call if its answer was not written: the provider's answer
+// is closed and the call logged as not delivered.
+func (r *Result) Close() error {
+	if !r.ended {
+		r.end(notDelivered(errors.New("the answer was not written")))
+	}
+	return nil
+}
+
+// Usage is the answer's token usage, once the call has ended.
+func (r *Result) Usage() oai.Usage { return r.usage }
+
+// end closes the provider's answer, counts the tokens and emits the event.
+func (r *Result) end(copyErr error) {
+	if r.ended {
+		return
+	}
+	r.ended = true
+	r.body.Close()
+	c := r.call
+	ev := c.Event
+	usage, merr := r.meter.End(ev)
+	r.usage = usage
+	ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = usage.PromptTokens, usage.CompletionTokens, usage.TotalTokens
+	switch {
+	case copyErr != nil:
+		ev.Fail(copyErr)
+	case merr != nil:
+		ev.Fail(merr)
+	}
+	ev.SetTimes(c.start, r.first, time.Now())
+	// The caller may have gone: its tokens still count.
+	ctx := context.WithoutCancel(c.ctx)
+	if c.calls.tokens != nil {
+		c.calls.tokens.Finish(ctx, c.p, c.rep, usage.TotalTokens)
+	}
+	c.calls.events.Emit(ctx, ev)
+}
+
+// statusNotDelivered is the status a log event records for an answer the
+// caller did not take (nginx's "client closed request"; never sent).
+const statusNotDelivered = 499
+
+var errNotDelivered = errors.New("modelcall: the caller did not take the answer")
+
+// notDelivered is the error of an answer its caller did not take whole.
+func notDelivered(err error) error {
+	return &api.Error{
+		Status: statusNotDelivered, Type: api.TypeInvalidRequest, Code: "client_closed",
+		Message: "The caller went away before the whole answer was delivered.",
+		Err:     errors.Join(errNotDelivered, err),
+	}
+}
+
+// flusherOf returns how to flush w after each read of a streamed answer,
+// or nil.
+func flusherOf(w io.Writer, streamed bool) func() error {
+	if !streamed {
+		return nil
+	}
+	switch f := w.(type) {
+	case http.Flusher:
+		return func() error { f.Flush(); return nil }
+	case interface{ Flush() error }:
+		return f.Flush
+	}
+	return nil
+}
+
+// errorEvent is the event that ends a failed stream, as OpenAI ends one.
+func errorEvent(err error) []byte {
+	b, _ := json.Marshal(api.AsError(err).Body()) // strings and pointers to them always encode
+	return sse.AppendEvent(nil, "", b)
+}

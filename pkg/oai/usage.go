@@ -1,0 +1,96 @@
+package oai
+
+import (
+	"errors"
+
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
+)
+
+// Usage is an answer's token usage, in OpenAI's shape: the usage object of
+// chat completions, completions, embeddings and responses (which an
+// embeddings answer fills only in part).
+type Usage struct {
+	PromptTokens            int64                   `json:"prompt_tokens"`
+	CompletionTokens        int64                   `json:"completion_tokens,omitempty"`
+	TotalTokens             int64                   `json:"total_tokens"`
+	PromptTokensDetails     PromptTokensDetails     `json:"prompt_tokens_details,omitzero"`
+	CompletionTokensDetails CompletionTokensDetails `json:"completion_tokens_details,omitzero"`
+}
+
+// PromptTokensDetails break the prompt tokens down.
+type PromptTokensDetails struct {
+	// CachedTokens were read from the provider's prompt cache.
+	CachedTokens int64 `json:"cached_tokens"`
+}
+
+// CompletionTokensDetails break the completion tokens down.
+type CompletionTokensDetails struct {
+	// ReasoningTokens were spent thinking (counted in CompletionTokens).
+	ReasoningTokens int64 `json:"reasoning_tokens"`
+}
+
+// Add adds o's counts to u (a batch sums its lines' usage).
+func (u *Usage) Add(o Usage) {
+	u.PromptTokens += o.PromptTokens
+	u.CompletionTokens += o.CompletionTokens
+	u.TotalTokens += o.TotalTokens
+	u.PromptTokensDetails.CachedTokens += o.PromptTokensDetails.CachedTokens
+	u.CompletionTokensDetails.ReasoningTokens += o.CompletionTokensDetails.ReasoningTokens
+}
+
+var errUsage = errors.New("oai: usage is not an object of token counts")
+
+// ParseUsage reads a raw usage object (from a provider's answer, untrusted).
+// Counts must be non-negative integers; members it does not know are
+// skipped. When total_tokens is absent it is prompt plus completion.
+func ParseUsage(raw []byte) (Usage, error) {
+	var (
+		u        Usage
+		hasTotal bool
+	)
+	count := func(v []byte, dst *int64) error {
+		if jsonscan.Null(v) {
+			return nil
+		}
+		n, ok := jsonscan.Count(v)
+		if !ok {
+			return errUsage
+		}
+		*dst = n
+		return nil
+	}
+	detail := func(v []byte, name string, dst *int64) error {
+		if jsonscan.Null(v) {
+			return nil
+		}
+		return jsonscan.Members(v, func(k, v []byte) error {
+			if string(k) == name {
+				return count(v, dst)
+			}
+			return nil
+		})
+	}
+	err := jsonscan.Members(raw, func(name, v []byte) error {
+		switch string(name) {
+		case "prompt_tokens":
+			return count(v, &u.PromptTokens)
+		case "completion_tokens":
+			return count(v, &u.CompletionTokens)
+		case "total_tokens":
+			hasTotal = !jsonscan.Null(v)
+			return count(v, &u.TotalTokens)
+		case "prompt_tokens_details":
+			return detail(v, "cached_tokens", &u.PromptTokensDetails.CachedTokens)
+		case "completion_tokens_details":
+			return detail(v, "reasoning_tokens", &u.CompletionTokensDetails.ReasoningTokens)
+		}
+		return nil
+	})
+	if err != nil {
+		return Usage{}, errUsage
+	}
+	if !hasTotal {
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	}
+	return u, nil
+}

@@ -1,0 +1,151 @@
+package providers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/sluice-gateway/sluice/pkg/models"
+)
+
+// MaxAnswerBytes bounds one provider answer, which is read whole to be
+// translated: 2048 vectors of 3072 floats as text is about 70 MB at worst,
+// and no single call carries more than 250 of them.
+const MaxAnswerBytes = 64 << 20
+
+// Response is a provider's successful JSON answer, read whole.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// NewRequest builds a provider's JSON POST to url with v encoded as the
+// body. It returns the body's bytes too, for providers that sign them.
+func NewRequest(ctx context.Context, provider, url string, v any) (*http.Request, []byte, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: encode the request: %w", provider, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: build the request: %w", provider, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	return req, body, nil
+}
+
+// Do sends req through client and reads its JSON answer whole (to be
+// translated). An answer other
+// than 2xx is a *models.ProviderError (its message read from the body); an
+// answer that is not JSON, or larger than MaxAnswerBytes, too (the router
+// reports it as the provider's unexpected answer). Transport failures come
+// back wrapped, so timeouts stay recognisable.
+func Do(client *http.Client, provider string, req *http.Request) (*Response, error) {
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", provider, req.URL.Path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, models.ReadProviderError(provider, resp)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		if mt, _, _ := mime.ParseMediaType(ct); mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+			return nil, &models.ProviderError{Provider: provider, Status: resp.StatusCode,
+				Message: fmt.Sprintf("answered with Content-Type %q, not JSON", mt)}
+		}
+	}
+	if resp.ContentLength > MaxAnswerBytes {
+		return nil, tooLarge(provider, resp.StatusCode)
+	}
+	var body []byte
+	if resp.ContentLength >= 0 {
+		body = make([]byte, resp.ContentLength)
+		_, err = io.ReadFull(resp.Body, body)
+	} else {
+		body, err = io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
+		if err == nil && len(body) > MaxAnswerBytes {
+			return nil, tooLarge(provider, resp.StatusCode)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read the answer: %w", provider, req.URL.Path, err)
+	}
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, nil
+}
+
+func tooLarge(provider string, status int) *models.ProviderError {
+	return &models.ProviderError{Provider: provider, Status: status,
+		Message: fmt.Sprintf("answered more than %d bytes", MaxAnswerBytes)}
+}
+
+// Base checks an api_base for a provider of this package and returns it
+// without a trailing slash. As in LiteLLM, it is the scheme and host that
+// replace the provider's default endpoint; the provider's own paths follow
+// it (a path in api_base, e.g. a proxy's prefix, is kept before them).
+func Base(raw string) (string, error) {
+	s := strings.TrimRight(strings.TrimSpace(raw), "/")
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "", BadSetting("api_base is not a URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", BadSetting("api_base must be an http:// or https:// URL")
+	case u.Host == "":
+		return "", BadSetting("api_base has no host")
+	case u.User != nil:
+		return "", BadSetting("api_base must not hold credentials")
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return "", BadSetting("api_base must not have a query or fragment")
+	}
+	return s, nil
+}
+
+// SettingError is a configured setting that cannot be used (an api_base that
+// is not a URL, a location that names none): the operator must fix it. Its
+// message names the setting, never a secret value.
+type SettingError struct{ msg string }
+
+func (e *SettingError) Error() string { return e.msg }
+
+// BadSetting makes a *SettingError.
+func BadSetting(format string, args ...any) error {
+	return &SettingError{msg: fmt.Sprintf(format, args...)}
+}
+
+// IsBadSetting reports whether err is (or wraps) a *SettingError.
+func IsBadSetting(err error) bool {
+	var se *SettingError
+	return errors.As(err, &se)
+}
+
+// Relay sends a call whose JSON answer is relayed as it comes: the Answer's
+// body is the response's, unread (the caller closes it). An answer other
+// than 2xx (or one that is not JSON) is a *models.ProviderError; a transport
+// failure comes back wrapped.
+func Relay(client *http.Client, provider string, req *http.Request) (*models.Answer, error) {
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", provider, req.URL.Path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, models.ReadProviderError(provider, resp)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		if mt, _, _ := mime.ParseMediaType(ct); mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+			resp.Body.Close()
+			return nil, &models.ProviderError{Provider: provider, Status: resp.StatusCode,
+				Message: fmt.Sprintf("answered with Content-Type %q, not JSON", mt)}
+		}
+	}
+	return &models.Answer{Body: resp.Body, ContentLength: resp.ContentLength}, nil
+}

@@ -1,0 +1,110 @@
+package providers
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/sluice-gateway/sluice/pkg/models"
+)
+
+func TestDo(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ok":
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"a":1}`)
+		case "/chunked":
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.(http.Flusher).Flush()
+			io.WriteString(w, `{"a":2}`)
+		case "/html":
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, `<html>`)
+		case "/denied":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(403)
+			io.WriteString(w, `{"message":"The security token included in the request is invalid."}`)
+		}
+	}))
+	defer srv.Close()
+	do := func(path string) (*Response, error) {
+		req, _ := http.NewRequest("POST", srv.URL+path, nil)
+		return Do(srv.Client(), "p", req)
+	}
+	if r, err := do("/ok"); err != nil || string(r.Body) != `{"a":1}` || r.Status != 200 {
+		t.Errorf("ok: %+v %v", r, err)
+	}
+	if r, err := do("/chunked"); err != nil || string(r.Body) != `{"a":2}` {
+		t.Errorf("chunked: %+v %v", r, err)
+	}
+	var pe *models.ProviderError
+	if _, err := do("/html"); !errors.As(err, &pe) || !strings.Contains(pe.Message, "not JSON") {
+		t.Errorf("html: %v", err)
+	}
+	if _, err := do("/denied"); !errors.As(err, &pe) || pe.Status != 403 || !strings.Contains(pe.Message, "security token") {
+		t.Errorf("denied: %v", err)
+	}
+	srv.Close()
+	if _, err := do("/ok"); err == nil || errors.As(err, &pe) {
+		t.Errorf("closed server: %v, want a transport error", err)
+	}
+}
+
+func TestBase(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://bedrock-runtime.us-east-1.amazonaws.com/": "https://bedrock-runtime.us-east-1.amazonaws.com",
+		"http://127.0.0.1:9000":                            "http://127.0.0.1:9000",
+		" https://proxy.internal/prefix/ ":                 "https://proxy.internal/prefix",
+	} {
+		if got, err := Base(in); err != nil || got != want {
+			t.Errorf("Base(%q) = %q, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"", "ftp://x", "https://", "https://u:p@host", "https://host/?a=1", "https://host/#f", "::"} {
+		if _, err := Base(bad); err == nil {
+			t.Errorf("Base(%q) accepted", bad)
+		}
+	}
+}
+
+func TestRelay(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ok":
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"a":1}`)
+		case "/html":
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, `<html>`)
+		case "/limited":
+			w.Header().Set("Retry-After", "3")
+			w.WriteHeader(429)
+			io.WriteString(w, `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`)
+		}
+	}))
+	defer srv.Close()
+	relay := func(path string) (*models.Answer, error) {
+		req, _ := http.NewRequest("POST", srv.URL+path, nil)
+		return Relay(srv.Client(), "p", req)
+	}
+	ans, err := relay("/ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(ans.Body)
+	ans.Body.Close()
+	if string(b) != `{"a":1}` || ans.ContentLength != 7 {
+		t.Errorf("ok: %q %d", b, ans.ContentLength)
+	}
+	var pe *models.ProviderError
+	if _, err := relay("/html"); !errors.As(err, &pe) || !strings.Contains(pe.Message, "not JSON") {
+		t.Errorf("html: %v", err)
+	}
+	if _, err := relay("/limited"); !errors.As(err, &pe) || pe.Status != 429 || pe.RetryAfter.Seconds() != 3 {
+		t.Errorf("limited: %v", err)
+	}
+}

@@ -1,0 +1,172 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/files"
+	"github.com/sluice-gateway/sluice/pkg/store"
+)
+
+// Job is a function that serves no route: it runs on a schedule or consumes
+// a queue. The jobs table (Jobs) declares each once — its name, its trigger,
+// its handler and its needs — and everything else is derived from it: the
+// Lambda entry point (pkg/gateway/lambdafn), the local process's background
+// loops (gateway.RunJob) and the template check (pkg/deploy).
+type Job struct {
+	// Name is the Lambda function: functions/<Name>/main.go, its template
+	// resource, its sample events.
+	Name string
+	// Schedule triggers a scheduled job; zero for a queue job.
+	Schedule Schedule
+	// Queue is the queue a queue job consumes; "" for a scheduled job.
+	Queue Queue
+	// Workers is how many messages a queue job handles at once: within one
+	// Lambda invocation's batch, and in the local process.
+	Workers int
+	// Needs is what the handler touches in the deployment.
+	Needs []Capability
+	// Run builds a scheduled job's handler over the services.
+	Run func(*Services) RunFunc
+	// Handle builds a queue job's handler over the services.
+	Handle func(*Services) MessageHandler
+}
+
+// Schedule is when a scheduled job runs.
+type Schedule struct {
+	// Cloud is the EventBridge schedule expression of the cloud's runs:
+	// rate(1 hour), cron(0 3 * * ? *).
+	Cloud string
+	// Local is the local process's interval: a run at start, then one every
+	// Local.
+	Local time.Duration
+}
+
+// RunFunc is a scheduled job's handler: one run. It stops when ctx ends,
+// leaving the rest to the next run.
+type RunFunc func(ctx context.Context) error
+
+// MessageHandler handles one queue message: nil means done (the message is
+// deleted), an error leaves it for redelivery and, after the queue's receive
+// limit, its dead-letter queue. It is the handler store.Consume runs locally
+// and lambdaedge.SQS runs in the cloud.
+type MessageHandler func(ctx context.Context, m store.Message) error
+
+// Queue names a queue of the storage backend that a job consumes.
+type Queue string
+
+// The queues a job can consume.
+const (
+	// WorkQueue holds batch work (store.Backend.Work; the SQS WorkQueue in
+	// the cloud).
+	WorkQueue Queue = "work"
+	// DeliveryQueue holds the log events published on the bus
+	// (store.Backend.Deliveries; in the cloud the SQS DeliveryQueue, the
+	// SNS topic's subscription).
+	DeliveryQueue Queue = "deliveries"
+)
+
+// In returns q in backend b.
+func (q Queue) In(b *store.Backend) (store.Queue, error) {
+	switch q {
+	case WorkQueue:
+		return b.Work, nil
+	case DeliveryQueue:
+		return b.Deliveries, nil
+	}
+	return nil, fmt.Errorf("server: no queue %q", q)
+}
+
+// ScheduleMargin is how long before its invocation's deadline a scheduled
+// run stops, so that it returns and logs what it did instead of being cut
+// off.
+const ScheduleMargin = 10 * time.Second
+
+// scheduleExpression is EventBridge's schedule expression syntax.
+var scheduleExpression = regexp.MustCompile(`^(rate\((1 (minute|hour|day)|([2-9]|[1-9][0-9]+) (minutes|hours|days))\)|cron\(\S+( \S+){5}\))$`)
+
+// Jobs returns the jobs table: every function that serves no route.
+func Jobs() []Job {
+	return []Job{
+		// Finishes file expiry and deletion: expired files and uploads lose
+		// their bytes and records, interrupted deletions complete.
+		{Name: "files-sweep", Schedule: Schedule{Cloud: "rate(1 hour)", Local: files.DefaultSweepInterval},
+			Needs: []Capability{RecordsRead, RecordsWrite, FilesDelete}, Run: func(s *Services) RunFunc { return s.sweepFiles }},
+		// Delivers log events to the logging callbacks (pkg/callbacks/delivery):
+		// a message at a time per worker, the destinations' requests shared
+		// between them.
+		{Name: "callback-delivery", Queue: DeliveryQueue, Workers: 10,
+			Needs:  []Capability{RecordsRead, RecordsWrite, ClaimCheckRead, DeliveryDeadLetter, Seal, ProviderSecrets},
+			Handle: func(s *Services) MessageHandler { return s.Delivery.Handle }},
+	}
+}
+
+// LookupJob returns the job named name.
+func LookupJob(name string) (Job, bool) {
+	for _, j := range Jobs() {
+		if j.Name == name {
+			return j, true
+		}
+	}
+	return Job{}, false
+}
+
+// Validate checks a job's declaration: a name and exactly one trigger, with
+// the handler and settings that trigger needs.
+func (j Job) Validate() error {
+	var errs []error
+	if j.Name == "" {
+		errs = append(errs, errors.New("no name"))
+	}
+	switch scheduled, queued := j.Schedule != (Schedule{}), j.Queue != ""; {
+	case scheduled && queued:
+		errs = append(errs, errors.New("both a schedule and a queue"))
+	case scheduled:
+		if !scheduleExpression.MatchString(j.Schedule.Cloud) {
+			errs = append(errs, fmt.Errorf("schedule %q is not an EventBridge rate(…) or cron(…) expression", j.Schedule.Cloud))
+		}
+		if j.Schedule.Local <= 0 {
+			errs = append(errs, errors.New("no local interval"))
+		}
+		if j.Run == nil || j.Handle != nil {
+			errs = append(errs, errors.New("a scheduled job has a Run handler and no Handle"))
+		}
+	case queued:
+		if _, err := j.Queue.In(&store.Backend{}); err != nil {
+			errs = append(errs, err)
+		}
+		if j.Workers < 1 {
+			errs = append(errs, fmt.Errorf("workers = %d, want ≥ 1", j.Workers))
+		}
+		if j.Handle == nil || j.Run != nil {
+			errs = append(errs, errors.New("a queue job has a Handle handler and no Run"))
+		}
+	default:
+		errs = append(errs, errors.New("no trigger: want a schedule or a queue"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("server: job %q: %w", j.Name, err)
+	}
+	return nil
+}
+
+// Capabilities is what job j needs, sorted.
+func (j Job) Capabilities() []Capability { return SortCapabilities(j.Needs) }
+
+// sweepFiles runs one files sweep and logs what it removed.
+func (s *Services) sweepFiles(ctx context.Context) error {
+	res, err := s.Files.Sweep(ctx)
+	if err != nil {
+		return fmt.Errorf("files: sweep (%d files and %d uploads removed, %d failed): %w", res.Files, res.Uploads, res.Failed, err)
+	}
+	level := slog.LevelDebug
+	if res.Files+res.Uploads > 0 {
+		level = slog.LevelInfo
+	}
+	slog.Log(ctx, level, "files: sweep done", "files", res.Files, "uploads", res.Uploads)
+	return nil
+}
