@@ -17,6 +17,10 @@ help: ## List the targets
 run: ## Run the gateway locally on embedded storage (127.0.0.1:4000, data in ./.sluice)
 	$(GO) run ./functions/local
 
+.PHONY: redrive
+redrive: ## Re-drive the log events waiting in the delivery dead-letter queue (stop `make run` first: it holds the data dir)
+	$(GO) run ./functions/local redrive
+
 .PHONY: test
 test: vet check-deps lint-template test-aws ## Everything: vet, dependency check, cfn-lint, every test (-race) on both backends, moto_server started and stopped
 

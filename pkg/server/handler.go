@@ -1,13 +1,16 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
 )
 
 // Options choose what a Handler serves.
@@ -81,27 +84,49 @@ func rejectUncleanPaths(next http.Handler) http.Handler {
 }
 
 // wrap adds the shared middleware to a route: request id, authentication and
-// authorisation, and the one place errors are rendered.
+// authorisation, and the one place errors are rendered. On a route that
+// publishes log events, their publishes overlap with writing the answer:
+// the answer (or the error) is written and flushed first, then they are
+// awaited, before the handler returns (a Lambda freezes once it has).
 func (s *Services) wrap(rt Route, h HandlerFunc) http.Handler {
+	publishes := slices.Contains(rt.Needs, EventsPublish)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r = api.StartRequest(w, r)
+		var pending *logevent.Pending
+		if publishes {
+			var ctx context.Context
+			ctx, pending = logevent.Deferred(r.Context())
+			r = r.WithContext(ctx)
+		}
 		tw := &trackingWriter{ResponseWriter: w}
 		r, err := s.authorize(rt, r)
 		if err == nil {
 			err = h(tw, r)
 		}
+		if err != nil && tw.wrote {
+			// The answer has begun (a stream) and cannot become an error
+			// any more: it is cut (the connection closed, or the Lambda
+			// edge's error trailer), so the client sees a broken answer,
+			// never the clean end of a truncated one.
+			api.LogLateError(r, err)
+			await(pending)
+			panic(http.ErrAbortHandler)
+		}
 		if err != nil {
-			if tw.wrote {
-				// The answer has begun (a stream) and cannot become an error
-				// any more: it is cut (the connection closed, or the Lambda
-				// edge's error trailer), so the client sees a broken answer,
-				// never the clean end of a truncated one.
-				api.LogLateError(r, err)
-				panic(http.ErrAbortHandler)
-			}
 			api.WriteError(w, r, err)
 		}
+		if pending != nil && pending.Waiting() {
+			http.NewResponseController(w).Flush()
+			pending.Wait()
+		}
 	})
+}
+
+// await waits for the publishes of pending, if any.
+func await(pending *logevent.Pending) {
+	if pending != nil {
+		pending.Wait()
+	}
 }
 
 // authorize finds the caller's key, resolves it to a principal stored in the

@@ -307,3 +307,45 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 	})
 }
+
+// A dead letter re-driven to the delivery queue goes to the callback it
+// names only: the team's other callbacks, which had the event, do not get
+// it twice.
+func TestRedrivenDeadLetterGoesToItsCallbackOnly(t *testing.T) {
+	h := newHarness(t, local.QueueOptions{})
+	broken, fine := newIngestion(t), newIngestion(t)
+	var mu sync.Mutex
+	refuse := true
+	broken.fail = func(int) (int, time.Duration, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if refuse {
+			return http.StatusUnauthorized, 0, false
+		}
+		return http.StatusMultiStatus, 0, true
+	}
+	h.add(t, "team-a", callbacks.Langfuse, callbacks.TypeSuccess, broken.vars())
+	h.add(t, "team-a", callbacks.Langfuse, callbacks.TypeSuccessAndFailure, fine.vars())
+	d := h.deliverer(t, Options{Backoff: time.Millisecond}, "")
+	ctx := context.Background()
+	if err := d.Handle(ctx, message(t, "m1", 1, event("req_1", "team-a", logevent.StatusSuccess))); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	refuse = false // the team fixed its credentials
+	mu.Unlock()
+	n, err := store.Redrive(ctx, h.backend.DeliveryDeadLetters, h.backend.Deliveries)
+	if err != nil || n != 1 {
+		t.Fatalf("Redrive = %d, %v; want 1", n, err)
+	}
+	msgs, err := h.backend.Deliveries.Receive(ctx, 10, time.Second)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("received %d re-driven messages, %v", len(msgs), err)
+	}
+	if err := d.Handle(ctx, msgs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if b, f := len(broken.received("req_1")), len(fine.received("req_1")); b != 1 || f != 1 {
+		t.Errorf("the fixed callback received req_1 %d times (want 1), the other %d (want 1: not again)", b, f)
+	}
+}

@@ -26,6 +26,11 @@ const (
 	// DefaultMaxReceives is how many receives a message gets before it is
 	// dead-lettered.
 	DefaultMaxReceives = 5
+	// DeliveryVisibility is the deliveries queue's visibility in the local
+	// process: it covers one delivery handler (three sends of at most 10 s
+	// and their backoff), and is the wait before a failed delivery is tried
+	// again — short, since locally nothing bills for a receive.
+	DeliveryVisibility = time.Minute
 )
 
 // QueueOptions configures a Queue. Zero fields take the defaults.
@@ -170,6 +175,19 @@ func (q *Queue) Receive(ctx context.Context, maxMsgs int, wait time.Duration) ([
 		}
 		timer.Stop()
 	}
+}
+
+// Len reports how many messages the queue holds, visible or not.
+func (q *Queue) Len() (int, error) {
+	n := 0
+	err := q.db.bolt.View(func(tx *bbolt.Tx) error {
+		n = q.bucket(tx).Bucket([]byte(subMsgs)).Stats().KeyN
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("local queue %s: len: %w", q.name, err)
+	}
+	return n, nil
 }
 
 // Ack deletes a received message. Acking a message that is gone, or with the
