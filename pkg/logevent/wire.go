@@ -1,11 +1,10 @@
 package logevent
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 )
 
 // The body of a bus event is one or more log events, each a JSON object on
@@ -16,16 +15,14 @@ import (
 // MaxEventsPerMessage bounds the log events one bus event carries.
 const MaxEventsPerMessage = 1000
 
-// marshal encodes ev without HTML escapes (bodies are JSON; \u003c only
-// inflates them).
+// marshal encodes ev (appendEvent: no HTML escapes, which only inflate
+// JSON bodies).
 func marshal(ev *Event) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(ev); err != nil {
+	b, err := appendEvent(make([]byte, 0, 1024+len(ev.Messages)+len(ev.Response)), ev)
+	if err != nil {
 		return nil, fmt.Errorf("encode log event %s: %w", ev.ID, err)
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return b, nil
 }
 
 // EncodeEvents encodes events as one bus event body.
@@ -48,17 +45,17 @@ func EncodeEvents(events []*Event) ([]byte, error) {
 // objects, whitespace- or newline-separated, at most MaxEventsPerMessage,
 // each with an id.
 func DecodeEvents(body []byte) ([]*Event, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
 	var out []*Event
-	for {
-		ev := new(Event)
-		err := dec.Decode(ev)
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	for i := jsonscan.SkipSpace(body, 0); i < len(body); i = jsonscan.SkipSpace(body, i) {
+		end, err := jsonscan.ValueEnd(body, i)
 		if err != nil {
 			return nil, fmt.Errorf("log event %d: %w", len(out)+1, err)
 		}
+		ev, err := decodeEvent(body[i:end])
+		if err != nil {
+			return nil, fmt.Errorf("log event %d: %w", len(out)+1, err)
+		}
+		i = end
 		if ev.ID == "" {
 			return nil, fmt.Errorf("log event %d has no id", len(out)+1)
 		}
