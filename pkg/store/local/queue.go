@@ -124,7 +124,7 @@ func (q *Queue) Send(ctx context.Context, bodies ...[]byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := q.db.bolt.Update(func(tx *bbolt.Tx) error {
+	err := q.db.update(func(tx *bbolt.Tx) error {
 		now := time.Now()
 		for _, b := range bodies {
 			if err := q.append(tx, rand.Text(), b, now); err != nil {
@@ -201,7 +201,7 @@ func (q *Queue) Ack(ctx context.Context, m store.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err = q.db.bolt.Update(func(tx *bbolt.Tx) error {
+	err = q.db.update(func(tx *bbolt.Tx) error {
 		b := q.bucket(tx)
 		sm, ok, err := getMessage(b, seq)
 		if err != nil || !ok || sm.Receives != receives {
@@ -231,7 +231,7 @@ func (q *Queue) Extend(ctx context.Context, m store.Message, d time.Duration) er
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err = q.db.bolt.Update(func(tx *bbolt.Tx) error {
+	err = q.db.update(func(tx *bbolt.Tx) error {
 		b := q.bucket(tx)
 		sm, ok, err := getMessage(b, seq)
 		if err != nil {
@@ -254,7 +254,9 @@ func (q *Queue) Extend(ctx context.Context, m store.Message, d time.Duration) er
 // next hidden message becomes visible (zero if none is hidden).
 func (q *Queue) take(maxMsgs int) (msgs []store.Message, next time.Time, err error) {
 	var movedDead bool
-	err = q.db.bolt.Update(func(tx *bbolt.Tx) error {
+	err = q.db.update(func(tx *bbolt.Tx) error {
+		// Results are set afresh: a group commit may run this twice.
+		msgs, next, movedDead = nil, time.Time{}, false
 		now := time.Now()
 		b := q.bucket(tx)
 		type due struct {
@@ -339,11 +341,7 @@ func (q *Queue) setVisible(b *bbolt.Bucket, seq uint64, sm storedMessage, at tim
 }
 
 func (q *Queue) putMessage(b *bbolt.Bucket, seq uint64, sm storedMessage) error {
-	v, err := json.Marshal(sm)
-	if err != nil {
-		return err
-	}
-	if err := b.Bucket([]byte(subMsgs)).Put(seqKey(seq), v); err != nil {
+	if err := b.Bucket([]byte(subMsgs)).Put(seqKey(seq), sm.encode()); err != nil {
 		return err
 	}
 	return b.Bucket([]byte(subReady)).Put(readyKey(sm.VisibleAt, seq), nil)
@@ -394,11 +392,61 @@ func getMessage(b *bbolt.Bucket, seq uint64) (storedMessage, bool, error) {
 	if v == nil {
 		return storedMessage{}, false, nil
 	}
-	var sm storedMessage
-	if err := json.Unmarshal(v, &sm); err != nil {
+	sm, err := decodeMessage(v)
+	if err != nil {
 		return storedMessage{}, false, fmt.Errorf("decode message %d: %w", seq, err)
 	}
 	return sm, true, nil
+}
+
+// A stored message is binary: a version byte (messageV1), the receives and
+// the visibility time as varints, the id's length and the id, then the
+// body — no encoding pass over the body, which a JSON form base64-encodes
+// on every receive and ack. Messages stored as JSON by earlier versions
+// ('{' first) are read too.
+const messageV1 = 1
+
+func (sm storedMessage) encode() []byte {
+	v := make([]byte, 0, 1+3*binary.MaxVarintLen64+len(sm.ID)+len(sm.Body))
+	v = append(v, messageV1)
+	v = binary.AppendUvarint(v, uint64(sm.Receives))
+	v = binary.AppendVarint(v, sm.VisibleAt)
+	v = binary.AppendUvarint(v, uint64(len(sm.ID)))
+	v = append(v, sm.ID...)
+	return append(v, sm.Body...)
+}
+
+// decodeMessage decodes a stored message; its body is copied (bbolt's
+// values live only as long as their transaction).
+func decodeMessage(v []byte) (storedMessage, error) {
+	var sm storedMessage
+	if len(v) > 0 && v[0] == '{' {
+		err := json.Unmarshal(v, &sm)
+		return sm, err
+	}
+	if len(v) == 0 || v[0] != messageV1 {
+		return sm, errors.New("unknown message format")
+	}
+	rest := v[1:]
+	receives, n := binary.Uvarint(rest)
+	if n <= 0 {
+		return sm, errors.New("bad receives")
+	}
+	rest = rest[n:]
+	visible, n := binary.Varint(rest)
+	if n <= 0 {
+		return sm, errors.New("bad visibility time")
+	}
+	rest = rest[n:]
+	idLen, n := binary.Uvarint(rest)
+	if n <= 0 || idLen > uint64(len(rest)-n) {
+		return sm, errors.New("bad id")
+	}
+	rest = rest[n:]
+	sm.Receives, sm.VisibleAt = int(receives), visible
+	sm.ID = string(rest[:idLen])
+	sm.Body = append([]byte(nil), rest[idLen:]...)
+	return sm, nil
 }
 
 func seqKey(seq uint64) []byte {
