@@ -74,6 +74,11 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.Settings.ShutdownTimeout)
 	defer cancel()
 	err = srv.Shutdown(shutdownCtx)
+	// The handlers did not wait for their log events' publishes: finish
+	// them before the delivery worker stops.
+	if derr := g.Services.Events.Drain(shutdownCtx); derr != nil {
+		slog.Warn("shutdown: log events still publishing", "error", derr)
+	}
 	stopWork()
 	workers.Wait()
 	if err != nil {

@@ -42,12 +42,28 @@ func (f ListeningFunc) Listening(ctx context.Context, teamID, status string) (bo
 	return f(ctx, teamID, status)
 }
 
-// Emitter publishes log events on the bus.
+// Emitter publishes log events on the bus. Its publishes are group
+// commits: an idle emitter publishes at once, and the events emitted while
+// a publish is in flight go together in the next one — concurrent calls
+// share bus events (and, locally, queue transactions) instead of taking one
+// each; a Lambda container, which serves one call at a time, publishes each
+// at once.
 type Emitter struct {
 	bus        store.Bus
 	blobs      store.Blobs
 	listeners  Listeners
 	claimCheck int // bodies above this many bytes go to the blob store
+
+	mu      sync.Mutex
+	current *publication // in flight, nil when idle
+	next    *publication // what waits for the next one
+}
+
+// publication is the events of one publish, and its end.
+type publication struct {
+	ctx    context.Context
+	events []*Event
+	done   chan struct{}
 }
 
 // NewEmitter builds an emitter. listeners may be nil: nobody listens.
@@ -120,14 +136,58 @@ func (e *Emitter) start(ctx context.Context, events []*Event) (wait func()) {
 	if len(wanted) == 0 {
 		return nil
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := e.publish(ctx, wanted); err != nil {
-			slog.ErrorContext(ctx, "log events not published", "events", len(wanted), "first_event_id", wanted[0].ID, "error", err)
+	e.mu.Lock()
+	p := e.next
+	if p == nil {
+		p = &publication{ctx: ctx, done: make(chan struct{})}
+		e.next = p
+	}
+	p.events = append(p.events, wanted...)
+	if e.current == nil {
+		e.current, e.next = p, nil
+		go e.run(p)
+	}
+	e.mu.Unlock()
+	return func() { <-p.done }
+}
+
+// Drain waits until every publish started so far has finished, or ctx ends:
+// the local process calls it at shutdown, as its handlers do not wait for
+// their publishes.
+func (e *Emitter) Drain(ctx context.Context) error {
+	if e == nil {
+		return nil
+	}
+	for {
+		e.mu.Lock()
+		p := e.next
+		if p == nil {
+			p = e.current
 		}
-	}()
-	return func() { <-done }
+		e.mu.Unlock()
+		if p == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return fmt.Errorf("logevent: drain: %w", context.Cause(ctx))
+		}
+	}
+}
+
+// run publishes p, then whatever gathered meanwhile, until nothing waits.
+func (e *Emitter) run(p *publication) {
+	for p != nil {
+		if err := e.publish(p.ctx, p.events); err != nil {
+			slog.ErrorContext(p.ctx, "log events not published", "events", len(p.events), "first_event_id", p.events[0].ID, "error", err)
+		}
+		close(p.done)
+		e.mu.Lock()
+		p, e.next = e.next, nil
+		e.current = p
+		e.mu.Unlock()
+	}
 }
 
 // publish encodes events into bus events and publishes them in one call.
@@ -155,7 +215,10 @@ func (e *Emitter) publish(ctx context.Context, events []*Event) error {
 	for _, ev := range events {
 		line, err := e.encode(ctx, ev)
 		if err != nil {
-			return err
+			// One event that cannot be encoded or claim-checked must not
+			// cost the others of the group (other calls' events) theirs.
+			slog.ErrorContext(ctx, "log event not published", "event_id", ev.ID, "error", err)
+			continue
 		}
 		g := find(ev.Metadata.UserAPIKeyTeamID, ev.Status)
 		last := len(g.bodies) - 1
@@ -166,6 +229,9 @@ func (e *Emitter) publish(ctx context.Context, events []*Event) error {
 		}
 		g.bodies[last] = append(append(g.bodies[last], '\n'), line...)
 		g.events++
+	}
+	if len(groups) == 0 {
+		return nil
 	}
 	var out []store.Event
 	for _, g := range groups {

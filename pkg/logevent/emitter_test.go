@@ -315,3 +315,71 @@ func TestCollectPublishesOnce(t *testing.T) {
 		t.Errorf("%d publishes of %d bus events", bus.calls(), len(got))
 	}
 }
+
+// failingBlobs refuses every claim check.
+type failingBlobs struct{ memBlobs }
+
+func (*failingBlobs) Put(context.Context, string, io.Reader) (int64, error) {
+	return 0, errors.New("bucket down")
+}
+
+// An event whose claim check fails is left out; the events published with
+// it (other calls') still go.
+func TestEmitterOneBadEventDoesNotSinkItsGroup(t *testing.T) {
+	bus := &recordingBus{}
+	e := NewEmitter(bus, &failingBlobs{}, listeningTo("t"), 1024)
+	big, small := event("t", `"`+strings.Repeat("a", 4096)+`"`), event("t", `"hi"`)
+	big.ID, small.ID = "req_big", "req_small"
+	e.EmitAll(context.Background(), []*Event{big, small})
+	got := bus.published()
+	if len(got) != 1 {
+		t.Fatalf("published %d bus events, want 1", len(got))
+	}
+	evs, err := DecodeEvents(got[0].Body)
+	if err != nil || len(evs) != 1 || evs[0].ID != "req_small" {
+		t.Errorf("published %v (%v), want only req_small", evs, err)
+	}
+}
+
+// heldBus holds each publish until released, counting them.
+type heldBus struct {
+	recordingBus
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *heldBus) Publish(ctx context.Context, evs ...store.Event) error {
+	b.started <- struct{}{}
+	<-b.release
+	return b.recordingBus.Publish(ctx, evs...)
+}
+
+// The events emitted while a publish is in flight go together in the next
+// one (group commit); each emitter still waits for its own.
+func TestEmitterGroupsWhatComesDuringAPublish(t *testing.T) {
+	bus := &heldBus{started: make(chan struct{}, 1), release: make(chan struct{})}
+	e := NewEmitter(bus, nil, listeningTo("a", "b"), 0)
+	ctx := context.Background()
+	first := e.Start(ctx, event("a", `"first"`))
+	<-bus.started // in flight
+	var waits []func()
+	for i := range 5 {
+		waits = append(waits, e.Start(ctx, event([]string{"a", "b"}[i%2], `"later"`)))
+	}
+	bus.release <- struct{}{}
+	first()
+	<-bus.started // the second publish: everything that came meanwhile
+	bus.release <- struct{}{}
+	for _, w := range waits {
+		w()
+	}
+	if n := bus.calls(); n != 2 {
+		t.Errorf("%d publishes, want 2", n)
+	}
+	if n := len(bus.published()); n != 3 {
+		t.Errorf("%d bus events, want 3 (one, then one per team)", n)
+	}
+	if err := e.Drain(ctx); err != nil {
+		t.Error(err)
+	}
+}

@@ -18,6 +18,12 @@ type Options struct {
 	// Function, when set, mounts only that function's routes (a Lambda
 	// function); empty mounts every route (the local process).
 	Function string
+	// AwaitPublishes makes a route that publishes log events wait for its
+	// publishes before it returns, once its answer is written and flushed:
+	// a Lambda function freezes when its handler returns. Without it (the
+	// local process) they finish in the background, and the emitter's
+	// Drain waits for them at shutdown.
+	AwaitPublishes bool
 }
 
 // Handler builds the http.Handler for the routes selected by opts.
@@ -29,7 +35,7 @@ func Handler(s *Services, opts Options) (http.Handler, error) {
 		if opts.Function != "" && rt.Function != opts.Function {
 			continue
 		}
-		mux.Handle(rt.Method+" "+rt.Pattern, s.wrap(rt, rt.handler(s)))
+		mux.Handle(rt.Method+" "+rt.Pattern, s.wrap(rt, rt.handler(s), opts.AwaitPublishes))
 		methods[rt.Pattern] = append(methods[rt.Pattern], rt.Method)
 		mounted++
 	}
@@ -86,9 +92,10 @@ func rejectUncleanPaths(next http.Handler) http.Handler {
 // wrap adds the shared middleware to a route: request id, authentication and
 // authorisation, and the one place errors are rendered. On a route that
 // publishes log events, their publishes overlap with writing the answer:
-// the answer (or the error) is written and flushed first, then they are
-// awaited, before the handler returns (a Lambda freezes once it has).
-func (s *Services) wrap(rt Route, h HandlerFunc) http.Handler {
+// the answer (or the error) is written and flushed first; then, with await,
+// they are awaited before the handler returns (a Lambda freezes once it
+// has), else left to finish in the background.
+func (s *Services) wrap(rt Route, h HandlerFunc, await bool) http.Handler {
 	publishes := slices.Contains(rt.Needs, EventsPublish)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r = api.StartRequest(w, r)
@@ -109,24 +116,19 @@ func (s *Services) wrap(rt Route, h HandlerFunc) http.Handler {
 			// edge's error trailer), so the client sees a broken answer,
 			// never the clean end of a truncated one.
 			api.LogLateError(r, err)
-			await(pending)
+			if await && pending != nil {
+				pending.Wait()
+			}
 			panic(http.ErrAbortHandler)
 		}
 		if err != nil {
 			api.WriteError(w, r, err)
 		}
-		if pending != nil && pending.Waiting() {
+		if await && pending != nil && pending.Waiting() {
 			http.NewResponseController(w).Flush()
 			pending.Wait()
 		}
 	})
-}
-
-// await waits for the publishes of pending, if any.
-func await(pending *logevent.Pending) {
-	if pending != nil {
-		pending.Wait()
-	}
 }
 
 // authorize finds the caller's key, resolves it to a principal stored in the
