@@ -99,7 +99,7 @@ func Jobs() []Job {
 		// Delivers log events to the logging callbacks (pkg/callbacks/delivery):
 		// a message at a time per worker, the destinations' requests shared
 		// between them.
-		{Name: "callback-delivery", Queue: DeliveryQueue, Workers: 10,
+		{Name: "callback-delivery", Queue: DeliveryQueue, Workers: 32,
 			Needs:  []Capability{RecordsRead, RecordsWrite, ClaimCheckRead, DeliveryDeadLetter, Seal, ProviderSecrets},
 			Handle: func(s *Services) MessageHandler { return s.Delivery.Handle }},
 	}

@@ -60,7 +60,7 @@ const (
 	// DefaultMaxBatch bounds the events of one destination request before
 	// the destination's own byte limits split it further.
 	DefaultMaxBatch    = 100
-	DefaultMaxInflight = 4
+	DefaultMaxInflight = 1
 	// maxClaimedBytes bounds a claim-checked body read back.
 	maxClaimedBytes = 64 << 20
 	// maxDeadLetterBytes bounds the log events of one dead letter: they came

@@ -23,7 +23,7 @@ import (
 // the destination received twice must be within the re-sends the worker
 // made.
 func TestFlakyDestination(t *testing.T) {
-	h := newHarness(t, local.QueueOptions{Visibility: 300 * time.Millisecond, MaxReceives: 10})
+	h := newHarness(t, local.QueueOptions{Visibility: time.Second, MaxReceives: 10})
 	in := newIngestion(t)
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(16, 30))

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -87,11 +88,39 @@ type Generation struct {
 	Input               json.RawMessage `json:"input,omitempty"`
 	Output              json.RawMessage `json:"output,omitempty"`
 	Usage               *Usage          `json:"usage,omitempty"`
-	UsageDetails        map[string]int  `json:"usageDetails,omitempty"`
-	CostDetails         map[string]any  `json:"costDetails,omitempty"`
+	UsageDetails        *UsageDetails   `json:"usageDetails,omitempty"`
+	CostDetails         *CostDetails    `json:"costDetails,omitempty"`
 	Metadata            any             `json:"metadata,omitempty"`
 	Level               string          `json:"level"`
 	StatusMessage       string          `json:"statusMessage,omitempty"`
+}
+
+// UsageDetails are a generation's token counts by kind.
+type UsageDetails struct {
+	Input  int64 `json:"input"`
+	Output int64 `json:"output"`
+	Total  int64 `json:"total"`
+}
+
+// CostDetails are a generation's costs.
+type CostDetails struct {
+	Total float64 `json:"total"`
+}
+
+// GenerationMetadata is what LiteLLM puts beside a generation: the caller
+// (key, team) and the call's routing. (Structs, not maps: they encode
+// several times faster, and every delivered event encodes one.)
+type GenerationMetadata struct {
+	UserAPIKeyMetadata  logevent.Metadata     `json:"user_api_key_metadata"`
+	CallType            string                `json:"call_type"`
+	CustomLLMProvider   string                `json:"custom_llm_provider"`
+	Status              string                `json:"status"`
+	ModelGroup          string                `json:"model_group,omitempty"`
+	ModelID             string                `json:"model_id,omitempty"`
+	APIBase             string                `json:"api_base,omitempty"`
+	LiteLLMResponseCost float64               `json:"litellm_response_cost,omitempty"`
+	ErrorInformation    *logevent.ErrorInfo   `json:"error_information,omitempty"`
+	Passthrough         *logevent.Passthrough `json:"passthrough,omitempty"`
 }
 
 // Usage is Langfuse's usage object.
@@ -130,7 +159,7 @@ func Envelopes(ev *logevent.Event, maxContent int) [2]Envelope {
 		ID: ev.ID, TraceID: traceID, Name: name, StartTime: start, EndTime: end,
 		Model: ev.Model, ModelParameters: scalars(ev.ModelParameters), Input: input, Output: output,
 		Usage:        &Usage{Input: ev.PromptTokens, Output: ev.CompletionTokens, Total: ev.TotalTokens, Unit: "TOKENS"},
-		UsageDetails: map[string]int{"input": int(ev.PromptTokens), "output": int(ev.CompletionTokens), "total": int(ev.TotalTokens)},
+		UsageDetails: &UsageDetails{Input: ev.PromptTokens, Output: ev.CompletionTokens, Total: ev.TotalTokens},
 		Metadata:     generationMetadata(ev),
 		Level:        level, StatusMessage: ev.ErrorStr,
 	}
@@ -138,7 +167,7 @@ func Envelopes(ev *logevent.Event, maxContent int) [2]Envelope {
 		gen.CompletionStartTime = stamp(ev.CompletionStartTime)
 	}
 	if ev.ResponseCost > 0 {
-		gen.CostDetails = map[string]any{"total": ev.ResponseCost}
+		gen.CostDetails = &CostDetails{Total: ev.ResponseCost}
 	}
 	trace := Trace{ID: traceID, Timestamp: start, Name: name, UserID: ev.EndUser, Input: input, Output: output,
 		Metadata: ev.Metadata, Tags: ev.RequestTags}
@@ -151,26 +180,10 @@ func Envelopes(ev *logevent.Event, maxContent int) [2]Envelope {
 	}
 }
 
-// generationMetadata is what LiteLLM puts beside a generation: the caller
-// (key, team) and the call's routing.
-func generationMetadata(ev *logevent.Event) map[string]any {
-	m := map[string]any{"user_api_key_metadata": ev.Metadata, "call_type": ev.CallType,
-		"custom_llm_provider": ev.CustomLLMProvider, "status": ev.Status}
-	for k, v := range map[string]string{"model_group": ev.ModelGroup, "model_id": ev.ModelID, "api_base": ev.APIBase} {
-		if v != "" {
-			m[k] = v
-		}
-	}
-	if ev.ResponseCost > 0 {
-		m["litellm_response_cost"] = ev.ResponseCost
-	}
-	if ev.ErrorInformation != nil {
-		m["error_information"] = ev.ErrorInformation
-	}
-	if ev.Passthrough != nil {
-		m["passthrough"] = ev.Passthrough
-	}
-	return m
+func generationMetadata(ev *logevent.Event) *GenerationMetadata {
+	return &GenerationMetadata{UserAPIKeyMetadata: ev.Metadata, CallType: ev.CallType, CustomLLMProvider: ev.CustomLLMProvider,
+		Status: ev.Status, ModelGroup: ev.ModelGroup, ModelID: ev.ModelID, APIBase: ev.APIBase,
+		LiteLLMResponseCost: ev.ResponseCost, ErrorInformation: ev.ErrorInformation, Passthrough: ev.Passthrough}
 }
 
 // scalars keeps the model parameters Langfuse's MapValue takes: strings,
@@ -271,12 +284,22 @@ func (c *Client) post(ctx context.Context, batch []json.RawMessage, members []in
 			errs[i] = err
 		}
 	}
-	body, err := json.Marshal(map[string]any{"batch": batch,
-		"metadata": map[string]any{"sdk_name": "sluice", "sdk_integration": "sluice", "batch_size": len(batch)}})
-	if err != nil {
-		fail(callbacks.Permanent(fmt.Errorf("encode Langfuse batch: %w", err)))
-		return
+	// The envelopes are encoded JSON already: joined, not encoded again.
+	size := 128
+	for _, env := range batch {
+		size += len(env) + 1
 	}
+	body := make([]byte, 0, size)
+	body = append(body, `{"batch":[`...)
+	for i, env := range batch {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, env...)
+	}
+	body = append(body, `],"metadata":{"batch_size":`...)
+	body = strconv.AppendInt(body, int64(len(batch)), 10)
+	body = append(body, `,"sdk_integration":"sluice","sdk_name":"sluice"}}`...)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
 		fail(callbacks.Permanent(fmt.Errorf("Langfuse request: %w", err)))

@@ -68,7 +68,7 @@ func TestUnavailable(t *testing.T) {
 	}
 	b, err := awsstore.Open(context.Background(), cfg, awsstore.Resources{
 		Table: "t", Bucket: "b", WorkQueueURL: "http://127.0.0.1:1/123456789012/w", TopicARN: "arn:aws:sns:us-east-1:123456789012:e",
-		DeliveryQueueURL: "http://127.0.0.1:1/123456789012/d", KMSKeyID: "k",
+		DeliveryQueueURL: "http://127.0.0.1:1/123456789012/d", DeliveryDLQURL: "http://127.0.0.1:1/123456789012/dd", KMSKeyID: "k",
 	})
 	if err != nil {
 		t.Fatal(err)
