@@ -147,13 +147,14 @@ func TestFunctionsOfRefusesBadDeclarations(t *testing.T) {
 // and the master key where a route takes a key.
 func TestLeastPrivilege(t *testing.T) {
 	callsModels := map[string]bool{
-		"embeddings": true, "moderations": true,
+		"embeddings": true, "moderations": true, "chat-completions": true, "completions": true, "responses": true,
 		"passthrough-vertex-ai": true, "passthrough-bedrock": true, "passthrough-anthropic": true, "passthrough-gemini": true,
 	}
 	providerSecrets := maps.Clone(callsModels)
 	providerSecrets["callback-delivery"] = true
 	seals := map[string]bool{"team-callback-add": true, "callback-delivery": true}
-	bedrock := map[string]bool{"embeddings": true, "moderations": true, "passthrough-bedrock": true}
+	// /v1/completions and /v1/responses go to OpenAI-family providers only.
+	bedrock := map[string]bool{"embeddings": true, "moderations": true, "chat-completions": true, "passthrough-bedrock": true}
 	for _, f := range functions(t) {
 		if got := f.Has(server.ProviderSecrets); got != providerSecrets[f.Name] {
 			t.Errorf("%s: provider secrets %v, want %v", f.Name, got, providerSecrets[f.Name])

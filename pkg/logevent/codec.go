@@ -139,6 +139,7 @@ func appendEvent(b []byte, ev *Event) ([]byte, error) {
 		num("status_code", int64(p.StatusCode))
 		b = append(b, '}')
 	}
+	opt("finish_reason", ev.FinishReason)
 	if ev.UsageEstimated {
 		b = append(b, `,"usage_estimated":true`...)
 	}
@@ -257,6 +258,8 @@ func decodeFast(doc []byte, ev *Event) error {
 				p.StatusCode = int(n)
 				return nil
 			})
+		case "finish_reason":
+			return str(v, &ev.FinishReason)
 		case "usage_estimated":
 			return boolean(v, &ev.UsageEstimated)
 		case "claim_check":
@@ -272,7 +275,7 @@ var fields = []string{"id", "trace_id", "call_type", "stream", "response_cost", 
 	"total_tokens", "prompt_tokens", "completion_tokens", "startTime", "endTime", "completionStartTime",
 	"response_time", "model", "model_id", "model_group", "api_base", "metadata", "request_tags", "end_user",
 	"messages", "response", "model_parameters", "error_str", "error_information", "passthrough",
-	"usage_estimated", "claim_check"}
+	"finish_reason", "usage_estimated", "claim_check"}
 
 func fieldIndex(name []byte) int {
 	for i, f := range fields {
