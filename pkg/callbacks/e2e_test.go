@@ -206,8 +206,9 @@ func (s *sinks) received() [][2]string {
 	return out
 }
 
-// upstream is the provider behind the model calls: OpenAI embeddings and
-// moderations (a model "bad" it refuses), and Anthropic's messages.
+// upstream is the provider behind the model calls: OpenAI embeddings,
+// moderations (a model "bad" it refuses) and chat completions (streamed
+// when asked), and Anthropic's messages.
 func upstream(t *testing.T) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -220,6 +221,18 @@ func upstream(t *testing.T) *httptest.Server {
 			io.WriteString(w, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2]}],"model":"text-embedding-3-small","usage":{"prompt_tokens":2,"total_tokens":2}}`)
 		case r.URL.Path == "/v1/moderations":
 			io.WriteString(w, `{"id":"modr-1","model":"omni-moderation-latest","results":[{"flagged":false,"categories":{},"category_scores":{}}]}`)
+		case r.URL.Path == "/v1/chat/completions" && strings.Contains(string(body), `"stream":true`):
+			w.Header().Set("Content-Type", "text/event-stream")
+			for _, chunk := range []string{
+				`{"id":"chatcmpl-2","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}]}`,
+				`{"id":"chatcmpl-2","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+				`{"id":"chatcmpl-2","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`,
+				`[DONE]`,
+			} {
+				io.WriteString(w, "data: "+chunk+"\n\n")
+			}
+		case r.URL.Path == "/v1/chat/completions":
+			io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Hi."},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`)
 		case r.URL.Path == "/v1/messages":
 			io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-3-5-haiku-20241022","content":[{"type":"text","text":"Hi."}],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":2}}`)
 		default:
@@ -279,7 +292,8 @@ func deliverOnAWS(ctx context.Context, t *testing.T, g *gatewaytest.Gateway) {
 
 // TestTeamCallbacksEndToEnd: a team adds a Langfuse, a LangSmith and a GCS
 // callback through the API; its model calls — embeddings (a success and a
-// provider's refusal), a moderation, an Anthropic passthrough call — arrive
+// provider's refusal), a moderation, a chat completion and a streamed one,
+// an Anthropic passthrough call — arrive
 // at the destinations their callback types select (locally within 5 s of
 // the call), another team's calls nowhere; a deleted callback receives
 // nothing more, at once. Locally the in-process bus feeds the delivery job
@@ -295,6 +309,8 @@ func TestTeamCallbacksEndToEnd(t *testing.T) {
     litellm_params: {model: openai/bad-model, api_base: %[1]s/v1, api_key: k}
   - model_name: omni-moderation-latest
     litellm_params: {model: openai/omni-moderation-latest, api_base: %[1]s/v1, api_key: k}
+  - model_name: chat
+    litellm_params: {model: openai/gpt-4o-mini, api_base: %[1]s/v1, api_key: k}
 passthrough:
   anthropic: {api_base: %[1]s, api_key: sk-ant}
 callback_settings:
@@ -342,6 +358,8 @@ callback_settings:
 		ok := call(key, "POST", "/v1/embeddings", `{"model":"small","input":"hello"}`, 200)
 		refused := call(key, "POST", "/v1/embeddings", `{"model":"bad","input":"hello"}`, 400)
 		moderated := call(key, "POST", "/v1/moderations", `{"input":"hello"}`, 200)
+		chatted := call(key, "POST", "/v1/chat/completions", `{"model":"chat","messages":[{"role":"user","content":"Hi"}]}`, 200)
+		streamed := call(key, "POST", "/v1/chat/completions", `{"model":"chat","stream":true,"messages":[{"role":"user","content":"Hi"}]}`, 200)
 		passed := call(key, "POST", "/anthropic/v1/messages", `{"model":"claude-3-5-haiku-20241022","max_tokens":8,"messages":[{"role":"user","content":"Hi"}]}`, 200)
 		quiet := call(quietKey, "POST", "/v1/embeddings", `{"model":"small","input":"hello"}`, 200)
 		called := time.Now()
@@ -350,6 +368,8 @@ callback_settings:
 			[2]string{"langfuse", ok}, [2]string{"gcs", ok},
 			[2]string{"langfuse", refused}, [2]string{"langsmith", refused},
 			[2]string{"langfuse", moderated}, [2]string{"gcs", moderated},
+			[2]string{"langfuse", chatted}, [2]string{"gcs", chatted},
+			[2]string{"langfuse", streamed}, [2]string{"gcs", streamed},
 			[2]string{"langfuse", passed}, [2]string{"gcs", passed})
 		t.Logf("delivered %s after the last call", time.Since(called).Round(time.Millisecond))
 
@@ -369,6 +389,15 @@ callback_settings:
 		if ev := got[[2]string{"gcs", moderated}].body; ev["call_type"] != logevent.CallModeration {
 			t.Errorf("GCS object of the moderation: %v", ev)
 		}
+		if ev := got[[2]string{"gcs", chatted}].body; ev["call_type"] != logevent.CallCompletion || ev["stream"] != false || ev["total_tokens"] != 5.0 {
+			t.Errorf("GCS object of the chat completion: %v", ev)
+		}
+		if ev := got[[2]string{"gcs", streamed}].body; ev["call_type"] != logevent.CallCompletion || ev["stream"] != true || ev["total_tokens"] != 4.0 {
+			t.Errorf("GCS object of the streamed chat completion: %v", ev)
+		}
+		if gen := got[[2]string{"langfuse", streamed}].body; gen["model"] != "gpt-4o-mini" || gen["level"] != "DEFAULT" {
+			t.Errorf("langfuse generation of the streamed chat completion: %v", gen)
+		}
 
 		// A deleted callback receives nothing more: the catalog is dropped
 		// at once.
@@ -379,8 +408,8 @@ callback_settings:
 		d.wait(within, [2]string{"gcs", after})
 
 		want := [][2]string{
-			{"gcs", after}, {"gcs", moderated}, {"gcs", ok}, {"gcs", passed},
-			{"langfuse", moderated}, {"langfuse", ok}, {"langfuse", passed}, {"langfuse", refused},
+			{"gcs", after}, {"gcs", chatted}, {"gcs", moderated}, {"gcs", ok}, {"gcs", passed}, {"gcs", streamed},
+			{"langfuse", chatted}, {"langfuse", moderated}, {"langfuse", ok}, {"langfuse", passed}, {"langfuse", refused}, {"langfuse", streamed},
 			{"langsmith", refused},
 		}
 		sort.Slice(want, func(i, j int) bool { return want[i][0]+want[i][1] < want[j][0]+want[j][1] })
