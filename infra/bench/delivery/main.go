@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,8 +65,21 @@ func main() {
 	producers := flag.Int("producers", 0, "goroutines emitting the events through the emitter (0: preload -per-message)")
 	perMessage := flag.Int("per-message", 1, "without -producers: log events per bus message")
 	timeout := flag.Duration("timeout", 2*time.Minute, "longest the delivery may take")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "delivery:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := runWithSink(*sink, *upstream, *events, *producers, *perMessage, *timeout); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "delivery:", err)
 		os.Exit(1)
 	}
