@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Defaults for the settings (the README's settings table lists them).
+// Defaults for the settings (docs/configuration.md's settings table lists them).
 const (
 	DefaultAddr                = "127.0.0.1:4000"
 	DefaultDataDir             = ".sluice"
