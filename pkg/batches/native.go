@@ -46,8 +46,8 @@ const (
 	// maxEventLine bounds an output line read for its log event; a longer
 	// line is copied but logs no usage.
 	maxEventLine = 4 << 20
-	// eventBurst is how many log events are published before waiting for
-	// them.
+	// eventBurst is how many lines' log events are published at once (one
+	// publish, Emitter.EmitAll).
 	eventBurst = 64
 )
 

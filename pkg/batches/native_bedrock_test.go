@@ -159,7 +159,6 @@ func bedrockConfig() string {
     litellm_params: {model: bedrock/anthropic.claude-3-haiku-20240307-v1:0, ` + p + `}
   - model_name: titan-batch
     litellm_params: {model: bedrock/amazon.titan-embed-text-v2:0, ` + p + `}
-litellm_settings: {callbacks: [langfuse]}
 `
 }
 

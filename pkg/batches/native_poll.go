@@ -207,15 +207,15 @@ func (s *Service) copyResults(ctx context.Context, st *state, b models.Batcher, 
 // log event: usage, model and team, tagged with the batch and custom_id, as
 // the engine's lines are. A line longer than maxEventLine is skipped.
 type lineEvents struct {
-	s     *Service
-	st    *state
-	p     auth.Principal
-	ok    bool // the principal resolved: events can be made
-	usage *Usage
-	buf   []byte
-	skip  bool
-	waits []func()
-	ctx   context.Context
+	s       *Service
+	st      *state
+	p       auth.Principal
+	ok      bool // the principal resolved: events can be made
+	usage   *Usage
+	buf     []byte
+	skip    bool
+	pending []*logevent.Event // published together, eventBurst at a time
+	ctx     context.Context
 }
 
 func (l *lineEvents) Write(p []byte) (int, error) {
@@ -301,17 +301,17 @@ func (l *lineEvents) line(raw []byte) {
 	case o.Response != nil && o.Response.StatusCode >= 400:
 		ev.Fail(&api.Error{Status: o.Response.StatusCode, Type: "provider_error", Message: "The provider answered the line with an error."})
 	}
-	l.waits = append(l.waits, l.s.native.Events.Start(ctx, ev))
-	if len(l.waits) >= eventBurst {
+	l.pending = append(l.pending, ev)
+	if len(l.pending) >= eventBurst {
 		l.flush()
 	}
 }
 
 func (l *lineEvents) flush() {
-	for _, w := range l.waits {
-		w()
+	if len(l.pending) > 0 {
+		l.s.native.Events.EmitAll(l.ctx, l.pending)
 	}
-	l.waits = l.waits[:0]
+	l.pending = l.pending[:0]
 }
 
 func (l *lineEvents) end() {

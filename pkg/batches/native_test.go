@@ -230,8 +230,7 @@ func nativeConfig(openaiURL, azureURL string) string {
     model_info: {mode: batch}
   - model_name: azure-online
     litellm_params: {model: azure/gpt4o-standard, api_base: %[2]s, api_key: az-key, api_version: "2024-10-21"}
-litellm_settings: {callbacks: [langfuse]}
-`, openaiURL, azureURL)
+`, openaiURL, azureURL) + chattest.EventsConfig
 }
 
 // A native batch on OpenAI, driven by the official Go client on both
@@ -294,8 +293,9 @@ func TestNativeOpenAIRoundTrip(t *testing.T) {
 			}
 			// Each mirrored line published its log event.
 			events := map[string]logevent.Event{}
+			delivered := chattest.NewEvents(g.Backend.Deliveries)
 			for range 3 {
-				ev := chattest.NextEvent(t, g.Backend.Deliveries)
+				ev := delivered.Next(t)
 				events[ev.Metadata.CustomID] = ev
 			}
 			for _, id := range []string{"a", "b", "fail"} {

@@ -112,6 +112,12 @@ func Jobs() []Job {
 		// of those that ended, with a log event per line.
 		{Name: "batch-native-poll", Schedule: Schedule{Cloud: "rate(1 minute)", Local: batches.DefaultPollInterval},
 			Needs: nativeBatch(RecordsRead, RecordsWrite, FilesRead, FilesWrite, FilesDelete), Run: func(s *Services) RunFunc { return s.pollNativeBatches }},
+		// Delivers log events to the logging callbacks (pkg/callbacks/delivery):
+		// a message at a time per worker, the destinations' requests shared
+		// between them.
+		{Name: "callback-delivery", Queue: DeliveryQueue, Workers: 32,
+			Needs:  []Capability{RecordsRead, RecordsWrite, ClaimCheckRead, DeliveryDeadLetter, Seal, ProviderSecrets},
+			Handle: func(s *Services) MessageHandler { return s.Delivery.Handle }},
 	}
 }
 
