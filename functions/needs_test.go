@@ -52,7 +52,7 @@ func TestFunctionsUseOnlyWhatTheyDeclare(t *testing.T) {
 		return s
 	}
 	handlers := map[string]lambda.Handler{}
-	for _, fn := range server.Functions() {
+	for _, fn := range append(server.Functions(), jobFunctions()...) {
 		h, err := lambdafn.Handler(servicesFor(fn, nil), fn)
 		if err != nil {
 			t.Fatal(err)
@@ -102,13 +102,17 @@ func TestFunctionsUseOnlyWhatTheyDeclare(t *testing.T) {
 	// The recorder sees what the scenario does (so the check above is not
 	// vacuous).
 	for fn, want := range map[string][]server.Capability{
-		"health":       {server.RecordsRead},
-		"admin":        {server.RecordsRead, server.RecordsWrite},
-		"files-upload": {server.RecordsWrite, server.FilesWrite},
-		"file-content": {server.FilesRead},
-		"file-delete":  {server.RecordsWrite, server.FilesDelete},
-		"uploads":      {server.RecordsWrite, server.FilesWrite, server.FilesRead},
-		"files-sweep":  {server.RecordsRead, server.RecordsWrite, server.FilesDelete},
+		"health":         {server.RecordsRead},
+		"admin":          {server.RecordsRead, server.RecordsWrite},
+		"files-upload":   {server.RecordsWrite, server.FilesWrite},
+		"file-content":   {server.FilesRead},
+		"file-delete":    {server.RecordsWrite, server.FilesDelete},
+		"uploads":        {server.RecordsWrite, server.FilesWrite, server.FilesRead},
+		"files-sweep":    {server.RecordsRead, server.RecordsWrite, server.FilesDelete},
+		"batches-create": {server.RecordsWrite, server.WorkSend},
+		"batch-cancel":   {server.RecordsWrite, server.WorkSend},
+		"batch-worker":   {server.RecordsRead, server.RecordsWrite, server.FilesRead, server.FilesWrite, server.WorkSend, server.WorkExtend},
+		"batch-sweeper":  {server.RecordsRead},
 	} {
 		for _, c := range want {
 			if !used[fn].caps[c] {
@@ -260,6 +264,15 @@ func (q recQueue) Send(ctx context.Context, bodies ...[]byte) error {
 		q.u.use(q.send)
 	}
 	return q.Queue.Send(ctx, bodies...)
+}
+
+func (q recQueue) Extend(ctx context.Context, m store.Message, d time.Duration) error {
+	if q.send == server.WorkSend {
+		q.u.use(server.WorkExtend)
+	} else {
+		q.u.strange("Extend on a queue no function extends")
+	}
+	return q.Queue.Extend(ctx, m, d)
 }
 
 func (q recQueue) Receive(ctx context.Context, max int, wait time.Duration) ([]store.Message, error) {

@@ -36,8 +36,9 @@ type world struct {
 	tokens *googletest.TokenServer
 
 	mu sync.Mutex
-	// hold, when set, makes the next Anthropic stream wait on it after its
-	// first event (the streaming test releases it once it saw that event).
+	// hold, when set, makes the next stream (Anthropic's, or a chat
+	// completion's) wait on it after its first event (the streaming test
+	// releases it once it saw that event).
 	hold chan struct{}
 }
 
@@ -246,6 +247,9 @@ func (w *world) openAIText(rw http.ResponseWriter, path string, in map[string]an
 		} {
 			fmt.Fprintf(rw, "data: %s%s}\n\n", head, c)
 			rw.(http.Flusher).Flush()
+			if hold := w.takeHold(); hold != nil {
+				<-hold
+			}
 		}
 		io.WriteString(rw, "data: [DONE]\n\n")
 	default:

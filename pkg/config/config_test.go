@@ -21,7 +21,7 @@ func TestSettingsFromEnvDefaults(t *testing.T) {
 		s.KeyCacheTTL != DefaultKeyCacheTTL || s.JSONBodyLimit != DefaultJSONBodyLimit ||
 		s.MaxFileSize != DefaultMaxFileSize || len(s.BatchCompletionWindows) != 1 || s.LogFormat != "auto" ||
 		s.BodyIdleTimeout != DefaultBodyIdleTimeout || s.BodyMinRate != DefaultBodyMinRate || s.MaxConnections != DefaultMaxConnections ||
-		s.MaxBufferedBodies != DefaultMaxBufferedBodies {
+		s.MaxBufferedBodies != DefaultMaxBufferedBodies || s.BatchConcurrency != DefaultBatchConcurrency {
 		t.Errorf("defaults = %+v", s)
 	}
 }
@@ -42,6 +42,24 @@ func TestSettingsFromEnv(t *testing.T) {
 		s.BodyIdleTimeout != 90*time.Second || s.BodyMinRate != 0 || s.MaxConnections != 64 ||
 		s.MaxBufferedBodies != 64<<20 {
 		t.Errorf("settings = %+v", s)
+	}
+}
+
+// A completion window is a whole number of hours from 1h to 168h; anything
+// else fails the start, naming the variable.
+func TestBatchCompletionWindows(t *testing.T) {
+	s, err := SettingsFromEnv(env(map[string]string{"SLUICE_BATCH_COMPLETION_WINDOWS": "1h,24h,168h"}))
+	if err != nil || strings.Join(s.BatchCompletionWindows, "|") != "1h|24h|168h" {
+		t.Fatalf("windows = %v, %v", s.BatchCompletionWindows, err)
+	}
+	for _, bad := range []string{"30m", "0h", "169h", "1.5h", "h", "-1h", "+2h", "24", "24h,2d", "1H"} {
+		_, err := SettingsFromEnv(env(map[string]string{"SLUICE_BATCH_COMPLETION_WINDOWS": bad}))
+		if err == nil || !strings.Contains(err.Error(), "SLUICE_BATCH_COMPLETION_WINDOWS") {
+			t.Errorf("%q: err = %v, want one naming the variable", bad, err)
+		}
+	}
+	if d, err := ParseBatchWindow("168h"); err != nil || d != 168*time.Hour {
+		t.Errorf("ParseBatchWindow(168h) = %v, %v", d, err)
 	}
 }
 
@@ -94,6 +112,7 @@ func TestSettingsFromEnvErrors(t *testing.T) {
 		"SLUICE_BODY_IDLE_TIMEOUT":   "0s",
 		"SLUICE_BODY_MIN_RATE":       "fast",
 		"SLUICE_MAX_CONNECTIONS":     "0",
+		"SLUICE_BATCH_CONCURRENCY":   "none",
 	} {
 		_, err := SettingsFromEnv(env(map[string]string{name: value}))
 		if err == nil || !strings.Contains(err.Error(), name) {

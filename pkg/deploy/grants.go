@@ -32,8 +32,10 @@ const (
 )
 
 // FilePrefixes are the blob key prefixes of file bytes (pkg/files): an
-// ordinary upload's object and an Uploads API file's parts.
-var FilePrefixes = []string{"files/", "uploads/"}
+// ordinary upload's object, an Uploads API file's parts, and a batch's
+// result objects (pkg/batches), which its output and error files are made
+// of.
+var FilePrefixes = []string{"files/", "uploads/", "batches/"}
 
 // EnvVar is an environment variable the template sets for a function, and
 // the value it must have, rendered as Render renders template values
@@ -142,6 +144,8 @@ func Grants(c server.Capability) []Grant {
 		}
 	case server.WorkSend:
 		return []Grant{{Actions: []string{"sqs:SendMessage"}, Resources: []string{"${" + WorkQueueID + ".Arn}"}}}
+	case server.WorkExtend:
+		return []Grant{{Actions: []string{"sqs:ChangeMessageVisibility"}, Resources: []string{"${" + WorkQueueID + ".Arn}"}}}
 	case server.EventsPublish:
 		return []Grant{{Actions: []string{"sns:Publish"}, Resources: []string{"${" + TopicID + "}"}}}
 	case server.Seal:

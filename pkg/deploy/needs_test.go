@@ -144,11 +144,13 @@ func TestFunctionsOfRefusesBadDeclarations(t *testing.T) {
 // and the master key.
 func TestLeastPrivilege(t *testing.T) {
 	callsModels := map[string]bool{
-		"embeddings": true, "moderations": true, "chat-completions": true, "completions": true, "responses": true,
+		"embeddings": true, "moderations": true, "chat-completions": true, "completions": true, "responses": true, "batch-worker": true,
 		"passthrough-vertex-ai": true, "passthrough-bedrock": true, "passthrough-anthropic": true, "passthrough-gemini": true,
 	}
 	// /v1/completions and /v1/responses go to OpenAI-family providers only.
-	bedrock := map[string]bool{"embeddings": true, "moderations": true, "chat-completions": true, "passthrough-bedrock": true}
+	bedrock := map[string]bool{"embeddings": true, "moderations": true, "chat-completions": true, "passthrough-bedrock": true, "batch-worker": true}
+	// Who queues batch work, and who keeps its messages hidden.
+	sends := map[string]bool{"batches-create": true, "batch-cancel": true, "batch-worker": true, "batch-sweeper": true}
 	for _, f := range functions(t) {
 		if got := f.Has(server.ProviderSecrets); got != callsModels[f.Name] {
 			t.Errorf("%s: provider secrets %v, want %v", f.Name, got, callsModels[f.Name])
@@ -166,11 +168,15 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("%s cannot start: %v", f.Name, f.Capabilities)
 		}
 		// The master key is read only where a route takes a key.
-		if got, want := f.Has(server.MasterKey), f.Name != "health" && f.Name != "files-sweep"; got != want {
+		noKey := map[string]bool{"health": true, "files-sweep": true, "batch-worker": true, "batch-sweeper": true}
+		if got, want := f.Has(server.MasterKey), !noKey[f.Name]; got != want {
 			t.Errorf("%s: master key %v, want %v", f.Name, got, want)
 		}
-		// Nothing enqueues batch work or seals secrets yet.
-		if f.Has(server.WorkSend) || f.Has(server.Seal) {
+		if f.Has(server.WorkSend) != sends[f.Name] || f.Has(server.WorkExtend) != (f.Name == "batch-worker") {
+			t.Errorf("%s queues batch work %v, extends it %v", f.Name, f.Has(server.WorkSend), f.Has(server.WorkExtend))
+		}
+		// Nothing seals secrets yet.
+		if f.Has(server.Seal) {
 			t.Errorf("%s: %v", f.Name, f.Capabilities)
 		}
 	}
@@ -181,7 +187,11 @@ func TestLeastPrivilege(t *testing.T) {
 		"files-upload": {server.RecordsRead, server.RecordsWrite, server.Limits, server.FilesWrite, server.FilesDelete, server.ConfigRead, server.MasterKey},
 		"passthrough-anthropic": {server.RecordsRead, server.Limits, server.ClaimCheckWrite, server.EventsPublish,
 			server.ConfigRead, server.MasterKey, server.ProviderSecrets},
-		"files-sweep": {server.RecordsRead, server.RecordsWrite, server.FilesDelete, server.ConfigRead},
+		"files-sweep":    {server.RecordsRead, server.RecordsWrite, server.FilesDelete, server.ConfigRead},
+		"batches-create": {server.RecordsRead, server.RecordsWrite, server.Limits, server.WorkSend, server.ConfigRead, server.MasterKey},
+		"batch-sweeper":  {server.RecordsRead, server.WorkSend, server.ConfigRead},
+		"batch-worker": {server.RecordsRead, server.RecordsWrite, server.Limits, server.FilesRead, server.FilesWrite, server.FilesDelete,
+			server.ClaimCheckWrite, server.WorkSend, server.WorkExtend, server.EventsPublish, server.ConfigRead, server.ProviderSecrets, server.BedrockInvoke},
 	} {
 		f, err := deploy.Lookup(name)
 		if err != nil {

@@ -220,7 +220,7 @@ func TestCheckCatchesDrift(t *testing.T) {
 		{"listing the whole bucket", func(d deploy.Template) { delete(statement(d, "FilesReadPolicy", "FileBytesList"), "Condition") },
 			nil, []string{"function uploads: is granted s3:ListBucket on ${Files.Arn}, which none", "function file-content: lacks s3:ListBucket on ${Files.Arn} if"}},
 		{"a missing object read as 403", func(d deploy.Template) { removeStatement(d, "FilesReadPolicy", "FileBytesList") },
-			nil, []string{`function file-content: lacks s3:ListBucket on ${Files.Arn} if {"StringLike":{"s3:prefix":["files/*","uploads/*"]}} (needed for files-read)`}},
+			nil, []string{`function file-content: lacks s3:ListBucket on ${Files.Arn} if {"StringLike":{"s3:prefix":["batches/*","files/*","uploads/*"]}} (needed for files-read)`}},
 		{"Bedrock granted unconditionally", func(d deploy.Template) {
 			l := slices.Clone(policies(d, "EmbeddingsFunction"))
 			for i, p := range l {

@@ -32,6 +32,9 @@ const (
 	ClaimCheckWrite Capability = "claim-check-write"
 	// WorkSend enqueues batch work.
 	WorkSend Capability = "work-send"
+	// WorkExtend changes the visibility of received batch work messages
+	// (the batch worker keeps a message hidden while it runs).
+	WorkExtend Capability = "work-extend"
 	// EventsPublish publishes log events on the topic.
 	EventsPublish Capability = "events-publish"
 	// Seal seals and opens team secrets with the KMS key (envelope
@@ -56,7 +59,7 @@ const (
 func Capabilities() []Capability {
 	return []Capability{
 		RecordsRead, RecordsWrite, Limits, FilesRead, FilesWrite, FilesDelete, ClaimCheckWrite,
-		WorkSend, EventsPublish, Seal, ConfigRead, MasterKey, ProviderSecrets, BedrockInvoke, BedrockAgents,
+		WorkSend, WorkExtend, EventsPublish, Seal, ConfigRead, MasterKey, ProviderSecrets, BedrockInvoke, BedrockAgents,
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/batches"
 	"github.com/sluice-gateway/sluice/pkg/callbacks"
 	"github.com/sluice-gateway/sluice/pkg/chat"
 	"github.com/sluice-gateway/sluice/pkg/config"
@@ -49,6 +50,9 @@ type Deps struct {
 	// (ANTHROPIC_API_KEY, GOOGLE_APPLICATION_CREDENTIALS, AWS_REGION, ...);
 	// nil reads the process environment.
 	Getenv func(string) string
+	// Batches, when set, adjusts the batch engine's options (tests: smaller
+	// chunks, shorter runs and leases).
+	Batches func(*batches.Options)
 }
 
 // Services are the capability services the routes call. Building them does
@@ -78,6 +82,9 @@ type Services struct {
 	Files *files.Service
 	// Passthrough serves /vertex-ai, /bedrock, /anthropic and /gemini.
 	Passthrough *passthrough.Service
+	// Batches serves the Batch API and runs batches (the batch-worker and
+	// batch-sweeper jobs).
+	Batches *batches.Service
 
 	authFailures *authFailureLog
 }
@@ -120,6 +127,7 @@ func NewServices(deps Deps) (*Services, error) {
 	if err := s.buildModels(deps, client); err != nil {
 		return nil, err
 	}
+	s.buildBatches(deps)
 	if s.Passthrough, err = passthrough.New(passthrough.Options{
 		Config: deps.Config, Secrets: deps.Secrets, Getenv: deps.Getenv, Client: client,
 		Limits: a, Events: s.Events, AWSDefaultChain: bedrock.SDKDefaultChain, MaxBody: deps.Settings.MaxFileSize,
@@ -164,6 +172,31 @@ func (s *Services) buildModels(deps Deps, client *http.Client) error {
 		"/v1/responses":        s.Chat.Responses,
 	}
 	return nil
+}
+
+// buildBatches builds the batch engine over the model operations, and
+// has the files service ask it which files running batches read.
+func (s *Services) buildBatches(deps Deps) {
+	opts := batches.Options{
+		Windows:     deps.Settings.BatchCompletionWindows,
+		Concurrency: deps.Settings.BatchConcurrency,
+		// The embedded backend's lock makes this process its only one.
+		SingleProcess: deps.Settings.Backend == config.BackendLocal,
+		MaxLineBytes:  int(deps.Settings.JSONBodyLimit),
+		Now:           deps.Now,
+	}
+	if deps.Batches != nil {
+		deps.Batches(&opts)
+	}
+	s.Batches = batches.NewService(batches.Deps{
+		Records: deps.Backend.Records, Blobs: deps.Backend.Blobs, Work: deps.Backend.Work,
+		Files: s.Files, Keys: s.Auth, Admit: s.Auth, Operations: s.Operations, Models: s.Models,
+	}, opts)
+	s.Files.Batches = s.Batches
+}
+
+func (s *Services) batchesAPI() batches.Handlers {
+	return batches.Handlers{Service: s.Batches, JSONLimit: s.Settings.JSONBodyLimit}
 }
 
 func (s *Services) admin() auth.Handlers {
