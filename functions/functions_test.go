@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluice-gateway/sluice/pkg/gateway"
 	"github.com/sluice-gateway/sluice/pkg/gateway/lambdafn"
@@ -77,6 +78,9 @@ var scenario = []step{
 	{sample: "admin/team-info.json", status: 200, contains: `"search"`},
 	{sample: "admin/team-list.json", status: 200, contains: `"search"`},
 	{sample: "admin/key-info.json", status: 200, contains: `"search-ci"`},
+	{sample: "team-callback-add/add-langfuse.json", status: 200, contains: `"langfuse_secret_key":"***REDACTED***"`},
+	{sample: "team-callback-get/get.json", status: 200, contains: `"success_callbacks":["langfuse"]`},
+	{sample: "team-audit/list.json", status: 200, contains: `"changed_by":"ops@example.com"`},
 	{sample: "files-upload/upload-batch-input.json", status: 200, capture: map[string]string{"id": sampleFileID}, contains: `"requests.jsonl"`},
 	{sample: "files-list/list-batch-files.json", status: 200, contains: `"requests.jsonl"`},
 	{sample: "file-get/get.json", status: 200, contains: `"batch"`},
@@ -111,6 +115,8 @@ var scenario = []step{
 	{sample: "passthrough-gemini/stream-generate-content.json", status: 200, contains: "Rhine, Seine."},
 	{sample: "passthrough-vertex-ai/generate-content.json", status: 200, contains: "evaporates"},
 	{sample: "passthrough-bedrock/converse.json", status: 200, contains: "Lisbon."},
+	{sample: "team-callback-delete/delete-langfuse.json", status: 200, contains: `"success_callbacks":[]`},
+	{sample: "team-disable-logging/disable.json", status: 200, contains: "Logging disabled"},
 	{sample: "file-delete/delete.json", status: 200, contains: `"deleted":true`},
 	{sample: "admin/key-delete.json", status: 200},
 }
@@ -373,5 +379,11 @@ func TestJobSamplesInProcess(t *testing.T) {
 				t.Errorf("%s: answer %s (%v): want no failed message", sample, out, err)
 			}
 		}
+	}
+	// The delivery sample's two events (a success and a failure) reached
+	// the gateway-wide Langfuse callback of the config.
+	want := map[string]int{"req_N7Jd2kR9xQ4mT8vL1wZ5bC3y": 1, "req_P2sW7nK4yH9cR3mV6xB1qT8z": 1}
+	if diff := cmp.Diff(want, w.loggedEvents()); diff != "" {
+		t.Errorf("events the gateway-wide callback received (-want +got):\n%s", diff)
 	}
 }

@@ -26,6 +26,7 @@ const (
 	// file's content fits in one streamed answer.
 	DefaultCloudMaxFileSize    = 200_000_000
 	DefaultClaimCheckThreshold = 200 << 10
+	DefaultCallbackCacheTTL    = 30 * time.Second
 	DefaultShutdownTimeout     = 30 * time.Second
 	DefaultBodyIdleTimeout     = 60 * time.Second
 	DefaultBodyMinRate         = 1 << 10
@@ -67,6 +68,7 @@ type Settings struct {
 	BatchConcurrency       int           // SLUICE_BATCH_CONCURRENCY: batch lines in flight at once per process
 	ClaimCheckThreshold    int64         // SLUICE_CLAIM_CHECK_BYTES
 	ServiceAccountDir      string        // SLUICE_GCS_SERVICE_ACCOUNT_DIR
+	CallbackCacheTTL       time.Duration // SLUICE_CALLBACK_CACHE_TTL
 	Pprof                  string        // SLUICE_PPROF: a loopback address for pprof; "" for none
 	ShutdownTimeout        time.Duration // SLUICE_SHUTDOWN_TIMEOUT
 	BodyIdleTimeout        time.Duration // SLUICE_BODY_IDLE_TIMEOUT
@@ -95,6 +97,7 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 		BatchConcurrency:       p.count("SLUICE_BATCH_CONCURRENCY", DefaultBatchConcurrency),
 		ClaimCheckThreshold:    p.bytes("SLUICE_CLAIM_CHECK_BYTES", DefaultClaimCheckThreshold),
 		ServiceAccountDir:      p.str("SLUICE_GCS_SERVICE_ACCOUNT_DIR", ""),
+		CallbackCacheTTL:       p.duration("SLUICE_CALLBACK_CACHE_TTL", DefaultCallbackCacheTTL),
 		Pprof:                  p.loopback("SLUICE_PPROF", DefaultPprofAddr),
 		ShutdownTimeout:        p.duration("SLUICE_SHUTDOWN_TIMEOUT", DefaultShutdownTimeout),
 		BodyIdleTimeout:        p.positiveDuration("SLUICE_BODY_IDLE_TIMEOUT", DefaultBodyIdleTimeout),

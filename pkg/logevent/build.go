@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/ids"
 )
 
 type batchLineKey struct{}
@@ -19,12 +20,19 @@ func WithBatchLine(ctx context.Context, batchID, customID string) context.Contex
 	return context.WithValue(ctx, batchLineKey{}, batchLine{batchID: batchID, customID: customID})
 }
 
-// New starts the log event of a call of callType made by p: its id is the
-// request's (api.RequestID), its metadata names the key and team, and, for
-// a batch line (WithBatchLine), the batch and the line. It is a success
-// until Fail says otherwise.
+// New starts the log event of a call of callType made by p: its metadata
+// names the request (api.RequestID), the key and team, and, for a batch line
+// (WithBatchLine), the batch and the line. Its id is unique to the call —
+// the destinations' idempotency keys derive from it: the request's id for a
+// call of its own, a fresh batch_req_ id for each batch line (the lines of a
+// batch share one request). It is a success until Fail says otherwise.
 func New(ctx context.Context, p auth.Principal, callType string) *Event {
-	id := api.RequestID(ctx)
+	requestID := api.RequestID(ctx)
+	id := requestID
+	line, isLine := ctx.Value(batchLineKey{}).(batchLine)
+	if isLine {
+		id = ids.New(ids.BatchRequest)
+	}
 	e := &Event{
 		ID:          id,
 		TraceID:     id,
@@ -36,11 +44,11 @@ func New(ctx context.Context, p auth.Principal, callType string) *Event {
 			UserAPIKeyAlias:     p.KeyAlias(),
 			UserAPIKeyTeamID:    p.TeamID,
 			UserAPIKeyTeamAlias: p.TeamAlias(),
-			RequestID:           id,
+			RequestID:           requestID,
 		},
 	}
-	if l, ok := ctx.Value(batchLineKey{}).(batchLine); ok {
-		e.Metadata.BatchID, e.Metadata.CustomID = l.batchID, l.customID
+	if isLine {
+		e.Metadata.BatchID, e.Metadata.CustomID = line.batchID, line.customID
 	}
 	return e
 }

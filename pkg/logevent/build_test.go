@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/ids"
 )
 
 var teamKey = auth.Principal{TeamID: "team-1", Key: &auth.KeyInfo{Token: "tok", KeyAlias: "alias"}, Team: &auth.Team{TeamID: "team-1", TeamAlias: "ta"}}
@@ -29,6 +30,20 @@ func TestNewTagsABatchLine(t *testing.T) {
 	md := New(ctx, teamKey, CallCompletion).Metadata
 	if md.BatchID != "batch_abc" || md.CustomID != "line-7" || md.RequestID != "req_y" {
 		t.Errorf("metadata %+v", md)
+	}
+}
+
+// The lines of a batch share a request id; their events do not share an
+// id, for the destinations deduplicate on it.
+func TestBatchLinesSharingARequestGetDistinctIDs(t *testing.T) {
+	ctx := api.WithRequestID(context.Background(), "req_shared")
+	seen := map[string]bool{}
+	for _, custom := range []string{"a", "b", "a"} {
+		ev := New(WithBatchLine(ctx, "batch_abc", custom), teamKey, CallEmbedding)
+		if !ids.Valid(ids.BatchRequest, ev.ID) || ev.TraceID != ev.ID || seen[ev.ID] {
+			t.Errorf("line %s: id %q trace %q (seen before: %v)", custom, ev.ID, ev.TraceID, seen[ev.ID])
+		}
+		seen[ev.ID] = true
 	}
 }
 

@@ -107,6 +107,12 @@ func Jobs() []Job {
 		// resends what a stuck batch may have lost.
 		{Name: "batch-sweeper", Schedule: Schedule{Cloud: "rate(5 minutes)", Local: batches.DefaultSweepInterval},
 			Needs: []Capability{RecordsRead, WorkSend}, Run: func(s *Services) RunFunc { return s.sweepBatches }},
+		// Delivers log events to the logging callbacks (pkg/callbacks/delivery):
+		// a message at a time per worker, the destinations' requests shared
+		// between them.
+		{Name: "callback-delivery", Queue: DeliveryQueue, Workers: 32,
+			Needs:  []Capability{RecordsRead, RecordsWrite, ClaimCheckRead, DeliveryDeadLetter, Seal, ProviderSecrets},
+			Handle: func(s *Services) MessageHandler { return s.Delivery.Handle }},
 	}
 }
 

@@ -118,6 +118,14 @@ func Routes() []Route {
 		{Method: "POST", Pattern: "/key/generate", Function: "admin", Access: AdminOnly, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.admin().KeyGenerate }},
 		{Method: "GET", Pattern: "/key/info", Function: "admin", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.admin().KeyInfo }},
 		{Method: "POST", Pattern: "/key/delete", Function: "admin", Access: AdminOnly, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.admin().KeyDelete }},
+
+		// Team logging callbacks (the admin or a key of the team): one
+		// function each, so only the add seals secrets.
+		{Method: "POST", Pattern: "/team/{team_id}/callback", Function: "team-callback-add", Access: AnyKey, Needs: []Capability{RecordsWrite, Seal}, handler: func(s *Services) HandlerFunc { return s.callbacksAPI().Add }},
+		{Method: "GET", Pattern: "/team/{team_id}/callback", Function: "team-callback-get", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.callbacksAPI().Get }},
+		{Method: "DELETE", Pattern: "/team/{team_id}/callback/{callback_name}", Function: "team-callback-delete", Access: AnyKey, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.callbacksAPI().Delete }},
+		{Method: "POST", Pattern: "/team/{team_id}/disable_logging", Function: "team-disable-logging", Access: AnyKey, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.callbacksAPI().DisableLogging }},
+		{Method: "GET", Pattern: "/team/{team_id}/audit", Function: "team-audit", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.callbacksAPI().Audit }},
 	}
 	return append(routes, passthroughRoutes()...)
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/batches"
 	"github.com/sluice-gateway/sluice/pkg/callbacks"
+	"github.com/sluice-gateway/sluice/pkg/callbacks/delivery"
+	"github.com/sluice-gateway/sluice/pkg/callbacks/gcsbucket"
 	"github.com/sluice-gateway/sluice/pkg/chat"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/embeddings"
@@ -63,10 +65,16 @@ type Services struct {
 	Backend  *store.Backend
 	Secrets  config.Secrets
 	Auth     *auth.Service
-	// Listeners says which teams (and whether the gateway) listen for log
-	// events; Events asks it before publishing.
-	Listeners *callbacks.Listeners
-	Events    *logevent.Emitter
+	// Catalog says where a team's log events go — its callbacks and the
+	// gateway-wide ones: Events asks it before publishing, Delivery where
+	// to send. Callback settings writes drop a team's entry at once.
+	Catalog *callbacks.Catalog
+	Events  *logevent.Emitter
+	// Callbacks manages team callback settings (pkg/callbacks).
+	Callbacks *callbacks.Service
+	// Delivery delivers log events to the callbacks: the callback-delivery
+	// job's handler.
+	Delivery *delivery.Deliverer
 	// Models routes model calls to deployments (pkg/models).
 	Models *models.Router
 	// Calls is the call layer every model operation ends its calls through.
@@ -105,22 +113,22 @@ func NewServices(deps Deps) (*Services, error) {
 	if err != nil {
 		return nil, err
 	}
-	listeners := callbacks.NewListeners(deps.Backend.Records, deps.Config, callbacks.Options{TTL: deps.Settings.KeyCacheTTL, Now: deps.Now})
+	if deps.Getenv == nil {
+		deps.Getenv = os.Getenv
+	}
 	s := &Services{
-		Settings:  deps.Settings,
-		Config:    deps.Config,
-		Backend:   deps.Backend,
-		Secrets:   deps.Secrets,
-		Auth:      a,
-		Listeners: listeners,
-		Events:    logevent.NewEmitter(deps.Backend.Bus, deps.Backend.Blobs, listeners, int(deps.Settings.ClaimCheckThreshold)),
+		Settings: deps.Settings,
+		Config:   deps.Config,
+		Backend:  deps.Backend,
+		Secrets:  deps.Secrets,
+		Auth:     a,
 		Files: files.NewService(deps.Backend.Records, deps.Backend.Blobs, files.Options{
 			MaxFileSize: deps.Settings.MaxFileSize, MaxLineBytes: int(deps.Settings.JSONBodyLimit), Now: deps.Now,
 		}),
 	}
 	s.authFailures = newAuthFailureLog(deps.Now)
-	if deps.Getenv == nil {
-		deps.Getenv = os.Getenv
+	if err := s.buildCallbacks(deps); err != nil {
+		return nil, err
 	}
 	// One client, so model calls and passthrough share one connection pool.
 	client := providers.NewHTTPClient()
@@ -135,6 +143,43 @@ func NewServices(deps Deps) (*Services, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// buildCallbacks builds the logging callbacks: the catalog, the emitter
+// that asks it, the settings service and the delivery worker.
+func (s *Services) buildCallbacks(deps Deps) error {
+	gateway, err := callbacks.GatewayCallbacks(deps.Config, deps.Getenv)
+	if err != nil {
+		return err
+	}
+	s.Catalog = callbacks.NewCatalog(deps.Backend.Records, deps.Backend.Sealer, callbacks.CatalogOptions{
+		TTL: deps.Settings.CallbackCacheTTL, Now: deps.Now, Gateway: gateway,
+		Resolve: func(ctx context.Context, v string) (string, error) { return deps.Config.Resolve(ctx, deps.Secrets, v) },
+	})
+	s.Events = logevent.NewEmitter(deps.Backend.Bus, deps.Backend.Blobs, s.Catalog, int(deps.Settings.ClaimCheckThreshold))
+	guard, err := callbacks.NewGuard(deps.Config.CallbackSettings.AllowHosts)
+	if err != nil {
+		return err
+	}
+	accounts := callbacks.NewServiceAccounts(deps.Settings.ServiceAccountDir, guard)
+	if s.Callbacks, err = callbacks.NewService(callbacks.Deps{
+		Records: deps.Backend.Records, Sealer: deps.Backend.Sealer, Teams: s.Auth, Catalog: s.Catalog,
+		Guard: guard, Accounts: accounts, Now: deps.Now,
+	}); err != nil {
+		return err
+	}
+	s.Delivery, err = delivery.New(delivery.Deps{
+		Catalog: s.Catalog, Records: deps.Backend.Records, Blobs: deps.Backend.Blobs, DeadLetters: deps.Backend.DeliveryDeadLetters,
+		Open: delivery.NewOpener(delivery.OpenerDeps{
+			Client: guard.Client(), GatewayClient: callbacks.GatewayClient(), Accounts: accounts,
+			GCSEndpoint: gcsbucket.Endpoint(deps.Getenv),
+		}),
+	}, delivery.Options{Now: deps.Now})
+	return err
+}
+
+func (s *Services) callbacksAPI() callbacks.Handlers {
+	return callbacks.Handlers{Service: s.Callbacks, JSONLimit: s.Settings.JSONBodyLimit}
 }
 
 // buildModels builds the router over the provider registry, the call layer,

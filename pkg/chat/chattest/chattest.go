@@ -36,10 +36,12 @@ import (
 )
 
 // EventsConfig is the config section that makes every call's log event
-// reach the gateway's delivery queue (a gateway-wide callback), where Event
-// reads it. Options.Config gets it appended unless it has a
-// litellm_settings section of its own.
-const EventsConfig = "litellm_settings:\n  callbacks: [langfuse]\n"
+// reach the gateway's delivery queue (a gateway-wide callback, with the
+// credentials it requires; nothing delivers from that queue in these
+// tests), where Event reads it. Options.Config gets it appended unless it
+// has a litellm_settings section of its own.
+const EventsConfig = "litellm_settings:\n  callbacks: [langfuse]\n" +
+	"environment_variables: {LANGFUSE_PUBLIC_KEY: pk-lf-test, LANGFUSE_SECRET_KEY: sk-lf-test, LANGFUSE_HOST: 'http://127.0.0.1:9'}\n"
 
 // Options configure the gateway of a Run.
 type Options struct {
