@@ -181,8 +181,9 @@ func TestChatBatchRunsThroughTheChatOperation(t *testing.T) {
 		}
 
 		events := map[string]logevent.Event{}
+		delivered := chattest.NewEvents(g.Backend.Deliveries)
 		for range lines {
-			ev := chattest.NextEvent(t, g.Backend.Deliveries)
+			ev := delivered.Next(t)
 			if ev.Metadata.BatchID != b.ID {
 				t.Errorf("an event of batch %q, want %s", ev.Metadata.BatchID, b.ID)
 			}

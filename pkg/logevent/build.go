@@ -6,7 +6,6 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
-	"github.com/sluice-gateway/sluice/pkg/ids"
 )
 
 type batchLineKey struct{}
@@ -22,17 +21,14 @@ func WithBatchLine(ctx context.Context, batchID, customID string) context.Contex
 
 // New starts the log event of a call of callType made by p: its metadata
 // names the request (api.RequestID), the key and team, and, for a batch line
-// (WithBatchLine), the batch and the line. Its id is unique to the call —
-// the destinations' idempotency keys derive from it: the request's id for a
-// call of its own, a fresh batch_req_ id for each batch line (the lines of a
-// batch share one request). It is a success until Fail says otherwise.
+// (WithBatchLine), the batch and the line. Its id is the request's id, which
+// is unique to the call — the destinations' idempotency keys derive from it;
+// the batch engine gives each line's call a request id of its own (the
+// line's response.request_id in the output file), so the event of a line is
+// found from the output. It is a success until Fail says otherwise.
 func New(ctx context.Context, p auth.Principal, callType string) *Event {
-	requestID := api.RequestID(ctx)
-	id := requestID
+	id := api.RequestID(ctx)
 	line, isLine := ctx.Value(batchLineKey{}).(batchLine)
-	if isLine {
-		id = ids.New(ids.BatchRequest)
-	}
 	e := &Event{
 		ID:          id,
 		TraceID:     id,
@@ -44,7 +40,7 @@ func New(ctx context.Context, p auth.Principal, callType string) *Event {
 			UserAPIKeyAlias:     p.KeyAlias(),
 			UserAPIKeyTeamID:    p.TeamID,
 			UserAPIKeyTeamAlias: p.TeamAlias(),
-			RequestID:           requestID,
+			RequestID:           id,
 		},
 	}
 	if isLine {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
-	"github.com/sluice-gateway/sluice/pkg/ids"
 )
 
 var teamKey = auth.Principal{TeamID: "team-1", Key: &auth.KeyInfo{Token: "tok", KeyAlias: "alias"}, Team: &auth.Team{TeamID: "team-1", TeamAlias: "ta"}}
@@ -33,17 +32,12 @@ func TestNewTagsABatchLine(t *testing.T) {
 	}
 }
 
-// The lines of a batch share a request id; their events do not share an
-// id, for the destinations deduplicate on it.
-func TestBatchLinesSharingARequestGetDistinctIDs(t *testing.T) {
-	ctx := api.WithRequestID(context.Background(), "req_shared")
-	seen := map[string]bool{}
-	for _, custom := range []string{"a", "b", "a"} {
-		ev := New(WithBatchLine(ctx, "batch_abc", custom), teamKey, CallEmbedding)
-		if !ids.Valid(ids.BatchRequest, ev.ID) || ev.TraceID != ev.ID || seen[ev.ID] {
-			t.Errorf("line %s: id %q trace %q (seen before: %v)", custom, ev.ID, ev.TraceID, seen[ev.ID])
-		}
-		seen[ev.ID] = true
+// A batch line's event is found from the output file: its id is the line's
+// request id.
+func TestBatchLineEventIsItsRequest(t *testing.T) {
+	ev := New(WithBatchLine(api.WithRequestID(context.Background(), "req_line"), "batch_abc", "a"), teamKey, CallEmbedding)
+	if ev.ID != "req_line" || ev.TraceID != "req_line" {
+		t.Errorf("id %q trace %q, want the line's request id", ev.ID, ev.TraceID)
 	}
 }
 
