@@ -456,8 +456,14 @@ func firstSessionSteps() []step {
 					ID string `json:"id"`
 				} `json:"data"`
 			}
-			if err := json.Unmarshal(c.body, &list); err != nil || list.Object != "list" || len(list.Data) != 1 || list.Data[0].ID != "mock-gpt" {
-				t.Fatalf("%s: want the list [mock-gpt] (%v)", c, err)
+			err := json.Unmarshal(c.body, &list)
+			var ids []string
+			for _, m := range list.Data {
+				ids = append(ids, m.ID)
+			}
+			slices.Sort(ids)
+			if err != nil || list.Object != "list" || strings.Join(ids, ",") != "mock-embed,mock-gpt" {
+				t.Fatalf("%s: want the list of mock-gpt and mock-embed (%v)", c, err)
 			}
 		}},
 		{method: "POST", pattern: "/v1/chat/completions", status: 200, check: func(t *testing.T, s *session, c sessionCall) {
@@ -485,6 +491,10 @@ func firstSessionSteps() []step {
 			if text := streamedText(t, c); text != mockText {
 				t.Fatalf("%s: the chunks add up to %q, want the mock's text", c, text)
 			}
+		}},
+		{method: "POST", pattern: "/v1/embeddings", status: 200, check: func(t *testing.T, s *session, c sessionCall) {
+			asKey(t, s, c)
+			checkMockEmbeddings(t, c)
 		}},
 		{method: "POST", pattern: "/v1/files", status: 200, check: func(t *testing.T, s *session, c sessionCall) {
 			asKey(t, s, c)
@@ -535,6 +545,37 @@ func firstSessionSteps() []step {
 			}
 		}},
 		{method: "GET", pattern: "/v1/models", status: 401, check: wantError("invalid_api_key")},
+	}
+}
+
+// mockVector is what sluice.example.yaml's mock-embed answers for every input.
+var mockVector = []float64{0.6, 0.8, 0, 0}
+
+// checkMockEmbeddings checks c is the embeddings answer for the README's two
+// inputs: mock-embed's vector for each, in order, with estimated usage.
+func checkMockEmbeddings(t *testing.T, c sessionCall) {
+	t.Helper()
+	var answer struct {
+		Object string `json:"object"`
+		Data   []struct {
+			Object    string    `json:"object"`
+			Index     int       `json:"index"`
+			Embedding []float64 `json:"embedding"`
+		} `json:"data"`
+		Model string `json:"model"`
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+			TotalTokens  int `json:"total_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(c.body, &answer); err != nil || answer.Object != "list" || len(answer.Data) != 2 ||
+		answer.Model != "text-embedding-3-small" || answer.Usage.PromptTokens == 0 || answer.Usage.TotalTokens != answer.Usage.PromptTokens {
+		t.Fatalf("%s: want a list of two embeddings with usage (%v)", c, err)
+	}
+	for i, d := range answer.Data {
+		if d.Object != "embedding" || d.Index != i || !slices.Equal(d.Embedding, mockVector) {
+			t.Fatalf("%s: data[%d] is %+v, want mock-embed's vector %v", c, i, d, mockVector)
+		}
 	}
 }
 

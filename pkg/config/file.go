@@ -66,9 +66,10 @@ type Params struct {
 	CustomLLMProvider  string  `yaml:"custom_llm_provider"`
 	InputCostPerToken  float64 `yaml:"input_cost_per_token"`
 	OutputCostPerToken float64 `yaml:"output_cost_per_token"`
-	// MockResponse is LiteLLM's mock_response: chat calls to the
-	// deployment are answered with this text, never sent to its provider.
-	MockResponse *string `yaml:"mock_response"`
+	// MockResponse is LiteLLM's mock_response (a text or an embedding
+	// vector): the deployment's calls are answered from it, never sent to
+	// its provider.
+	MockResponse *Mock `yaml:"mock_response"`
 	// DropParams is LiteLLM's drop_params: request parameters the provider
 	// cannot honour are dropped instead of refused. Unset here, it is
 	// litellm_settings.drop_params (Parse fills it in).

@@ -45,7 +45,7 @@ func convert(src io.Reader, to string) ([]byte, error) {
 		out = append(out, `{"object":"embedding","index":`...)
 		out = strconv.AppendInt(out, int64(d.Index), 10)
 		out = append(out, `,"embedding":`...)
-		if out, err = appendVector(out, vec, to); err != nil {
+		if out, err = oai.AppendEmbedding(out, vec, to); err != nil {
 			return nil, fmt.Errorf("data[%d]: %w", i, err)
 		}
 		out = append(out, '}')
@@ -91,28 +91,4 @@ func decodeVector(raw json.RawMessage) ([]float32, error) {
 		return nil, fmt.Errorf("embedding is neither a float array nor base64: %w", err)
 	}
 	return v, nil
-}
-
-// appendVector appends v in encoding to.
-func appendVector(out []byte, v []float32, to string) ([]byte, error) {
-	if to == oai.EncodingBase64 {
-		raw := make([]byte, 4*len(v))
-		for i, f := range v {
-			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))
-		}
-		out = append(out, '"')
-		out = base64.StdEncoding.AppendEncode(out, raw)
-		return append(out, '"'), nil
-	}
-	out = append(out, '[')
-	for i, f := range v {
-		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-			return nil, fmt.Errorf("embedding holds %v, which JSON cannot carry", f)
-		}
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = strconv.AppendFloat(out, float64(f), 'g', -1, 32)
-	}
-	return append(out, ']'), nil
 }

@@ -22,7 +22,8 @@ const examplePath = "../../sluice.example.yaml"
 
 // TestExampleConfigAnswersChatWithNoKey is the README's first session: the
 // example config loads on a machine with no provider key, without a
-// warning, and its mock model answers chat completions, streamed and not.
+// warning, its mock model answers chat completions, streamed and not, and
+// its mock embedding model embeddings.
 func TestExampleConfigAnswersChatWithNoKey(t *testing.T) {
 	env := map[string]string{"SLUICE_CONFIG": examplePath, "SLUICE_DATA_DIR": t.TempDir(), "SLUICE_MASTER_KEY": "sk-example-master"}
 	g, err := Open(context.Background(), func(k string) string { return env[k] })
@@ -71,6 +72,17 @@ func TestExampleConfigAnswersChatWithNoKey(t *testing.T) {
 	status, b = post("/v1/chat/completions", key.Key, `{"model":"mock-gpt","messages":[{"role":"user","content":"Hello?"}],"stream":true}`)
 	if status != 200 || !bytes.HasSuffix(b, []byte("data: [DONE]\n\n")) || bytes.Count(b, []byte("chat.completion.chunk")) < 4 {
 		t.Fatalf("streamed chat: %d %s", status, b)
+	}
+	status, b = post("/v1/embeddings", key.Key, `{"model":"mock-embed","input":["Hello?","Goodbye?"]}`)
+	var embeddings struct {
+		Data []struct {
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(b, &embeddings); status != 200 || err != nil || len(embeddings.Data) != 2 ||
+		embeddings.Data[1].Index != 1 || len(embeddings.Data[1].Embedding) != 4 || embeddings.Data[1].Embedding[1] != 0.8 {
+		t.Fatalf("embeddings: %d %s", status, b)
 	}
 }
 

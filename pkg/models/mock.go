@@ -8,15 +8,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
-// mockEndpoint answers chat calls with a fixed text (LiteLLM's
-// mock_response) instead of calling a provider: a deployment's, or the
-// request's own, which wins.
+// mockEndpoint answers chat and embeddings calls from LiteLLM's
+// mock_response instead of calling a provider: the deployment's, or the
+// request's own, which wins. A text answers chat with itself and embeddings
+// with vectors derived from each input; a vector answers embeddings with
+// itself and serves no chat.
 type mockEndpoint struct {
-	model string  // the deployment's provider model, which the answer names
-	text  *string // the deployment's mock_response; nil: the request's
+	model string       // the deployment's provider model, which the answer names
+	mock  *config.Mock // the deployment's mock_response; nil: the request's
 }
 
 func (mockEndpoint) APIBase() string { return "" }
@@ -30,8 +33,10 @@ func (m mockEndpoint) Chat(_ context.Context, req *oai.ChatRequest) (*Answer, er
 	switch {
 	case req.MockResponse != nil:
 		text = *req.MockResponse
-	case m.text != nil:
-		text = *m.text
+	case m.mock != nil && m.mock.Vector != nil:
+		return nil, errUnsupported // an embedding vector is no chat answer
+	case m.mock != nil:
+		text = m.mock.Text
 	}
 	prompt := int64(0)
 	for i := range req.Messages {

@@ -19,8 +19,9 @@
 // Endpoint implements Embedder, Moderator, Chatter, Completer and/or
 // Responder, turning an OpenAI-shaped request into its wire call and its
 // answer back into an OpenAI-shaped body. A deployment with a mock_response
-// in its litellm_params is never opened: the router answers its chat calls
-// with that text (as it answers a request's own mock_response).
+// in its litellm_params is never opened: the router's mock endpoint answers
+// its chat and embeddings calls from it (as it answers a request's own
+// mock_response).
 package models
 
 import (

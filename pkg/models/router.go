@@ -105,9 +105,9 @@ type deployment struct {
 	timeout    time.Duration
 	maxRetries int
 	rpm, tpm   int64
-	// mock is litellm_params.mock_response: the deployment's chat calls
-	// are answered with it, never sent to its provider.
-	mock *string
+	// mock is litellm_params.mock_response: the deployment's calls are
+	// answered from it, never sent to its provider.
+	mock *config.Mock
 
 	endpoint atomic.Pointer[endpointBox]
 	openMu   sync.Mutex
@@ -270,9 +270,10 @@ func weights(ds []*deployment) []float64 {
 func (r *Router) Has(model string) bool { return r.groups[model] != nil }
 
 // Embed routes an embeddings call. The Reply is never nil; on error it says
-// which deployment was tried last.
+// which deployment was tried last. A request with a mock_response is
+// answered from it, as Chat answers one.
 func (r *Router) Embed(ctx context.Context, p auth.Principal, req *oai.EmbeddingRequest) (*Reply, error) {
-	return r.call(ctx, p, req.Model, "embeddings", false, func(ctx context.Context, ep Endpoint) (*Answer, error) {
+	return r.call(ctx, p, req.Model, "embeddings", req.MockResponse != nil, func(ctx context.Context, ep Endpoint) (*Answer, error) {
 		e, ok := ep.(Embedder)
 		if !ok {
 			return nil, errUnsupported
@@ -414,7 +415,7 @@ func (r *Router) tryGroup(ctx context.Context, g *group, what string, mock bool,
 		rep.Target, rep.d = d.target, d
 		var ep Endpoint
 		if mock || d.mock != nil {
-			ep = mockEndpoint{model: d.target.Model, text: d.mock}
+			ep = mockEndpoint{model: d.target.Model, mock: d.mock}
 		} else if ep, err = r.open(ctx, d); err != nil {
 			lastErr, lastAt = err, rep.Target
 			skip[d.index] = true

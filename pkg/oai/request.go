@@ -38,6 +38,9 @@ type EmbeddingRequest struct {
 	EncodingFormat string
 	Dimensions     int // 0: not given
 	User           string
+	// MockResponse is LiteLLM's mock_response: answer from it instead of
+	// calling a provider (nil: not given).
+	MockResponse *Mock
 
 	doc
 }
@@ -266,10 +269,12 @@ func modelField(f fields, required bool) (string, error) {
 // ParseEmbeddingRequest validates an embeddings request body: a JSON object
 // with a model, an input in one of OpenAI's four forms (at most
 // MaxEmbeddingInputs inputs, none empty), and optional encoding_format
-// (float|base64), dimensions (a positive integer) and user. Every problem is
-// a 400 naming the field. The returned request keeps body.
+// (float|base64), dimensions (a positive integer), user and LiteLLM's
+// mock_response (a string, or an array of at most MaxMockDimensions
+// numbers). Every problem is a 400 naming the field. The returned request
+// keeps body.
 func ParseEmbeddingRequest(body []byte) (*EmbeddingRequest, error) {
-	f, d, err := parseTop(body, "model", "input", "encoding_format", "dimensions", "user")
+	f, d, err := parseTop(body, "model", "input", "encoding_format", "dimensions", "user", "mock_response")
 	if err != nil {
 		return nil, err
 	}
@@ -302,6 +307,11 @@ func ParseEmbeddingRequest(body []byte) (*EmbeddingRequest, error) {
 	}
 	if req.User, _, err = stringField(f, "user"); err != nil {
 		return nil, err
+	}
+	if v, ok := f["mock_response"]; ok && !jsonscan.Null(v) {
+		if req.MockResponse, err = parseMock(v); err != nil {
+			return nil, err
+		}
 	}
 	return req, nil
 }

@@ -168,6 +168,7 @@ func FuzzParseEmbeddingRequest(f *testing.F) {
 		`{"model":"m","input":[1,2,3]}`,
 		`{"model":"m\"x","input":"\\\"","model2":{"model":"n"}}`,
 		`{"input":"x"}`, `[]`, `{"model":"m","input":[""]}`, `{"model":"a","model":"b"}`,
+		`{"model":"m","input":"x","mock_response":[0.5,1e-3]}`, `{"model":"m","input":"x","mock_response":"t"}`,
 	} {
 		f.Add([]byte(s))
 	}
