@@ -182,7 +182,7 @@ func parseTop(body []byte, wanted ...string) (fields, doc, error) {
 	if i == len(body) {
 		return nil, d, api.InvalidJSON("Request body is empty; expected a JSON object.")
 	}
-	if !json.Valid(body) {
+	if !jsonscan.Valid(body) {
 		return nil, d, invalidJSON(body)
 	}
 	if body[i] != '{' {
