@@ -128,6 +128,7 @@ func run(cfg *config) error {
 		b.startSlowUpstream(ctx)
 	}
 	b.startSluice(ctx)
+	b.logf("bench: pids: upstream %d, proxy %d, sluice %d (for profilers: these are this run's own)", b.upstream.proc.pid, b.proxy.proc.pid, b.sluicePid())
 
 	rep := &report{Started: started, Machine: describeMachine(ctx, b.ticks), Settings: cfg.settings(), Sluice: "measured (" + b.sluiceBase() + ")"}
 	if b.sluice == nil {
@@ -233,6 +234,13 @@ func (b *bench) checkSluiceAlive() {
 	b.sluiceSkip = fmt.Sprintf("sluice exited during the run (%v); last log lines: %s", b.sluice.child.waitErr, b.sluice.child.tail(2))
 	b.logf("bench: %s", b.sluiceSkip)
 	b.exited, b.sluice = b.sluice, nil
+}
+
+func (b *bench) sluicePid() int {
+	if b.sluice == nil {
+		return 0
+	}
+	return b.sluice.child.proc.pid
 }
 
 func (b *bench) sluiceBase() string {
