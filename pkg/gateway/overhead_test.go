@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"flag"
 	"io"
 	"math"
 	"net/http"
@@ -94,7 +95,7 @@ func benchCalls(b *testing.B, url, body string, auth func(http.Header), want int
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	b.SetParallelism(benchParallelism) // 64 callers on 2 cores
+	b.SetParallelism(*benchParallelism)
 	cpu0 := cpuTime()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -257,4 +258,7 @@ func TestOverheadPathsAnswer(t *testing.T) {
 	}
 }
 
-var benchParallelism = func() int { n, _ := strconv.Atoi(os.Getenv("PAR")); return max(n, 1) }()
+// benchParallelism is callers per core of BenchmarkOverhead: 32 (64 callers
+// on 2 cores, as the bench's closed loop); 1 for memory profiles that read
+// one request at a time.
+var benchParallelism = flag.Int("overhead.parallelism", 32, "BenchmarkOverhead: callers per GOMAXPROCS")
