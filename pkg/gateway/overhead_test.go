@@ -60,8 +60,11 @@ func BenchmarkOverhead(b *testing.B) {
 	}
 }
 
-func bearer(h http.Header, key string)       { h.Set("Authorization", "Bearer "+key) }
-func anthropicKey(h http.Header, key string) { h.Set("X-Api-Key", key); h.Set("Anthropic-Version", "2023-06-01") }
+func bearer(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
+func anthropicKey(h http.Header, key string) {
+	h.Set("X-Api-Key", key)
+	h.Set("Anthropic-Version", "2023-06-01")
+}
 
 // benchCalls sends b.N requests, 64 at a time (as the bench's closed loop),
 // each read to its end, and reports the process's CPU time per request. An
