@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
@@ -141,6 +142,9 @@ func (d doc) Raw() []byte { return d.body }
 // encoded). Everything else is the client's bytes, unchanged; when the model
 // is already model, the body itself is returned without a copy.
 func (d doc) Body(model string) []byte {
+	if d.modelStart >= 0 && plainLiteral(d.body[d.modelStart:d.modelEnd], model) {
+		return d.body // the usual case: the model goes on under its own name
+	}
 	lit := quote(model)
 	if d.modelStart >= 0 {
 		if bytes.Equal(d.body[d.modelStart:d.modelEnd], lit) {
@@ -162,6 +166,20 @@ func (d doc) Body(model string) []byte {
 		out = append(out, ',')
 	}
 	return append(out, rest...)
+}
+
+// plainLiteral reports whether lit is the JSON string s written without
+// escapes, as quote would write it.
+func plainLiteral(lit []byte, s string) bool {
+	if len(lit) != len(s)+2 || lit[0] != '"' || lit[len(lit)-1] != '"' || string(lit[1:len(lit)-1]) != s {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= utf8.RuneSelf {
+			return false // quote escapes it, or may
+		}
+	}
+	return true
 }
 
 func quote(s string) []byte {

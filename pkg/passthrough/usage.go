@@ -217,8 +217,9 @@ const (
 
 // mediaType is the lower-cased media type of a Content-Type value.
 func mediaType(ct string) string {
-	if ct == "" {
-		return ""
+	switch ct {
+	case "", contentJSON, contentSSE: // the usual answers: nothing to parse
+		return ct
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
