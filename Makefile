@@ -6,16 +6,19 @@ export CGO_ENABLED ?= 0
 
 # Capability packages reach storage only through pkg/store interfaces: they may not
 # depend on aws-lambda-go or the SDK clients of the storage services (ARCHITECTURE §2).
-# Provider packages may use the SDK signer and credential chain to call Bedrock.
-CAPABILITY_PKGS = $(shell $(GO) list ./pkg/... | grep -v -e /pkg/store/aws -e /pkg/lambdaedge -e /pkg/gateway)
+# Provider packages may use the SDK signer and credential chain to call Bedrock. Test
+# harnesses that run the whole gateway (gatewaytest, chattest) are not capabilities.
+CAPABILITY_PKGS = $(shell $(GO) list ./pkg/... | grep -v -e /pkg/store/aws -e /pkg/lambdaedge -e /pkg/gateway -e /pkg/chat/chattest)
 
 .PHONY: help
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# make run's config: SLUICE_CONFIG, else ./sluice.yaml, else the example config, whose mock
+# model answers chat completions on a fresh clone with no provider key.
 .PHONY: run
-run: ## Run the gateway locally on embedded storage (127.0.0.1:4000, data in ./.sluice)
-	$(GO) run ./functions/local
+run: ## Run the gateway locally on embedded storage (127.0.0.1:4000, data in ./.sluice; config: SLUICE_CONFIG, ./sluice.yaml or sluice.example.yaml)
+	SLUICE_CONFIG="$${SLUICE_CONFIG:-$$(test -f sluice.yaml && echo sluice.yaml || echo sluice.example.yaml)}" $(GO) run ./functions/local
 
 .PHONY: test
 test: vet check-deps lint-template test-aws ## Everything: vet, dependency check, cfn-lint, every test (-race) on both backends, moto_server started and stopped

@@ -74,6 +74,10 @@ func (w *world) config(t *testing.T) string {
     litellm_params: {model: openai/text-embedding-3-small, api_key: os.environ/OPENAI_API_KEY, api_base: %[1]s/v1}
   - model_name: omni-moderation-latest
     litellm_params: {model: openai/omni-moderation-latest, api_key: os.environ/OPENAI_API_KEY, api_base: %[1]s/v1}
+  - model_name: gpt-4o-mini
+    litellm_params: {model: openai/gpt-4o-mini, api_key: os.environ/OPENAI_API_KEY, api_base: %[1]s/v1}
+  - model_name: gpt-3.5-turbo-instruct
+    litellm_params: {model: openai/gpt-3.5-turbo-instruct, api_key: os.environ/OPENAI_API_KEY, api_base: %[1]s/v1}
 passthrough:
   anthropic: {api_base: %[1]s, api_key: os.environ/ANTHROPIC_API_KEY}
   gemini: {api_base: %[1]s, api_key: os.environ/GEMINI_API_KEY}
@@ -146,6 +150,12 @@ func (w *world) serve(rw http.ResponseWriter, r *http.Request) {
 		writeJSON(rw, map[string]any{"id": "modr-0c5b2d3e", "model": "omni-moderation-latest",
 			"results": []any{map[string]any{"flagged": false, "categories": map[string]bool{"violence": false, "harassment": false},
 				"category_scores": map[string]float64{"violence": 0.0004, "harassment": 0.0001}}}})
+	case r.Method == "POST" && (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/responses"):
+		if r.Header.Get("Authorization") != "Bearer "+openAIKey {
+			refuse(rw, "%s: auth %q", path, r.Header.Get("Authorization"))
+			return
+		}
+		w.openAIText(rw, path, in)
 	case r.Method == "POST" && path == "/v1/messages":
 		if r.Header.Get("X-Api-Key") != anthropicKey || r.Header.Get("Anthropic-Version") == "" {
 			refuse(rw, "anthropic: x-api-key %q version %q", r.Header.Get("X-Api-Key"), r.Header.Get("Anthropic-Version"))
@@ -204,6 +214,45 @@ func (w *world) anthropicStream(rw http.ResponseWriter) {
 	send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 	send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn"}, "usage": map[string]int{"output_tokens": 12}})
 	send("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// openAIText answers OpenAI's chat completions (streamed or not),
+// completions and responses, in OpenAI's wire format.
+func (w *world) openAIText(rw http.ResponseWriter, path string, in map[string]any) {
+	usage := map[string]any{"prompt_tokens": 13, "completion_tokens": 9, "total_tokens": 22}
+	switch {
+	case path == "/v1/completions":
+		writeJSON(rw, map[string]any{"id": "cmpl-9Xq2", "object": "text_completion", "created": 1732270000, "model": "gpt-3.5-turbo-instruct",
+			"choices": []any{map[string]any{"index": 0, "text": "This is a test.", "finish_reason": "stop", "logprobs": nil}}, "usage": usage})
+	case path == "/v1/responses":
+		writeJSON(rw, map[string]any{"id": "resp_67ccd2bed1ec8190", "object": "response", "created_at": 1732270000, "status": "completed", "model": "gpt-4o-mini",
+			"output": []any{map[string]any{"type": "message", "id": "msg_67ccd2bf17f0", "status": "completed", "role": "assistant",
+				"content": []any{map[string]any{"type": "output_text", "text": "Rivers run to the sea, / stones worn round by patient time, / the water moves on.", "annotations": []any{}}}}},
+			"usage": map[string]any{"input_tokens": 14, "output_tokens": 20, "total_tokens": 34}})
+	case in["stream"] == true:
+		opts, _ := in["stream_options"].(map[string]any)
+		if opts["include_usage"] != true {
+			refuse(rw, "chat stream: stream_options.include_usage is not true: the gateway always asks for usage")
+			return
+		}
+		rw.Header().Set("Content-Type", "text/event-stream")
+		head := `{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1732270000,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_44709d6fcb","choices":[`
+		for _, c := range []string{
+			`{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]`,
+			`{"index":0,"delta":{"content":"Sunlight scatters off air molecules, "},"logprobs":null,"finish_reason":null}]`,
+			`{"index":0,"delta":{"content":"and blue light scatters the most."},"logprobs":null,"finish_reason":null}]`,
+			`{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]`,
+			`],"usage":{"prompt_tokens":13,"completion_tokens":9,"total_tokens":22}`,
+		} {
+			fmt.Fprintf(rw, "data: %s%s}\n\n", head, c)
+			rw.(http.Flusher).Flush()
+		}
+		io.WriteString(rw, "data: [DONE]\n\n")
+	default:
+		writeJSON(rw, map[string]any{"id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG", "object": "chat.completion", "created": 1732270000, "model": "gpt-4o-mini-2024-07-18",
+			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": "The Danube.", "refusal": nil}, "finish_reason": "stop", "logprobs": nil}},
+			"usage":   usage})
+	}
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

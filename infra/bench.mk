@@ -8,7 +8,7 @@ BENCH_OUT ?= .bench
 BENCH_FLAGS ?=
 BENCH_UPSTREAM_ADDR ?= 127.0.0.1:8090
 BENCH_UPSTREAM_FLAGS ?=
-BENCH_SCENARIOS := noop embeddings titan-fanout chat chat-stream passthrough passthrough-stream upload batch callback
+BENCH_SCENARIOS := noop embeddings titan-fanout chat chat-c1 chat-c64 chat-stream chat-anthropic chat-anthropic-stream passthrough passthrough-stream upload batch callback
 BENCH_LOAD = $(BENCH_OUT)/bin/load -out $(BENCH_OUT)
 
 .PHONY: bench bench-tools run-upstream bench-embeddings-titan $(addprefix bench-,$(BENCH_SCENARIOS))
@@ -24,7 +24,11 @@ bench-noop: ## Benchmark the authenticated no-op (GET /v1/models with a team key
 bench-embeddings: ## Benchmark POST /v1/embeddings (1536-dim answers)
 bench-titan-fanout: ## Benchmark 16 Titan inputs vs one call, upstream at 100 ms per call (≤ 2× one call)
 bench-chat: ## Benchmark POST /v1/chat/completions, non-streaming
+bench-chat-c1: ## Benchmark chat latency at concurrency 1 (closed loop)
+bench-chat-c64: ## Benchmark chat latency at concurrency 64 (closed loop)
 bench-chat-stream: ## Benchmark POST /v1/chat/completions, streaming (TTFB)
+bench-chat-anthropic: ## Benchmark POST /v1/chat/completions translated to Anthropic Messages (CPU ≤ 2× the proxy's)
+bench-chat-anthropic-stream: ## Benchmark a chat stream translated from Anthropic's events (TTFB, CPU per event)
 bench-passthrough: ## Benchmark the Anthropic passthrough, POST /anthropic/v1/messages
 bench-passthrough-stream: ## Benchmark the Anthropic passthrough, streaming (TTFB)
 bench-upload: ## Benchmark a 200 MB upload and download vs a direct disk write

@@ -170,7 +170,8 @@ func UpstreamTimeout(err error, format string, args ...any) *Error {
 }
 
 // AsError classifies any error as an *Error. Errors that are not already one
-// become 503 (a store that did not answer), 413 (a body over its limit) or 500.
+// become 499 (a cancelled call: the client left), 503 (a store that did not
+// answer), 413 (a body over its limit) or 500.
 func AsError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
@@ -178,6 +179,8 @@ func AsError(err error) *Error {
 	}
 	var tooLarge *http.MaxBytesError
 	switch {
+	case errors.Is(err, context.Canceled):
+		return ClientClosed(err)
 	case errors.As(err, &tooLarge):
 		return TooLarge("Request body is larger than the limit of %d bytes.", tooLarge.Limit)
 	case errors.Is(err, store.ErrUnavailable):
@@ -189,14 +192,20 @@ func AsError(err error) *Error {
 }
 
 // WriteError renders err as the OpenAI error body with its status. It is the
-// one place errors become responses. Server faults are logged with their cause.
+// one place errors become responses. Server faults are logged with their
+// cause; a client that has gone (ClientGone) is logged at info as a 499 and
+// sent nothing.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
-	e := AsError(err)
 	ctx := r.Context()
-	if e.Status >= 500 {
+	e := AsError(ClientGone(ctx, err))
+	switch {
+	case e.Status == StatusClientClosed:
+		logClientClosed(r, err)
+		return // nobody reads the answer
+	case e.Status >= 500:
 		slog.ErrorContext(ctx, "request failed", "status", e.Status, "code", e.Code,
 			"method", r.Method, "path", r.URL.Path, "error", err)
-	} else if e.Status != http.StatusNotFound && e.Status != http.StatusUnauthorized {
+	case e.Status != http.StatusNotFound && e.Status != http.StatusUnauthorized:
 		slog.InfoContext(ctx, "request refused", "status", e.Status, "code", e.Code,
 			"method", r.Method, "path", r.URL.Path, "reason", e.Message)
 	}
@@ -204,19 +213,21 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	}
-	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		// The client has gone; nobody reads the answer.
-		return
-	}
 	WriteJSON(w, e.Status, e.Body())
 }
 
 // LogLateError logs an error that happened after the response began, when
-// it can no longer be rendered.
+// it can no longer be rendered: a client that has gone at info, as a 499.
 func LogLateError(r *http.Request, err error) {
-	if errors.Is(err, context.Canceled) {
+	if AsError(ClientGone(r.Context(), err)).Status == StatusClientClosed {
+		logClientClosed(r, err)
 		return
 	}
 	slog.WarnContext(r.Context(), "request failed after the response began",
+		"method", r.Method, "path", r.URL.Path, "error", err)
+}
+
+func logClientClosed(r *http.Request, err error) {
+	slog.InfoContext(r.Context(), "client closed request", "status", StatusClientClosed,
 		"method", r.Method, "path", r.URL.Path, "error", err)
 }

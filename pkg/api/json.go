@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,13 +34,44 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 // DecodeJSON decodes the request body, at most limit bytes, into v. Every
 // failure is an *Error naming the problem: an empty body, malformed JSON (with
 // the byte offset), a field of the wrong type (naming the field), trailing
-// data, or a body over the limit (413).
+// data, a body over the limit (413), or the body's own failure (408: too
+// slow; 499: the client left). The decoder holds the JSON value while it
+// reads it: what it reads is charged to the body's BodyBudget.
 func DecodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
 	if limit <= 0 {
 		limit = DefaultJSONLimit
 	}
-	body := http.MaxBytesReader(w, r.Body, limit)
+	budget, _ := r.Body.(BodyBudget)
+	body := http.MaxBytesReader(w, &watchedBody{ReadCloser: r.Body, ctx: r.Context(), budget: budget}, limit)
 	return decodeJSON(body, v)
+}
+
+// WatchBody returns r's body with its read errors passed through
+// ClientGone, for a handler that parses the body as it arrives (a multipart
+// form): a client that left is then a 499, not a malformed body.
+func WatchBody(r *http.Request) io.ReadCloser {
+	return &watchedBody{ReadCloser: r.Body, ctx: r.Context()}
+}
+
+// watchedBody is a request body whose read errors say whether the client
+// left, and which charges what it reads to budget when the reader holds it.
+type watchedBody struct {
+	io.ReadCloser
+	ctx    context.Context
+	budget BodyBudget
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		err = ClientGone(b.ctx, err)
+	}
+	if n > 0 && b.budget != nil {
+		if cerr := b.budget.Charge(int64(n)); cerr != nil {
+			return n, cerr
+		}
+	}
+	return n, err
 }
 
 func decodeJSON(body io.Reader, v any) error {
@@ -64,7 +96,12 @@ func jsonError(err error) error {
 		tooLarge  *http.MaxBytesError
 		invalidUn *json.InvalidUnmarshalError
 	)
+	var ae *Error
 	switch {
+	case errors.As(err, &ae):
+		// The body's own failure (408, 499), or a custom UnmarshalJSON
+		// that named its problem.
+		return ae
 	case errors.Is(err, io.EOF):
 		return InvalidJSON("Request body is empty; expected a JSON object.")
 	case errors.As(err, &tooLarge):
@@ -83,10 +120,6 @@ func jsonError(err error) error {
 		return e
 	case errors.As(err, &invalidUn):
 		return Internal(err)
-	}
-	var ae *Error
-	if errors.As(err, &ae) {
-		return ae // a custom UnmarshalJSON may already name its problem
 	}
 	return InvalidJSON("Request body is not valid JSON: %s.", strings.TrimPrefix(err.Error(), "json: "))
 }

@@ -20,7 +20,8 @@ func TestSettingsFromEnvDefaults(t *testing.T) {
 	if s.Addr != DefaultAddr || s.DataDir != DefaultDataDir || s.Backend != BackendLocal ||
 		s.KeyCacheTTL != DefaultKeyCacheTTL || s.JSONBodyLimit != DefaultJSONBodyLimit ||
 		s.MaxFileSize != DefaultMaxFileSize || len(s.BatchCompletionWindows) != 1 || s.LogFormat != "auto" ||
-		s.BodyIdleTimeout != DefaultBodyIdleTimeout || s.BodyMinRate != DefaultBodyMinRate || s.MaxConnections != DefaultMaxConnections {
+		s.BodyIdleTimeout != DefaultBodyIdleTimeout || s.BodyMinRate != DefaultBodyMinRate || s.MaxConnections != DefaultMaxConnections ||
+		s.MaxBufferedBodies != DefaultMaxBufferedBodies {
 		t.Errorf("defaults = %+v", s)
 	}
 }
@@ -31,13 +32,15 @@ func TestSettingsFromEnv(t *testing.T) {
 		"SLUICE_MAX_JSON_BODY_BYTES": "1MiB", "SLUICE_BATCH_COMPLETION_WINDOWS": "24h, 48h",
 		"SLUICE_PPROF": "true", "SLUICE_LOG_FORMAT": "json",
 		"SLUICE_BODY_IDLE_TIMEOUT": "90s", "SLUICE_BODY_MIN_RATE": "0", "SLUICE_MAX_CONNECTIONS": "64",
+		"SLUICE_MAX_BUFFERED_BODY_BYTES": "64MiB",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Addr != "127.0.0.1:9" || s.Backend != BackendAWS || s.KeyCacheTTL != 2*time.Second ||
 		s.JSONBodyLimit != 1<<20 || strings.Join(s.BatchCompletionWindows, "|") != "24h|48h" || s.Pprof != DefaultPprofAddr || s.LogFormat != "json" ||
-		s.BodyIdleTimeout != 90*time.Second || s.BodyMinRate != 0 || s.MaxConnections != 64 {
+		s.BodyIdleTimeout != 90*time.Second || s.BodyMinRate != 0 || s.MaxConnections != 64 ||
+		s.MaxBufferedBodies != 64<<20 {
 		t.Errorf("settings = %+v", s)
 	}
 }

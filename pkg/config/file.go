@@ -40,28 +40,39 @@ type Deployment struct {
 // Params are a deployment's litellm_params. Fields sluice does not know are
 // kept in Extra and passed to providers that understand them.
 type Params struct {
-	Model              string         `yaml:"model"` // provider/name
-	APIKey             string         `yaml:"api_key"`
-	APIBase            string         `yaml:"api_base"`
-	APIVersion         string         `yaml:"api_version"`
-	RPM                int64          `yaml:"rpm"`
-	TPM                int64          `yaml:"tpm"`
-	Timeout            float64        `yaml:"timeout"` // seconds
-	MaxRetries         *int           `yaml:"max_retries"`
-	Weight             float64        `yaml:"weight"`
-	AWSRegionName      string         `yaml:"aws_region_name"`
-	AWSAccessKeyID     string         `yaml:"aws_access_key_id"`
-	AWSSecretAccessKey string         `yaml:"aws_secret_access_key"`
-	AWSSessionToken    string         `yaml:"aws_session_token"`
-	VertexProject      string         `yaml:"vertex_project"`
-	VertexLocation     string         `yaml:"vertex_location"`
-	VertexCredentials  string         `yaml:"vertex_credentials"`
-	UseInPassThrough   bool           `yaml:"use_in_pass_through"`
-	CustomLLMProvider  string         `yaml:"custom_llm_provider"`
-	InputCostPerToken  float64        `yaml:"input_cost_per_token"`
-	OutputCostPerToken float64        `yaml:"output_cost_per_token"`
-	Extra              map[string]any `yaml:",inline"`
+	Model              string  `yaml:"model"` // provider/name
+	APIKey             string  `yaml:"api_key"`
+	APIBase            string  `yaml:"api_base"`
+	APIVersion         string  `yaml:"api_version"`
+	RPM                int64   `yaml:"rpm"`
+	TPM                int64   `yaml:"tpm"`
+	Timeout            float64 `yaml:"timeout"` // seconds
+	MaxRetries         *int    `yaml:"max_retries"`
+	Weight             float64 `yaml:"weight"`
+	AWSRegionName      string  `yaml:"aws_region_name"`
+	AWSAccessKeyID     string  `yaml:"aws_access_key_id"`
+	AWSSecretAccessKey string  `yaml:"aws_secret_access_key"`
+	AWSSessionToken    string  `yaml:"aws_session_token"`
+	VertexProject      string  `yaml:"vertex_project"`
+	VertexLocation     string  `yaml:"vertex_location"`
+	VertexCredentials  string  `yaml:"vertex_credentials"`
+	UseInPassThrough   bool    `yaml:"use_in_pass_through"`
+	CustomLLMProvider  string  `yaml:"custom_llm_provider"`
+	InputCostPerToken  float64 `yaml:"input_cost_per_token"`
+	OutputCostPerToken float64 `yaml:"output_cost_per_token"`
+	// MockResponse is LiteLLM's mock_response: chat calls to the
+	// deployment are answered with this text, never sent to its provider.
+	MockResponse *string `yaml:"mock_response"`
+	// DropParams is LiteLLM's drop_params: request parameters the provider
+	// cannot honour are dropped instead of refused. Unset here, it is
+	// litellm_settings.drop_params (Parse fills it in).
+	DropParams *bool          `yaml:"drop_params"`
+	Extra      map[string]any `yaml:",inline"`
 }
+
+// Drops reports whether the deployment drops parameters its provider
+// cannot honour (drop_params, its own or litellm_settings').
+func (p Params) Drops() bool { return p.DropParams != nil && *p.DropParams }
 
 // Provider is the provider part of Model ("openai" in "openai/gpt-4o"), or
 // CustomLLMProvider when set.
@@ -221,7 +232,22 @@ func Parse(data []byte, getenv func(string) string) (*Config, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg.applyDefaults()
 	return cfg, nil
+}
+
+// applyDefaults fills in the deployment settings LiteLLM takes from
+// litellm_settings when a deployment leaves them unset: drop_params.
+func (c *Config) applyDefaults() {
+	drop, ok := c.LiteLLMSettings["drop_params"].(bool)
+	if !ok {
+		return
+	}
+	for i := range c.ModelList {
+		if c.ModelList[i].Params.DropParams == nil {
+			c.ModelList[i].Params.DropParams = &drop
+		}
+	}
 }
 
 const (

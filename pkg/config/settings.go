@@ -30,7 +30,11 @@ const (
 	DefaultBodyIdleTimeout     = 60 * time.Second
 	DefaultBodyMinRate         = 1 << 10
 	DefaultMaxConnections      = 1024
-	DefaultPprofAddr           = "127.0.0.1:6060"
+	// DefaultMaxBufferedBodies bounds the request bodies the local process
+	// holds whole in memory at once: eight of the largest (a 32 MiB Bedrock
+	// body), thousands of the usual few KB.
+	DefaultMaxBufferedBodies = 256 << 20
+	DefaultPprofAddr         = "127.0.0.1:6060"
 )
 
 // Backends sluice can run on.
@@ -60,6 +64,7 @@ type Settings struct {
 	BodyIdleTimeout        time.Duration // SLUICE_BODY_IDLE_TIMEOUT
 	BodyMinRate            int64         // SLUICE_BODY_MIN_RATE: bytes per second; 0 turns the check off
 	MaxConnections         int           // SLUICE_MAX_CONNECTIONS
+	MaxBufferedBodies      int64         // SLUICE_MAX_BUFFERED_BODY_BYTES
 }
 
 // SettingsFromEnv reads the settings through getenv (os.Getenv in main). Every
@@ -86,6 +91,7 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 		BodyIdleTimeout:        p.positiveDuration("SLUICE_BODY_IDLE_TIMEOUT", DefaultBodyIdleTimeout),
 		BodyMinRate:            p.rate("SLUICE_BODY_MIN_RATE", DefaultBodyMinRate),
 		MaxConnections:         p.count("SLUICE_MAX_CONNECTIONS", DefaultMaxConnections),
+		MaxBufferedBodies:      p.bytes("SLUICE_MAX_BUFFERED_BODY_BYTES", DefaultMaxBufferedBodies),
 	}
 	if s.Backend == BackendAWS {
 		s.MaxFileSize = p.bytes("SLUICE_MAX_FILE_BYTES", DefaultCloudMaxFileSize)

@@ -158,13 +158,15 @@ func Grants(c server.Capability) []Grant {
 	case server.BedrockInvoke:
 		// Converse and ConverseStream are authorized as InvokeModel and
 		// InvokeModelWithResponseStream. A cross-region inference profile
-		// needs the model in every region it routes to.
+		// needs the model in every region it routes to; a deployment's
+		// model_id may also name provisioned throughput.
 		return []Grant{{
 			Actions: []string{"bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"},
 			Resources: []string{
 				"arn:${AWS::Partition}:bedrock:*::foundation-model/*",
 				"arn:${AWS::Partition}:bedrock:${AWS::Region}:${AWS::AccountId}:inference-profile/*",
 				"arn:${AWS::Partition}:bedrock:${AWS::Region}:${AWS::AccountId}:application-inference-profile/*",
+				"arn:${AWS::Partition}:bedrock:${AWS::Region}:${AWS::AccountId}:provisioned-model/*",
 			},
 			When: BedrockEnabled,
 		}}

@@ -37,6 +37,9 @@ const (
 // model calls that stream for as long as a provider answers, where the
 // operator chooses how long a call may run (and be billed).
 var TimeoutParameters = map[string]string{
+	"chat-completions":      "ChatTimeout",
+	"completions":           "ChatTimeout",
+	"responses":             "ChatTimeout",
 	"passthrough-anthropic": "PassthroughTimeout",
 	"passthrough-bedrock":   "PassthroughTimeout",
 	"passthrough-gemini":    "PassthroughTimeout",

@@ -144,10 +144,11 @@ func TestFunctionsOfRefusesBadDeclarations(t *testing.T) {
 // and the master key.
 func TestLeastPrivilege(t *testing.T) {
 	callsModels := map[string]bool{
-		"embeddings": true, "moderations": true,
+		"embeddings": true, "moderations": true, "chat-completions": true, "completions": true, "responses": true,
 		"passthrough-vertex-ai": true, "passthrough-bedrock": true, "passthrough-anthropic": true, "passthrough-gemini": true,
 	}
-	bedrock := map[string]bool{"embeddings": true, "moderations": true, "passthrough-bedrock": true}
+	// /v1/completions and /v1/responses go to OpenAI-family providers only.
+	bedrock := map[string]bool{"embeddings": true, "moderations": true, "chat-completions": true, "passthrough-bedrock": true}
 	for _, f := range functions(t) {
 		if got := f.Has(server.ProviderSecrets); got != callsModels[f.Name] {
 			t.Errorf("%s: provider secrets %v, want %v", f.Name, got, callsModels[f.Name])

@@ -133,8 +133,8 @@ func TestCheckCatchesDrift(t *testing.T) {
 		{"a route removed", func(d deploy.Template) { delete(events(d, "FilesUploadFunction"), "PostV1Files") },
 			nil, []string{"function files-upload: no event routes POST /v1/files"}},
 		{"a route no code serves", func(d deploy.Template) {
-			events(d, "FilesListFunction")["Chat"] = apiEvent("post", "/v1/chat/completions")
-		}, nil, []string{"function files-list: event Chat: routes POST /v1/chat/completions, which is no route of pkg/server"}},
+			events(d, "FilesListFunction")["Images"] = apiEvent("post", "/v1/images/generations")
+		}, nil, []string{"function files-list: event Images: routes POST /v1/images/generations, which is no route of pkg/server"}},
 		{"a route on the wrong function", func(d deploy.Template) {
 			events(d, "HealthFunction")["Models"] = apiEvent("get", "/v1/models")
 		}, nil, []string{"routes GET /v1/models, which pkg/server serves with function models"}},
@@ -263,8 +263,8 @@ func TestCheckCatchesDrift(t *testing.T) {
 		{"a function removed", func(d deploy.Template) { delete(resources(d), "FilesSweepFunction") },
 			nil, []string{"function files-sweep: no AWS::Serverless::Function FilesSweepFunction"}},
 		{"a function nothing declares", func(d deploy.Template) {
-			resources(d)["ChatCompletionsFunction"] = map[string]any{"Type": "AWS::Serverless::Function", "Properties": map[string]any{}}
-		}, nil, []string{"function resource ChatCompletionsFunction is no function of pkg/deploy"}},
+			resources(d)["ImagesFunction"] = map[string]any{"Type": "AWS::Serverless::Function", "Properties": map[string]any{}}
+		}, nil, []string{"function resource ImagesFunction is no function of pkg/deploy"}},
 		{"the sweep's schedule changed", func(d deploy.Template) { event(d, "FilesSweepFunction", "Hourly")["Schedule"] = "rate(1 day)" },
 			nil, []string{`function files-sweep: event Hourly: Schedule "rate(1 day)", want "rate(1 hour)"`}},
 		{"the sweep unscheduled", func(d deploy.Template) { delete(events(d, "FilesSweepFunction"), "Hourly") },

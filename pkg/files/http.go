@@ -50,7 +50,7 @@ var uploadFields = []string{fieldPurpose, fieldAnchor, fieldSeconds, fieldProvid
 func (h Handlers) Upload(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	p := auth.FromContext(ctx)
-	r.Body = bufferedBody(http.MaxBytesReader(w, r.Body, h.Service.opts.MaxFileSize+formOverhead))
+	r.Body = bufferedBody(http.MaxBytesReader(w, api.WatchBody(r), h.Service.opts.MaxFileSize+formOverhead))
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return api.InvalidValue("", "POST /v1/files takes a multipart/form-data body with the fields 'purpose' and 'file' (%v).", err)
@@ -296,7 +296,7 @@ func (h Handlers) CreateUpload(w http.ResponseWriter, r *http.Request) error {
 // "data" streams into its own blob object.
 func (h Handlers) AddPart(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	r.Body = bufferedBody(http.MaxBytesReader(w, r.Body, MaxPartBytes+formOverhead))
+	r.Body = bufferedBody(http.MaxBytesReader(w, api.WatchBody(r), MaxPartBytes+formOverhead))
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return api.InvalidValue(fieldData, "POST /v1/uploads/{upload_id}/parts takes a multipart/form-data body with the field 'data' (%v).", err)
@@ -438,7 +438,9 @@ func digits(s string) (int64, bool) {
 
 // bufferedBody reads body in large chunks. The multipart reader asks for a
 // few KB at a time; without this each of those is a read from the socket,
-// and those system calls are most of an upload's CPU.
+// and those system calls are most of an upload's CPU. The body it is given
+// is api.WatchBody's, so that a client that hangs up mid-form is a 499, not
+// a form that "ends early".
 func bufferedBody(body io.ReadCloser) io.ReadCloser {
 	return struct {
 		io.Reader

@@ -26,14 +26,19 @@ import (
 // answer's headers, and again after the handler, waiting as long as the
 // client cares to send nothing.
 //
-// Lambda needs neither: API Gateway delivers whole bodies.
-func guardBodies(next http.Handler, idle time.Duration, minRate int64) http.Handler {
+// And a body held whole in memory draws on budget (api.BodyBudget), given
+// back when its request ends.
+//
+// Lambda needs none of this: API Gateway delivers whole bodies, and a
+// function serves one request at a time.
+func guardBodies(next http.Handler, idle time.Duration, minRate int64, budget *bodyBudget) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
 			return
 		}
-		b := &progressBody{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: idle, minRate: minRate}
+		b := &progressBody{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: idle, minRate: minRate, bodies: budget}
+		defer b.refundAll()
 		r.Body = b
 		next.ServeHTTP(&refusingWriter{ResponseWriter: w, body: b}, r)
 	})
@@ -54,6 +59,9 @@ type progressBody struct {
 
 	mu        sync.Mutex // orders deadlines set by Read and by abandon
 	abandoned bool
+
+	bodies  *bodyBudget  // nil: none
+	charged atomic.Int64 // what this body holds of bodies
 }
 
 func (b *progressBody) Read(p []byte) (int, error) {

@@ -78,7 +78,7 @@ func errorOf(t *testing.T, body []byte) api.Detail {
 }
 
 func guarded(t *testing.T, h http.Handler, idle time.Duration, minRate int64) string {
-	srv := httptest.NewServer(guardBodies(h, idle, minRate))
+	srv := httptest.NewServer(guardBodies(h, idle, minRate, nil))
 	t.Cleanup(srv.Close)
 	return srv.Listener.Addr().String()
 }

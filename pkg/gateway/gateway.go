@@ -34,6 +34,10 @@ type Gateway struct {
 	// GeneratedMasterKey is set only when this start generated the master
 	// key: it is shown once, then never again.
 	GeneratedMasterKey string
+
+	// bodies is the local server's budget of request bodies held whole
+	// (Serve); a Lambda function has no use for it.
+	bodies *bodyBudget
 }
 
 // Open assembles a gateway from the environment read through getenv.
@@ -57,6 +61,11 @@ func OpenWith(ctx context.Context, settings config.Settings, getenv func(string)
 		return nil, err
 	}
 	g := &Gateway{Settings: settings, Config: cfg, Backend: cloud.backend}
+	budget := settings.MaxBufferedBodies
+	if budget <= 0 {
+		budget = config.DefaultMaxBufferedBodies
+	}
+	g.bodies = newBodyBudget(budget)
 	masterKey, resolveMasterKey, err := g.masterKey(cloud.secrets)
 	if err != nil {
 		cloud.backend.Close()

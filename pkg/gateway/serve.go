@@ -30,7 +30,7 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 	if maxConns <= 0 {
 		maxConns = config.DefaultMaxConnections
 	}
-	h = guardBodies(h, idle, g.Settings.BodyMinRate)
+	h = guardBodies(h, idle, g.Settings.BodyMinRate, g.bodies)
 	ln, err := net.Listen("tcp", g.Settings.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", g.Settings.Addr, err)

@@ -22,6 +22,9 @@ const (
 	Part         = "part_"
 	Request      = "req_"
 	Team         = "team-"
+	// ChatCompletion names a chat answer sluice builds itself (a translated
+	// provider's, a mock's), as OpenAI names its own.
+	ChatCompletion = "chatcmpl-"
 )
 
 // New returns prefix followed by Length random alphanumeric characters.

@@ -10,10 +10,12 @@ import (
 
 // Call types, as LiteLLM names them.
 const (
-	CallEmbedding   = "aembedding"
-	CallModeration  = "amoderation"
-	CallCompletion  = "acompletion"
-	CallPassthrough = "pass_through_endpoint"
+	CallEmbedding      = "aembedding"
+	CallModeration     = "amoderation"
+	CallCompletion     = "acompletion"
+	CallTextCompletion = "atext_completion"
+	CallResponses      = "aresponses"
+	CallPassthrough    = "pass_through_endpoint"
 )
 
 // Outcomes.
@@ -53,6 +55,10 @@ type Event struct {
 
 	// Passthrough carries the raw HTTP exchange of a passthrough call.
 	Passthrough *Passthrough `json:"passthrough,omitempty"`
+	// FinishReason is why the answer ended (its first choice's
+	// finish_reason: stop, length, tool_calls, content_filter; a response's
+	// status), when the answer says.
+	FinishReason string `json:"finish_reason,omitempty"`
 	// UsageEstimated is true when the provider reported no usage and sluice
 	// estimated the token counts.
 	UsageEstimated bool `json:"usage_estimated,omitempty"`

@@ -159,8 +159,11 @@ func (c *Call) Routed(rep *models.Reply) {
 
 // Fail ends the call as failed with err, before any answer: its log event
 // records err as the caller sees it and is emitted (awaited: a Lambda
-// freezes once it answers). It returns err, for the operation to return.
+// freezes once it answers). It returns err, for the operation to return —
+// a 499 instead when the caller has gone (api.ClientGone): a provider call
+// its leaving cut short is not the provider's failure.
 func (c *Call) Fail(err error) error {
+	err = api.ClientGone(c.ctx, err)
 	ev := c.Event
 	ev.Fail(err)
 	ev.SetTimes(c.start, time.Time{}, time.Now())
@@ -343,19 +346,14 @@ func (r *Result) end(copyErr error) {
 	c.calls.events.Emit(ctx, ev)
 }
 
-// statusNotDelivered is the status a log event records for an answer the
-// caller did not take (nginx's "client closed request"; never sent).
-const statusNotDelivered = 499
-
 var errNotDelivered = errors.New("modelcall: the caller did not take the answer")
 
-// notDelivered is the error of an answer its caller did not take whole.
+// notDelivered is the error of an answer its caller did not take whole: a
+// 499 (api.ClientClosed), never sent.
 func notDelivered(err error) error {
-	return &api.Error{
-		Status: statusNotDelivered, Type: api.TypeInvalidRequest, Code: "client_closed",
-		Message: "The caller went away before the whole answer was delivered.",
-		Err:     errors.Join(errNotDelivered, err),
-	}
+	e := api.ClientClosed(errors.Join(errNotDelivered, err))
+	e.Message = "The caller went away before the whole answer was delivered."
+	return e
 }
 
 // flusherOf returns how to flush w after each read of a streamed answer,

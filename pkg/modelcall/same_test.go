@@ -62,6 +62,8 @@ func fakeOpenAI(t *testing.T) *httptest.Server {
 			io.WriteString(w, `{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"invalid_request_error","param":"input","code":null}}`)
 		case strings.HasSuffix(r.URL.Path, "/embeddings"):
 			io.WriteString(w, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,-0.2]},{"object":"embedding","index":1,"embedding":[0.3,0.4]}],"model":"text-embedding-3-small","usage":{"prompt_tokens":4,"total_tokens":4}}`)
+		case strings.HasSuffix(r.URL.Path, "/chat/completions"):
+			io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1741569952,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Hi.","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}`)
 		case strings.HasSuffix(r.URL.Path, "/moderations"):
 			io.WriteString(w, `{"id":"modr-1","model":"omni-moderation-latest","results":[{"flagged":true,"categories":{"violence":true},"category_scores":{"violence":0.9},"category_applied_input_types":{"violence":["text"]}}]}`)
 		default:
@@ -75,7 +77,8 @@ func fakeOpenAI(t *testing.T) *httptest.Server {
 // TestHTTPAndDirectCallsAreTheSame: a request gives the same answer bytes,
 // the same log event (but for its id and times) and the same limiter
 // charges through the HTTP route as through modelcall.Run, the batch
-// worker's path — for embeddings and moderations, successes and failures.
+// worker's path — for embeddings, moderations and chat, successes and
+// failures.
 func TestHTTPAndDirectCallsAreTheSame(t *testing.T) {
 	up := fakeOpenAI(t)
 	cfg := fmt.Sprintf(`model_list:
@@ -85,6 +88,8 @@ func TestHTTPAndDirectCallsAreTheSame(t *testing.T) {
     litellm_params: {model: openai/bad-model, api_base: %[1]s/v1, api_key: k}
   - model_name: omni-moderation-latest
     litellm_params: {model: openai/omni-moderation-latest, api_base: %[1]s/v1, api_key: k}
+  - model_name: chat
+    litellm_params: {model: openai/gpt-4o-mini, api_base: %[1]s/v1, api_key: k, rpm: 1000, tpm: 100000}
 litellm_settings:
   callbacks: [langfuse]
 `, up.URL)
@@ -111,6 +116,9 @@ litellm_settings:
 			{"embeddings, provider refuses", "/v1/embeddings", `{"model":"bad","input":"x"}`, 400},
 			{"moderations", "/v1/moderations", `{"input":"I will hurt you"}`, 200},
 			{"moderations, no input", "/v1/moderations", `{"model":"omni-moderation-latest"}`, 400},
+			{"chat", "/v1/chat/completions", `{"model":"chat","messages":[{"role":"user","content":"Hi"}],"temperature":0.2}`, 200},
+			{"chat, bad message", "/v1/chat/completions", `{"model":"chat","messages":[{"role":"robot","content":"Hi"}]}`, 400},
+			{"chat, provider refuses", "/v1/chat/completions", `{"model":"bad","messages":[{"role":"user","content":"Hi"}]}`, 400},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				resp := g.Do("POST", tc.path, key, tc.body)

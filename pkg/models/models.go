@@ -16,8 +16,11 @@
 // The seam: a Provider, registered under the provider part of
 // litellm_params.model ("openai" in "openai/text-embedding-3-small"), opens a
 // deployment into an Endpoint once (credentials resolved, URL built); the
-// Endpoint implements Embedder and/or Moderator, turning an OpenAI-shaped
-// request into its wire call and its answer back into an OpenAI-shaped body.
+// Endpoint implements Embedder, Moderator, Chatter, Completer and/or
+// Responder, turning an OpenAI-shaped request into its wire call and its
+// answer back into an OpenAI-shaped body. A deployment with a mock_response
+// in its litellm_params is never opened: the router answers its chat calls
+// with that text (as it answers a request's own mock_response).
 package models
 
 import (
@@ -60,9 +63,9 @@ func (r Resolver) Setting(ctx context.Context, value string, getenv func(string)
 	return v, nil
 }
 
-// Endpoint is an opened deployment. It implements Embedder, Moderator, or
-// both; the router answers 400 for a model whose deployments support neither
-// the call asked for.
+// Endpoint is an opened deployment. It implements one or more of Embedder,
+// Moderator, Chatter, Completer and Responder; the router answers 400 for a
+// model whose deployments do not support the call asked for.
 type Endpoint interface {
 	// APIBase is the base URL calls go to, for logs.
 	APIBase() string
@@ -81,6 +84,36 @@ type Moderator interface {
 	// Moderate calls the provider; errors as for Embed. The Answer's body
 	// is an OpenAI moderation response.
 	Moderate(ctx context.Context, req *oai.ModerationRequest) (*Answer, error)
+}
+
+// Chatter is an Endpoint that serves chat completions.
+type Chatter interface {
+	// Chat calls the provider; errors as for Embed. A parameter the
+	// provider cannot honour is a 400 *api.Error naming it, unless the
+	// deployment or the request drops it (providers.DropParams). On success
+	// the Answer's body is an OpenAI chat.completion; for req.Stream, an
+	// OpenAI chunk stream (text/event-stream: data: {chat.completion.chunk}
+	// events) that, after the last choice chunk, ends with the usage chunk
+	// (choices: [], the provider's usage) and data: [DONE] — whether or not
+	// the client asked for usage: the gateway needs it, and the chat
+	// endpoint drops it for clients that did not ask. A stream that fails
+	// after its first byte returns the error from Read (an *api.Error for a
+	// provider's in-band error: oai.ChunkStream).
+	Chat(ctx context.Context, req *oai.ChatRequest) (*Answer, error)
+}
+
+// Completer is an Endpoint that serves the legacy text completions
+// (/v1/completions): OpenAI-family providers only, forwarded. A stream
+// ends with the usage chunk, as for Chat.
+type Completer interface {
+	Complete(ctx context.Context, req *oai.CompletionRequest) (*Answer, error)
+}
+
+// Responder is an Endpoint that serves the Responses API (/v1/responses):
+// OpenAI-family providers only, forwarded. A stream is OpenAI's typed
+// response events, its usage in response.completed.
+type Responder interface {
+	Respond(ctx context.Context, req *oai.ResponsesRequest) (*Answer, error)
 }
 
 // Answer is a provider's successful answer, already in OpenAI's shape. The

@@ -104,6 +104,9 @@ type deployment struct {
 	timeout    time.Duration
 	maxRetries int
 	rpm, tpm   int64
+	// mock is litellm_params.mock_response: the deployment's chat calls
+	// are answered with it, never sent to its provider.
+	mock *string
 
 	endpoint atomic.Pointer[endpointBox]
 	openMu   sync.Mutex
@@ -201,6 +204,7 @@ func NewRouter(opts Options) (*Router, error) {
 			maxRetries: groupRetries,
 			rpm:        c.Params.RPM,
 			tpm:        c.Params.TPM,
+			mock:       c.Params.MockResponse,
 		}
 		if c.Params.MaxRetries != nil && *c.Params.MaxRetries >= 0 {
 			d.maxRetries = *c.Params.MaxRetries
@@ -266,7 +270,7 @@ func (r *Router) Has(model string) bool { return r.groups[model] != nil }
 // Embed routes an embeddings call. The Reply is never nil; on error it says
 // which deployment was tried last.
 func (r *Router) Embed(ctx context.Context, p auth.Principal, req *oai.EmbeddingRequest) (*Reply, error) {
-	return r.call(ctx, p, req.Model, "embeddings", func(ctx context.Context, ep Endpoint) (*Answer, error) {
+	return r.call(ctx, p, req.Model, "embeddings", false, func(ctx context.Context, ep Endpoint) (*Answer, error) {
 		e, ok := ep.(Embedder)
 		if !ok {
 			return nil, errUnsupported
@@ -278,12 +282,49 @@ func (r *Router) Embed(ctx context.Context, p auth.Principal, req *oai.Embedding
 // Moderate routes a moderations call; req.Model must be set. As for Embed,
 // the Reply is never nil.
 func (r *Router) Moderate(ctx context.Context, p auth.Principal, req *oai.ModerationRequest) (*Reply, error) {
-	return r.call(ctx, p, req.Model, "moderations", func(ctx context.Context, ep Endpoint) (*Answer, error) {
+	return r.call(ctx, p, req.Model, "moderations", false, func(ctx context.Context, ep Endpoint) (*Answer, error) {
 		m, ok := ep.(Moderator)
 		if !ok {
 			return nil, errUnsupported
 		}
 		return m.Moderate(ctx, req)
+	})
+}
+
+// Chat routes a chat completions call. A request with a mock_response is
+// routed as any other (allow-lists, deployment pick and limits) but answered
+// from its text, as a deployment with a mock_response is, without opening
+// the deployment or calling its provider. As for Embed, the Reply is never
+// nil.
+func (r *Router) Chat(ctx context.Context, p auth.Principal, req *oai.ChatRequest) (*Reply, error) {
+	return r.call(ctx, p, req.Model, "chat completions", req.MockResponse != nil, func(ctx context.Context, ep Endpoint) (*Answer, error) {
+		c, ok := ep.(Chatter)
+		if !ok {
+			return nil, errUnsupported
+		}
+		return c.Chat(ctx, req)
+	})
+}
+
+// Complete routes a text completions call (/v1/completions).
+func (r *Router) Complete(ctx context.Context, p auth.Principal, req *oai.CompletionRequest) (*Reply, error) {
+	return r.call(ctx, p, req.Model, "text completions (/v1/completions: OpenAI and OpenAI-compatible, and Azure OpenAI deployments only)", false, func(ctx context.Context, ep Endpoint) (*Answer, error) {
+		c, ok := ep.(Completer)
+		if !ok {
+			return nil, errUnsupported
+		}
+		return c.Complete(ctx, req)
+	})
+}
+
+// Respond routes a Responses API call (/v1/responses).
+func (r *Router) Respond(ctx context.Context, p auth.Principal, req *oai.ResponsesRequest) (*Reply, error) {
+	return r.call(ctx, p, req.Model, "the Responses API (/v1/responses: OpenAI and OpenAI-compatible, and Azure OpenAI deployments only)", false, func(ctx context.Context, ep Endpoint) (*Answer, error) {
+		c, ok := ep.(Responder)
+		if !ok {
+			return nil, errUnsupported
+		}
+		return c.Respond(ctx, req)
 	})
 }
 
@@ -293,8 +334,10 @@ type operation func(ctx context.Context, ep Endpoint) (*Answer, error)
 
 // call checks the caller may use model, then tries its deployments and, if
 // they fail, its fallbacks. The error returned is the
-// requested model's: fallbacks are a best effort.
-func (r *Router) call(ctx context.Context, p auth.Principal, model, what string, op operation) (*Reply, error) {
+// requested model's: fallbacks are a best effort. With mock, every
+// deployment is answered by its mock endpoint (the request's own
+// mock_response); without, only those configured with one are.
+func (r *Router) call(ctx context.Context, p auth.Principal, model, what string, mock bool, op operation) (*Reply, error) {
 	rep := &Reply{Target: Target{ModelGroup: model}}
 	if !p.AllowsModel(model) {
 		return rep, api.Forbidden("This key may not use model '%s'.", model)
@@ -303,7 +346,7 @@ func (r *Router) call(ctx context.Context, p auth.Principal, model, what string,
 	if g == nil {
 		return rep, api.ModelNotFound(model)
 	}
-	final, err := r.tryGroup(ctx, g, what, op, rep)
+	final, err := r.tryGroup(ctx, g, what, mock, op, rep)
 	if err == nil || final {
 		return rep, err
 	}
@@ -314,7 +357,7 @@ func (r *Router) call(ctx context.Context, p auth.Principal, model, what string,
 		}
 		// A fallback's own failure, even a request error, does not end
 		// the search: the next fallback may accept what this one refused.
-		_, fbErr := r.tryGroup(ctx, r.groups[fb], what, op, rep)
+		_, fbErr := r.tryGroup(ctx, r.groups[fb], what, mock, op, rep)
 		if fbErr == nil {
 			rep.Fallback = true
 			return rep, nil
@@ -338,7 +381,7 @@ func (r *Router) fallbacksOf(model string) []string {
 
 // tryGroup tries g's deployments with retries. final reports an error no
 // fallback can fix (the request's own fault, the client gone, a store down).
-func (r *Router) tryGroup(ctx context.Context, g *group, what string, op operation, rep *Reply) (final bool, err error) {
+func (r *Router) tryGroup(ctx context.Context, g *group, what string, mock bool, op operation, rep *Reply) (final bool, err error) {
 	var (
 		// skip: deployments this request will not use again; failed: ones
 		// that failed it, used again only when nothing better is left.
@@ -367,8 +410,10 @@ func (r *Router) tryGroup(ctx context.Context, g *group, what string, op operati
 			return false, api.Unavailable("Model '%s' has no deployment available.", g.name)
 		}
 		rep.Target, rep.d = d.target, d
-		ep, err := r.open(ctx, d)
-		if err != nil {
+		var ep Endpoint
+		if mock || d.mock != nil {
+			ep = mockEndpoint{model: d.target.Model, text: d.mock}
+		} else if ep, err = r.open(ctx, d); err != nil {
 			lastErr, lastAt = err, rep.Target
 			skip[d.index] = true
 			continue

@@ -15,6 +15,11 @@ type Usage struct {
 	TotalTokens             int64                   `json:"total_tokens"`
 	PromptTokensDetails     PromptTokensDetails     `json:"prompt_tokens_details,omitzero"`
 	CompletionTokensDetails CompletionTokensDetails `json:"completion_tokens_details,omitzero"`
+	// CacheCreationInputTokens and CacheReadInputTokens are Anthropic's
+	// prompt-cache counts, which LiteLLM's usage carries beside OpenAI's
+	// (the read ones are also PromptTokensDetails.CachedTokens).
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens,omitempty"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens,omitempty"`
 }
 
 // PromptTokensDetails break the prompt tokens down.
@@ -36,6 +41,8 @@ func (u *Usage) Add(o Usage) {
 	u.TotalTokens += o.TotalTokens
 	u.PromptTokensDetails.CachedTokens += o.PromptTokensDetails.CachedTokens
 	u.CompletionTokensDetails.ReasoningTokens += o.CompletionTokensDetails.ReasoningTokens
+	u.CacheCreationInputTokens += o.CacheCreationInputTokens
+	u.CacheReadInputTokens += o.CacheReadInputTokens
 }
 
 var errUsage = errors.New("oai: usage is not an object of token counts")
@@ -83,6 +90,10 @@ func ParseUsage(raw []byte) (Usage, error) {
 			return detail(v, "cached_tokens", &u.PromptTokensDetails.CachedTokens)
 		case "completion_tokens_details":
 			return detail(v, "reasoning_tokens", &u.CompletionTokensDetails.ReasoningTokens)
+		case "cache_creation_input_tokens":
+			return count(v, &u.CacheCreationInputTokens)
+		case "cache_read_input_tokens":
+			return count(v, &u.CacheReadInputTokens)
 		}
 		return nil
 	})
@@ -94,3 +105,62 @@ func ParseUsage(raw []byte) (Usage, error) {
 	}
 	return u, nil
 }
+
+// ParseResponseUsage reads the usage object of a Responses API answer
+// (input_tokens, output_tokens, total_tokens and their details) into a
+// Usage: input is prompt, output is completion.
+func ParseResponseUsage(raw []byte) (Usage, error) {
+	var (
+		u        Usage
+		hasTotal bool
+	)
+	count := func(v []byte, dst *int64) error {
+		if jsonscan.Null(v) {
+			return nil
+		}
+		n, ok := jsonscan.Count(v)
+		if !ok {
+			return errUsage
+		}
+		*dst = n
+		return nil
+	}
+	detail := func(v []byte, name string, dst *int64) error {
+		if jsonscan.Null(v) {
+			return nil
+		}
+		return jsonscan.Members(v, func(k, v []byte) error {
+			if string(k) == name {
+				return count(v, dst)
+			}
+			return nil
+		})
+	}
+	err := jsonscan.Members(raw, func(name, v []byte) error {
+		switch string(name) {
+		case "input_tokens":
+			return count(v, &u.PromptTokens)
+		case "output_tokens":
+			return count(v, &u.CompletionTokens)
+		case "total_tokens":
+			hasTotal = !jsonscan.Null(v)
+			return count(v, &u.TotalTokens)
+		case "input_tokens_details":
+			return detail(v, "cached_tokens", &u.PromptTokensDetails.CachedTokens)
+		case "output_tokens_details":
+			return detail(v, "reasoning_tokens", &u.CompletionTokensDetails.ReasoningTokens)
+		}
+		return nil
+	})
+	if err != nil {
+		return Usage{}, errUsage
+	}
+	if !hasTotal {
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	}
+	return u, nil
+}
+
+// EstimateTokens stands in for a provider's token count where it reports
+// none: UTF-8 bytes / 4, rounded up (OpenAI's rule of thumb for English).
+func EstimateTokens(s string) int64 { return int64(len(s)+3) / 4 }

@@ -12,7 +12,6 @@ package passthrough
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,17 +34,15 @@ import (
 const (
 	// DefaultMaxBody bounds a streamed request body.
 	DefaultMaxBody = 512 << 20
-	// DefaultMaxSignedBody bounds a Bedrock request body, which is read
-	// whole before it is sent because SigV4 signs its hash.
+	// DefaultMaxSignedBody bounds a request body read whole before it is
+	// sent: Bedrock's, because SigV4 signs its hash, and one that names the
+	// model of a call by a key limited to some models.
 	DefaultMaxSignedBody = 32 << 20
 	// DefaultTimeout bounds a whole call, answer included: the longest a
 	// Lambda function may run.
 	DefaultTimeout = 15 * time.Minute
 	// DefaultIdleTimeout bounds the silence between two reads of an answer.
 	DefaultIdleTimeout = 5 * time.Minute
-	// statusClientClosed is logged for calls whose client left before the
-	// answer began (nginx's convention; never sent).
-	statusClientClosed = 499
 	// copyBufferSize is the relay's read size.
 	copyBufferSize = 32 << 10
 )
@@ -241,31 +238,36 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 		return forbiddenModel(c.model)
 	}
 
-	// The body: Bedrock's is read whole (SigV4 signs its hash); so is an
-	// Anthropic JSON body when the key is limited to some models, to read its
-	// model. Every other body streams up, within MaxBody.
+	// A key limited to some models runs only models sluice can read where
+	// the provider reads them (allowlist.go).
+	var rule modelRule
+	if c.principal.RestrictsModels() {
+		if rule, err = checkRestricted(r, c, ep); err != nil {
+			return err
+		}
+	}
+
+	// The body: Bedrock's is read whole (SigV4 signs its hash); so is one
+	// that names the model of a restricted key's call. Every other body
+	// streams up, within MaxBody.
 	var (
 		buffered []byte
 		body     io.ReadCloser = http.NoBody
 		length   int64
 		limited  *limitedBody
 	)
-	needModel := c.provider == Anthropic && c.principal.RestrictsModels() && r.Method == http.MethodPost &&
-		!strings.HasPrefix(mediaType(r.Header.Get("Content-Type")), "multipart/")
+	needModel := rule.source == sourceBody || rule.source == sourceBatch
 	if c.provider == Bedrock || needModel {
-		if buffered, err = readBody(r, s.opts.MaxSignedBody); err != nil {
+		if buffered, err = api.ReadBody(w, r, s.opts.MaxSignedBody); err != nil {
 			return err
+		}
+		if needModel {
+			if err := s.checkBodyModels(c, buffered, rule); err != nil {
+				return err
+			}
 		}
 		if len(buffered) > 0 {
 			body, length = io.NopCloser(bytes.NewReader(buffered)), int64(len(buffered))
-		}
-		if needModel {
-			if m := modelOfJSON(buffered); m != "" {
-				c.model = m
-				if !s.allowsModel(c.principal, c.provider, m) {
-					return forbiddenModel(m)
-				}
-			}
 		}
 	} else if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		if r.ContentLength > s.opts.MaxBody {
@@ -454,10 +456,7 @@ func (s *Service) finish(r *http.Request, c *call, err error) {
 	}
 	status := c.status
 	if status == 0 && err != nil {
-		status = api.AsError(err).Status
-		if errors.Is(err, context.Canceled) {
-			status = statusClientClosed
-		}
+		status = api.AsError(api.ClientGone(r.Context(), err)).Status
 	}
 	ev := logevent.New(ctx, c.principal, logevent.CallPassthrough)
 	ev.Stream = c.streamed
@@ -525,52 +524,6 @@ func (s *Service) allowsModel(p auth.Principal, provider Provider, model string)
 		}
 	}
 	return false
-}
-
-// modelOfJSON returns the top-level "model" of a JSON object body, or "".
-// The key is matched exactly: decoding into a struct would also take "Model"
-// or "MODEL" (encoding/json matches case-insensitively), which the provider
-// ignores, and a key could name an allowed model there and another in
-// "model".
-func modelOfJSON(body []byte) string {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &fields) != nil {
-		return ""
-	}
-	var m string
-	if json.Unmarshal(fields["model"], &m) != nil {
-		return ""
-	}
-	return m
-}
-
-// readBody reads a whole request body, at most limit bytes (413 beyond).
-func readBody(r *http.Request, limit int64) ([]byte, error) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
-	}
-	if r.ContentLength > limit {
-		return nil, api.TooLarge("The request body (%d bytes) is larger than the limit of %d bytes for this prefix.", r.ContentLength, limit)
-	}
-	var b bytes.Buffer
-	if r.ContentLength > 0 {
-		b.Grow(int(r.ContentLength))
-	}
-	n, err := b.ReadFrom(io.LimitReader(r.Body, limit+1))
-	if err != nil {
-		var e *api.Error
-		if errors.As(err, &e) {
-			return nil, e // the server's own verdict on the body (408: too slow)
-		}
-		if r.Context().Err() != nil {
-			return nil, fmt.Errorf("passthrough: client gone: %w", context.Canceled)
-		}
-		return nil, api.InvalidValue("body", "The request body could not be read: %v.", err)
-	}
-	if n > limit {
-		return nil, api.TooLarge("The request body is larger than the limit of %d bytes for this prefix.", limit)
-	}
-	return b.Bytes(), nil
 }
 
 // limitedBody streams a request body and fails once it passes its limit.

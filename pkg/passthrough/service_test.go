@@ -496,7 +496,6 @@ func TestModelPermissions(t *testing.T) {
 	}{
 		{"/gemini/v1beta/models/gemini-2.5-flash:generateContent", "{}", 200},                    // allowed by its model_list name
 		{"/gemini/v1beta/models/gemini-2.5-pro:generateContent", "{}", 403},                      // not allowed
-		{"/gemini/v1beta/models", "", 200},                                                       // names no model
 		{"/bedrock/model/anthropic.claude-v2%3A1/invoke", "{}", 403},                             // not allowed
 		{"/anthropic/v1/messages", `{"model":"claude-sonnet-4-5","x":1}`, 200},                   // body model allowed
 		{"/anthropic/v1/messages", `{"max_tokens":1,"model":"claude-opus-4"}`, 403},              // body model not allowed

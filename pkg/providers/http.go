@@ -155,3 +155,34 @@ func jsonMediaType(ct string) (string, bool) {
 	mt, _, _ := mime.ParseMediaType(ct)
 	return mt, mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
+
+// RelayStream sends a call whose answer is an event stream
+// (text/event-stream), relayed as it comes: the Answer's body is the
+// response's, unread (the caller closes it). An answer other than 2xx, or
+// one that is not an event stream, is a *models.ProviderError; a transport
+// failure comes back wrapped.
+func RelayStream(client *http.Client, provider string, req *http.Request) (*models.Answer, error) {
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", provider, req.URL.Path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, models.ReadProviderError(provider, resp)
+	}
+	if mt, ok := eventStreamType(resp.Header.Get("Content-Type")); !ok {
+		resp.Body.Close()
+		return nil, &models.ProviderError{Provider: provider, Status: resp.StatusCode,
+			Message: fmt.Sprintf("answered a streamed call with Content-Type %q, not an event stream", mt)}
+	}
+	return &models.Answer{Body: resp.Body, ContentLength: -1}, nil
+}
+
+// eventStreamType reports whether an answer's Content-Type is
+// text/event-stream. It returns the media type it read.
+func eventStreamType(ct string) (string, bool) {
+	if ct == "text/event-stream" { // the usual answer: nothing to parse
+		return ct, true
+	}
+	mt, _, _ := mime.ParseMediaType(ct)
+	return mt, mt == "text/event-stream"
+}

@@ -108,3 +108,42 @@ func TestRelay(t *testing.T) {
 		t.Errorf("limited: %v", err)
 	}
 }
+
+func TestRelayStream(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/sse":
+			w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+			io.WriteString(w, "data: {}\n\ndata: [DONE]\n\n")
+		case "/json":
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"choices":[]}`)
+		case "/busy":
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Retry-After", "3")
+			w.WriteHeader(429)
+			io.WriteString(w, `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`)
+		}
+	}))
+	defer srv.Close()
+	relay := func(path string) (*models.Answer, error) {
+		req, _ := http.NewRequest("POST", srv.URL+path, nil)
+		return RelayStream(srv.Client(), "p", req)
+	}
+	ans, err := relay("/sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(ans.Body)
+	ans.Body.Close()
+	if string(b) != "data: {}\n\ndata: [DONE]\n\n" || ans.ContentLength != -1 {
+		t.Errorf("relayed %q (length %d)", b, ans.ContentLength)
+	}
+	var pe *models.ProviderError
+	if _, err := relay("/json"); !errors.As(err, &pe) || !strings.Contains(pe.Message, "not an event stream") {
+		t.Errorf("a JSON answer to a stream: %v", err)
+	}
+	if _, err := relay("/busy"); !errors.As(err, &pe) || pe.Status != 429 || pe.RetryAfter.Seconds() != 3 {
+		t.Errorf("busy: %v", err)
+	}
+}

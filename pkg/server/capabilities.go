@@ -89,6 +89,11 @@ var (
 	// modelCall is what a model endpoint uses: a passthrough's needs, and
 	// Bedrock models when the deployment enables them.
 	modelCall = append(slices.Clone(passthroughCall), BedrockInvoke)
+
+	// forwardedCall is what a model endpoint served by OpenAI-family
+	// providers only (/v1/completions, /v1/responses) uses: a model call's
+	// needs but Bedrock's.
+	forwardedCall = passthroughCall
 )
 
 // Capabilities is what route r needs: what its handler touches (Needs) and

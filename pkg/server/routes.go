@@ -90,6 +90,10 @@ func Routes() []Route {
 		{Method: "GET", Pattern: "/v1/models", Function: "models", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.listModels }},
 
 		{Method: "POST", Pattern: "/v1/embeddings", Function: "embeddings", Access: AnyKey, Stream: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/embeddings") }},
+		{Method: "POST", Pattern: "/v1/chat/completions", Function: "chat-completions", Access: AnyKey, Stream: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/chat/completions") }},
+		{Method: "POST", Pattern: "/chat/completions", Function: "chat-completions", Access: AnyKey, Stream: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/chat/completions") }},
+		{Method: "POST", Pattern: "/v1/completions", Function: "completions", Access: AnyKey, Stream: true, Needs: forwardedCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/completions") }},
+		{Method: "POST", Pattern: "/v1/responses", Function: "responses", Access: AnyKey, Stream: true, Needs: forwardedCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/responses") }},
 		{Method: "POST", Pattern: "/moderations", Function: "moderations", Access: AnyKey, Stream: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/moderations") }},
 		{Method: "POST", Pattern: "/v1/moderations", Function: "moderations", Access: AnyKey, Stream: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/moderations") }},
 

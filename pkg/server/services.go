@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/callbacks"
+	"github.com/sluice-gateway/sluice/pkg/chat"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/embeddings"
 	"github.com/sluice-gateway/sluice/pkg/files"
@@ -20,6 +21,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/moderations"
 	"github.com/sluice-gateway/sluice/pkg/passthrough"
 	"github.com/sluice-gateway/sluice/pkg/providers"
+	"github.com/sluice-gateway/sluice/pkg/providers/anthropic"
 	"github.com/sluice-gateway/sluice/pkg/providers/azure"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
 	"github.com/sluice-gateway/sluice/pkg/providers/cohere"
@@ -67,6 +69,8 @@ type Services struct {
 	Calls       *modelcall.Calls
 	Embeddings  *embeddings.Service
 	Moderations *moderations.Service
+	// Chat serves chat completions, completions and responses.
+	Chat *chat.Service
 	// Operations are the model endpoints' operations by OpenAI path: the
 	// routes mount them, and the batch worker runs lines through them.
 	Operations modelcall.Operations
@@ -130,11 +134,12 @@ func NewServices(deps Deps) (*Services, error) {
 func (s *Services) buildModels(deps Deps, client *http.Client) error {
 	getenv := deps.Getenv
 	registry := map[string]models.Provider{
-		azure.Name:   azure.New(client, getenv),
-		bedrock.Name: bedrock.NewProvider(client, getenv, bedrock.SDKDefaultChain),
-		vertex.Name:  vertex.New(client, getenv),
-		gemini.Name:  gemini.New(client, getenv),
-		cohere.Name:  cohere.New(client, getenv),
+		anthropic.Name: anthropic.New(client, getenv),
+		azure.Name:     azure.New(client, getenv),
+		bedrock.Name:   bedrock.NewProvider(client, getenv, bedrock.SDKDefaultChain),
+		vertex.Name:    vertex.New(client, getenv),
+		gemini.Name:    gemini.New(client, getenv),
+		cohere.Name:    cohere.New(client, getenv),
 	}
 	for _, name := range openai.Names() {
 		registry[name] = openai.New(name, client, getenv)
@@ -150,9 +155,13 @@ func (s *Services) buildModels(deps Deps, client *http.Client) error {
 	s.Calls = modelcall.New(s.Events, router)
 	s.Embeddings = embeddings.New(router, s.Calls)
 	s.Moderations = moderations.New(router, s.Calls, deps.Config)
+	s.Chat = chat.New(router, s.Calls)
 	s.Operations = modelcall.Operations{
-		"/v1/embeddings":  s.Embeddings.Create,
-		"/v1/moderations": s.Moderations.Create,
+		"/v1/embeddings":       s.Embeddings.Create,
+		"/v1/moderations":      s.Moderations.Create,
+		"/v1/chat/completions": s.Chat.Chat,
+		"/v1/completions":      s.Chat.Completions,
+		"/v1/responses":        s.Chat.Responses,
 	}
 	return nil
 }

@@ -101,6 +101,14 @@ func (b *bench) runHTTPScenario(ctx context.Context, sc httpScenario) *scenarioR
 	rep.Stream = sc.stream
 	rep.cpuLimit = sc.cpuLimit
 	rep.reportOnly = sc.reportOnly
+	rep.closedLatency = sc.closedLatency
+	rep.ttfbSlack = ttfbSlackMS
+	if sc.ttfbSlackMS > 0 {
+		rep.ttfbSlack = sc.ttfbSlackMS
+	}
+	if sc.framingEvents > 0 {
+		rep.events = b.cfg.streamChunks + sc.framingEvents
+	}
 	conc, rate := sc.concurrency, sc.rate
 	if b.cfg.concurrency > 0 {
 		conc = b.cfg.concurrency
@@ -110,6 +118,9 @@ func (b *bench) runHTTPScenario(ctx context.Context, sc httpScenario) *scenarioR
 	}
 	rep.Settings = fmt.Sprintf("closed loop: %d in flight for %s; open loop: %.0f req/s for %s; %d rounds",
 		conc, b.cfg.duration, rate, b.cfg.openDuration, b.cfg.rounds)
+	if sc.closedLatency {
+		rep.Settings += "; latency columns are the closed loop's"
+	}
 
 	var targets []target
 	for _, t := range b.targets() {

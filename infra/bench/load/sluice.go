@@ -48,6 +48,8 @@ model_list:
     litellm_params: {model: openai/gpt-4o-mini, api_base: %[1]s/v1, api_key: sk-upstream}
   - model_name: omni-moderation-latest
     litellm_params: {model: openai/omni-moderation-latest, api_base: %[1]s/v1, api_key: sk-upstream}
+  - model_name: claude-sonnet-4-5
+    litellm_params: {model: anthropic/claude-sonnet-4-5, api_base: %[1]s, api_key: sk-ant-upstream}
 %[5]spassthrough:
   anthropic: {api_base: %[1]s, api_key: sk-ant-upstream}
 callback_settings:

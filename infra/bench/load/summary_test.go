@@ -48,8 +48,11 @@ func TestLatencyStatus(t *testing.T) {
 			t.Errorf("latencyStatus(%v, %v) = %s, want %s", tc.sluice, tc.proxy, got, tc.want)
 		}
 	}
-	if ttfbStatus(1.4, 1.0) != statusPass || ttfbStatus(1.6, 1.0) != statusFail || ttfbStatus(0.4, -3) != statusPass {
+	if ttfbStatus(1.4, 1.0, 0.5) != statusPass || ttfbStatus(1.6, 1.0, 0.5) != statusFail || ttfbStatus(0.4, -3, 0.5) != statusPass {
 		t.Error("ttfbStatus: 0.5 ms slack not applied")
+	}
+	if ttfbStatus(1.25, 1.0, 0.3) != statusPass || ttfbStatus(1.35, 1.0, 0.3) != statusFail {
+		t.Error("ttfbStatus: a scenario's 0.3 ms slack not applied")
 	}
 }
 
@@ -181,5 +184,58 @@ func TestQuickKeepsExplicitFlags(t *testing.T) {
 	}
 	if *rounds != 2 || *warmup != 500*time.Millisecond || *duration != 5*time.Second || *open != 3*time.Second {
 		t.Errorf("rounds %d, warmup %s, duration %s, open-duration %s; want 2, 500ms, 5s (given), 3s", *rounds, *warmup, *duration, *open)
+	}
+}
+
+// TestClosedLatencyScenario: a scenario that checks the closed loop's
+// latency (chat-c1, chat-c64) reads its figures from there, not the open
+// loop's.
+func TestClosedLatencyScenario(t *testing.T) {
+	r := newScenarioReport("chat-c1", "")
+	r.closedLatency = true
+	for round := 1; round <= 3; round++ {
+		for _, tc := range []struct {
+			target   string
+			p50, p99 float64
+		}{{"direct", 1.0, 2.0}, {"proxy", 1.3, 2.6}, {"sluice", 1.35, 2.7}} {
+			m := meas(round, tc.target, 100, 50, 90) // open-loop figures far off
+			m.Closed.Latency.P50, m.Closed.Latency.P99 = tc.p50, tc.p99
+			r.Measurements = append(r.Measurements, m)
+		}
+	}
+	r.summarize()
+	s := r.Summary["sluice"]
+	if math.Abs(s.AddedP50-0.35) > 1e-9 || math.Abs(s.AddedP99-0.7) > 1e-9 || s.P50 != 1.35 {
+		t.Errorf("summary %+v", s)
+	}
+	for _, c := range r.Checks {
+		if c.Status != statusPass {
+			t.Errorf("check %+v", c)
+		}
+	}
+}
+
+func TestSummarizeCPUPerEvent(t *testing.T) {
+	r := newScenarioReport("chat-anthropic-stream", "test")
+	r.Stream, r.events = true, 206
+	for _, m := range []measurement{meas(1, "direct", 100, 200, 210), meas(1, "proxy", 412, 200.2, 210.2), meas(1, "sluice", 1030, 200.3, 210.4)} {
+		r.Measurements = append(r.Measurements, m)
+	}
+	r.summarize()
+	var got *comparison
+	for i := range r.Comparisons {
+		if r.Comparisons[i].Metric == "cpu_per_event" {
+			got = &r.Comparisons[i]
+		}
+	}
+	if got == nil || got.Sluice != 5 || got.Proxy != 2 || got.Ratio == nil || *got.Ratio != 2.5 {
+		t.Fatalf("cpu_per_event %+v", got)
+	}
+	found := false
+	for _, c := range r.Checks {
+		found = found || (c.Status == statusInfo && strings.Contains(c.Name, "206 events") && strings.Contains(c.Detail, "sluice 5.0"))
+	}
+	if !found {
+		t.Errorf("checks %+v", r.Checks)
 	}
 }

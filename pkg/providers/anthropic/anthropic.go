@@ -1,7 +1,11 @@
-// Package anthropic speaks Anthropic's API. Today it holds the credential —
-// an API key sent as x-api-key to https://api.anthropic.com, or to an
-// api_base that replaces it — resolved in one place for the /anthropic
-// passthrough and, with chat completions, for anthropic/ deployments.
+// Package anthropic speaks Anthropic's Messages API. It holds the
+// credential — an API key sent as x-api-key to https://api.anthropic.com, or
+// to an api_base that replaces it — resolved in one place for the
+// /anthropic passthrough and for anthropic/ deployments, and the chat
+// completions translation: an OpenAI chat request into a Messages call
+// (NewCall), and its answer or event stream back into OpenAI's shapes
+// (Call.Answer, Call.Stream). Claude on Vertex AI (pkg/providers/vertex)
+// uses the same translation with Vertex's body.
 package anthropic
 
 import (

@@ -2,7 +2,8 @@
 // endpoint, addressed by deployment name and api-version, authenticated with
 // an api-key header.
 //
-//	POST {api_base}/openai/deployments/{deployment}/embeddings?api-version={api_version}
+//	POST {api_base}/openai/deployments/{deployment}/{embeddings|chat/completions|completions}?api-version={api_version}
+//	POST {api_base}/openai/responses?api-version={api_version}
 //
 // api_base keeps LiteLLM's meaning: the resource endpoint,
 // https://{resource}.openai.azure.com. The deployment is the model part of
@@ -110,16 +111,46 @@ func (e *endpoint) APIBase() string { return e.base }
 // Azure takes the model from the URL; the body's model is set to the
 // deployment name, as Azure's own SDKs send it.
 func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*models.Answer, error) {
-	u := e.base + "/openai/deployments/" + url.PathEscape(e.deployment) + "/embeddings" + e.query
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(req.Body(e.deployment)))
-	if err != nil {
-		return nil, fmt.Errorf("azure embeddings: %w", err)
-	}
-	hreq.Header = e.header.Clone()
-	ans, err := providers.Relay(e.client, Name, hreq)
+	ans, err := e.send(ctx, e.deploymentURL("/embeddings"), req.Body(e.deployment), false)
 	if err != nil {
 		return nil, err
 	}
 	ans.Encoding = req.Encoding()
 	return ans, nil
+}
+
+// Chat sends POST {api_base}/openai/deployments/{deployment}/chat/completions,
+// the body as for OpenAI (model: the deployment name).
+func (e *endpoint) Chat(ctx context.Context, req *oai.ChatRequest) (*models.Answer, error) {
+	return e.send(ctx, e.deploymentURL("/chat/completions"), req.Forward(e.deployment, true), req.Stream)
+}
+
+// Complete sends POST {api_base}/openai/deployments/{deployment}/completions.
+func (e *endpoint) Complete(ctx context.Context, req *oai.CompletionRequest) (*models.Answer, error) {
+	return e.send(ctx, e.deploymentURL("/completions"), req.Forward(e.deployment, true), req.Stream)
+}
+
+// Respond sends POST {api_base}/openai/responses?api-version=…: the
+// Responses API is not under the deployment's path; the body's model names
+// the deployment.
+func (e *endpoint) Respond(ctx context.Context, req *oai.ResponsesRequest) (*models.Answer, error) {
+	return e.send(ctx, e.base+"/openai/responses"+e.query, req.Forward(e.deployment), req.Stream)
+}
+
+func (e *endpoint) deploymentURL(op string) string {
+	return e.base + "/openai/deployments/" + url.PathEscape(e.deployment) + op + e.query
+}
+
+// send posts body to u; a streamed answer is an event stream.
+func (e *endpoint) send(ctx context.Context, u string, body []byte, stream bool) (*models.Answer, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("azure: %w", err)
+	}
+	hreq.Header = e.header.Clone()
+	if stream {
+		hreq.Header.Set("Accept", "text/event-stream")
+		return providers.RelayStream(e.client, Name, hreq)
+	}
+	return providers.Relay(e.client, Name, hreq)
 }

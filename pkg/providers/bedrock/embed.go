@@ -69,9 +69,10 @@ func cohereDimensions(model string) bool {
 // titanV2Dimensions are the output sizes Titan Text Embeddings v2 accepts.
 var titanV2Dimensions = []int{256, 512, 1024}
 
-// Provider opens Bedrock deployments for embeddings: Amazon Titan Text
+// Provider opens Bedrock deployments: for embeddings, Amazon Titan Text
 // Embeddings v1 and v2 (one text per InvokeModel call, fanned out
-// concurrently) and Cohere Embed (up to 96 texts per call).
+// concurrently) and Cohere Embed (up to 96 texts per call); for chat, every
+// model Converse serves (converse.go).
 type Provider struct {
 	client *http.Client
 	getenv func(string) string
@@ -96,7 +97,8 @@ func NewProvider(client *http.Client, getenv func(string) string, chain DefaultC
 // AWS_BEDROCK_RUNTIME_ENDPOINT), else bedrock-runtime.{region}.amazonaws.com.
 // The model id sent is litellm_params.model_id when set (an ARN of a
 // provisioned model or an application inference profile, whose family
-// litellm_params.model names), else the model part of litellm_params.model.
+// litellm_params.model names), else the model part of litellm_params.model
+// without LiteLLM's route prefix (ModelID).
 func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
 	str := func(name, v string) (string, error) {
 		out, err := resolve(ctx, v)
@@ -135,7 +137,7 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if base, err = providers.Base(base); err != nil {
 		return nil, api.Unavailable("Model '%s' (provider bedrock): %v.", d.ModelName, err)
 	}
-	model := d.Params.ProviderModel()
+	model := ModelID(d.Params.ProviderModel())
 	id := model
 	if v, ok := d.Params.Extra["model_id"].(string); ok && strings.TrimSpace(v) != "" {
 		id = strings.TrimSpace(v)
@@ -145,12 +147,42 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	}
 	e := &endpoint{
 		client: p.client, auth: auth, base: base, model: model, id: id, family: familyOf(model),
-		invokeURL: base + ModelPath(id, "invoke"),
+		chat: chatFamilyOf(model), drop: providers.NewDropParams(Name, d),
+		invokeURL:   base + ModelPath(id, "invoke"),
+		converseURL: base + ModelPath(id, ActionConverse),
+		streamURL:   base + ModelPath(id, ActionConverseStream),
 	}
 	if e.defaults, err = deploymentDefaults(d); err != nil {
 		return nil, api.Unavailable("Model '%s' (provider bedrock): %v.", d.ModelName, err)
 	}
+	if g, ok := d.Params.Extra["guardrailConfig"]; ok && g != nil {
+		m, isMap := g.(map[string]any)
+		if !isMap {
+			return nil, api.Unavailable("Model '%s' (provider bedrock): litellm_params.guardrailConfig must be a mapping (guardrailIdentifier, guardrailVersion).", d.ModelName)
+		}
+		if e.guardrail, err = json.Marshal(m); err != nil {
+			return nil, api.Unavailable("Model '%s' (provider bedrock): litellm_params.guardrailConfig: %v.", d.ModelName, err)
+		}
+	}
 	return e, nil
+}
+
+// routePrefixes are the route names LiteLLM allows before a Bedrock model
+// id (bedrock/converse/…, bedrock/invoke/…) to choose between its APIs.
+// sluice chats through Converse and embeds through InvokeModel whatever the
+// prefix, so it only strips them.
+var routePrefixes = []string{"converse/", "invoke/"}
+
+// ModelID is the Bedrock model id of the model part of a deployment's
+// litellm_params.model: a foundation model id, an inference profile id
+// (us.anthropic.claude-…) or an ARN, without LiteLLM's route prefix.
+func ModelID(model string) string {
+	for _, p := range routePrefixes {
+		if rest, ok := strings.CutPrefix(model, p); ok {
+			return rest
+		}
+	}
+	return model
 }
 
 // defaults are request parameters a deployment sets in litellm_params, as
@@ -195,8 +227,14 @@ type endpoint struct {
 	model     string // as configured: names the family
 	id        string // sent in the path
 	family    family
+	chat      chatFamily
+	drop      providers.DropParams
+	guardrail json.RawMessage // litellm_params.guardrailConfig; nil: none
 	invokeURL string
-	defaults  defaults
+	// converseURL and streamURL are Converse's and ConverseStream's.
+	converseURL string
+	streamURL   string
+	defaults    defaults
 }
 
 func (e *endpoint) APIBase() string { return e.base }

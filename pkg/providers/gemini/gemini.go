@@ -1,12 +1,23 @@
-// Package gemini serves embeddings on the Gemini API (Google AI Studio):
+// Package gemini serves the Gemini API (Google AI Studio), with the key in
+// x-goog-api-key. Embeddings:
 //
-//	POST {base}/v1beta/models/{model}:batchEmbedContents   (x-goog-api-key)
+//	POST {base}/v1beta/models/{model}:batchEmbedContents
 //	{"requests":[{"model":"models/{model}","content":{"parts":[{"text":"…"}]},
 //	              "taskType":"RETRIEVAL_QUERY","outputDimensionality":256}]}
 //
-// base is https://generativelanguage.googleapis.com unless api_base replaces
-// it. The answer carries no token counts, so sluice estimates them
+// The answer carries no token counts, so sluice estimates them
 // (embedbatch.EstimateTokens) and the log event says usage_estimated.
+//
+// Chat completions, translated from and to OpenAI's shapes (ChatEndpoint,
+// which Vertex AI's Gemini models share):
+//
+//	POST {base}/v1beta/models/{model}:generateContent
+//	POST {base}/v1beta/models/{model}:streamGenerateContent?alt=sse
+//	{"contents":[{"role":"user","parts":[{"text":"…"}]}],"systemInstruction":{…},
+//	 "tools":[{"functionDeclarations":[…]}],"toolConfig":{…},"generationConfig":{…}}
+//
+// base is https://generativelanguage.googleapis.com unless api_base replaces
+// it.
 package gemini
 
 import (
@@ -124,10 +135,16 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if t, _ := d.Params.Extra["task_type"].(string); t != "" {
 		taskType = t
 	}
+	modelURL := base + "/v1beta/models/" + url.PathEscape(model)
 	return &endpoint{
 		client: p.client, base: base, model: model, cred: cred, taskType: taskType,
-		url:      base + "/v1beta/models/" + url.PathEscape(model) + ":batchEmbedContents",
+		url:      modelURL + ":batchEmbedContents",
 		resource: "models/" + model,
+		chat: ChatEndpoint{
+			Provider: Name, Model: model, URL: modelURL, Dialect: GeminiAPI,
+			Drop: providers.NewDropParams(Name, d), Client: p.client,
+			Authorize: func(_ context.Context, h http.Header) error { cred.Authorize(h); return nil },
+		},
 	}, nil
 }
 
@@ -139,9 +156,15 @@ type endpoint struct {
 	url      string
 	cred     Credential
 	taskType string // the deployment's input_type / task_type
+	chat     ChatEndpoint
 }
 
 func (e *endpoint) APIBase() string { return e.base }
+
+// Chat serves chat completions through generateContent (see ChatEndpoint).
+func (e *endpoint) Chat(ctx context.Context, req *oai.ChatRequest) (*models.Answer, error) {
+	return e.chat.Chat(ctx, req)
+}
 
 type batchRequest struct {
 	Requests []embedRequest `json:"requests"`

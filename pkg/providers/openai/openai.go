@@ -142,12 +142,38 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 	return ans, nil
 }
 
+// Chat sends POST {api_base}/chat/completions: the client's body with the
+// model rewritten (and, for a stream, the usage chunk asked for). The answer
+// is relayed as it comes.
+func (e *endpoint) Chat(ctx context.Context, req *oai.ChatRequest) (*models.Answer, error) {
+	return e.send(ctx, "/chat/completions", req.Forward(e.model, true), req.Stream)
+}
+
+// Complete sends POST {api_base}/completions, as Chat does.
+func (e *endpoint) Complete(ctx context.Context, req *oai.CompletionRequest) (*models.Answer, error) {
+	return e.send(ctx, "/completions", req.Forward(e.model, true), req.Stream)
+}
+
+// Respond sends POST {api_base}/responses.
+func (e *endpoint) Respond(ctx context.Context, req *oai.ResponsesRequest) (*models.Answer, error) {
+	return e.send(ctx, "/responses", req.Forward(e.model), req.Stream)
+}
+
 func (e *endpoint) post(ctx context.Context, path string, body []byte) (*models.Answer, error) {
+	return e.send(ctx, path, body, false)
+}
+
+// send posts body to path; a streamed answer is an event stream.
+func (e *endpoint) send(ctx context.Context, path string, body []byte, stream bool) (*models.Answer, error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", e.provider, path, err)
 	}
 	hreq.Header = e.header.Clone()
+	if stream {
+		hreq.Header.Set("Accept", "text/event-stream")
+		return providers.RelayStream(e.client, e.provider, hreq)
+	}
 	return providers.Relay(e.client, e.provider, hreq)
 }
 

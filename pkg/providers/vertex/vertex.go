@@ -10,6 +10,10 @@
 // replaces it. Calls carry an OAuth2 access token minted from the
 // deployment's service account (pkg/providers/google), cached until shortly
 // before it expires.
+//
+// Chat completions (chat.go) go to the model's publisher: Gemini models
+// through generateContent, with the Gemini API's translator
+// (gemini_chat.go).
 package vertex
 
 import (
@@ -130,6 +134,7 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	}
 	return &endpoint{
 		client: p.client, tokens: tokens, base: base, model: model, taskType: inputType,
+		project: project, location: location, drop: providers.NewDropParams(Name, d),
 		url: base + "/v1/projects/" + url.PathEscape(project) + "/locations/" + url.PathEscape(location) +
 			"/publishers/google/models/" + url.PathEscape(model) + ":predict",
 	}, nil
@@ -157,8 +162,12 @@ type endpoint struct {
 	tokens   *google.TokenSource
 	base     string
 	model    string
+	project  string
+	location string
 	url      string
 	taskType string // the deployment's input_type / task_type
+	// drop is the deployment's drop_params policy.
+	drop providers.DropParams
 }
 
 func (e *endpoint) APIBase() string { return e.base }
@@ -218,15 +227,24 @@ func (e *endpoint) predict(ctx context.Context, v predictRequest) (*providers.Re
 	if err != nil {
 		return nil, err
 	}
+	if err := e.authorize(ctx, hreq.Header); err != nil {
+		return nil, err
+	}
+	return providers.Do(e.client, Name, hreq)
+}
+
+// authorize puts an access token of the deployment's service account on a
+// call's headers.
+func (e *endpoint) authorize(ctx context.Context, h http.Header) error {
 	token, err := e.tokens.AccessToken(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("vertex_ai: %w", err)
+			return fmt.Errorf("vertex_ai: %w", err)
 		}
-		return nil, api.Upstream(err, "The gateway could not get a Google access token for Vertex AI model '%s' from its service account's token endpoint.", e.model)
+		return api.Upstream(err, "The gateway could not get a Google access token for Vertex AI model '%s' from its service account's token endpoint.", e.model)
 	}
-	hreq.Header.Set("Authorization", "Bearer "+token)
-	return providers.Do(e.client, Name, hreq)
+	h.Set("Authorization", "Bearer "+token)
+	return nil
 }
 
 // ParsePredictions reads a text-embeddings predict answer: one prediction

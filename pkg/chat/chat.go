@@ -1,0 +1,178 @@
+// Package chat is the POST /v1/chat/completions operation (also served at
+// /chat/completions, as LiteLLM serves it), with the two endpoints that are
+// only forwarded to OpenAI-family providers: /v1/completions and
+// /v1/responses. Each validates the request (pkg/oai), routes it through
+// pkg/models (whose providers forward or translate it), and hands the
+// provider's OpenAI-shaped answer to pkg/modelcall to relay — JSON as it
+// comes, a stream event by event — while a meter reads its usage, finish
+// reason and content for the log event.
+//
+// A provider's stream always ends with the usage chunk (the gateway counts
+// tokens by it); when the client did not ask for it
+// (stream_options.include_usage), the stream goes through a filter that
+// meters each event as it passes and drops that chunk.
+package chat
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/modelcall"
+	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
+)
+
+// Router is what the service needs of pkg/models.
+type Router interface {
+	Chat(ctx context.Context, p auth.Principal, req *oai.ChatRequest) (*models.Reply, error)
+	Complete(ctx context.Context, p auth.Principal, req *oai.CompletionRequest) (*models.Reply, error)
+	Respond(ctx context.Context, p auth.Principal, req *oai.ResponsesRequest) (*models.Reply, error)
+}
+
+// Service is the chat endpoints' operations, transport-free.
+type Service struct {
+	router Router
+	calls  *modelcall.Calls
+}
+
+// New builds the service over router, its calls ending through calls.
+func New(router Router, calls *modelcall.Calls) *Service {
+	return &Service{router: router, calls: calls}
+}
+
+// Chat is the chat completions Operation (POST /v1/chat/completions).
+func (s *Service) Chat(ctx context.Context, p auth.Principal, body []byte) (*modelcall.Result, error) {
+	c := s.calls.Begin(ctx, p, logevent.CallCompletion)
+	req, err := oai.ParseChatRequest(body)
+	if err != nil {
+		return nil, c.Fail(err)
+	}
+	ev := c.Event
+	ev.Model, ev.ModelGroup, ev.EndUser, ev.Stream = req.Model, req.Model, req.User, req.Stream
+	ev.Messages = req.RawMessages
+	ev.ModelParameters = chatParameters(req)
+	rep, err := s.router.Chat(ctx, p, req)
+	c.Routed(rep)
+	if err != nil {
+		return nil, c.Fail(err)
+	}
+	ans := rep.Answer
+	ev.UsageEstimated = ans.UsageEstimated
+	prompt := func() int64 {
+		var n int64
+		for i := range req.Messages {
+			n += oai.EstimateTokens(req.Messages[i].Text())
+		}
+		return n
+	}
+	if !req.Stream {
+		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter(kindChat, prompt, ans.ContentLength)), nil
+	}
+	obs := newChunks(kindChat, prompt)
+	if req.IncludeUsage {
+		return c.Stream(ans.Body, newStreamMeter(obs)), nil
+	}
+	f := newUsageFilter(ans.Body, obs)
+	return c.Stream(f, f), nil
+}
+
+// Completions is the text completions Operation (POST /v1/completions):
+// forwarded to OpenAI-family deployments only.
+func (s *Service) Completions(ctx context.Context, p auth.Principal, body []byte) (*modelcall.Result, error) {
+	c := s.calls.Begin(ctx, p, logevent.CallTextCompletion)
+	req, err := oai.ParseCompletionRequest(body)
+	if err != nil {
+		return nil, c.Fail(err)
+	}
+	ev := c.Event
+	ev.Model, ev.ModelGroup, ev.Stream = req.Model, req.Model, req.Stream
+	ev.Messages = req.Prompt
+	rep, err := s.router.Complete(ctx, p, req)
+	c.Routed(rep)
+	if err != nil {
+		return nil, c.Fail(err)
+	}
+	ans := rep.Answer
+	prompt := func() int64 { return oai.EstimateTokens(string(req.Prompt)) }
+	if !req.Stream {
+		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter(kindText, prompt, ans.ContentLength)), nil
+	}
+	obs := newChunks(kindText, prompt)
+	if req.IncludeUsage {
+		return c.Stream(ans.Body, newStreamMeter(obs)), nil
+	}
+	f := newUsageFilter(ans.Body, obs)
+	return c.Stream(f, f), nil
+}
+
+// Responses is the Responses API Operation (POST /v1/responses): forwarded
+// to OpenAI-family deployments only.
+func (s *Service) Responses(ctx context.Context, p auth.Principal, body []byte) (*modelcall.Result, error) {
+	c := s.calls.Begin(ctx, p, logevent.CallResponses)
+	req, err := oai.ParseResponsesRequest(body)
+	if err != nil {
+		return nil, c.Fail(err)
+	}
+	ev := c.Event
+	ev.Model, ev.ModelGroup, ev.Stream = req.Model, req.Model, req.Stream
+	ev.Messages = req.Input
+	rep, err := s.router.Respond(ctx, p, req)
+	c.Routed(rep)
+	if err != nil {
+		return nil, c.Fail(err)
+	}
+	ans := rep.Answer
+	prompt := func() int64 { return oai.EstimateTokens(string(req.Input)) }
+	if !req.Stream {
+		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter(kindResponses, prompt, ans.ContentLength)), nil
+	}
+	return c.Stream(ans.Body, newResponseStreamMeter(prompt)), nil
+}
+
+// chatParameters are the request's parameters as the log event keeps them
+// (LiteLLM's model_parameters): the ones given.
+func chatParameters(r *oai.ChatRequest) map[string]any {
+	m := map[string]any{}
+	set := func(name string, given bool, v any) {
+		if given {
+			m[name] = v
+		}
+	}
+	set("stream", r.Stream, r.Stream)
+	set("n", r.N > 0, r.N)
+	set("max_tokens", r.MaxTokens > 0, r.MaxTokens)
+	set("max_completion_tokens", r.MaxCompletionTokens > 0, r.MaxCompletionTokens)
+	set("stop", r.Stop != nil, r.Stop)
+	set("reasoning_effort", r.ReasoningEffort != "", r.ReasoningEffort)
+	set("user", r.User != "", r.User)
+	set("logprobs", r.Logprobs, r.Logprobs)
+	set("tools", len(r.Tools) > 0, len(r.Tools))
+	for _, f := range []struct {
+		name string
+		v    *float64
+	}{{"temperature", r.Temperature}, {"top_p", r.TopP}, {"frequency_penalty", r.FrequencyPenalty}, {"presence_penalty", r.PresencePenalty}} {
+		set(f.name, f.v != nil, deref(f.v))
+	}
+	if r.ToolChoice != nil {
+		m["tool_choice"] = json.RawMessage(r.ToolChoice.Raw)
+	}
+	if r.ResponseFormat != nil {
+		m["response_format"] = r.ResponseFormat.Type
+	}
+	if r.Seed != nil {
+		m["seed"] = *r.Seed
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+func deref(v *float64) float64 {
+	if v == nil {
+		return 0
+	}
+	return *v
+}

@@ -1,0 +1,686 @@
+package chat
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strconv"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/sse"
+)
+
+// kind is the shape of an answer: what its choices hold and where its
+// usage is.
+type kind int
+
+const (
+	kindChat      kind = iota // chat.completion(.chunk): choices[].message / delta
+	kindText                  // text_completion: choices[].text
+	kindResponses             // response: usage in its own shape, no choices
+)
+
+// Bounds on what a meter keeps for the log event.
+const (
+	// maxLogged is how much of an answer (or, for a stream, of the content
+	// it carries) the log event keeps; the event's claim check carries
+	// large ones.
+	maxLogged = 1 << 20
+	// tailSize is how much of the end of a JSON answer over maxLogged is
+	// kept, to read its usage.
+	tailSize = 64 << 10
+	// maxLoggedChoices bounds the choices a stream's log keeps.
+	maxLoggedChoices = 16
+	// maxLiteral bounds a kept id, model or finish reason literal.
+	maxLiteral = 256
+)
+
+// jsonMeter meters a JSON answer as it goes out: it keeps the answer for the
+// log event (up to maxLogged; past it, only the tail, where the usage is) and
+// reads its usage and finish reason at the end.
+type jsonMeter struct {
+	kind   kind
+	prompt func() int64 // the prompt's estimated tokens, for an answer without usage
+	buf    []byte
+	tail   []byte // ring of the last tailSize bytes, once over
+	at     int    // next write in tail
+	over   bool
+}
+
+// newJSONMeter meters an answer of length bytes (-1: unknown), whose
+// buffer it sizes once when the length is known and within the bound.
+func newJSONMeter(k kind, prompt func() int64, length int64) *jsonMeter {
+	m := &jsonMeter{kind: k, prompt: prompt}
+	if length > 0 && length <= maxLogged {
+		m.buf = make([]byte, 0, length)
+	}
+	return m
+}
+
+func (m *jsonMeter) Write(p []byte) (int, error) {
+	if !m.over {
+		if len(m.buf)+len(p) <= maxLogged {
+			m.buf = append(m.buf, p...)
+			return len(p), nil
+		}
+		m.over = true
+		m.tail = make([]byte, 0, tailSize)
+		m.ring(m.buf)
+		m.buf = nil
+	}
+	m.ring(p)
+	return len(p), nil
+}
+
+// ring keeps the last tailSize bytes of what went by.
+func (m *jsonMeter) ring(p []byte) {
+	if len(p) >= tailSize {
+		m.tail = append(m.tail[:0], p[len(p)-tailSize:]...)
+		m.at = 0
+		return
+	}
+	for len(p) > 0 {
+		if len(m.tail) < tailSize {
+			n := min(tailSize-len(m.tail), len(p))
+			m.tail = append(m.tail, p[:n]...)
+			p = p[n:]
+			continue
+		}
+		n := copy(m.tail[m.at:], p)
+		m.at = (m.at + n) % tailSize
+		p = p[n:]
+	}
+}
+
+func (m *jsonMeter) End(ev *logevent.Event) (oai.Usage, error) {
+	if m.over {
+		tail := append(append([]byte(nil), m.tail[m.at:]...), m.tail[:m.at]...)
+		usage, ok := tailUsage(tail, m.kind)
+		if !ok {
+			usage = m.estimate(ev, 0)
+		}
+		return usage, nil
+	}
+	var (
+		usage    oai.Usage
+		hasUsage bool
+	)
+	err := jsonscan.Members(m.buf, func(name, v []byte) error {
+		switch string(name) {
+		case "usage":
+			if !jsonscan.Null(v) {
+				u, err := parseUsage(m.kind, v)
+				usage, hasUsage = u, err == nil
+			}
+		case "choices":
+			if ev.FinishReason == "" {
+				ev.FinishReason = firstFinish(v)
+			}
+		case "status":
+			if m.kind == kindResponses {
+				ev.FinishReason, _ = jsonscan.String(v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return m.estimate(ev, int64(len(m.buf))), api.Upstream(nil, "The provider's answer was not a complete JSON object.")
+	}
+	if json.Valid(m.buf) {
+		ev.Response = m.buf
+	}
+	if !hasUsage {
+		usage = m.estimate(ev, contentBytes(m.buf, m.kind))
+	}
+	return usage, nil
+}
+
+// estimate stands in for an answer that reported no usage.
+func (m *jsonMeter) estimate(ev *logevent.Event, completionBytes int64) oai.Usage {
+	ev.UsageEstimated = true
+	return estimated(m.prompt(), completionBytes)
+}
+
+func estimated(prompt, completionBytes int64) oai.Usage {
+	completion := (completionBytes + 3) / 4
+	return oai.Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}
+}
+
+func parseUsage(k kind, v []byte) (oai.Usage, error) {
+	if k == kindResponses {
+		return oai.ParseResponseUsage(v)
+	}
+	return oai.ParseUsage(v)
+}
+
+// firstFinish is the finish_reason of the first choice of choices.
+func firstFinish(choices []byte) string {
+	var reason string
+	jsonscan.Elements(choices, func(c []byte) error {
+		jsonscan.Members(c, func(name, v []byte) error {
+			if string(name) == "finish_reason" && len(v) > 0 && v[0] == '"' {
+				reason, _ = jsonscan.String(v)
+			}
+			return nil
+		})
+		return io.EOF // the first choice only
+	})
+	return reason
+}
+
+// contentBytes is the length of the text of a JSON answer's choices, for
+// an estimate.
+func contentBytes(doc []byte, k kind) int64 {
+	var n int64
+	jsonscan.Members(doc, func(name, v []byte) error {
+		switch {
+		case k == kindResponses && string(name) == "output":
+			n += int64(len(v))
+		case string(name) == "choices":
+			jsonscan.Elements(v, func(c []byte) error {
+				return jsonscan.Members(c, func(name, v []byte) error {
+					switch string(name) {
+					case "message":
+						jsonscan.Members(v, func(name, v []byte) error {
+							if string(name) == "content" || string(name) == "tool_calls" {
+								n += int64(len(v))
+							}
+							return nil
+						})
+					case "text":
+						n += int64(len(v))
+					}
+					return nil
+				})
+			})
+		}
+		return nil
+	})
+	return n
+}
+
+// usageKey is what a usage member starts with.
+var usageKey = []byte(`"usage"`)
+
+// tailUsage finds the usage member in the tail of an answer too large to
+// keep: the last "usage" name followed by a colon whose value reads as a
+// usage object. Inside a string a quote is escaped, so the name cannot be
+// matched inside the answer's text.
+func tailUsage(tail []byte, k kind) (oai.Usage, bool) {
+	for end := len(tail); ; {
+		i := bytes.LastIndex(tail[:end], usageKey)
+		if i < 0 {
+			return oai.Usage{}, false
+		}
+		end = i
+		j := jsonscan.SkipSpace(tail, i+len(usageKey))
+		if j >= len(tail) || tail[j] != ':' {
+			continue
+		}
+		j = jsonscan.SkipSpace(tail, j+1)
+		e, err := jsonscan.ValueEnd(tail, j)
+		if err != nil {
+			continue
+		}
+		if u, err := parseUsage(k, tail[j:e]); err == nil {
+			return u, true
+		}
+	}
+}
+
+// chunks reads the events of a streamed chat (or text) completion: usage,
+// the finish reasons, and the content for the log event, which it keeps as
+// the JSON text of the deltas (string literals' insides concatenate into
+// the literal of the concatenated text), so reading an event allocates
+// nothing.
+type chunks struct {
+	kind    kind
+	prompt  func() int64
+	id      []byte // raw literals of the first chunk's
+	model   []byte
+	created []byte
+	choices [maxLoggedChoices]choiceLog
+	n       int // choices seen (highest index + 1, within the bound)
+
+	usage    oai.Usage
+	hasUsage bool
+	done     bool   // data: [DONE] arrived
+	logged   int    // bytes kept for the log
+	over     bool   // stopped keeping
+	text     int64  // bytes of content seen, for an estimate
+	failed   string // the message of an error event the provider sent in the stream
+}
+
+type choiceLog struct {
+	content, reasoning, refusal []byte // insides of JSON string literals
+	tools                       []toolLog
+	finish                      []byte // raw literal
+}
+
+type toolLog struct {
+	id, name []byte // raw literals
+	args     []byte // inside of a literal
+}
+
+func newChunks(k kind, prompt func() int64) *chunks { return &chunks{kind: k, prompt: prompt} }
+
+// observe reads one event's data. It reports whether the event is the usage
+// chunk (no choices, a usage), which a client that did not ask for usage
+// must not see.
+func (c *chunks) observe(data []byte) (usageChunk bool) {
+	if string(data) == "[DONE]" {
+		c.done = true
+		return false
+	}
+	choices := -1
+	hasUsage := false
+	jsonscan.Members(data, func(name, v []byte) error { // a malformed event is relayed as it is, unread
+		switch string(name) {
+		case "id":
+			keepLiteral(&c.id, v)
+		case "model":
+			keepLiteral(&c.model, v)
+		case "created":
+			if c.created == nil && jsonscan.ValidNumber(v) && len(v) < 20 {
+				c.created = append([]byte(nil), v...)
+			}
+		case "usage":
+			if !jsonscan.Null(v) {
+				if u, err := oai.ParseUsage(v); err == nil {
+					c.usage, c.hasUsage, hasUsage = u, true, true
+				}
+			}
+		case "choices":
+			choices = 0
+			jsonscan.Elements(v, func(el []byte) error {
+				choices++
+				c.choice(el)
+				return nil
+			})
+		case "error":
+			c.inBandError(v)
+		}
+		return nil
+	})
+	return hasUsage && choices == 0
+}
+
+// inBandError notes an error event the provider sent inside its stream
+// (OpenAI's data: {"error":{"message",…}}): the client got it as it came;
+// the log event records the call as failed.
+func (c *chunks) inBandError(v []byte) {
+	c.failed = "the provider sent an error event"
+	jsonscan.Members(v, func(name, v []byte) error {
+		if string(name) == "message" {
+			if msg, err := jsonscan.String(v); err == nil && msg != "" {
+				c.failed = truncate(msg, 500)
+			}
+		}
+		return nil
+	})
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func keepLiteral(dst *[]byte, v []byte) {
+	if *dst == nil && len(v) > 1 && v[0] == '"' && len(v) <= maxLiteral {
+		*dst = append([]byte(nil), v...)
+	}
+}
+
+// inside returns the inside of a JSON string literal, nil for another value.
+func inside(v []byte) []byte {
+	if len(v) < 2 || v[0] != '"' {
+		return nil
+	}
+	return v[1 : len(v)-1]
+}
+
+func (c *chunks) choice(el []byte) {
+	index := 0
+	var delta, text, finish []byte
+	jsonscan.Members(el, func(name, v []byte) error {
+		switch string(name) {
+		case "index":
+			if n, ok := jsonscan.Count(v); ok && n < maxLoggedChoices {
+				index = int(n)
+			} else {
+				index = -1
+			}
+		case "delta":
+			delta = v
+		case "text":
+			text = v
+		case "finish_reason":
+			finish = v
+		}
+		return nil
+	})
+	if index < 0 {
+		return
+	}
+	c.n = max(c.n, index+1)
+	ch := &c.choices[index]
+	if len(finish) > 1 && finish[0] == '"' && len(finish) <= maxLiteral {
+		ch.finish = append(ch.finish[:0], finish...)
+	}
+	if t := inside(text); t != nil {
+		c.keep(&ch.content, t)
+	}
+	if len(delta) == 0 || delta[0] != '{' {
+		return
+	}
+	jsonscan.Members(delta, func(name, v []byte) error {
+		switch string(name) {
+		case "content":
+			c.keep(&ch.content, inside(v))
+		case "reasoning_content":
+			c.keep(&ch.reasoning, inside(v))
+		case "refusal":
+			c.keep(&ch.refusal, inside(v))
+		case "tool_calls":
+			jsonscan.Elements(v, func(t []byte) error {
+				c.toolCall(ch, t)
+				return nil
+			})
+		}
+		return nil
+	})
+}
+
+func (c *chunks) toolCall(ch *choiceLog, t []byte) {
+	index := -1
+	var id, fn []byte
+	jsonscan.Members(t, func(name, v []byte) error {
+		switch string(name) {
+		case "index":
+			if n, ok := jsonscan.Count(v); ok && n < 128 {
+				index = int(n)
+			}
+		case "id":
+			id = v
+		case "function":
+			fn = v
+		}
+		return nil
+	})
+	if index < 0 {
+		return
+	}
+	for len(ch.tools) <= index {
+		ch.tools = append(ch.tools, toolLog{})
+	}
+	tl := &ch.tools[index]
+	keepLiteral(&tl.id, id)
+	if len(fn) > 0 && fn[0] == '{' {
+		jsonscan.Members(fn, func(name, v []byte) error {
+			switch string(name) {
+			case "name":
+				keepLiteral(&tl.name, v)
+			case "arguments":
+				c.keep(&tl.args, inside(v))
+			}
+			return nil
+		})
+	}
+}
+
+// keep appends text to dst, within the log's bound.
+func (c *chunks) keep(dst *[]byte, text []byte) {
+	c.text += int64(len(text))
+	if c.over || len(text) == 0 {
+		return
+	}
+	if c.logged+len(text) > maxLogged {
+		c.over = true
+		return
+	}
+	c.logged += len(text)
+	*dst = append(*dst, text...)
+}
+
+// end records in ev what the stream said, and returns its usage (estimated
+// when the provider sent none) and, when the provider sent an error event
+// in it, that error.
+func (c *chunks) end(ev *logevent.Event) (oai.Usage, error) {
+	if c.n > 0 && c.choices[0].finish != nil {
+		ev.FinishReason, _ = jsonscan.String(c.choices[0].finish)
+	}
+	usage := c.usage
+	if !c.hasUsage {
+		ev.UsageEstimated = true
+		usage = estimated(c.prompt(), c.text)
+	}
+	if r := c.response(&usage); json.Valid(r) {
+		ev.Response = r
+	}
+	if c.failed != "" {
+		return usage, api.Upstream(nil, "The provider ended the stream with an error: %s", c.failed)
+	}
+	return usage, nil
+}
+
+// response is the answer the stream adds up to, as the JSON answer would
+// have been (content past the log's bound left out, and "truncated": true).
+func (c *chunks) response(u *oai.Usage) []byte {
+	b := make([]byte, 0, 256+c.logged)
+	b = append(b, `{"id":`...)
+	b = literalOr(b, c.id)
+	if c.kind == kindText {
+		b = append(b, `,"object":"text_completion","created":`...)
+	} else {
+		b = append(b, `,"object":"chat.completion","created":`...)
+	}
+	if c.created != nil {
+		b = append(b, c.created...)
+	} else {
+		b = append(b, '0')
+	}
+	b = append(b, `,"model":`...)
+	b = literalOr(b, c.model)
+	b = append(b, `,"choices":[`...)
+	for i := 0; i < c.n; i++ {
+		ch := &c.choices[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"index":`...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		if c.kind == kindText {
+			b = append(b, `,"text":"`...)
+			b = append(b, ch.content...)
+			b = append(b, '"')
+		} else {
+			b = append(b, `,"message":{"role":"assistant","content":`...)
+			if len(ch.content) > 0 || len(ch.tools) == 0 {
+				b = append(b, '"')
+				b = append(b, ch.content...)
+				b = append(b, '"')
+			} else {
+				b = append(b, "null"...)
+			}
+			if len(ch.reasoning) > 0 {
+				b = append(b, `,"reasoning_content":"`...)
+				b = append(b, ch.reasoning...)
+				b = append(b, '"')
+			}
+			if len(ch.refusal) > 0 {
+				b = append(b, `,"refusal":"`...)
+				b = append(b, ch.refusal...)
+				b = append(b, '"')
+			}
+			if len(ch.tools) > 0 {
+				b = append(b, `,"tool_calls":[`...)
+				for j, t := range ch.tools {
+					if j > 0 {
+						b = append(b, ',')
+					}
+					b = append(b, `{"id":`...)
+					b = literalOr(b, t.id)
+					b = append(b, `,"type":"function","function":{"name":`...)
+					b = literalOr(b, t.name)
+					b = append(b, `,"arguments":"`...)
+					b = append(b, t.args...)
+					b = append(b, `"}}`...)
+				}
+				b = append(b, ']')
+			}
+			b = append(b, '}')
+		}
+		b = append(b, `,"finish_reason":`...)
+		if ch.finish != nil {
+			b = append(b, ch.finish...)
+		} else {
+			b = append(b, "null"...)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `],"usage":`...)
+	b = oai.AppendUsage(b, u)
+	if c.over {
+		b = append(b, `,"truncated":true`...)
+	}
+	return append(b, '}')
+}
+
+func literalOr(b, lit []byte) []byte {
+	if lit == nil {
+		return append(b, `""`...)
+	}
+	return append(b, lit...)
+}
+
+// streamMeter meters a stream relayed as it comes: its bytes go through an
+// SSE parser into chunks.
+type streamMeter struct {
+	p   *sse.Parser
+	obs *chunks
+}
+
+func newStreamMeter(obs *chunks) *streamMeter {
+	m := &streamMeter{obs: obs}
+	m.p = sse.NewParser(sse.Limits{}, func(ev sse.Event) { obs.observe(ev.Data) })
+	return m
+}
+
+func (m *streamMeter) Write(p []byte) (int, error) { return m.p.Write(p) }
+
+func (m *streamMeter) End(ev *logevent.Event) (oai.Usage, error) {
+	m.p.End() // a cut stream is the copy's error, reported by the call layer
+	return m.obs.end(ev)
+}
+
+// usageFilter relays a stream event by event, minus its usage chunk (for a
+// client that did not ask for it), metering each event as it passes. It is
+// the answer's body and its meter both: what it meters is what it reads,
+// the dropped chunk included.
+type usageFilter struct {
+	rd   *sse.Reader
+	body io.Closer
+	obs  *chunks
+	out  []byte
+	off  int
+}
+
+func newUsageFilter(body io.ReadCloser, obs *chunks) *usageFilter {
+	return &usageFilter{rd: sse.NewReader(body, sse.Limits{}), body: body, obs: obs}
+}
+
+// Read returns the next event that is not the usage chunk. A failure of the
+// provider's stream is returned as it is, after the events before it.
+func (f *usageFilter) Read(p []byte) (int, error) {
+	for f.off >= len(f.out) {
+		ev, err := f.rd.Next()
+		if err != nil {
+			return 0, err
+		}
+		if f.obs.observe(ev.Data) {
+			continue
+		}
+		f.out = sse.AppendEvent(f.out[:0], string(ev.Type), ev.Data)
+		f.off = 0
+	}
+	n := copy(p, f.out[f.off:])
+	f.off += n
+	return n, nil
+}
+
+func (f *usageFilter) Close() error { return f.body.Close() }
+
+// Write is the meter's: the filter has metered what it read.
+func (f *usageFilter) Write(p []byte) (int, error) { return len(p), nil }
+
+func (f *usageFilter) End(ev *logevent.Event) (oai.Usage, error) { return f.obs.end(ev) }
+
+// responseStream meters a Responses API stream: its usage, status and the
+// final response come in its response.completed (or .incomplete, .failed)
+// event.
+type responseStream struct {
+	p        *sse.Parser
+	prompt   func() int64
+	response []byte
+	usage    oai.Usage
+	hasUsage bool
+	status   string
+	text     int64
+}
+
+func newResponseStreamMeter(prompt func() int64) *responseStream {
+	m := &responseStream{prompt: prompt}
+	m.p = sse.NewParser(sse.Limits{}, m.observe)
+	return m
+}
+
+func (m *responseStream) observe(ev sse.Event) {
+	jsonscan.Members(ev.Data, func(name, v []byte) error {
+		switch string(name) {
+		case "delta":
+			m.text += int64(len(v))
+		case "response":
+			m.finalResponse(v)
+		}
+		return nil
+	})
+}
+
+// finalResponse reads the response object of a response.* event; the last
+// one (response.completed) has the usage.
+func (m *responseStream) finalResponse(v []byte) {
+	jsonscan.Members(v, func(name, v []byte) error {
+		switch string(name) {
+		case "usage":
+			if u, err := oai.ParseResponseUsage(v); err == nil && !jsonscan.Null(v) {
+				m.usage, m.hasUsage = u, true
+			}
+		case "status":
+			m.status, _ = jsonscan.String(v)
+		}
+		return nil
+	})
+	if len(v) <= maxLogged {
+		m.response = append(m.response[:0], v...)
+	}
+}
+
+func (m *responseStream) Write(p []byte) (int, error) { return m.p.Write(p) }
+
+func (m *responseStream) End(ev *logevent.Event) (oai.Usage, error) {
+	m.p.End()
+	ev.FinishReason = m.status
+	if json.Valid(m.response) {
+		ev.Response = m.response
+	}
+	if !m.hasUsage {
+		ev.UsageEstimated = true
+		return estimated(m.prompt(), m.text), nil
+	}
+	return m.usage, nil
+}

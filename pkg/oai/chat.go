@@ -1,0 +1,515 @@
+package oai
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
+)
+
+// Message roles, as OpenAI names them.
+const (
+	RoleSystem    = "system"
+	RoleDeveloper = "developer"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+	RoleFunction  = "function" // deprecated by OpenAI, still accepted
+)
+
+// Content part types.
+const (
+	PartText       = "text"
+	PartImageURL   = "image_url"
+	PartInputAudio = "input_audio"
+	PartFile       = "file"
+	PartRefusal    = "refusal" // assistant messages only
+)
+
+// Tool choice modes (ToolChoice.Mode); a named function is ToolChoiceFunction.
+const (
+	ToolChoiceNone     = "none"
+	ToolChoiceAuto     = "auto"
+	ToolChoiceRequired = "required"
+	ToolChoiceFunction = "function"
+)
+
+// Response formats (ResponseFormat.Type).
+const (
+	FormatText       = "text"
+	FormatJSONObject = "json_object"
+	FormatJSONSchema = "json_schema"
+)
+
+// Bounds OpenAI sets on chat parameters.
+const (
+	MaxChoices     = 128 // n
+	MaxStop        = 4   // stop sequences
+	MaxTopLogprobs = 20
+)
+
+// ChatRequest is a validated POST /v1/chat/completions body: every member
+// sluice models is checked (a 400 naming the field otherwise) and decoded
+// into the typed view below, which the translating providers read. The body
+// is kept as it came: OpenAI-family providers forward it (Forward) with only
+// its model rewritten, members sluice does not model passing untouched.
+type ChatRequest struct {
+	Model    string
+	Messages []Message
+	// RawMessages is messages as sent (a slice of the body): what a log
+	// event keeps.
+	RawMessages json.RawMessage
+
+	Stream bool
+	// IncludeUsage is stream_options.include_usage: the client wants the
+	// final usage chunk. (The gateway always gets usage from the provider;
+	// the chat endpoint drops that chunk for clients that did not ask.)
+	IncludeUsage bool
+
+	N                 int // 0: not given (one choice)
+	Tools             []Tool
+	ToolChoice        *ToolChoice // nil: not given
+	ParallelToolCalls *bool
+	ResponseFormat    *ResponseFormat
+
+	MaxTokens           int64 // max_tokens; 0: not given
+	MaxCompletionTokens int64 // max_completion_tokens; 0: not given
+	Stop                []string
+	Temperature         *float64
+	TopP                *float64
+	FrequencyPenalty    *float64
+	PresencePenalty     *float64
+	Seed                *int64
+	Logprobs            bool
+	TopLogprobs         *int
+	ReasoningEffort     string
+	User                string
+
+	// MockResponse is LiteLLM's mock_response: answer with this text
+	// without calling a provider. nil: not given.
+	MockResponse *string
+	// DropParams is LiteLLM's per-request drop_params: parameters the
+	// provider cannot honour are dropped instead of refused.
+	DropParams bool
+
+	// Others names the members of the body, not null, that ChatRequest does
+	// not model (logit_bias, metadata, audio, top_k, thinking, ...), in body
+	// order. OpenAI-family providers forward them; a translating provider
+	// reads the ones it knows (Extras) and refuses the rest
+	// (providers.Params.Unsupported).
+	Others []string
+
+	doc
+	streamOptions []byte // raw stream_options; nil when absent or null
+	litellmOnly   bool   // the body has members only LiteLLM knows (Forward strips them)
+}
+
+// MaxOutputTokens is the output bound the client set: max_completion_tokens,
+// else max_tokens; 0 when neither.
+func (r *ChatRequest) MaxOutputTokens() int64 {
+	if r.MaxCompletionTokens > 0 {
+		return r.MaxCompletionTokens
+	}
+	return r.MaxTokens
+}
+
+// Message is one message of the conversation.
+type Message struct {
+	Role string
+	Name string
+	// Content is the content given as a string; Parts, the content given
+	// as an array of parts (nil otherwise). Both empty: no content (null or
+	// absent, as an assistant message with tool calls may have).
+	Content string
+	Parts   []Part
+	// ToolCalls are an assistant message's tool calls.
+	ToolCalls []ToolCall
+	// ToolCallID is the call a tool message answers.
+	ToolCallID string
+	// Refusal is an assistant message's refusal.
+	Refusal string
+	// ReasoningContent is an earlier answer's reasoning, sent back on an
+	// assistant message (LiteLLM's extension).
+	ReasoningContent string
+	// Raw is the message as sent (a slice of the body), for members the
+	// typed view does not model (cache_control, thinking_blocks, ...).
+	Raw json.RawMessage
+}
+
+// Text is the message's text: Content, or its text parts joined.
+func (m *Message) Text() string {
+	if m.Parts == nil {
+		return m.Content
+	}
+	var b strings.Builder
+	for _, p := range m.Parts {
+		if p.Type == PartText {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// Part is one content part.
+type Part struct {
+	Type string // PartText, PartImageURL, PartInputAudio, PartFile, PartRefusal
+	// Text is a text part's text, or a refusal part's refusal.
+	Text string
+	// ImageURL is an image_url part's URL (https:// or a data: URI), and
+	// ImageDetail its detail ("", auto, low, high).
+	ImageURL    string
+	ImageDetail string
+	// Audio is an input_audio part's audio.
+	Audio *InputAudio
+	// File is a file part's file.
+	File *File
+	// Raw is the part as sent (a slice of the body).
+	Raw json.RawMessage
+}
+
+// InputAudio is base64 audio in a user message.
+type InputAudio struct {
+	Data   string // base64
+	Format string // wav, mp3
+}
+
+// File is a file part: an uploaded file's id, or its bytes as base64 (or a
+// data: URI) with a filename.
+type File struct {
+	ID   string
+	Data string
+	Name string
+}
+
+// ToolCall is a tool call of an assistant message (and of an answer).
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"` // "function"
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall is the function a tool call calls, and its arguments as a
+// JSON text (the model's, not necessarily valid).
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Tool is a tool the model may call.
+type Tool struct {
+	Type string // "function", or another type OpenAI knows ("custom")
+	// Function is a function tool's definition.
+	Function Function
+	// Raw is the tool as sent (a slice of the body).
+	Raw json.RawMessage
+}
+
+// Function is a function tool's definition.
+type Function struct {
+	Name        string
+	Description string
+	// Parameters is the JSON Schema object of the arguments; nil when not
+	// given.
+	Parameters json.RawMessage
+	Strict     *bool
+}
+
+// ToolChoice is how the model must use the tools.
+type ToolChoice struct {
+	// Mode is ToolChoiceNone, ToolChoiceAuto, ToolChoiceRequired, or
+	// ToolChoiceFunction (Function names it); another object type OpenAI
+	// knows ("allowed_tools", "custom") is kept as its type.
+	Mode     string
+	Function string
+	// Raw is tool_choice as sent.
+	Raw json.RawMessage
+}
+
+// ResponseFormat is the format the answer must take.
+type ResponseFormat struct {
+	Type       string // FormatText, FormatJSONObject, FormatJSONSchema
+	JSONSchema *JSONSchema
+}
+
+// JSONSchema is a json_schema response format.
+type JSONSchema struct {
+	Name        string
+	Description string
+	// Schema is the JSON Schema object; nil when not given.
+	Schema json.RawMessage
+	Strict *bool
+}
+
+// chatMembers are the members ParseChatRequest models.
+var chatMembers = []string{
+	"model", "messages", "stream", "stream_options", "n", "tools", "tool_choice", "parallel_tool_calls",
+	"response_format", "max_tokens", "max_completion_tokens", "stop", "temperature", "top_p",
+	"frequency_penalty", "presence_penalty", "seed", "logprobs", "top_logprobs", "reasoning_effort",
+	"user", "mock_response", "drop_params",
+}
+
+// litellmMembers are request members only LiteLLM knows; Forward removes
+// them (an OpenAI-family server would refuse them).
+var litellmMembers = []string{"mock_response", "drop_params"}
+
+// ParseChatRequest validates a chat completions request body (see
+// ChatRequest). Every problem is a 400 naming the field as OpenAI does
+// ("messages[1].content[0].image_url.url"). The returned request keeps body.
+func ParseChatRequest(body []byte) (*ChatRequest, error) {
+	f, d, others, err := parseChatTop(body)
+	if err != nil {
+		return nil, err
+	}
+	r := &ChatRequest{doc: d, Others: others}
+	if r.Model, err = modelField(f, true); err != nil {
+		return nil, err
+	}
+	msgs, ok := f["messages"]
+	if !ok || jsonscan.Null(msgs) {
+		return nil, api.MissingParam("messages")
+	}
+	if r.Messages, err = parseMessages(msgs); err != nil {
+		return nil, err
+	}
+	r.RawMessages = msgs
+	if r.Stream, _, err = boolField(f, "stream"); err != nil {
+		return nil, err
+	}
+	if v, ok := f["stream_options"]; ok && !jsonscan.Null(v) {
+		if !r.Stream {
+			return nil, api.InvalidValue("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.")
+		}
+		if r.IncludeUsage, err = streamOptions(v); err != nil {
+			return nil, err
+		}
+		r.streamOptions = v
+	}
+	if n, given, err := intField(f, "n", 1, MaxChoices); err != nil {
+		return nil, err
+	} else if given {
+		r.N = int(n)
+	}
+	if v, ok := f["tools"]; ok && !jsonscan.Null(v) {
+		if r.Tools, err = parseTools(v); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := f["tool_choice"]; ok && !jsonscan.Null(v) {
+		if r.ToolChoice, err = parseToolChoice(v, r.Tools); err != nil {
+			return nil, err
+		}
+	}
+	if b, given, err := boolField(f, "parallel_tool_calls"); err != nil {
+		return nil, err
+	} else if given {
+		r.ParallelToolCalls = &b
+	}
+	if v, ok := f["response_format"]; ok && !jsonscan.Null(v) {
+		if r.ResponseFormat, err = parseResponseFormat(v); err != nil {
+			return nil, err
+		}
+	}
+	if r.MaxTokens, _, err = intField(f, "max_tokens", 1, math.MaxInt32); err != nil {
+		return nil, err
+	}
+	if r.MaxCompletionTokens, _, err = intField(f, "max_completion_tokens", 1, math.MaxInt32); err != nil {
+		return nil, err
+	}
+	if v, ok := f["stop"]; ok && !jsonscan.Null(v) {
+		if r.Stop, err = parseStop(v); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range []struct {
+		name     string
+		dst      **float64
+		min, max float64
+	}{
+		{"temperature", &r.Temperature, 0, 2},
+		{"top_p", &r.TopP, 0, 1},
+		{"frequency_penalty", &r.FrequencyPenalty, -2, 2},
+		{"presence_penalty", &r.PresencePenalty, -2, 2},
+	} {
+		if *n.dst, err = floatField(f, n.name, n.min, n.max); err != nil {
+			return nil, err
+		}
+	}
+	if s, given, err := intField(f, "seed", math.MinInt64, math.MaxInt64); err != nil {
+		return nil, err
+	} else if given {
+		r.Seed = &s
+	}
+	if r.Logprobs, _, err = boolField(f, "logprobs"); err != nil {
+		return nil, err
+	}
+	if n, given, err := intField(f, "top_logprobs", 0, MaxTopLogprobs); err != nil {
+		return nil, err
+	} else if given {
+		k := int(n)
+		r.TopLogprobs = &k
+	}
+	if r.ReasoningEffort, _, err = stringField(f, "reasoning_effort"); err != nil {
+		return nil, err
+	}
+	if r.User, _, err = stringField(f, "user"); err != nil {
+		return nil, err
+	}
+	if s, given, err := stringField(f, "mock_response"); err != nil {
+		return nil, err
+	} else if given {
+		r.MockResponse = &s
+	}
+	if r.DropParams, _, err = boolField(f, "drop_params"); err != nil {
+		return nil, err
+	}
+	for _, m := range litellmMembers {
+		if _, ok := f[m]; ok {
+			r.litellmOnly = true
+		}
+	}
+	return r, nil
+}
+
+// parseChatTop is parseTop for chat: the modelled members, and the names of
+// the others (not null).
+func parseChatTop(body []byte) (fields, doc, []string, error) {
+	d := doc{body: body, modelStart: -1, modelEnd: -1}
+	i := jsonscan.SkipSpace(body, 0)
+	if i == len(body) {
+		return nil, d, nil, api.InvalidJSON("Request body is empty; expected a JSON object.")
+	}
+	if !json.Valid(body) {
+		return nil, d, nil, invalidJSON(body)
+	}
+	if body[i] != '{' {
+		return nil, d, nil, api.InvalidJSON("Request body must be a JSON object.")
+	}
+	f := make(fields, 8)
+	var others []string
+	err := jsonscan.Members(body, func(name, v []byte) error {
+		known := false
+		for _, w := range chatMembers {
+			if string(name) != w {
+				continue
+			}
+			known = true
+			if _, dup := f[w]; dup {
+				return api.InvalidValue(w, "'%s' is given more than once.", w)
+			}
+			f[w] = v
+			if w == "model" {
+				d.modelStart, d.modelEnd = jsonscan.Span(body, v)
+			}
+			break
+		}
+		if !known && !jsonscan.Null(v) {
+			for _, o := range others {
+				if o == string(name) {
+					return api.InvalidValue(o, "'%s' is given more than once.", o)
+				}
+			}
+			others = append(others, string(name))
+		}
+		return nil
+	})
+	var ae *api.Error
+	switch {
+	case errors.As(err, &ae):
+		return nil, d, nil, err
+	case err != nil:
+		return nil, d, nil, api.InvalidJSON("Request body is not valid JSON: %v.", err)
+	}
+	return f, d, others, nil
+}
+
+// OthersExcept returns the members of Others not among known: what a
+// translating provider that reads known cannot honour.
+func (r *ChatRequest) OthersExcept(known ...string) []string {
+	var out []string
+	for _, o := range r.Others {
+		found := false
+		for _, k := range known {
+			found = found || k == o
+		}
+		if !found {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// Extras returns the raw values of the named members that the request does
+// not model (see ChatRequest.Others): the provider-specific parameters a
+// translating provider reads (top_k, thinking, ...). Absent and null
+// members are left out.
+func (r *ChatRequest) Extras(names ...string) Extras {
+	var x Extras
+	jsonscan.Members(r.body, func(name, v []byte) error { // the body was validated by the parse
+		for _, want := range names {
+			if string(name) == want && !jsonscan.Null(v) {
+				if x == nil {
+					x = Extras{}
+				}
+				x[want] = v
+			}
+		}
+		return nil
+	})
+	return x
+}
+
+// Forward returns the body for an OpenAI-family provider: the client's
+// bytes with model set to model and LiteLLM's own members (mock_response,
+// drop_params) removed. With includeUsage, a streaming request also asks for
+// the final usage chunk (stream_options.include_usage: true), which the
+// gateway needs whether or not the client asked. When nothing changes the
+// body itself is returned, without a copy.
+func (r *ChatRequest) Forward(model string, includeUsage bool) []byte {
+	addUsage := includeUsage && r.Stream && !r.IncludeUsage
+	if !addUsage && !r.litellmOnly {
+		return r.doc.Body(model)
+	}
+	var strip []string
+	if r.litellmOnly {
+		strip = litellmMembers
+	}
+	return rebuild(r.doc, model, addUsage, r.streamOptions, strip)
+}
+
+// withIncludeUsage returns the stream_options object opts with include_usage
+// true and its other members as they were.
+func withIncludeUsage(opts []byte) []byte {
+	out := []byte(`{"include_usage":true`)
+	jsonscan.Members(opts, func(name, v []byte) error {
+		if string(name) != "include_usage" {
+			out = append(out, ',')
+			out = append(out, quote(string(name))...)
+			out = append(out, ':')
+			out = append(out, v...)
+		}
+		return nil
+	})
+	return append(out, '}')
+}
+
+func streamOptions(v []byte) (bool, error) {
+	if v[0] != '{' {
+		return false, api.InvalidValue("stream_options", "Invalid type for 'stream_options': expected an object.")
+	}
+	var include bool
+	err := jsonscan.Members(v, func(name, v []byte) error {
+		if string(name) != "include_usage" || jsonscan.Null(v) {
+			return nil
+		}
+		b, ok := jsonBool(v)
+		if !ok {
+			return api.InvalidValue("stream_options.include_usage", "Invalid type for 'stream_options.include_usage': expected a boolean.")
+		}
+		include = b
+		return nil
+	})
+	return include, err
+}

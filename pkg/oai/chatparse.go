@@ -1,0 +1,682 @@
+package oai
+
+import (
+	"errors"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
+)
+
+// The parsing of a chat request's nested members: messages and their
+// content parts, tool calls, tools, tool_choice, response_format, stop,
+// and the typed scalar fields. Each problem is a 400 naming the member by
+// its path ("messages[1].content[0].image_url.url").
+
+// parseMessages checks and decodes messages: a non-empty array of message
+// objects.
+func parseMessages(v []byte) ([]Message, error) {
+	if v[0] != '[' {
+		return nil, api.InvalidValue("messages", "Invalid type for 'messages': expected an array of message objects.")
+	}
+	msgs := make([]Message, 0, 4)
+	err := jsonscan.Elements(v, func(el []byte) error {
+		m, err := parseMessage(el, "messages["+strconv.Itoa(len(msgs))+"]")
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, m)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 {
+		return nil, api.InvalidValue("messages", "'messages' must not be an empty array.")
+	}
+	return msgs, nil
+}
+
+var messageMembers = []string{"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "reasoning_content"}
+
+func parseMessage(el []byte, at string) (Message, error) {
+	m := Message{Raw: el}
+	o, err := newObject(el, at, "a message object", messageMembers)
+	if err != nil {
+		return m, err
+	}
+	if m.Role, _, err = o.str("role"); err != nil {
+		return m, err
+	}
+	switch m.Role {
+	case RoleSystem, RoleDeveloper, RoleUser, RoleAssistant, RoleTool, RoleFunction:
+	case "":
+		return m, api.MissingParam(o.path("role"))
+	default:
+		return m, api.InvalidValue(o.path("role"), "Invalid value for '%s': %q. Supported values are: 'system', 'developer', 'user', 'assistant', 'tool' and 'function'.", o.path("role"), truncate(m.Role, 40))
+	}
+	if m.Name, _, err = o.str("name"); err != nil {
+		return m, err
+	}
+	content := o.get("content")
+	if content != nil {
+		switch content[0] {
+		case '"':
+			if m.Content, err = jsonscan.String(content); err != nil {
+				return m, api.InvalidValue(o.path("content"), "Invalid string for '%s'.", o.path("content"))
+			}
+		case '[':
+			if m.Parts, err = parseParts(content, o.path("content"), m.Role); err != nil {
+				return m, err
+			}
+		default:
+			return m, api.InvalidValue(o.path("content"), "Invalid type for '%s': expected a string or an array of content parts.", o.path("content"))
+		}
+	}
+	switch m.Role {
+	case RoleAssistant:
+		if v := o.get("tool_calls"); v != nil {
+			if m.ToolCalls, err = parseToolCalls(v, o.path("tool_calls")); err != nil {
+				return m, err
+			}
+		}
+		if m.Refusal, _, err = o.str("refusal"); err != nil {
+			return m, err
+		}
+		if m.ReasoningContent, _, err = o.str("reasoning_content"); err != nil {
+			return m, err
+		}
+	case RoleTool:
+		if m.ToolCallID, _, err = o.str("tool_call_id"); err != nil {
+			return m, err
+		}
+		if m.ToolCallID == "" {
+			return m, api.MissingParam(o.path("tool_call_id"))
+		}
+		if content == nil {
+			return m, api.MissingParam(o.path("content"))
+		}
+	case RoleFunction:
+		if m.Name == "" {
+			return m, api.MissingParam(o.path("name"))
+		}
+	default: // system, developer, user
+		if content == nil {
+			return m, api.MissingParam(o.path("content"))
+		}
+	}
+	return m, nil
+}
+
+// object holds the wanted members of one JSON object of the request, found
+// in one pass. at is its path ("messages[0]"), put together into a
+// member's path only for an error.
+type object struct {
+	at    string
+	names []string
+	vals  [][]byte
+}
+
+// newObject reads the members names of the object el; what is the kind
+// of object expected, for the error when el is not one. A wanted member
+// given twice is refused: a provider could read either copy.
+func newObject(el []byte, at, what string, names []string) (object, error) {
+	o := object{at: at, names: names, vals: make([][]byte, len(names))}
+	if len(el) == 0 || el[0] != '{' {
+		return o, api.InvalidValue(at, "Invalid type for '%s': expected %s.", at, what)
+	}
+	err := jsonscan.Members(el, func(name, v []byte) error {
+		for i, w := range names {
+			if string(name) == w {
+				if o.vals[i] != nil {
+					return api.InvalidValue(o.path(w), "'%s' is given more than once.", o.path(w))
+				}
+				o.vals[i] = v
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) {
+			return o, err
+		}
+		return o, api.InvalidValue(at, "'%s' is not a valid JSON object.", at)
+	}
+	return o, nil
+}
+
+func (o object) path(name string) string {
+	if o.at == "" {
+		return name
+	}
+	return o.at + "." + name
+}
+
+// get returns member name's raw value; nil when absent or null.
+func (o object) get(name string) []byte {
+	for i, w := range o.names {
+		if w == name {
+			if jsonscan.Null(o.vals[i]) {
+				return nil
+			}
+			return o.vals[i]
+		}
+	}
+	return nil
+}
+
+// str decodes an optional string member; absent and null give "".
+func (o object) str(name string) (string, bool, error) {
+	v := o.get(name)
+	if v == nil {
+		return "", false, nil
+	}
+	if v[0] != '"' {
+		return "", false, api.InvalidValue(o.path(name), "Invalid type for '%s': expected a string.", o.path(name))
+	}
+	s, err := jsonscan.String(v)
+	if err != nil {
+		return "", false, api.InvalidValue(o.path(name), "Invalid string for '%s'.", o.path(name))
+	}
+	return s, true, nil
+}
+
+// boolean decodes an optional boolean member; absent and null give false.
+func (o object) boolean(name string) (value, given bool, err error) {
+	v := o.get(name)
+	if v == nil {
+		return false, false, nil
+	}
+	b, ok := jsonBool(v)
+	if !ok {
+		return false, false, api.InvalidValue(o.path(name), "Invalid type for '%s': expected a boolean.", o.path(name))
+	}
+	return b, true, nil
+}
+
+// Content parts each role's messages may have.
+var (
+	textParts      = []string{PartText}
+	userParts      = []string{PartText, PartImageURL, PartInputAudio, PartFile}
+	assistantParts = []string{PartText, PartRefusal}
+)
+
+// parseParts checks and decodes a content array. System, developer and tool
+// messages take text parts only; assistant messages text and refusal parts;
+// user messages text, image_url, input_audio and file parts.
+func parseParts(v []byte, at, role string) ([]Part, error) {
+	allowed := textParts
+	switch role {
+	case RoleUser:
+		allowed = userParts
+	case RoleAssistant:
+		allowed = assistantParts
+	}
+	parts := make([]Part, 0, 2)
+	err := jsonscan.Elements(v, func(el []byte) error {
+		p, err := parsePart(el, at+"["+strconv.Itoa(len(parts))+"]", role, allowed)
+		if err != nil {
+			return err
+		}
+		parts = append(parts, p)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(parts) == 0 && role != RoleAssistant {
+		return nil, api.InvalidValue(at, "'%s' must not be an empty array.", at)
+	}
+	return parts, nil
+}
+
+var (
+	partMembers  = []string{"type", "text", "image_url", "input_audio", "file", "refusal"}
+	imageMembers = []string{"url", "detail"}
+	audioMembers = []string{"data", "format"}
+	fileMembers  = []string{"file_id", "file_data", "filename"}
+)
+
+func parsePart(el []byte, at, role string, allowed []string) (Part, error) {
+	p := Part{Raw: el}
+	o, err := newObject(el, at, "a content part object", partMembers)
+	if err != nil {
+		return p, err
+	}
+	if p.Type, _, err = o.str("type"); err != nil {
+		return p, err
+	}
+	if p.Type == "" {
+		return p, api.MissingParam(o.path("type"))
+	}
+	ok := false
+	for _, a := range allowed {
+		ok = ok || a == p.Type
+	}
+	if !ok {
+		return p, api.InvalidValue(o.path("type"), "Invalid value for '%s': %q; the content parts of a %s message may be of type '%s'.", o.path("type"), truncate(p.Type, 40), role, strings.Join(allowed, "', '"))
+	}
+	switch p.Type {
+	case PartText, PartRefusal:
+		var given bool
+		if p.Text, given, err = o.str(p.Type); err != nil {
+			return p, err
+		}
+		if !given {
+			return p, api.MissingParam(o.path(p.Type))
+		}
+	case PartImageURL:
+		if o.get("image_url") == nil {
+			return p, api.MissingParam(o.path("image_url"))
+		}
+		img, err := newObject(o.get("image_url"), o.path("image_url"), "an object with a 'url'", imageMembers)
+		if err != nil {
+			return p, err
+		}
+		if p.ImageURL, _, err = img.str("url"); err != nil {
+			return p, err
+		}
+		if p.ImageURL == "" {
+			return p, api.MissingParam(img.path("url"))
+		}
+		if p.ImageDetail, _, err = img.str("detail"); err != nil {
+			return p, err
+		}
+		switch p.ImageDetail {
+		case "", "auto", "low", "high":
+		default:
+			return p, api.InvalidValue(img.path("detail"), "Invalid value for '%s': %q. Supported values are: 'auto', 'low' and 'high'.", img.path("detail"), truncate(p.ImageDetail, 40))
+		}
+	case PartInputAudio:
+		if o.get("input_audio") == nil {
+			return p, api.MissingParam(o.path("input_audio"))
+		}
+		a, err := newObject(o.get("input_audio"), o.path("input_audio"), "an object with 'data' and 'format'", audioMembers)
+		if err != nil {
+			return p, err
+		}
+		p.Audio = &InputAudio{}
+		if p.Audio.Data, _, err = a.str("data"); err != nil {
+			return p, err
+		}
+		if p.Audio.Format, _, err = a.str("format"); err != nil {
+			return p, err
+		}
+		if p.Audio.Data == "" {
+			return p, api.MissingParam(a.path("data"))
+		}
+		if p.Audio.Format == "" {
+			return p, api.MissingParam(a.path("format"))
+		}
+	case PartFile:
+		if o.get("file") == nil {
+			return p, api.MissingParam(o.path("file"))
+		}
+		file, err := newObject(o.get("file"), o.path("file"), "an object with a 'file_id' or 'file_data'", fileMembers)
+		if err != nil {
+			return p, err
+		}
+		p.File = &File{}
+		if p.File.ID, _, err = file.str("file_id"); err != nil {
+			return p, err
+		}
+		if p.File.Data, _, err = file.str("file_data"); err != nil {
+			return p, err
+		}
+		if p.File.Name, _, err = file.str("filename"); err != nil {
+			return p, err
+		}
+		if p.File.ID == "" && p.File.Data == "" {
+			return p, api.InvalidValue(file.at, "'%s' must have a 'file_id' or 'file_data'.", file.at)
+		}
+	}
+	return p, nil
+}
+
+var (
+	toolCallMembers     = []string{"id", "type", "function"}
+	functionCallMembers = []string{"name", "arguments"}
+)
+
+func parseToolCalls(v []byte, at string) ([]ToolCall, error) {
+	if v[0] != '[' {
+		return nil, api.InvalidValue(at, "Invalid type for '%s': expected an array of tool calls.", at)
+	}
+	var calls []ToolCall
+	err := jsonscan.Elements(v, func(el []byte) error {
+		o, err := newObject(el, at+"["+strconv.Itoa(len(calls))+"]", "a tool call object", toolCallMembers)
+		if err != nil {
+			return err
+		}
+		var c ToolCall
+		if c.ID, _, err = o.str("id"); err != nil {
+			return err
+		}
+		if c.ID == "" {
+			return api.MissingParam(o.path("id"))
+		}
+		if c.Type, _, err = o.str("type"); err != nil {
+			return err
+		}
+		if c.Type != "function" {
+			return api.InvalidValue(o.path("type"), "Invalid value for '%s': expected 'function'.", o.path("type"))
+		}
+		if o.get("function") == nil {
+			return api.MissingParam(o.path("function"))
+		}
+		fn, err := newObject(o.get("function"), o.path("function"), "an object with 'name' and 'arguments'", functionCallMembers)
+		if err != nil {
+			return err
+		}
+		if c.Function.Name, _, err = fn.str("name"); err != nil {
+			return err
+		}
+		if c.Function.Name == "" {
+			return api.MissingParam(fn.path("name"))
+		}
+		if c.Function.Arguments, _, err = fn.str("arguments"); err != nil {
+			return err
+		}
+		calls = append(calls, c)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return calls, nil
+}
+
+// functionName is what OpenAI accepts as a function's (and a JSON schema
+// format's) name.
+var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+var (
+	toolMembers     = []string{"type", "function"}
+	functionMembers = []string{"name", "description", "parameters", "strict"}
+)
+
+func parseTools(v []byte) ([]Tool, error) {
+	if v[0] != '[' {
+		return nil, api.InvalidValue("tools", "Invalid type for 'tools': expected an array of tools.")
+	}
+	var tools []Tool
+	err := jsonscan.Elements(v, func(el []byte) error {
+		t := Tool{Raw: el}
+		o, err := newObject(el, "tools["+strconv.Itoa(len(tools))+"]", "a tool object", toolMembers)
+		if err != nil {
+			return err
+		}
+		if t.Type, _, err = o.str("type"); err != nil {
+			return err
+		}
+		switch t.Type {
+		case "function":
+		case "custom":
+			tools = append(tools, t)
+			return nil
+		case "":
+			return api.MissingParam(o.path("type"))
+		default:
+			return api.InvalidValue(o.path("type"), "Invalid value for '%s': %q. Supported values are: 'function' and 'custom'.", o.path("type"), truncate(t.Type, 40))
+		}
+		if o.get("function") == nil {
+			return api.MissingParam(o.path("function"))
+		}
+		fn, err := newObject(o.get("function"), o.path("function"), "an object", functionMembers)
+		if err != nil {
+			return err
+		}
+		if t.Function.Name, _, err = fn.str("name"); err != nil {
+			return err
+		}
+		if t.Function.Name == "" {
+			return api.MissingParam(fn.path("name"))
+		}
+		if !functionName.MatchString(t.Function.Name) {
+			return api.InvalidValue(fn.path("name"), "Invalid '%s': %q. Expected a string that matches the pattern '^[a-zA-Z0-9_-]{1,64}$'.", fn.path("name"), truncate(t.Function.Name, 80))
+		}
+		if t.Function.Description, _, err = fn.str("description"); err != nil {
+			return err
+		}
+		if p := fn.get("parameters"); p != nil {
+			if p[0] != '{' {
+				return api.InvalidValue(fn.path("parameters"), "Invalid type for '%s': expected a JSON Schema object.", fn.path("parameters"))
+			}
+			t.Function.Parameters = p
+		}
+		if b, given, err := fn.boolean("strict"); err != nil {
+			return err
+		} else if given {
+			t.Function.Strict = &b
+		}
+		tools = append(tools, t)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tools, nil
+}
+
+var (
+	toolChoiceMembers = []string{"type", "function"}
+	nameMember        = []string{"name"}
+)
+
+func parseToolChoice(v []byte, tools []Tool) (*ToolChoice, error) {
+	c := &ToolChoice{Raw: v}
+	if v[0] == '"' {
+		s, _ := jsonscan.String(v)
+		switch s {
+		case ToolChoiceNone, ToolChoiceAuto, ToolChoiceRequired:
+			c.Mode = s
+		default:
+			return nil, api.InvalidValue("tool_choice", "Invalid value for 'tool_choice': %q. Supported values are: 'none', 'auto' and 'required', or an object naming a function.", truncate(s, 40))
+		}
+		if s == ToolChoiceRequired && len(tools) == 0 {
+			return nil, api.InvalidValue("tool_choice", "'tool_choice' is 'required' but no 'tools' are given.")
+		}
+		return c, nil
+	}
+	o, err := newObject(v, "tool_choice", "a string or an object", toolChoiceMembers)
+	if err != nil {
+		return nil, err
+	}
+	typ, _, err := o.str("type")
+	if err != nil {
+		return nil, err
+	}
+	switch typ {
+	case "function":
+	case "allowed_tools", "custom":
+		c.Mode = typ
+		return c, nil
+	case "":
+		return nil, api.MissingParam("tool_choice.type")
+	default:
+		return nil, api.InvalidValue("tool_choice.type", "Invalid value for 'tool_choice.type': %q. Supported values are: 'function', 'allowed_tools' and 'custom'.", truncate(typ, 40))
+	}
+	if o.get("function") == nil {
+		return nil, api.MissingParam("tool_choice.function")
+	}
+	fn, err := newObject(o.get("function"), "tool_choice.function", "an object with a 'name'", nameMember)
+	if err != nil {
+		return nil, err
+	}
+	if c.Function, _, err = fn.str("name"); err != nil {
+		return nil, err
+	}
+	if c.Function == "" {
+		return nil, api.MissingParam("tool_choice.function.name")
+	}
+	found := false
+	for _, t := range tools {
+		found = found || (t.Type == "function" && t.Function.Name == c.Function)
+	}
+	if !found {
+		return nil, api.InvalidValue("tool_choice.function.name", "'tool_choice' names function %q, which is not among 'tools'.", truncate(c.Function, 80))
+	}
+	c.Mode = ToolChoiceFunction
+	return c, nil
+}
+
+var (
+	responseFormatMembers = []string{"type", "json_schema"}
+	jsonSchemaMembers     = []string{"name", "description", "schema", "strict"}
+)
+
+func parseResponseFormat(v []byte) (*ResponseFormat, error) {
+	o, err := newObject(v, "response_format", "an object", responseFormatMembers)
+	if err != nil {
+		return nil, err
+	}
+	rf := &ResponseFormat{}
+	if rf.Type, _, err = o.str("type"); err != nil {
+		return nil, err
+	}
+	switch rf.Type {
+	case FormatText, FormatJSONObject:
+		return rf, nil
+	case FormatJSONSchema:
+	case "":
+		return nil, api.MissingParam("response_format.type")
+	default:
+		return nil, api.InvalidValue("response_format.type", "Invalid value for 'response_format.type': %q. Supported values are: 'text', 'json_object' and 'json_schema'.", truncate(rf.Type, 40))
+	}
+	if o.get("json_schema") == nil {
+		return nil, api.MissingParam("response_format.json_schema")
+	}
+	js, err := newObject(o.get("json_schema"), "response_format.json_schema", "an object", jsonSchemaMembers)
+	if err != nil {
+		return nil, err
+	}
+	s := &JSONSchema{}
+	if s.Name, _, err = js.str("name"); err != nil {
+		return nil, err
+	}
+	if s.Name == "" {
+		return nil, api.MissingParam("response_format.json_schema.name")
+	}
+	if !functionName.MatchString(s.Name) {
+		return nil, api.InvalidValue("response_format.json_schema.name", "Invalid 'response_format.json_schema.name': %q. Expected a string that matches the pattern '^[a-zA-Z0-9_-]{1,64}$'.", truncate(s.Name, 80))
+	}
+	if s.Description, _, err = js.str("description"); err != nil {
+		return nil, err
+	}
+	if sch := js.get("schema"); sch != nil {
+		if sch[0] != '{' {
+			return nil, api.InvalidValue("response_format.json_schema.schema", "Invalid type for 'response_format.json_schema.schema': expected a JSON Schema object.")
+		}
+		s.Schema = sch
+	}
+	if b, given, err := js.boolean("strict"); err != nil {
+		return nil, err
+	} else if given {
+		s.Strict = &b
+	}
+	rf.JSONSchema = s
+	return rf, nil
+}
+
+func parseStop(v []byte) ([]string, error) {
+	switch v[0] {
+	case '"':
+		s, err := jsonscan.String(v)
+		if err != nil {
+			return nil, api.InvalidValue("stop", "Invalid string for 'stop'.")
+		}
+		return []string{s}, nil
+	case '[':
+	default:
+		return nil, api.InvalidValue("stop", "Invalid type for 'stop': expected a string or an array of strings.")
+	}
+	var stop []string
+	err := jsonscan.Elements(v, func(el []byte) error {
+		if el[0] != '"' {
+			return api.InvalidValue("stop", "Invalid type for 'stop[%d]': expected a string.", len(stop))
+		}
+		s, err := jsonscan.String(el)
+		if err != nil {
+			return api.InvalidValue("stop", "Invalid string for 'stop[%d]'.", len(stop))
+		}
+		stop = append(stop, s)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(stop) > MaxStop {
+		return nil, api.InvalidValue("stop", "'stop' has %d sequences; at most %d are allowed.", len(stop), MaxStop)
+	}
+	return stop, nil
+}
+
+// boolField decodes an optional boolean member; absent and null give false.
+func boolField(f fields, name string) (value, given bool, err error) {
+	v, ok := f[name]
+	if !ok || jsonscan.Null(v) {
+		return false, false, nil
+	}
+	b, ok := jsonBool(v)
+	if !ok {
+		return false, false, api.InvalidValue(name, "Invalid type for '%s': expected a boolean.", name)
+	}
+	return b, true, nil
+}
+
+func jsonBool(v []byte) (bool, bool) {
+	switch string(v) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return false, false
+}
+
+// intField decodes an optional integer member within [min, max]; absent and
+// null give 0.
+func intField(f fields, name string, min, max int64) (value int64, given bool, err error) {
+	v, ok := f[name]
+	if !ok || jsonscan.Null(v) {
+		return 0, false, nil
+	}
+	n, perr := strconv.ParseInt(string(v), 10, 64)
+	if perr != nil {
+		// 1e3 and 5.0 are integers too, as OpenAI reads them.
+		fl, ferr := strconv.ParseFloat(string(v), 64)
+		if ferr != nil || !jsonscan.ValidNumber(v) || fl != math.Trunc(fl) || fl < -(1<<53) || fl > 1<<53 {
+			return 0, false, api.InvalidValue(name, "Invalid type for '%s': expected an integer, got %s.", name, truncate(string(v), 40))
+		}
+		n = int64(fl)
+	}
+	if n < min || n > max {
+		return 0, false, api.InvalidValue(name, "Invalid value for '%s': %d is out of range [%d, %d].", name, n, min, max)
+	}
+	return n, true, nil
+}
+
+// floatField decodes an optional number member within [min, max]; absent
+// and null give nil.
+func floatField(f fields, name string, min, max float64) (*float64, error) {
+	v, ok := f[name]
+	if !ok || jsonscan.Null(v) {
+		return nil, nil
+	}
+	if !jsonscan.ValidNumber(v) {
+		return nil, api.InvalidValue(name, "Invalid type for '%s': expected a number.", name)
+	}
+	x, err := strconv.ParseFloat(string(v), 64)
+	if err != nil {
+		return nil, api.InvalidValue(name, "Invalid type for '%s': expected a number.", name)
+	}
+	if x < min || x > max {
+		return nil, api.InvalidValue(name, "Invalid value for '%s': %s is out of range [%g, %g].", name, truncate(string(v), 40), min, max)
+	}
+	return &x, nil
+}

@@ -1,0 +1,100 @@
+package anthropic
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/providers"
+)
+
+// Provider opens anthropic/ deployments.
+type Provider struct {
+	client *http.Client
+	getenv func(string) string
+}
+
+// New returns the provider, calling out through client. getenv (nil: none)
+// supplies ANTHROPIC_API_KEY and ANTHROPIC_API_BASE.
+func New(client *http.Client, getenv func(string) string) *Provider {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	return &Provider{client: client, getenv: getenv}
+}
+
+// Open resolves the deployment's credential (Resolve) and builds its
+// Messages URL: {api_base}/v1/messages, or api_base itself when it already
+// ends so (LiteLLM accepts both).
+func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
+	cred, err := Resolve(ctx, Settings{APIKey: d.Params.APIKey, APIBase: d.Params.APIBase}, resolve, p.getenv)
+	switch {
+	case errors.Is(err, ErrNoKey):
+		return nil, api.Unavailable("Model '%s' (provider anthropic) has no api_key configured: set litellm_params.api_key, or %s.", d.ModelName, KeyEnv)
+	case providers.IsBadSetting(err):
+		e := api.Unavailable("Model '%s' (provider anthropic): %v.", d.ModelName, err)
+		e.Err = err
+		return nil, e
+	case err != nil:
+		return nil, err
+	}
+	model := d.Params.ProviderModel()
+	if model == "" {
+		return nil, api.Unavailable("Model '%s' names no Anthropic model: litellm_params.model must be anthropic/<model>.", d.ModelName)
+	}
+	url := cred.APIBase
+	if !strings.HasSuffix(url, "/v1/messages") {
+		url += "/v1/messages"
+	}
+	return &endpoint{
+		client: p.client, cred: cred, url: url,
+		opts: Options{Provider: Name, Model: model, Drop: providers.NewDropParams(Name, d)},
+	}, nil
+}
+
+type endpoint struct {
+	client *http.Client
+	cred   Credential
+	url    string
+	opts   Options
+}
+
+func (e *endpoint) APIBase() string { return e.cred.APIBase }
+
+// Chat sends the request translated (NewCall) to POST /v1/messages and
+// translates the answer, or the event stream, back.
+func (e *endpoint) Chat(ctx context.Context, req *oai.ChatRequest) (*models.Answer, error) {
+	call, err := NewCall(req, e.opts)
+	if err != nil {
+		return nil, err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(call.Body))
+	if err != nil {
+		return nil, fmt.Errorf("anthropic: build the request: %w", err)
+	}
+	h := hreq.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("Anthropic-Version", APIVersion)
+	e.cred.Authorize(h)
+	if req.Stream {
+		h.Set("Accept", "text/event-stream")
+		ans, err := providers.RelayStream(e.client, Name, hreq)
+		if err != nil {
+			return nil, err
+		}
+		return call.Stream(ans.Body), nil
+	}
+	h.Set("Accept", "application/json")
+	resp, err := providers.Do(e.client, Name, hreq)
+	if err != nil {
+		return nil, err
+	}
+	return call.Answer(resp.Body)
+}
