@@ -268,3 +268,28 @@ func details(u oai.Usage, cached, reasoning int64) oai.Usage {
 	u.CompletionTokensDetails.ReasoningTokens = reasoning
 	return u
 }
+
+func TestLastIndex(t *testing.T) {
+	for _, tc := range []struct{ s, k string }{
+		{`{"usage":{"usage":1}}`, `"usage"`}, {`"usage"`, `"usage"`}, {`"usag`, `"usage"`}, {``, `"`},
+		{`x"usage" "usagex"`, `"usage"`}, {`""""`, `""`}, {`abc`, `c`}, {`abc`, `a`}, {`abc`, `abcd`},
+	} {
+		if got, want := lastIndex([]byte(tc.s), []byte(tc.k)), bytes.LastIndex([]byte(tc.s), []byte(tc.k)); got != want {
+			t.Errorf("lastIndex(%q, %q) = %d, want %d", tc.s, tc.k, got, want)
+		}
+	}
+}
+
+// FuzzLastIndex holds lastIndex to bytes.LastIndex.
+func FuzzLastIndex(f *testing.F) {
+	f.Add([]byte(`{"usage":{"input_tokens":1},"x":"\"usage\""}`), []byte(`"usage"`))
+	f.Add([]byte(`aaaa`), []byte(`aa`))
+	f.Fuzz(func(t *testing.T, s, k []byte) {
+		if len(k) == 0 {
+			return
+		}
+		if got, want := lastIndex(s, k), bytes.LastIndex(s, k); got != want {
+			t.Fatalf("lastIndex(%q, %q) = %d, want %d", s, k, got, want)
+		}
+	})
+}
