@@ -78,7 +78,10 @@ func AppendVector(dst, raw []byte, encoding string, scratch []byte) (out []byte,
 	}
 	i = jsonscan.SkipSpace(raw, i+1)
 	if b64 {
-		scratch = scratch[:0]
+		// 4 bytes a value; a value takes at least 2 bytes of text ("0,")
+		// and a provider's usually 10 or more: a quarter of the text is
+		// room for most vectors, and append grows it for the rest.
+		scratch = slices.Grow(scratch[:0], len(raw)/2)
 	} else {
 		dst = append(dst, '[')
 	}
@@ -152,26 +155,16 @@ func float32At(raw []byte, i int) (f float32, end int, err error) {
 	}
 	var (
 		mant   uint64
-		digits int // significant digits in mant
+		digits int // significant digits in mant, at most 19 (it holds them all)
 		exp    int // mant × 10^exp is the number
 		exact  = true
 	)
-	digit := func(c byte) {
-		switch {
-		case mant == 0 && c == '0':
-		case digits < 19:
-			mant = mant*10 + uint64(c-'0')
-			digits++
-		default:
-			exact = false // digits beyond what mant holds
-		}
-	}
 	switch {
 	case i < len(raw) && raw[i] == '0':
 		i++
 	case i < len(raw) && raw[i] >= '1' && raw[i] <= '9':
 		for ; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
-			digit(raw[i])
+			mant, digits, exact = addDigit(mant, digits, exact, raw[i])
 		}
 	default:
 		return 0, -1, nil
@@ -181,7 +174,7 @@ func float32At(raw []byte, i int) (f float32, end int, err error) {
 		first := i
 		for ; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
 			exp--
-			digit(raw[i])
+			mant, digits, exact = addDigit(mant, digits, exact, raw[i])
 		}
 		if i == first {
 			return 0, -1, nil
@@ -227,6 +220,19 @@ func float32At(raw []byte, i int) (f float32, end int, err error) {
 	// string(...) does not escape (strconv clones what its errors keep).
 	v, err := strconv.ParseFloat(string(raw[start:i]), 32)
 	return float32(v), i, err
+}
+
+// addDigit appends the decimal digit c to mant, a number of digits
+// significant digits; a digit mant cannot hold makes it inexact.
+func addDigit(mant uint64, digits int, exact bool, c byte) (uint64, int, bool) {
+	switch {
+	case mant == 0 && c == '0': // a leading zero
+	case digits < 19:
+		return mant*10 + uint64(c-'0'), digits + 1, exact
+	default:
+		exact = false
+	}
+	return mant, digits, exact
 }
 
 // float64pow10 are the powers of ten float64 holds exactly.
