@@ -22,9 +22,10 @@ import (
 
 // BenchmarkOverhead sets the local process (Serve, as make run starts it)
 // beside a bare httputil.ReverseProxy (connection pool and copy buffers
-// pooled, as the bench's baseline) on the paths issue 13 measures: an OpenAI
-// embedding relayed (1536 floats), an Anthropic Messages call passed through,
-// and a Bedrock Titan embedding translated to OpenAI base64. The client, the
+// pooled, as the bench's baseline) on the paths issues 13 and 14 measure: an
+// OpenAI embedding relayed (1536 floats), an Anthropic Messages call passed
+// through, a Bedrock Titan embedding translated to OpenAI base64, and an
+// OpenAI chat completion forwarded. The client, the
 // upstream and the target share the process, so cpu-µs/op counts all three:
 // the difference between a path's proxy and sluice rows is what sluice
 // spends on top, and allocs/op are sluice's plus the same client's and
@@ -40,6 +41,7 @@ func BenchmarkOverhead(b *testing.B) {
 	embeddings := `{"model":"text-embedding-3-small","input":"` + benchInput + `"}`
 	titan := `{"model":"titan","input":"` + benchInput + `","encoding_format":"base64"}`
 	messages := `{"model":"claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"` + benchInput + `"}]}`
+	chat := `{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"` + benchInput + `"}]}`
 	for _, p := range []struct {
 		name              string
 		sluicePath, body  string
@@ -49,6 +51,7 @@ func BenchmarkOverhead(b *testing.B) {
 	}{
 		{"embeddings", "/v1/embeddings", embeddings, "/v1/embeddings", embeddings, bearer, len(embeddingAnswer), len(embeddingAnswer)},
 		{"messages", "/anthropic/v1/messages", messages, "/v1/messages", messages, anthropicKey, len(messageAnswer), len(messageAnswer)},
+		{"chat", "/v1/chat/completions", chat, "/v1/chat/completions", chat, bearer, len(chatAnswer), len(chatAnswer)},
 		{"titan", "/v1/embeddings", titan, "/model/amazon.titan-embed-text-v2:0/invoke", `{"inputText":"` + benchInput + `"}`, bearer, -1, len(titanAnswer)},
 	} {
 		b.Run(p.name+"/proxy", func(b *testing.B) {
@@ -132,7 +135,9 @@ var (
 	benchVector     = benchFloats(1536)
 	embeddingAnswer = []byte(`{"object":"list","data":[{"object":"embedding","index":0,"embedding":` + benchVector +
 		`}],"model":"text-embedding-3-small","usage":{"prompt_tokens":120,"total_tokens":120}}`)
-	titanAnswer   = []byte(`{"embedding":` + benchVector + `,"inputTextTokenCount":120}`)
+	titanAnswer = []byte(`{"embedding":` + benchVector + `,"inputTextTokenCount":120}`)
+	chatAnswer  = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1764000000,"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+		strings.Repeat("Sluice answers. ", 50) + `","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":130,"completion_tokens":200,"total_tokens":330},"system_fingerprint":"fp_1"}`)
 	messageAnswer = []byte(`{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hello."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":120,"output_tokens":3}}`)
 )
 
@@ -164,6 +169,7 @@ func benchUpstream() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/embeddings", answer(embeddingAnswer))
 	mux.Handle("POST /v1/messages", answer(messageAnswer))
+	mux.Handle("POST /v1/chat/completions", answer(chatAnswer))
 	mux.Handle("POST /model/{model}/invoke", answer(titanAnswer))
 	return mux
 }
@@ -174,6 +180,7 @@ func benchSluice(b testing.TB, upstream string) (url, key string) {
 	dir := b.TempDir()
 	conf := "model_list:\n" +
 		"  - model_name: text-embedding-3-small\n    litellm_params: {model: openai/text-embedding-3-small, api_base: " + upstream + "/v1, api_key: sk-up}\n" +
+		"  - model_name: gpt-4o-mini\n    litellm_params: {model: openai/gpt-4o-mini, api_base: " + upstream + "/v1, api_key: sk-up}\n" +
 		"  - model_name: titan\n    litellm_params: {model: bedrock/amazon.titan-embed-text-v2:0, api_base: " + upstream +
 		", aws_region_name: us-east-1, aws_access_key_id: AKIDBENCH, aws_secret_access_key: bench-secret}\n" +
 		"passthrough:\n  anthropic: {api_base: " + upstream + ", api_key: sk-ant-up}\n"
