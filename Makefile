@@ -20,8 +20,27 @@ help: ## List the targets
 run: ## Run the gateway locally on embedded storage (127.0.0.1:4000, data in ./.sluice; config: SLUICE_CONFIG, ./sluice.yaml or sluice.example.yaml)
 	SLUICE_CONFIG="$${SLUICE_CONFIG:-$$(test -f sluice.yaml && echo sluice.yaml || echo sluice.example.yaml)}" $(GO) run ./functions/local
 
+.PHONY: redrive
+redrive: ## Re-drive the log events waiting in the delivery dead-letter queue (stop `make run` first: it holds the data dir)
+	$(GO) run ./functions/local redrive
+
 .PHONY: test
-test: vet check-deps lint-template test-aws ## Everything: vet, dependency check, cfn-lint, every test (-race) on both backends, moto_server started and stopped
+test: export SLUICE_REQUIRE_NODE = 1
+test: vet check-deps lint-template node-deps test-aws ## Everything: vet, dependency check, cfn-lint, every test (-race) on both backends, moto_server started and stopped
+
+# The official openai Node client the tests drive, one copy per package that
+# uses it (pkg/*/testdata/node, at the version its package-lock.json pins):
+# installed once into the ignored node_modules, again only when the lockfile
+# changes.
+NODE_CLIENT_DIRS := $(patsubst %/package-lock.json,%,$(wildcard pkg/*/testdata/node/package-lock.json))
+
+.PHONY: node-deps
+node-deps: $(addsuffix /node_modules/.package-lock.json,$(NODE_CLIENT_DIRS)) ## Install the Node client the tests drive (npm ci, once)
+
+%/node_modules/.package-lock.json: %/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "npm is not installed: tests drive the official openai Node client (Node 20 or later)"; exit 1; }
+	npm ci --prefix $* --no-audit --no-fund
+	@touch $@
 
 .PHONY: vet
 vet: ## go vet and gofmt

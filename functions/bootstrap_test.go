@@ -23,10 +23,12 @@ import (
 // ~20 of them, on 2 cores) buys little: by default the bootstrap tests build
 // a representative set — a buffered JSON function (admin), a binary upload
 // (files-upload) and a streamed download of it by another process
-// (file-content), and a streamed SSE passthrough (passthrough-anthropic).
-// SLUICE_TEST_ALL_BOOTSTRAPS=1 builds and runs every function; the in-process
-// test runs every function's samples on every run either way.
-var representative = []string{"admin", "files-upload", "file-content", "passthrough-anthropic"}
+// (file-content), a streamed SSE passthrough (passthrough-anthropic) and a
+// streamed chat completion (chat-completions, whose usage chunk the gateway
+// meters on its way). SLUICE_TEST_ALL_BOOTSTRAPS=1 builds and runs every
+// function; the in-process test runs every function's samples on every run
+// either way.
+var representative = []string{"admin", "files-upload", "file-content", "passthrough-anthropic", "chat-completions"}
 
 // allBootstrapsEnv makes the bootstrap tests build and run every function.
 const allBootstrapsEnv = "SLUICE_TEST_ALL_BOOTSTRAPS"
@@ -99,8 +101,8 @@ func TestBootstrapSizes(t *testing.T) {
 // TestBootstrapsLocal runs the scenario's steps for the built functions
 // through their bootstraps, one process at a time over one local data dir,
 // the way Lambda runs them: exec, /next, answer. The streaming passthrough
-// proves its first event reaches the Runtime API while its handler still
-// runs.
+// and chat completion prove their first event reaches the Runtime API while
+// their handler still runs.
 func TestBootstrapsLocal(t *testing.T) {
 	bins := builtBootstraps(t)
 	w := newWorld(t)
@@ -186,12 +188,12 @@ func runBootstraps(t *testing.T, w *world, bins map[string]string, env map[strin
 		var onChunk func(runtimeapi.Chunk)
 		var firstEventAt time.Time
 		var seen bytes.Buffer
-		if s.holdStream {
+		if s.firstEvent != "" {
 			release := w.holdNextStream()
 			defer release()
 			onChunk = func(c runtimeapi.Chunk) {
 				seen.Write(c.Data)
-				if firstEventAt.IsZero() && bytes.Contains(seen.Bytes(), []byte("event: message_start")) {
+				if firstEventAt.IsZero() && bytes.Contains(seen.Bytes(), []byte(s.firstEvent)) {
 					firstEventAt = c.At
 					release() // only now may the provider, and so the handler, go on
 				}
@@ -201,7 +203,7 @@ func runBootstraps(t *testing.T, w *world, bins map[string]string, env map[strin
 		res, err := cur.s.Invoke(ctx, r.event(t, s), onChunk)
 		cancel()
 		if err != nil {
-			if s.holdStream {
+			if s.firstEvent != "" {
 				t.Fatalf("%s: %v — the first event never reached the Runtime API while the handler ran (seen: %q)", s.sample, err, seen.String())
 			}
 			t.Fatalf("%s: %v", s.sample, err)
@@ -216,7 +218,7 @@ func runBootstraps(t *testing.T, w *world, bins map[string]string, env map[strin
 		if res.Streamed != streams {
 			t.Errorf("%s: answered streamed=%v, the route table says %v", s.sample, res.Streamed, streams)
 		}
-		if s.holdStream && (firstEventAt.IsZero() || !firstEventAt.Before(res.Done) || len(res.Chunks) < 2) {
+		if s.firstEvent != "" && (firstEventAt.IsZero() || !firstEventAt.Before(res.Done) || len(res.Chunks) < 2) {
 			t.Errorf("%s: first event at %v, answer done at %v in %d chunks: not streamed", s.sample, firstEventAt, res.Done, len(res.Chunks))
 		}
 		r.check(t, s, res.Streamed, res.Body)

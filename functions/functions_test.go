@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluice-gateway/sluice/pkg/gateway"
 	"github.com/sluice-gateway/sluice/pkg/gateway/lambdafn"
@@ -42,9 +43,11 @@ const (
 	sampleUploadID       = "upload_Tz4Lq8Wn2Kc6Rv9Jb3Mx7Hd5"
 	sampleCancelUploadID = "upload_Pa7Ns3Vk9Qe2Lw6Gt4Jy8Rc1"
 	samplePartID         = "part_Xe5Bm1Qs8Hv3Nk7Dz2Lc9Wr4"
+	sampleBatchID        = "batch_Wd3Rk8Ts2Lq6Nv9Hc4Jx7Pb1"
 )
 
-// step is one sample event and what its answer must be.
+// step is one sample event and what its answer must be. A queue job's
+// sample (batch-worker) must answer no failed message.
 type step struct {
 	sample string // events/<function>/<sample>
 	status int
@@ -53,10 +56,10 @@ type step struct {
 	capture map[string]string
 	// contains must appear in the answer body.
 	contains string
-	// holdStream marks the step that proves streaming: the fake provider
-	// holds its stream after the first event until that event has reached
-	// the Runtime API.
-	holdStream bool
+	// firstEvent, in a step that proves streaming, is what the first event
+	// of the answer holds: the fake provider holds its stream after that
+	// event until it has reached the Runtime API.
+	firstEvent string
 }
 
 func (s step) function() string { return strings.SplitN(s.sample, "/", 2)[0] }
@@ -75,10 +78,27 @@ var scenario = []step{
 	{sample: "admin/team-info.json", status: 200, contains: `"search"`},
 	{sample: "admin/team-list.json", status: 200, contains: `"search"`},
 	{sample: "admin/key-info.json", status: 200, contains: `"search-ci"`},
+	{sample: "team-callback-add/add-langfuse.json", status: 200, contains: `"langfuse_secret_key":"***REDACTED***"`},
+	{sample: "team-callback-get/get.json", status: 200, contains: `"success_callbacks":["langfuse"]`},
+	{sample: "team-audit/list.json", status: 200, contains: `"changed_by":"ops@example.com"`},
 	{sample: "files-upload/upload-batch-input.json", status: 200, capture: map[string]string{"id": sampleFileID}, contains: `"requests.jsonl"`},
 	{sample: "files-list/list-batch-files.json", status: 200, contains: `"requests.jsonl"`},
 	{sample: "file-get/get.json", status: 200, contains: `"batch"`},
 	{sample: "file-content/download.json", status: 200, contains: `{"custom_id":"req-2"`},
+	// A batch on that file, run by the worker's samples (plan, its one
+	// chunk, finalize); then a second, cancelled before its plan.
+	{sample: "batches-create/create.json", status: 200, capture: map[string]string{"id": sampleBatchID}, contains: `"validating"`},
+	{sample: "batch-get/get.json", status: 200, contains: `"search-index"`},
+	{sample: "batches-list/list.json", status: 200, contains: `"object":"list"`},
+	{sample: "batch-worker/plan.json"},
+	{sample: "batch-worker/chunk.json"},
+	{sample: "batch-worker/finalize.json"},
+	{sample: "batch-get/get.json", status: 200, contains: `"completed":2`},
+	{sample: "batches-create/create.json", status: 200, capture: map[string]string{"id": sampleBatchID}},
+	{sample: "batch-cancel/cancel.json", status: 200, contains: `"cancelling"`},
+	{sample: "batch-worker/plan.json"},
+	{sample: "batch-worker/finalize.json"},
+	{sample: "batch-get/get.json", status: 200, contains: `"cancelled"`},
 	{sample: "uploads/create.json", status: 200, capture: map[string]string{"id": sampleUploadID}},
 	{sample: "uploads/add-part.json", status: 200, capture: map[string]string{"id": samplePartID}},
 	{sample: "uploads/complete.json", status: 200, contains: `"completed"`},
@@ -87,14 +107,16 @@ var scenario = []step{
 	{sample: "embeddings/create.json", status: 200, contains: `"embedding"`},
 	{sample: "moderations/create.json", status: 200, contains: `"flagged":false`},
 	{sample: "moderations/create-litellm-path.json", status: 200, contains: `"results"`},
-	{sample: "chat-completions/create-stream.json", status: 200, contains: `"usage":{"prompt_tokens":13`},
+	{sample: "chat-completions/create-stream.json", status: 200, contains: `"usage":{"prompt_tokens":13`, firstEvent: `"role":"assistant"`},
 	{sample: "chat-completions/create-litellm-path.json", status: 200, contains: "The Danube."},
 	{sample: "completions/create.json", status: 200, contains: "This is a test."},
 	{sample: "responses/create.json", status: 200, contains: "Rivers run to the sea"},
-	{sample: "passthrough-anthropic/messages-stream.json", status: 200, contains: "event: message_stop", holdStream: true},
+	{sample: "passthrough-anthropic/messages-stream.json", status: 200, contains: "event: message_stop", firstEvent: "event: message_start"},
 	{sample: "passthrough-gemini/stream-generate-content.json", status: 200, contains: "Rhine, Seine."},
 	{sample: "passthrough-vertex-ai/generate-content.json", status: 200, contains: "evaporates"},
 	{sample: "passthrough-bedrock/converse.json", status: 200, contains: "Lisbon."},
+	{sample: "team-callback-delete/delete-langfuse.json", status: 200, contains: `"success_callbacks":[]`},
+	{sample: "team-disable-logging/disable.json", status: 200, contains: "Logging disabled"},
 	{sample: "file-delete/delete.json", status: 200, contains: `"deleted":true`},
 	{sample: "admin/key-delete.json", status: 200},
 }
@@ -245,6 +267,13 @@ func (r *run) event(t *testing.T, s step) []byte {
 // check holds an answer to its step and captures the ids it gives.
 func (r *run) check(t *testing.T, s step, streamed bool, out []byte) {
 	t.Helper()
+	if _, job := server.LookupJob(s.function()); job {
+		var resp events.SQSEventResponse
+		if err := json.Unmarshal(out, &resp); err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("%s: answer %s (%v): want no failed message", s.sample, out, err)
+		}
+		return
+	}
 	resp, err := runtimeapi.DecodeHTTP(streamed, out)
 	if err != nil {
 		t.Fatalf("%s: %v", s.sample, err)
@@ -287,7 +316,7 @@ func TestSamplesInProcess(t *testing.T) {
 	defer g.Close()
 	// Each function is assembled as its main assembles it.
 	handlers := map[string]lambda.Handler{}
-	for _, fn := range server.Functions() {
+	for _, fn := range append(server.Functions(), jobFunctions()...) {
 		h, err := lambdafn.Handler(g.Services, fn)
 		if err != nil {
 			t.Fatal(err)
@@ -350,5 +379,11 @@ func TestJobSamplesInProcess(t *testing.T) {
 				t.Errorf("%s: answer %s (%v): want no failed message", sample, out, err)
 			}
 		}
+	}
+	// The delivery sample's two events (a success and a failure) reached
+	// the gateway-wide Langfuse callback of the config.
+	want := map[string]int{"req_N7Jd2kR9xQ4mT8vL1wZ5bC3y": 1, "req_P2sW7nK4yH9cR3mV6xB1qT8z": 1}
+	if diff := cmp.Diff(want, w.loggedEvents()); diff != "" {
+		t.Errorf("events the gateway-wide callback received (-want +got):\n%s", diff)
 	}
 }

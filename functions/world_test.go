@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,12 +19,15 @@ import (
 // Provider credentials the test config gives sluice; the fake providers
 // accept only these, so a sample answers 200 only when sluice injected them.
 const (
-	openAIKey     = "sk-openai-sample-0123456789"
-	anthropicKey  = "sk-ant-sample-0123456789"
-	geminiKey     = "AIzaSyA-sample-gemini-key-0123"
-	bedrockKeyID  = "AKIASLUICESAMPLE0001"
-	bedrockSecret = "sluice-sample-bedrock-secret-key/0123456789"
-	vertexProject = "sluice-sample"
+	openAIKey = "sk-openai-sample-0123456789"
+	// The gateway-wide Langfuse callback's keys (litellm_settings).
+	langfusePublic = "pk-lf-gateway-sample"
+	langfuseSecret = "sk-lf-gateway-sample-secret"
+	anthropicKey   = "sk-ant-sample-0123456789"
+	geminiKey      = "AIzaSyA-sample-gemini-key-0123"
+	bedrockKeyID   = "AKIASLUICESAMPLE0001"
+	bedrockSecret  = "sluice-sample-bedrock-secret-key/0123456789"
+	vertexProject  = "sluice-sample"
 )
 
 // world is the providers behind the sample events: one local server speaking
@@ -36,13 +40,17 @@ type world struct {
 	tokens *googletest.TokenServer
 
 	mu sync.Mutex
-	// hold, when set, makes the next Anthropic stream wait on it after its
-	// first event (the streaming test releases it once it saw that event).
+	// hold, when set, makes the next stream (Anthropic's, or a chat
+	// completion's) wait on it after its first event (the streaming test
+	// releases it once it saw that event).
 	hold chan struct{}
+	// logged counts the log events the gateway-wide Langfuse callback
+	// received, by id.
+	logged map[string]int
 }
 
 func newWorld(t *testing.T) *world {
-	w := &world{tokens: googletest.NewTokenServer(t)}
+	w := &world{tokens: googletest.NewTokenServer(t), logged: map[string]int{}}
 	w.srv = httptest.NewServer(http.HandlerFunc(w.serve))
 	t.Cleanup(w.srv.Close)
 	return w
@@ -78,12 +86,18 @@ func (w *world) config(t *testing.T) string {
     litellm_params: {model: openai/gpt-4o-mini, api_key: os.environ/OPENAI_API_KEY, api_base: %[1]s/v1}
   - model_name: gpt-3.5-turbo-instruct
     litellm_params: {model: openai/gpt-3.5-turbo-instruct, api_key: os.environ/OPENAI_API_KEY, api_base: %[1]s/v1}
+litellm_settings:
+  callbacks: [langfuse]
+environment_variables:
+  LANGFUSE_PUBLIC_KEY: %[2]s
+  LANGFUSE_SECRET_KEY: %[3]s
+  LANGFUSE_HOST: %[1]s
 passthrough:
   anthropic: {api_base: %[1]s, api_key: os.environ/ANTHROPIC_API_KEY}
   gemini: {api_base: %[1]s, api_key: os.environ/GEMINI_API_KEY}
   vertex_ai: {api_base: %[1]s, vertex_credentials: os.environ/SAMPLE_VERTEX_CREDENTIALS, vertex_location: us-central1}
   bedrock: {api_base: %[1]s, aws_region_name: us-east-1, aws_access_key_id: os.environ/SAMPLE_BEDROCK_KEY_ID, aws_secret_access_key: os.environ/SAMPLE_BEDROCK_SECRET}
-`, u)
+`, u, langfusePublic, langfuseSecret)
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
@@ -190,9 +204,47 @@ func (w *world) serve(rw http.ResponseWriter, r *http.Request) {
 		writeJSON(rw, map[string]any{"output": map[string]any{"message": map[string]any{"role": "assistant",
 			"content": []any{map[string]string{"text": "Lisbon."}}}}, "stopReason": "end_turn",
 			"usage": map[string]int{"inputTokens": 14, "outputTokens": 3, "totalTokens": 17}, "metrics": map[string]int{"latencyMs": 312}})
+	case r.Method == "POST" && path == "/api/public/ingestion":
+		if u, p, _ := r.BasicAuth(); u != langfusePublic || p != langfuseSecret {
+			refuse(rw, "langfuse: basic auth %q", u)
+			return
+		}
+		var req struct {
+			Batch []struct {
+				ID   string `json:"id"`
+				Type string `json:"type"`
+				Body struct {
+					ID string `json:"id"`
+				} `json:"body"`
+			} `json:"batch"`
+		}
+		if err := json.Unmarshal(body, &req); err != nil {
+			refuse(rw, "langfuse: %v", err)
+			return
+		}
+		var ok []map[string]any
+		w.mu.Lock()
+		for _, e := range req.Batch {
+			if e.Type == "generation-create" {
+				w.logged[e.Body.ID]++
+			}
+			ok = append(ok, map[string]any{"id": e.ID, "status": 201})
+		}
+		w.mu.Unlock()
+		rw.Header().Set("Content-Type", "application/json")
+		rw.WriteHeader(http.StatusMultiStatus)
+		json.NewEncoder(rw).Encode(map[string]any{"successes": ok, "errors": []any{}})
 	default:
 		refuse(rw, "no such endpoint: %s %s", r.Method, r.URL.EscapedPath())
 	}
+}
+
+// loggedEvents returns how many times the gateway-wide Langfuse callback
+// received each event id.
+func (w *world) loggedEvents() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.logged)
 }
 
 // anthropicStream answers a streamed Message in Anthropic's SSE format.
@@ -246,6 +298,9 @@ func (w *world) openAIText(rw http.ResponseWriter, path string, in map[string]an
 		} {
 			fmt.Fprintf(rw, "data: %s%s}\n\n", head, c)
 			rw.(http.Flusher).Flush()
+			if hold := w.takeHold(); hold != nil {
+				<-hold
+			}
 		}
 		io.WriteString(rw, "data: [DONE]\n\n")
 	default:

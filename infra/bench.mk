@@ -11,14 +11,29 @@ BENCH_UPSTREAM_FLAGS ?=
 BENCH_SCENARIOS := noop embeddings titan-fanout chat chat-c1 chat-c64 chat-stream chat-anthropic chat-anthropic-stream passthrough passthrough-stream upload batch callback
 BENCH_LOAD = $(BENCH_OUT)/bin/load -out $(BENCH_OUT)
 
-.PHONY: bench bench-tools run-upstream bench-embeddings-titan $(addprefix bench-,$(BENCH_SCENARIOS))
+.PHONY: bench bench-tools bench-delivery run-upstream bench-embeddings-titan $(addprefix bench-,$(BENCH_SCENARIOS))
 
-bench-tools: ## Build the bench upstream, bare proxy and load generator into .bench/bin
+bench-tools: ## Build the bench upstream, bare proxy, load generator and delivery bench into .bench/bin
 	@mkdir -p $(BENCH_OUT)/bin
-	go build -o $(BENCH_OUT)/bin/ ./infra/bench/upstream ./infra/bench/proxy ./infra/bench/load
+	go build -o $(BENCH_OUT)/bin/ ./infra/bench/upstream ./infra/bench/proxy ./infra/bench/load ./infra/bench/delivery
 
-bench: bench-tools ## Run every benchmark scenario (a few minutes) and the bootstrap sizes; report in .bench/bench.{txt,json}
+bench: bench-tools ## Run every benchmark scenario (a few minutes), the bootstrap sizes and the delivery bench; report in .bench/bench.{txt,json} and .bench/bench-delivery.json
 	$(BENCH_LOAD) -json $(BENCH_OUT)/bench.json -txt $(BENCH_OUT)/bench.txt $(BENCH_FLAGS)
+	$(BENCH_DELIVERY)
+
+# The callback delivery path (infra/bench/delivery): log events to the
+# upstream's Langfuse sink through the embedded bus, the durable delivery
+# queue and the callback-delivery job — emitted by 32 concurrent calls, then
+# preloaded 1 and 10 to a message. One JSON line each.
+BENCH_DELIVERY_EVENTS ?= 20000
+define BENCH_DELIVERY
+@for mode in "-producers 32" "-per-message 1" "-per-message 10"; do \
+  $(BENCH_OUT)/bin/delivery -upstream $(BENCH_OUT)/bin/upstream -events $(BENCH_DELIVERY_EVENTS) $$mode || exit 1; \
+done > $(BENCH_OUT)/bench-delivery.json && cat $(BENCH_OUT)/bench-delivery.json
+endef
+
+bench-delivery: bench-tools ## Benchmark callback delivery: events/s to a local Langfuse sink (target ≥ 5,000), CPU per event
+	$(BENCH_DELIVERY)
 
 bench-noop: ## Benchmark the authenticated no-op (GET /v1/models with a team key)
 bench-embeddings: ## Benchmark POST /v1/embeddings (1536-dim answers)

@@ -1,5 +1,10 @@
 // Command local runs every sluice route in one process, on the embedded
 // storage by default (SLUICE_BACKEND=aws for the AWS adapters).
+//
+//	local            serve
+//	local redrive    move the log events waiting in the delivery dead-letter
+//	                 queue back to the delivery queue (locally, with sluice
+//	                 stopped: it holds the data directory), then exit
 package main
 
 import (
@@ -30,5 +35,8 @@ func run() error {
 		return err
 	}
 	defer g.Close()
+	if len(os.Args) > 1 && os.Args[1] == "redrive" {
+		return g.Redrive(ctx, os.Stdout)
+	}
 	return g.Serve(ctx, os.Stderr)
 }

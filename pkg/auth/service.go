@@ -98,6 +98,15 @@ func (s *Service) Authenticate(ctx context.Context, key string) (Principal, erro
 	if subtle.ConstantTimeCompare([]byte(token), []byte(masterHash)) == 1 {
 		return Principal{Admin: true, TeamID: AdminTeam}, nil
 	}
+	return s.PrincipalOf(ctx, token)
+}
+
+// PrincipalOf resolves a stored key, named by its token (the hash of the
+// key, never the key), to its principal as Authenticate does — through the
+// same cache, with the same answers: a key deleted or expired since, or
+// whose team is gone, is a 401. The batch engine runs each line as the key
+// that created the batch through it.
+func (s *Service) PrincipalOf(ctx context.Context, token string) (Principal, error) {
 	if e, ok := s.cache.get(token); ok {
 		return e.principal, e.err
 	}

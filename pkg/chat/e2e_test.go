@@ -21,10 +21,8 @@ const upstreamKey = "sk-upstream-chat"
 // (stream: true) chunks with "usage": null in each and the usage chunk last
 // when stream_options.include_usage is true, then [DONE]. Its model names
 // select misbehaviour: "refuse" (OpenAI's 400), "overloaded" (a 500),
-// "cut" (a stream whose connection breaks after two chunks), "hang" (a
-// stream that waits after its first chunk until the client goes away, then
-// says so on hung).
-func openAIChat(hung chan<- struct{}) http.HandlerFunc {
+// "cut" (a stream whose connection breaks after two chunks).
+func openAIChat() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Model         string `json:"model"`
@@ -59,11 +57,6 @@ func openAIChat(hung chan<- struct{}) http.HandlerFunc {
 		case "cut":
 			providertest.WriteSSE(w, events[:2]...)
 			panic(http.ErrAbortHandler) // the connection breaks mid-stream
-		case "hang":
-			providertest.WriteSSE(w, events[:1]...)
-			<-r.Context().Done()
-			hung <- struct{}{}
-			return
 		}
 		providertest.WriteSSE(w, events...)
 	}
@@ -89,7 +82,7 @@ func chatChunks(model string, usage bool) []providertest.Event {
 }
 
 func TestChatOpenAIEndToEnd(t *testing.T) {
-	up := providertest.NewUpstream(t, openAIChat(nil))
+	up := providertest.NewUpstream(t, openAIChat())
 	cfg := fmt.Sprintf(`model_list:
   - model_name: gpt-4o
     litellm_params: {model: openai/gpt-4o-2024-08-06, api_base: %s/v1, api_key: os.environ/UPSTREAM_KEY}

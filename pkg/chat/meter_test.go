@@ -349,3 +349,94 @@ func TestStreamMeterNotesAnInBandError(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// FuzzJSONMeter: any answer, in any pieces, of any kind: never a panic;
+// what the log keeps is JSON; a usage the answer carries is what is
+// counted, over the log's bound too.
+func FuzzJSONMeter(f *testing.F) {
+	f.Add([]byte(`{"id":"chatcmpl-1","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`), 7, uint8(0), false)
+	f.Add([]byte(`{"choices":[{"text":"x","finish_reason":"length"}],"usage":null}`), 1, uint8(1), true)
+	f.Add([]byte(`{"status":"completed","output":[],"usage":{"input_tokens":1,"output_tokens":2,"total_tokens":3}}`), 3, uint8(2), false)
+	f.Fuzz(func(t *testing.T, doc []byte, piece int, k uint8, pad bool) {
+		piece = max(1, piece%(64<<10))
+		kd := kind(k % 3)
+		var ev logevent.Event
+		m := newJSONMeter(kd, noPrompt, -1)
+		writeInPieces(m, doc, piece)
+		m.End(&ev)
+		if ev.Response != nil && !json.Valid(ev.Response) {
+			t.Fatalf("response is not JSON: %q", ev.Response)
+		}
+		// The same answer with a usage at its end, as providers put it,
+		// padded past the log's bound when pad: that usage is counted.
+		if kd == kindResponses || !json.Valid(doc) || len(doc) == 0 || doc[0] != '{' {
+			return
+		}
+		var members map[string]json.RawMessage
+		if json.Unmarshal(doc, &members) != nil {
+			return
+		}
+		delete(members, "usage")
+		if pad {
+			members["padding"] = json.RawMessage(`"` + strings.Repeat("x", maxLogged) + `"`)
+		}
+		body, _ := json.Marshal(members)
+		body = append(body[:len(body)-1], `,"usage":{"prompt_tokens":7,"completion_tokens":11,"total_tokens":18}}`...)
+		if len(members) == 0 {
+			body = []byte(`{"usage":{"prompt_tokens":7,"completion_tokens":11,"total_tokens":18}}`)
+		}
+		ev = logevent.Event{}
+		m = newJSONMeter(kd, noPrompt, int64(len(body)))
+		writeInPieces(m, body, piece)
+		u, err := m.End(&ev)
+		if err != nil || u.TotalTokens != 18 || ev.UsageEstimated {
+			t.Fatalf("usage %+v, err %v, estimated %v of %q", u, err, ev.UsageEstimated, doc)
+		}
+	})
+}
+
+// FuzzUsageFilter: any provider stream through the filter of a client that
+// did not ask for usage: never a panic, events out whole, no usage chunk
+// among them, and what the log keeps is JSON.
+func FuzzUsageFilter(f *testing.F) {
+	f.Add(stream("a", "b"))
+	f.Add([]byte("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1,\"total_tokens\":2}}\n\ndata: [DONE]\n\n"))
+	f.Add([]byte("event: x\r\ndata: {\"choices\":[{\"index\":1,\"delta\":{\"tool_calls\":[{\"index\":3}]}}]}\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		f := newUsageFilter(io.NopCloser(bytes.NewReader(raw)), newChunks(kindChat, noPrompt))
+		out, _ := io.ReadAll(f) // a cut stream is an error here
+		var ev logevent.Event
+		f.End(&ev)
+		if ev.Response != nil && !json.Valid(ev.Response) {
+			t.Fatalf("response is not JSON: %q", ev.Response)
+		}
+		p := sse.NewParser(sse.Limits{}, func(e sse.Event) {
+			if newChunks(kindChat, noPrompt).observe(e.Data) {
+				t.Fatalf("a usage chunk went through: %q", e.Data)
+			}
+		})
+		p.Write(out)
+		if err := p.End(); len(out) > 0 && err != nil {
+			t.Fatalf("the filter's output does not end with a whole event (%v): %q", err, out)
+		}
+	})
+}
+
+// FuzzResponseStreamMeter: any Responses API stream, in any pieces: never
+// a panic, and what the log keeps is JSON.
+func FuzzResponseStreamMeter(f *testing.F) {
+	f.Add([]byte("event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\",\"usage\":{\"input_tokens\":1,\"output_tokens\":2,\"total_tokens\":3}}}\n\n"), 5)
+	f.Add([]byte("data: {\"delta\":\"x\"}\n\ndata: {\"response\":[1]}\n\n"), 1)
+	f.Fuzz(func(t *testing.T, raw []byte, piece int) {
+		m := newResponseStreamMeter(noPrompt)
+		writeInPieces(m, raw, max(1, piece%4096))
+		var ev logevent.Event
+		u, _ := m.End(&ev)
+		if ev.Response != nil && !json.Valid(ev.Response) {
+			t.Fatalf("response is not JSON: %q", ev.Response)
+		}
+		if u.TotalTokens < 0 {
+			t.Fatalf("usage %+v", u)
+		}
+	})
+}

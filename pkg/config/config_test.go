@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func env(m map[string]string) func(string) string {
@@ -20,8 +22,9 @@ func TestSettingsFromEnvDefaults(t *testing.T) {
 	if s.Addr != DefaultAddr || s.DataDir != DefaultDataDir || s.Backend != BackendLocal ||
 		s.KeyCacheTTL != DefaultKeyCacheTTL || s.JSONBodyLimit != DefaultJSONBodyLimit ||
 		s.MaxFileSize != DefaultMaxFileSize || len(s.BatchCompletionWindows) != 1 || s.LogFormat != "auto" ||
+		s.CallbackCacheTTL != DefaultCallbackCacheTTL || s.ServiceAccountDir != "" ||
 		s.BodyIdleTimeout != DefaultBodyIdleTimeout || s.BodyMinRate != DefaultBodyMinRate || s.MaxConnections != DefaultMaxConnections ||
-		s.MaxBufferedBodies != DefaultMaxBufferedBodies {
+		s.MaxBufferedBodies != DefaultMaxBufferedBodies || s.BatchConcurrency != DefaultBatchConcurrency {
 		t.Errorf("defaults = %+v", s)
 	}
 }
@@ -31,6 +34,7 @@ func TestSettingsFromEnv(t *testing.T) {
 		"SLUICE_ADDR": "127.0.0.1:9", "SLUICE_BACKEND": "AWS", "SLUICE_KEY_CACHE_TTL": "2s",
 		"SLUICE_MAX_JSON_BODY_BYTES": "1MiB", "SLUICE_BATCH_COMPLETION_WINDOWS": "24h, 48h",
 		"SLUICE_PPROF": "true", "SLUICE_LOG_FORMAT": "json",
+		"SLUICE_CALLBACK_CACHE_TTL": "5s", "SLUICE_GCS_SERVICE_ACCOUNT_DIR": "/etc/sluice/gcs",
 		"SLUICE_BODY_IDLE_TIMEOUT": "90s", "SLUICE_BODY_MIN_RATE": "0", "SLUICE_MAX_CONNECTIONS": "64",
 		"SLUICE_MAX_BUFFERED_BODY_BYTES": "64MiB",
 	}))
@@ -40,8 +44,27 @@ func TestSettingsFromEnv(t *testing.T) {
 	if s.Addr != "127.0.0.1:9" || s.Backend != BackendAWS || s.KeyCacheTTL != 2*time.Second ||
 		s.JSONBodyLimit != 1<<20 || strings.Join(s.BatchCompletionWindows, "|") != "24h|48h" || s.Pprof != DefaultPprofAddr || s.LogFormat != "json" ||
 		s.BodyIdleTimeout != 90*time.Second || s.BodyMinRate != 0 || s.MaxConnections != 64 ||
+		s.CallbackCacheTTL != 5*time.Second || s.ServiceAccountDir != "/etc/sluice/gcs" ||
 		s.MaxBufferedBodies != 64<<20 {
 		t.Errorf("settings = %+v", s)
+	}
+}
+
+// A completion window is a whole number of hours from 1h to 168h; anything
+// else fails the start, naming the variable.
+func TestBatchCompletionWindows(t *testing.T) {
+	s, err := SettingsFromEnv(env(map[string]string{"SLUICE_BATCH_COMPLETION_WINDOWS": "1h,24h,168h"}))
+	if err != nil || strings.Join(s.BatchCompletionWindows, "|") != "1h|24h|168h" {
+		t.Fatalf("windows = %v, %v", s.BatchCompletionWindows, err)
+	}
+	for _, bad := range []string{"30m", "0h", "169h", "1.5h", "h", "-1h", "+2h", "24", "24h,2d", "1H"} {
+		_, err := SettingsFromEnv(env(map[string]string{"SLUICE_BATCH_COMPLETION_WINDOWS": bad}))
+		if err == nil || !strings.Contains(err.Error(), "SLUICE_BATCH_COMPLETION_WINDOWS") {
+			t.Errorf("%q: err = %v, want one naming the variable", bad, err)
+		}
+	}
+	if d, err := ParseBatchWindow("168h"); err != nil || d != 168*time.Hour {
+		t.Errorf("ParseBatchWindow(168h) = %v, %v", d, err)
 	}
 }
 
@@ -87,6 +110,7 @@ func TestSettingsFromEnvErrors(t *testing.T) {
 	for name, value := range map[string]string{
 		"SLUICE_BACKEND":             "gcp",
 		"SLUICE_KEY_CACHE_TTL":       "soon",
+		"SLUICE_CALLBACK_CACHE_TTL":  "-1s",
 		"SLUICE_MAX_FILE_BYTES":      "-5",
 		"SLUICE_PPROF":               "maybe",
 		"SLUICE_LOG_FORMAT":          "xml",
@@ -94,6 +118,7 @@ func TestSettingsFromEnvErrors(t *testing.T) {
 		"SLUICE_BODY_IDLE_TIMEOUT":   "0s",
 		"SLUICE_BODY_MIN_RATE":       "fast",
 		"SLUICE_MAX_CONNECTIONS":     "0",
+		"SLUICE_BATCH_CONCURRENCY":   "none",
 	} {
 		_, err := SettingsFromEnv(env(map[string]string{name: value}))
 		if err == nil || !strings.Contains(err.Error(), name) {
@@ -138,6 +163,8 @@ router_settings:
   fallbacks: [{titan: [text-embedding-3-small]}]
 environment_variables:
   FOO: bar
+guardrails:
+  - guardrail_name: pii
 litellm_settings:
   drop_params: true
 `
@@ -162,7 +189,10 @@ func TestParseLiteLLMConfig(t *testing.T) {
 		t.Errorf("fallbacks = %v", cfg.RouterSettings.Fallbacks)
 	}
 	warnings := strings.Join(cfg.Warnings, "\n")
-	for _, want := range []string{`"environment_variables" is not used`, "UNSET_VAR is not set", "model_list[1].litellm_params.aws_secret_access_key"} {
+	if cfg.EnvironmentVariables["FOO"] != "bar" {
+		t.Errorf("environment_variables = %v", cfg.EnvironmentVariables)
+	}
+	for _, want := range []string{`"guardrails" is not used`, "UNSET_VAR is not set", "model_list[1].litellm_params.aws_secret_access_key"} {
 		if !strings.Contains(warnings, want) {
 			t.Errorf("warnings %q lack %q", warnings, want)
 		}
@@ -182,10 +212,25 @@ func TestParseErrors(t *testing.T) {
 		"negative rpm":     "model_list:\n  - model_name: x\n    litellm_params: {model: openai/x, rpm: -1}\n",
 		"unknown prefix":   "passthrough:\n  openrouter: {api_key: x}\n",
 		"wrong field type": "model_list:\n  - model_name: x\n    litellm_params: {model: openai/x, rpm: lots}\n",
+		"allow_hosts URL":  "callback_settings:\n  allow_hosts: [\"http://127.0.0.1\"]\n",
+		"allow_hosts port": "callback_settings:\n  allow_hosts: [\"127.0.0.1:8080\"]\n",
+		"allow_hosts bad":  "callback_settings:\n  allow_hosts: [\"langfuse.internal/\"]\n",
 	} {
 		if _, err := Parse([]byte(doc), env(nil)); err == nil {
 			t.Errorf("%s: Parse succeeded", name)
 		}
+	}
+}
+
+func TestParseAllowHosts(t *testing.T) {
+	doc := "callback_settings:\n  allow_hosts: [127.0.0.1, \"::1\", 10.0.0.0/8, langfuse.internal, Langfuse-EU.example.com.]\n"
+	cfg, err := Parse([]byte(doc), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"127.0.0.1", "::1", "10.0.0.0/8", "langfuse.internal", "Langfuse-EU.example.com."}
+	if diff := cmp.Diff(want, cfg.CallbackSettings.AllowHosts); diff != "" {
+		t.Errorf("allow_hosts (-want +got):\n%s", diff)
 	}
 }
 

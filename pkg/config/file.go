@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"sort"
 	"strings"
@@ -23,6 +24,11 @@ type Config struct {
 	DefaultVertexConfig *VertexConfig               `yaml:"default_vertex_config"`
 	CallbackSettings    CallbackSettings            `yaml:"callback_settings"`
 	LiteLLMSettings     map[string]any              `yaml:"litellm_settings"`
+	// EnvironmentVariables is LiteLLM's environment_variables: values that
+	// stand in for the process environment where sluice reads LiteLLM's
+	// variables (the gateway-wide logging callbacks' credentials); a value
+	// may be a secretsmanager/ reference.
+	EnvironmentVariables map[string]string `yaml:"environment_variables"`
 
 	// Warnings lists what was ignored or could not be resolved; main logs each once.
 	Warnings []string `yaml:"-"`
@@ -148,15 +154,58 @@ type VertexConfig struct {
 
 // CallbackSettings is callback_settings.
 type CallbackSettings struct {
-	// AllowHosts lists destination hosts that may resolve to loopback or
-	// private addresses (refused otherwise).
+	// AllowHosts lists the logging destinations a team may point a callback
+	// at although they are loopback, link-local, private or unspecified
+	// addresses (refused otherwise), and that may be reached over plain
+	// http. Each entry is a host name (matched against the URL's host,
+	// case-insensitively), an IP address, or a CIDR prefix (matched against
+	// the address actually dialled).
 	AllowHosts []string `yaml:"allow_hosts"`
+}
+
+// validate checks each allow_hosts entry is a host name, an IP or a CIDR
+// prefix: a typo must not silently allow nothing, or everything.
+func (c CallbackSettings) validate() []error {
+	var errs []error
+	for i, h := range c.AllowHosts {
+		if _, err := netip.ParsePrefix(h); err == nil {
+			continue
+		}
+		if _, err := netip.ParseAddr(h); err == nil {
+			continue
+		}
+		if !isHostName(h) {
+			errs = append(errs, fmt.Errorf("callback_settings.allow_hosts[%d] %q: want a host name, an IP address or a CIDR prefix (no scheme, port or path)", i, h))
+		}
+	}
+	return errs
+}
+
+// isHostName reports whether s is a DNS name: dot-separated labels of
+// letters, digits and hyphens, each 1 to 63 characters, not starting or
+// ending with a hyphen, 253 characters at most.
+func isHostName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(s, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // knownSections are the top-level sections sluice reads; others are warned about.
 var knownSections = map[string]bool{
 	"model_list": true, "general_settings": true, "router_settings": true, "passthrough": true,
 	"default_vertex_config": true, "callback_settings": true, "litellm_settings": true,
+	"environment_variables": true,
 }
 
 // Sources fetch the raw document for locations that are not plain paths
@@ -313,6 +362,7 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("passthrough.%s: unknown prefix (want anthropic, gemini, vertex_ai or bedrock)", name))
 		}
 	}
+	errs = append(errs, c.CallbackSettings.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Defaults for the settings (the README's settings table lists them).
+// Defaults for the settings (docs/configuration.md's settings table lists them).
 const (
 	DefaultAddr                = "127.0.0.1:4000"
 	DefaultDataDir             = ".sluice"
@@ -26,6 +26,7 @@ const (
 	// file's content fits in one streamed answer.
 	DefaultCloudMaxFileSize    = 200_000_000
 	DefaultClaimCheckThreshold = 200 << 10
+	DefaultCallbackCacheTTL    = 30 * time.Second
 	DefaultShutdownTimeout     = 30 * time.Second
 	DefaultBodyIdleTimeout     = 60 * time.Second
 	DefaultBodyMinRate         = 1 << 10
@@ -35,6 +36,13 @@ const (
 	// body), thousands of the usual few KB.
 	DefaultMaxBufferedBodies = 256 << 20
 	DefaultPprofAddr         = "127.0.0.1:6060"
+	// DefaultBatchConcurrency is how many batch lines one process (one
+	// batch-worker invocation in the cloud) runs at once.
+	DefaultBatchConcurrency = 100
+	// MinBatchWindow and MaxBatchWindow bound the completion windows an
+	// operator may allow.
+	MinBatchWindow = time.Hour
+	MaxBatchWindow = 168 * time.Hour
 )
 
 // Backends sluice can run on.
@@ -56,9 +64,11 @@ type Settings struct {
 	KeyNegativeCacheTTL    time.Duration // SLUICE_KEY_NEGATIVE_CACHE_TTL
 	JSONBodyLimit          int64         // SLUICE_MAX_JSON_BODY_BYTES
 	MaxFileSize            int64         // SLUICE_MAX_FILE_BYTES (DefaultCloudMaxFileSize on the AWS backend)
-	BatchCompletionWindows []string      // SLUICE_BATCH_COMPLETION_WINDOWS
+	BatchCompletionWindows []string      // SLUICE_BATCH_COMPLETION_WINDOWS: each a whole number of hours, 1h..168h
+	BatchConcurrency       int           // SLUICE_BATCH_CONCURRENCY: batch lines in flight at once per process
 	ClaimCheckThreshold    int64         // SLUICE_CLAIM_CHECK_BYTES
 	ServiceAccountDir      string        // SLUICE_GCS_SERVICE_ACCOUNT_DIR
+	CallbackCacheTTL       time.Duration // SLUICE_CALLBACK_CACHE_TTL
 	Pprof                  string        // SLUICE_PPROF: a loopback address for pprof; "" for none
 	ShutdownTimeout        time.Duration // SLUICE_SHUTDOWN_TIMEOUT
 	BodyIdleTimeout        time.Duration // SLUICE_BODY_IDLE_TIMEOUT
@@ -83,9 +93,11 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 		KeyNegativeCacheTTL:    p.duration("SLUICE_KEY_NEGATIVE_CACHE_TTL", DefaultKeyNegativeCacheTTL),
 		JSONBodyLimit:          p.bytes("SLUICE_MAX_JSON_BODY_BYTES", DefaultJSONBodyLimit),
 		MaxFileSize:            p.bytes("SLUICE_MAX_FILE_BYTES", DefaultMaxFileSize),
-		BatchCompletionWindows: p.list("SLUICE_BATCH_COMPLETION_WINDOWS", []string{"24h"}),
+		BatchCompletionWindows: p.windows("SLUICE_BATCH_COMPLETION_WINDOWS", []string{"24h"}),
+		BatchConcurrency:       p.count("SLUICE_BATCH_CONCURRENCY", DefaultBatchConcurrency),
 		ClaimCheckThreshold:    p.bytes("SLUICE_CLAIM_CHECK_BYTES", DefaultClaimCheckThreshold),
 		ServiceAccountDir:      p.str("SLUICE_GCS_SERVICE_ACCOUNT_DIR", ""),
+		CallbackCacheTTL:       p.duration("SLUICE_CALLBACK_CACHE_TTL", DefaultCallbackCacheTTL),
 		Pprof:                  p.loopback("SLUICE_PPROF", DefaultPprofAddr),
 		ShutdownTimeout:        p.duration("SLUICE_SHUTDOWN_TIMEOUT", DefaultShutdownTimeout),
 		BodyIdleTimeout:        p.positiveDuration("SLUICE_BODY_IDLE_TIMEOUT", DefaultBodyIdleTimeout),
@@ -215,6 +227,34 @@ func (p *envParser) list(name string, def []string) []string {
 		return def
 	}
 	return out
+}
+
+// windows reads batch completion windows: a list of whole hours ("24h"),
+// each from MinBatchWindow to MaxBatchWindow.
+func (p *envParser) windows(name string, def []string) []string {
+	list := p.list(name, def)
+	for _, w := range list {
+		if _, err := ParseBatchWindow(w); err != nil {
+			p.fail(name, p.str(name, ""), "completion windows such as 24h or 1h,24h,168h (whole hours from 1h to 168h)")
+			return def
+		}
+	}
+	return list
+}
+
+// ParseBatchWindow parses a batch completion window: a whole number of
+// hours followed by h ("24h"), from MinBatchWindow to MaxBatchWindow.
+func ParseBatchWindow(s string) (time.Duration, error) {
+	digits, ok := strings.CutSuffix(s, "h")
+	n, err := strconv.Atoi(digits)
+	if !ok || err != nil || digits == "" || digits[0] == '+' || digits[0] == '-' {
+		return 0, fmt.Errorf("completion window %q: want a whole number of hours such as 24h", s)
+	}
+	d := time.Duration(n) * time.Hour
+	if d < MinBatchWindow || d > MaxBatchWindow {
+		return 0, fmt.Errorf("completion window %q: want %s to %s", s, "1h", "168h")
+	}
+	return d, nil
 }
 
 // loopback reads an address that must be on the loopback interface: true

@@ -9,15 +9,16 @@ import (
 // pkg/store/aws adapters name the same resources through the SLUICE_*
 // variables of CloudEnv.
 const (
-	TableID           = "Records"         // AWS::DynamoDB::Table
-	BucketID          = "Files"           // AWS::S3::Bucket
-	KeyID             = "SecretsKey"      // AWS::KMS::Key (bucket encryption, sealed secrets)
-	WorkQueueID       = "WorkQueue"       // AWS::SQS::Queue
-	TopicID           = "Events"          // AWS::SNS::Topic
-	DeliveryQueueID   = "DeliveryQueue"   // AWS::SQS::Queue
-	MasterKeySecretID = "MasterKeySecret" // AWS::SecretsManager::Secret
-	ProviderSecretID  = "ProviderSecret"  // AWS::SecretsManager::Secret
-	APIID             = "Api"             // AWS::Serverless::Api
+	TableID           = "Records"             // AWS::DynamoDB::Table
+	BucketID          = "Files"               // AWS::S3::Bucket
+	KeyID             = "SecretsKey"          // AWS::KMS::Key (bucket encryption, sealed secrets)
+	WorkQueueID       = "WorkQueue"           // AWS::SQS::Queue
+	TopicID           = "Events"              // AWS::SNS::Topic
+	DeliveryQueueID   = "DeliveryQueue"       // AWS::SQS::Queue
+	DeliveryDLQID     = "DeliveryDeadLetters" // AWS::SQS::Queue
+	MasterKeySecretID = "MasterKeySecret"     // AWS::SecretsManager::Secret
+	ProviderSecretID  = "ProviderSecret"      // AWS::SecretsManager::Secret
+	APIID             = "Api"                 // AWS::Serverless::Api
 )
 
 // Template parameters and conditions the grants and variables refer to.
@@ -32,8 +33,10 @@ const (
 )
 
 // FilePrefixes are the blob key prefixes of file bytes (pkg/files): an
-// ordinary upload's object and an Uploads API file's parts.
-var FilePrefixes = []string{"files/", "uploads/"}
+// ordinary upload's object, an Uploads API file's parts, and a batch's
+// result objects (pkg/batches), which its output and error files are made
+// of.
+var FilePrefixes = []string{"files/", "uploads/", "batches/"}
 
 // EnvVar is an environment variable the template sets for a function, and
 // the value it must have, rendered as Render renders template values
@@ -56,6 +59,7 @@ func CloudEnv() []EnvVar {
 		{"SLUICE_WORK_QUEUE_URL", "${" + WorkQueueID + "}"},
 		{"SLUICE_TOPIC_ARN", "${" + TopicID + "}"},
 		{"SLUICE_DELIVERY_QUEUE_URL", "${" + DeliveryQueueID + "}"},
+		{"SLUICE_DELIVERY_DLQ_URL", "${" + DeliveryDLQID + "}"},
 		{"SLUICE_KMS_KEY_ID", "${" + KeyID + "}"},
 	}
 }
@@ -140,8 +144,17 @@ func Grants(c server.Capability) []Grant {
 			{Actions: []string{"s3:PutObject", "s3:AbortMultipartUpload"}, Resources: []string{bucketObjects(logevent.ClaimCheckPrefix)}},
 			{Actions: []string{"kms:GenerateDataKey", "kms:Decrypt"}, Resources: []string{keyARN}, Condition: viaS3},
 		}
+	case server.ClaimCheckRead:
+		return []Grant{
+			{Actions: []string{"s3:GetObject"}, Resources: []string{bucketObjects(logevent.ClaimCheckPrefix)}},
+			{Actions: []string{"kms:Decrypt"}, Resources: []string{keyARN}, Condition: viaS3},
+		}
+	case server.DeliveryDeadLetter:
+		return []Grant{{Actions: []string{"sqs:SendMessage"}, Resources: []string{"${" + DeliveryDLQID + ".Arn}"}}}
 	case server.WorkSend:
 		return []Grant{{Actions: []string{"sqs:SendMessage"}, Resources: []string{"${" + WorkQueueID + ".Arn}"}}}
+	case server.WorkExtend:
+		return []Grant{{Actions: []string{"sqs:ChangeMessageVisibility"}, Resources: []string{"${" + WorkQueueID + ".Arn}"}}}
 	case server.EventsPublish:
 		return []Grant{{Actions: []string{"sns:Publish"}, Resources: []string{"${" + TopicID + "}"}}}
 	case server.Seal:

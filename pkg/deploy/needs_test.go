@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -138,20 +139,27 @@ func TestFunctionsOfRefusesBadDeclarations(t *testing.T) {
 }
 
 // TestLeastPrivilege spells out ARCHITECTURE §2's rules: functions that
-// never call models have no Bedrock or provider-secret access; the
+// never call models have no Bedrock or provider-secret access (but the
+// callback delivery, for the gateway-wide callbacks' credentials); the
 // passthrough functions cannot touch file bytes; only the Bedrock
-// passthrough reaches the agent runtime; every function reads its config
-// and the master key.
+// passthrough reaches the agent runtime; only adding a team callback and
+// delivering to one use the sealing key; every function reads its config,
+// and the master key where a route takes a key.
 func TestLeastPrivilege(t *testing.T) {
 	callsModels := map[string]bool{
-		"embeddings": true, "moderations": true, "chat-completions": true, "completions": true, "responses": true,
+		"embeddings": true, "moderations": true, "chat-completions": true, "completions": true, "responses": true, "batch-worker": true,
 		"passthrough-vertex-ai": true, "passthrough-bedrock": true, "passthrough-anthropic": true, "passthrough-gemini": true,
 	}
+	providerSecrets := maps.Clone(callsModels)
+	providerSecrets["callback-delivery"] = true
+	seals := map[string]bool{"team-callback-add": true, "callback-delivery": true}
 	// /v1/completions and /v1/responses go to OpenAI-family providers only.
-	bedrock := map[string]bool{"embeddings": true, "moderations": true, "chat-completions": true, "passthrough-bedrock": true}
+	bedrock := map[string]bool{"embeddings": true, "moderations": true, "chat-completions": true, "passthrough-bedrock": true, "batch-worker": true}
+	// Who queues batch work, and who keeps its messages hidden.
+	sends := map[string]bool{"batches-create": true, "batch-cancel": true, "batch-worker": true, "batch-sweeper": true}
 	for _, f := range functions(t) {
-		if got := f.Has(server.ProviderSecrets); got != callsModels[f.Name] {
-			t.Errorf("%s: provider secrets %v, want %v", f.Name, got, callsModels[f.Name])
+		if got := f.Has(server.ProviderSecrets); got != providerSecrets[f.Name] {
+			t.Errorf("%s: provider secrets %v, want %v", f.Name, got, providerSecrets[f.Name])
 		}
 		if got := f.Has(server.BedrockInvoke); got != bedrock[f.Name] {
 			t.Errorf("%s: Bedrock %v, want %v", f.Name, got, bedrock[f.Name])
@@ -166,11 +174,13 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("%s cannot start: %v", f.Name, f.Capabilities)
 		}
 		// The master key is read only where a route takes a key.
-		if got, want := f.Has(server.MasterKey), f.Name != "health" && f.Name != "files-sweep"; got != want {
+		if got, want := f.Has(server.MasterKey), len(f.Routes) > 0 && f.Name != "health"; got != want {
 			t.Errorf("%s: master key %v, want %v", f.Name, got, want)
 		}
-		// Nothing enqueues batch work or seals secrets yet.
-		if f.Has(server.WorkSend) || f.Has(server.Seal) {
+		if got := f.Has(server.Seal); got != seals[f.Name] {
+			t.Errorf("%s: seal %v, want %v", f.Name, got, seals[f.Name])
+		}
+		if f.Has(server.WorkSend) != sends[f.Name] || f.Has(server.WorkExtend) != (f.Name == "batch-worker") {
 			t.Errorf("%s: %v", f.Name, f.Capabilities)
 		}
 	}
@@ -181,7 +191,14 @@ func TestLeastPrivilege(t *testing.T) {
 		"files-upload": {server.RecordsRead, server.RecordsWrite, server.Limits, server.FilesWrite, server.FilesDelete, server.ConfigRead, server.MasterKey},
 		"passthrough-anthropic": {server.RecordsRead, server.Limits, server.ClaimCheckWrite, server.EventsPublish,
 			server.ConfigRead, server.MasterKey, server.ProviderSecrets},
-		"files-sweep": {server.RecordsRead, server.RecordsWrite, server.FilesDelete, server.ConfigRead},
+		"files-sweep":    {server.RecordsRead, server.RecordsWrite, server.FilesDelete, server.ConfigRead},
+		"batches-create": {server.RecordsRead, server.RecordsWrite, server.Limits, server.WorkSend, server.ConfigRead, server.MasterKey},
+		"batch-sweeper":  {server.RecordsRead, server.WorkSend, server.ConfigRead},
+		"batch-worker": {server.RecordsRead, server.RecordsWrite, server.Limits, server.FilesRead, server.FilesWrite, server.FilesDelete,
+			server.ClaimCheckWrite, server.WorkSend, server.WorkExtend, server.EventsPublish, server.ConfigRead, server.ProviderSecrets, server.BedrockInvoke},
+		"callback-delivery": {server.RecordsRead, server.RecordsWrite, server.ClaimCheckRead, server.DeliveryDeadLetter,
+			server.Seal, server.ConfigRead, server.ProviderSecrets},
+		"team-callback-get": {server.RecordsRead, server.Limits, server.ConfigRead, server.MasterKey},
 	} {
 		f, err := deploy.Lookup(name)
 		if err != nil {

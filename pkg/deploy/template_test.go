@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -219,7 +220,7 @@ func TestCheckCatchesDrift(t *testing.T) {
 		{"listing the whole bucket", func(d deploy.Template) { delete(statement(d, "FilesReadPolicy", "FileBytesList"), "Condition") },
 			nil, []string{"function uploads: is granted s3:ListBucket on ${Files.Arn}, which none", "function file-content: lacks s3:ListBucket on ${Files.Arn} if"}},
 		{"a missing object read as 403", func(d deploy.Template) { removeStatement(d, "FilesReadPolicy", "FileBytesList") },
-			nil, []string{`function file-content: lacks s3:ListBucket on ${Files.Arn} if {"StringLike":{"s3:prefix":["files/*","uploads/*"]}} (needed for files-read)`}},
+			nil, []string{`function file-content: lacks s3:ListBucket on ${Files.Arn} if {"StringLike":{"s3:prefix":["batches/*","files/*","uploads/*"]}} (needed for files-read)`}},
 		{"Bedrock granted unconditionally", func(d deploy.Template) {
 			l := slices.Clone(policies(d, "EmbeddingsFunction"))
 			for i, p := range l {
@@ -711,27 +712,35 @@ func renderListOf(v any) []string {
 	return out
 }
 
-// TestREADMEDocumentsTheDeploy: README's deploy section names every
-// template parameter, the Go version of go.mod, and the tools' facts a
-// first deploy needs.
-func TestREADMEDocumentsTheDeploy(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
+// TestDocsDescribeTheDeploy: the reference pages (docs/deploy-aws.md, and
+// a feature's own page for its parameters) name every template parameter,
+// the Go version of go.mod, and the tools' facts a first deploy needs.
+func TestDocsDescribeTheDeploy(t *testing.T) {
+	pages, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no docs pages: %v", err)
+	}
+	var docs strings.Builder
+	for _, p := range pages {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs.Write(b)
 	}
 	gomod, err := os.ReadFile("../../go.mod")
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := string(readme)
+	doc := docs.String()
 	for name := range m(load(t)["Parameters"]) {
 		if !strings.Contains(doc, "`"+name+"`") {
-			t.Errorf("README's parameter table does not name %s", name)
+			t.Errorf("no page of docs/ names the parameter %s (docs/deploy-aws.md has the table)", name)
 		}
 	}
 	goVersion := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(gomod)
 	if goVersion == nil || !strings.Contains(doc, "Go "+string(goVersion[1])) {
-		t.Errorf("README does not name the Go version of go.mod (%s)", goVersion)
+		t.Errorf("docs/ does not name the Go version of go.mod (%s)", goVersion)
 	}
 	for _, fact := range []string{
 		"SAM CLI 1.158.0",                 // the first with a translator that knows ResponseTransferMode
@@ -746,7 +755,7 @@ func TestREADMEDocumentsTheDeploy(t *testing.T) {
 		"part_size",                       // uploads over the 6 MB limit
 	} {
 		if !strings.Contains(doc, fact) {
-			t.Errorf("README does not say %q", fact)
+			t.Errorf("docs/ does not say %q", fact)
 		}
 	}
 }

@@ -177,5 +177,16 @@ func (s *Service) sweepFile(ctx context.Context, rec store.Record, now time.Time
 	if rec.Status == statusLive && !f.expired(now) {
 		return nil
 	}
+	if rec.Status == statusLive && s.Batches != nil {
+		// A running batch still reads it: the next sweep after the batch
+		// ends removes it.
+		batchID, err := s.Batches.InUse(ctx, f.ID)
+		if err != nil {
+			return fmt.Errorf("files: sweep %s: check batches: %w", f.ID, err)
+		}
+		if batchID != "" {
+			return nil
+		}
+	}
 	return s.purgeFile(ctx, f, rec.Status == statusLive && f.counted, rec.Version)
 }

@@ -88,7 +88,8 @@ type Part struct {
 
 // BatchInputs tells whether a file is the input of a batch that is still
 // running. The batch engine implements it; files declares it because files
-// is what asks.
+// is what asks: a delete of such a file is refused (409), and the sweep
+// keeps the bytes of such a file when it expires, until the batch ends.
 type BatchInputs interface {
 	// InUse returns the id of a running batch that reads fileID, or "".
 	InUse(ctx context.Context, fileID string) (batchID string, err error)
@@ -241,6 +242,27 @@ func (s *Service) Get(ctx context.Context, p auth.Principal, id string) (Stored,
 		return Stored{}, notFound(id)
 	}
 	return f, nil
+}
+
+// Recorded returns file id as recorded, expired or not, as long as it is
+// neither deleted nor swept: the batch engine reads a running batch's input
+// through it (the sweep keeps the bytes of an expired file a running batch
+// reads, see BatchInputs). Anything else is a 404.
+func (s *Service) Recorded(ctx context.Context, id string) (Stored, error) {
+	if !ids.Valid(ids.File, id) {
+		return Stored{}, notFound(id)
+	}
+	rec, err := s.records.Get(ctx, fileKey(id))
+	if errors.Is(err, store.ErrNotFound) {
+		return Stored{}, notFound(id)
+	}
+	if err != nil {
+		return Stored{}, fmt.Errorf("files: get %s: %w", id, err)
+	}
+	if rec.Status != statusLive {
+		return Stored{}, notFound(id)
+	}
+	return decodeFile(rec)
 }
 
 // load reads a live file by id, with its record version.

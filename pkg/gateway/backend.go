@@ -21,7 +21,7 @@ func openBackend(ctx context.Context, s config.Settings) (opened, error) {
 	case config.BackendAWS:
 		return openAWS(ctx)
 	default:
-		b, err := local.Open(s.DataDir, local.Options{})
+		b, err := local.Open(s.DataDir, local.Options{Deliveries: local.QueueOptions{Visibility: local.DeliveryVisibility}})
 		if err != nil {
 			return opened{}, fmt.Errorf("open local store in %s: %w", s.DataDir, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -80,6 +81,16 @@ func OpenWith(ctx context.Context, settings config.Settings, getenv func(string)
 		return nil, err
 	}
 	return g, nil
+}
+
+// Redrive moves the log events waiting in the delivery dead-letter queue
+// back to the delivery queue, where the callback-delivery job (or, in the
+// cloud, the function) delivers them — each dead letter only to the
+// callback it names — and says how many it moved.
+func (g *Gateway) Redrive(ctx context.Context, out io.Writer) error {
+	n, err := store.Redrive(ctx, g.Backend.DeliveryDeadLetters, g.Backend.Deliveries)
+	fmt.Fprintf(out, "re-drove %d dead-lettered message(s) to the delivery queue\n", n)
+	return err
 }
 
 // Close releases the backend.

@@ -41,6 +41,7 @@ func TestQueueJobRunsLocally(t *testing.T) {
 		inFlight, maxInFlight := 0, 0
 		all := make(chan struct{})
 		release := make(chan struct{})
+		var releaseOnce sync.Once // the workers may all be busy at once again later
 		job := server.Job{
 			Name: "test-worker", Queue: server.WorkQueue, Workers: workers,
 			Handle: func(*server.Services) server.MessageHandler {
@@ -51,7 +52,7 @@ func TestQueueJobRunsLocally(t *testing.T) {
 					full := inFlight == workers
 					mu.Unlock()
 					if full {
-						close(release) // all workers busy at once: let them go
+						releaseOnce.Do(func() { close(release) }) // all workers busy at once: let them go
 					}
 					select {
 					case <-release:

@@ -74,6 +74,11 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.Settings.ShutdownTimeout)
 	defer cancel()
 	err = srv.Shutdown(shutdownCtx)
+	// The handlers did not wait for their log events' publishes: finish
+	// them before the delivery worker stops.
+	if derr := g.Services.Events.Drain(shutdownCtx); derr != nil {
+		slog.Warn("shutdown: log events still publishing", "error", derr)
+	}
 	stopWork()
 	workers.Wait()
 	if err != nil {
@@ -98,6 +103,9 @@ func (g *Gateway) background() []func(context.Context) {
 			}
 		})
 	}
+	if dead, ok := g.Backend.DeliveryDeadLetters.(lengther); ok {
+		loops = append(loops, func(ctx context.Context) { watchDeadLetters(ctx, dead, deadLetterCheck) })
+	}
 	if purge := g.Backend.PurgeExpired; purge != nil {
 		loops = append(loops, func(ctx context.Context) {
 			repeat(ctx, purgeInterval, func(ctx context.Context) {
@@ -114,6 +122,34 @@ func (g *Gateway) background() []func(context.Context) {
 
 // purgeInterval is how often the local process reclaims expired records.
 const purgeInterval = time.Hour
+
+// deadLetterCheck is how often the local process looks at its delivery
+// dead-letter queue.
+const deadLetterCheck = time.Minute
+
+// lengther is a queue that can count its messages (the local one).
+type lengther interface{ Len() (int, error) }
+
+// watchDeadLetters is the local process's alarm on the delivery dead-letter
+// queue (the cloud's is DeliveryDeadLettersAlarm): an error is logged at
+// start and whenever the log events waiting there grow in number, until
+// they are re-driven (`sluice redrive`).
+func watchDeadLetters(ctx context.Context, dead lengther, every time.Duration) {
+	last := 0
+	repeat(ctx, every, func(ctx context.Context) {
+		n, err := dead.Len()
+		switch {
+		case err != nil:
+			slog.WarnContext(ctx, "could not count the delivery dead letters", "error", err)
+		case n > last:
+			slog.ErrorContext(ctx, "log events wait in the delivery dead-letter queue: fix their destinations, then re-drive them (stop sluice, run `sluice redrive`)",
+				"messages", n)
+		}
+		if err == nil {
+			last = n
+		}
+	})
+}
 
 // banner tells a new user where sluice listens and how to authenticate. The
 // generated master key is printed here, once, the only time a secret is shown.

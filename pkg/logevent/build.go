@@ -19,12 +19,16 @@ func WithBatchLine(ctx context.Context, batchID, customID string) context.Contex
 	return context.WithValue(ctx, batchLineKey{}, batchLine{batchID: batchID, customID: customID})
 }
 
-// New starts the log event of a call of callType made by p: its id is the
-// request's (api.RequestID), its metadata names the key and team, and, for
-// a batch line (WithBatchLine), the batch and the line. It is a success
-// until Fail says otherwise.
+// New starts the log event of a call of callType made by p: its metadata
+// names the request (api.RequestID), the key and team, and, for a batch line
+// (WithBatchLine), the batch and the line. Its id is the request's id, which
+// is unique to the call — the destinations' idempotency keys derive from it;
+// the batch engine gives each line's call a request id of its own (the
+// line's response.request_id in the output file), so the event of a line is
+// found from the output. It is a success until Fail says otherwise.
 func New(ctx context.Context, p auth.Principal, callType string) *Event {
 	id := api.RequestID(ctx)
+	line, isLine := ctx.Value(batchLineKey{}).(batchLine)
 	e := &Event{
 		ID:          id,
 		TraceID:     id,
@@ -39,8 +43,8 @@ func New(ctx context.Context, p auth.Principal, callType string) *Event {
 			RequestID:           id,
 		},
 	}
-	if l, ok := ctx.Value(batchLineKey{}).(batchLine); ok {
-		e.Metadata.BatchID, e.Metadata.CustomID = l.batchID, l.customID
+	if isLine {
+		e.Metadata.BatchID, e.Metadata.CustomID = line.batchID, line.customID
 	}
 	return e
 }

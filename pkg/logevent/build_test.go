@@ -32,6 +32,15 @@ func TestNewTagsABatchLine(t *testing.T) {
 	}
 }
 
+// A batch line's event is found from the output file: its id is the line's
+// request id.
+func TestBatchLineEventIsItsRequest(t *testing.T) {
+	ev := New(WithBatchLine(api.WithRequestID(context.Background(), "req_line"), "batch_abc", "a"), teamKey, CallEmbedding)
+	if ev.ID != "req_line" || ev.TraceID != "req_line" {
+		t.Errorf("id %q trace %q, want the line's request id", ev.ID, ev.TraceID)
+	}
+}
+
 func TestFailRecordsWhatTheClientSaw(t *testing.T) {
 	ev := New(context.Background(), teamKey, CallEmbedding)
 	ev.CustomLLMProvider = "openai"

@@ -5,20 +5,24 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
 // recordingBus keeps what was published.
 type recordingBus struct {
-	mu     sync.Mutex
-	events []store.Event
-	delay  time.Duration
+	mu      sync.Mutex
+	events  []store.Event
+	publish int
+	delay   time.Duration
 }
 
 func (b *recordingBus) Publish(_ context.Context, evs ...store.Event) error {
@@ -26,7 +30,14 @@ func (b *recordingBus) Publish(_ context.Context, evs ...store.Event) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.events = append(b.events, evs...)
+	b.publish++
 	return nil
+}
+
+func (b *recordingBus) calls() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.publish
 }
 
 func (b *recordingBus) published() []store.Event {
@@ -190,5 +201,185 @@ func TestSetTimes(t *testing.T) {
 	e.SetTimes(start, time.Time{}, start.Add(time.Second))
 	if e.CompletionStartTime != 101 {
 		t.Errorf("unstreamed completionStartTime = %v, want endTime", e.CompletionStartTime)
+	}
+}
+
+func eventOf(id, team, status string) *Event {
+	ev := event(team, `"x"`)
+	ev.ID, ev.Status = id, status
+	return ev
+}
+
+// bodyIDs decodes a published body into its event ids.
+func bodyIDs(t *testing.T, body []byte) []string {
+	t.Helper()
+	evs, err := DecodeEvents(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, ev := range evs {
+		ids = append(ids, ev.ID)
+	}
+	return ids
+}
+
+// StartAll publishes the wanted events grouped by team and outcome, in one
+// publish: a batch's lines become a few bus events, not one each.
+func TestStartAllGroupsByTeamAndOutcome(t *testing.T) {
+	bus := &recordingBus{}
+	e := NewEmitter(bus, nil, listeningTo("a", "b"), 0)
+	e.StartAll(context.Background(), []*Event{
+		eventOf("1", "a", StatusSuccess), eventOf("2", "a", StatusFailure), eventOf("3", "quiet", StatusSuccess),
+		eventOf("4", "a", StatusSuccess), eventOf("5", "b", StatusSuccess),
+	})()
+	type msg struct {
+		Team, Status string
+		IDs          []string
+	}
+	var got []msg
+	for _, ev := range bus.published() {
+		got = append(got, msg{ev.Attributes[AttrTeam], ev.Attributes[AttrStatus], bodyIDs(t, ev.Body)})
+	}
+	want := []msg{{"a", StatusSuccess, []string{"1", "4"}}, {"a", StatusFailure, []string{"2"}}, {"b", StatusSuccess, []string{"5"}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("published (-want +got):\n%s", diff)
+	}
+	if bus.calls() != 1 {
+		t.Errorf("%d publishes, want 1", bus.calls())
+	}
+}
+
+// A group larger than a bus event holds splits: each body stays within the
+// claim-check threshold and MaxEventsPerMessage.
+func TestStartAllSplitsLargeGroups(t *testing.T) {
+	bus := &recordingBus{}
+	e := NewEmitter(bus, nil, listeningTo("a"), 4096)
+	var evs []*Event
+	for i := range 50 {
+		ev := eventOf(fmt.Sprint(i), "a", StatusSuccess)
+		ev.Messages = json.RawMessage(`"` + strings.Repeat("m", 500) + `"`)
+		evs = append(evs, ev)
+	}
+	e.StartAll(context.Background(), evs)()
+	var ids []string
+	for _, ev := range bus.published() {
+		if len(ev.Body) > 4096 {
+			t.Errorf("a body of %d bytes, over the 4096 limit", len(ev.Body))
+		}
+		ids = append(ids, bodyIDs(t, ev.Body)...)
+	}
+	if len(bus.published()) < 10 || len(ids) != 50 {
+		t.Errorf("%d events in %d bus events", len(ids), len(bus.published()))
+	}
+}
+
+// Under Deferred, Emit starts the publish and returns; Wait awaits it.
+func TestDeferredLeavesTheWaitToTheEdge(t *testing.T) {
+	bus := &recordingBus{delay: 50 * time.Millisecond}
+	e := NewEmitter(bus, nil, listeningTo("t"), 0)
+	ctx, p := Deferred(context.Background())
+	began := time.Now()
+	e.Emit(ctx, event("t", `"x"`))
+	e.Emit(ctx, event("quiet", `"x"`))
+	if time.Since(began) > 25*time.Millisecond {
+		t.Error("Emit waited for the publish under Deferred")
+	}
+	if !p.Waiting() {
+		t.Fatal("nothing pending after an Emit someone listens to")
+	}
+	p.Wait()
+	if len(bus.published()) != 1 || p.Waiting() {
+		t.Errorf("after Wait: %d published, waiting %v", len(bus.published()), p.Waiting())
+	}
+	quiet, q := Deferred(context.Background())
+	e.Emit(quiet, event("quiet", `"x"`))
+	if q.Waiting() {
+		t.Error("an event nobody listens to left something to wait for")
+	}
+}
+
+// Under Collect, Emit only collects; Wait publishes everything at once.
+func TestCollectPublishesOnce(t *testing.T) {
+	bus := &recordingBus{}
+	e := NewEmitter(bus, nil, listeningTo("t"), 0)
+	ctx, p := e.Collect(context.Background())
+	for i := range 20 {
+		e.Emit(ctx, eventOf(fmt.Sprint(i), "t", StatusSuccess))
+	}
+	if len(bus.published()) != 0 {
+		t.Fatal("published before Wait")
+	}
+	p.Wait()
+	if got := bus.published(); bus.calls() != 1 || len(got) != 1 || len(bodyIDs(t, got[0].Body)) != 20 {
+		t.Errorf("%d publishes of %d bus events", bus.calls(), len(got))
+	}
+}
+
+// failingBlobs refuses every claim check.
+type failingBlobs struct{ memBlobs }
+
+func (*failingBlobs) Put(context.Context, string, io.Reader) (int64, error) {
+	return 0, errors.New("bucket down")
+}
+
+// An event whose claim check fails is left out; the events published with
+// it (other calls') still go.
+func TestEmitterOneBadEventDoesNotSinkItsGroup(t *testing.T) {
+	bus := &recordingBus{}
+	e := NewEmitter(bus, &failingBlobs{}, listeningTo("t"), 1024)
+	big, small := event("t", `"`+strings.Repeat("a", 4096)+`"`), event("t", `"hi"`)
+	big.ID, small.ID = "req_big", "req_small"
+	e.EmitAll(context.Background(), []*Event{big, small})
+	got := bus.published()
+	if len(got) != 1 {
+		t.Fatalf("published %d bus events, want 1", len(got))
+	}
+	evs, err := DecodeEvents(got[0].Body)
+	if err != nil || len(evs) != 1 || evs[0].ID != "req_small" {
+		t.Errorf("published %v (%v), want only req_small", evs, err)
+	}
+}
+
+// heldBus holds each publish until released, counting them.
+type heldBus struct {
+	recordingBus
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *heldBus) Publish(ctx context.Context, evs ...store.Event) error {
+	b.started <- struct{}{}
+	<-b.release
+	return b.recordingBus.Publish(ctx, evs...)
+}
+
+// The events emitted while a publish is in flight go together in the next
+// one (group commit); each emitter still waits for its own.
+func TestEmitterGroupsWhatComesDuringAPublish(t *testing.T) {
+	bus := &heldBus{started: make(chan struct{}, 1), release: make(chan struct{})}
+	e := NewEmitter(bus, nil, listeningTo("a", "b"), 0)
+	ctx := context.Background()
+	first := e.Start(ctx, event("a", `"first"`))
+	<-bus.started // in flight
+	var waits []func()
+	for i := range 5 {
+		waits = append(waits, e.Start(ctx, event([]string{"a", "b"}[i%2], `"later"`)))
+	}
+	bus.release <- struct{}{}
+	first()
+	<-bus.started // the second publish: everything that came meanwhile
+	bus.release <- struct{}{}
+	for _, w := range waits {
+		w()
+	}
+	if n := bus.calls(); n != 2 {
+		t.Errorf("%d publishes, want 2", n)
+	}
+	if n := len(bus.published()); n != 3 {
+		t.Errorf("%d bus events, want 3 (one, then one per team)", n)
+	}
+	if err := e.Drain(ctx); err != nil {
+		t.Error(err)
 	}
 }

@@ -92,6 +92,7 @@ func TestHTTPAndDirectCallsAreTheSame(t *testing.T) {
     litellm_params: {model: openai/gpt-4o-mini, api_base: %[1]s/v1, api_key: k, rpm: 1000, tpm: 100000}
 litellm_settings:
   callbacks: [langfuse]
+environment_variables: {LANGFUSE_PUBLIC_KEY: pk-lf, LANGFUSE_SECRET_KEY: sk-lf}
 `, up.URL)
 	limiter := &recordingLimiter{}
 	opts := gatewaytest.Options{Config: cfg, Backend: func(b *store.Backend) {

@@ -485,7 +485,7 @@ func (s *Service) finish(r *http.Request, c *call, err error) {
 			ev.ErrorInformation.ErrorClass = fmt.Sprintf("%T", err)
 		}
 	}
-	s.opts.Events.Start(ctx, ev)()
+	s.opts.Events.Emit(ctx, ev)
 }
 
 // failure describes why a call failed, or "" when it succeeded.

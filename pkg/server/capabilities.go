@@ -30,10 +30,19 @@ const (
 	// ClaimCheckWrite stores log-event bodies too large for the bus under
 	// the claim-check prefix (write only).
 	ClaimCheckWrite Capability = "claim-check-write"
+	// ClaimCheckRead reads the log-event bodies under the claim-check
+	// prefix back (read only).
+	ClaimCheckRead Capability = "claim-check-read"
 	// WorkSend enqueues batch work.
 	WorkSend Capability = "work-send"
+	// WorkExtend changes the visibility of received batch work messages
+	// (the batch worker keeps a message hidden while it runs).
+	WorkExtend Capability = "work-extend"
 	// EventsPublish publishes log events on the topic.
 	EventsPublish Capability = "events-publish"
+	// DeliveryDeadLetter sends the log events the delivery worker gives up
+	// on to the delivery queue's dead-letter queue.
+	DeliveryDeadLetter Capability = "delivery-dead-letter"
 	// Seal seals and opens team secrets with the KMS key (envelope
 	// encryption).
 	Seal Capability = "seal"
@@ -55,8 +64,8 @@ const (
 // Capabilities lists every capability, in a fixed order.
 func Capabilities() []Capability {
 	return []Capability{
-		RecordsRead, RecordsWrite, Limits, FilesRead, FilesWrite, FilesDelete, ClaimCheckWrite,
-		WorkSend, EventsPublish, Seal, ConfigRead, MasterKey, ProviderSecrets, BedrockInvoke, BedrockAgents,
+		RecordsRead, RecordsWrite, Limits, FilesRead, FilesWrite, FilesDelete, ClaimCheckWrite, ClaimCheckRead,
+		WorkSend, WorkExtend, EventsPublish, DeliveryDeadLetter, Seal, ConfigRead, MasterKey, ProviderSecrets, BedrockInvoke, BedrockAgents,
 	}
 }
 

@@ -1,13 +1,16 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
 )
 
 // Options choose what a Handler serves.
@@ -15,6 +18,12 @@ type Options struct {
 	// Function, when set, mounts only that function's routes (a Lambda
 	// function); empty mounts every route (the local process).
 	Function string
+	// AwaitPublishes makes a route that publishes log events wait for its
+	// publishes before it returns, once its answer is written and flushed:
+	// a Lambda function freezes when its handler returns. Without it (the
+	// local process) they finish in the background, and the emitter's
+	// Drain waits for them at shutdown.
+	AwaitPublishes bool
 }
 
 // Handler builds the http.Handler for the routes selected by opts.
@@ -26,7 +35,7 @@ func Handler(s *Services, opts Options) (http.Handler, error) {
 		if opts.Function != "" && rt.Function != opts.Function {
 			continue
 		}
-		mux.Handle(rt.Method+" "+rt.Pattern, s.wrap(rt, rt.handler(s)))
+		mux.Handle(rt.Method+" "+rt.Pattern, s.wrap(rt, rt.handler(s), opts.AwaitPublishes))
 		methods[rt.Pattern] = append(methods[rt.Pattern], rt.Method)
 		mounted++
 	}
@@ -81,25 +90,43 @@ func rejectUncleanPaths(next http.Handler) http.Handler {
 }
 
 // wrap adds the shared middleware to a route: request id, authentication and
-// authorisation, and the one place errors are rendered.
-func (s *Services) wrap(rt Route, h HandlerFunc) http.Handler {
+// authorisation, and the one place errors are rendered. On a route that
+// publishes log events, their publishes overlap with writing the answer:
+// the answer (or the error) is written and flushed first; then, with await,
+// they are awaited before the handler returns (a Lambda freezes once it
+// has), else left to finish in the background.
+func (s *Services) wrap(rt Route, h HandlerFunc, await bool) http.Handler {
+	publishes := slices.Contains(rt.Needs, EventsPublish)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r = api.StartRequest(w, r)
+		var pending *logevent.Pending
+		if publishes {
+			var ctx context.Context
+			ctx, pending = logevent.Deferred(r.Context())
+			r = r.WithContext(ctx)
+		}
 		tw := &trackingWriter{ResponseWriter: w}
 		r, err := s.authorize(rt, r)
 		if err == nil {
 			err = h(tw, r)
 		}
-		if err != nil {
-			if tw.wrote {
-				// The answer has begun (a stream) and cannot become an error
-				// any more: it is cut (the connection closed, or the Lambda
-				// edge's error trailer), so the client sees a broken answer,
-				// never the clean end of a truncated one.
-				api.LogLateError(r, err)
-				panic(http.ErrAbortHandler)
+		if err != nil && tw.wrote {
+			// The answer has begun (a stream) and cannot become an error
+			// any more: it is cut (the connection closed, or the Lambda
+			// edge's error trailer), so the client sees a broken answer,
+			// never the clean end of a truncated one.
+			api.LogLateError(r, err)
+			if await && pending != nil {
+				pending.Wait()
 			}
+			panic(http.ErrAbortHandler)
+		}
+		if err != nil {
 			api.WriteError(w, r, err)
+		}
+		if await && pending != nil && pending.Waiting() {
+			http.NewResponseController(w).Flush()
+			pending.Wait()
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/sluice-gateway/sluice/pkg/batches"
 	"github.com/sluice-gateway/sluice/pkg/files"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
@@ -96,8 +97,37 @@ func Jobs() []Job {
 		// their bytes and records, interrupted deletions complete.
 		{Name: "files-sweep", Schedule: Schedule{Cloud: "rate(1 hour)", Local: files.DefaultSweepInterval},
 			Needs: []Capability{RecordsRead, RecordsWrite, FilesDelete}, Run: func(s *Services) RunFunc { return s.sweepFiles }},
+		// Plans, runs and finalizes batches: each message is a plan, a
+		// chunk of lines (run through the model operations as the
+		// creating key) or a finalize. Workers chunks at once share the
+		// process's SLUICE_BATCH_CONCURRENCY lines in flight.
+		{Name: "batch-worker", Queue: WorkQueue, Workers: batchWorkers, Needs: batchWork,
+			Handle: func(s *Services) MessageHandler { return s.Batches.Work }},
+		// Finds batches past their window (their finalize expires them) and
+		// resends what a stuck batch may have lost.
+		{Name: "batch-sweeper", Schedule: Schedule{Cloud: "rate(5 minutes)", Local: batches.DefaultSweepInterval},
+			Needs: []Capability{RecordsRead, WorkSend}, Run: func(s *Services) RunFunc { return s.sweepBatches }},
+		// Delivers log events to the logging callbacks (pkg/callbacks/delivery):
+		// a message at a time per worker, the destinations' requests shared
+		// between them.
+		{Name: "callback-delivery", Queue: DeliveryQueue, Workers: 32,
+			Needs:  []Capability{RecordsRead, RecordsWrite, ClaimCheckRead, DeliveryDeadLetter, Seal, ProviderSecrets},
+			Handle: func(s *Services) MessageHandler { return s.Delivery.Handle }},
 	}
 }
+
+// batchWorkers is how many work messages the batch worker handles at once:
+// the SQS event source's batch size, so that every message an invocation
+// receives starts at once.
+const batchWorkers = 10
+
+// batchWork is what the batch worker touches: the batch and chunk records
+// (and the key and team records of the key a batch runs as), the input's
+// bytes, its result objects (written, and removed when a run loses its
+// chunk), the work queue (the next messages; each one's visibility), the
+// rate-limit windows its lines are admitted against, and a model call's
+// needs.
+var batchWork = append([]Capability{RecordsRead, RecordsWrite, Limits, FilesRead, FilesWrite, FilesDelete, WorkSend, WorkExtend}, modelCall...)
 
 // LookupJob returns the job named name.
 func LookupJob(name string) (Job, bool) {
@@ -150,6 +180,20 @@ func (j Job) Validate() error {
 
 // Capabilities is what job j needs, sorted.
 func (j Job) Capabilities() []Capability { return SortCapabilities(j.Needs) }
+
+// sweepBatches runs one batch sweep and logs what it queued.
+func (s *Services) sweepBatches(ctx context.Context) error {
+	res, err := s.Batches.Sweep(ctx)
+	if err != nil {
+		return fmt.Errorf("batches: sweep (%d expired, %d resent): %w", res.Expired, res.Resent, err)
+	}
+	level := slog.LevelDebug
+	if res.Expired+res.Resent > 0 {
+		level = slog.LevelInfo
+	}
+	slog.Log(ctx, level, "batches: sweep done", "expired", res.Expired, "resent", res.Resent)
+	return nil
+}
 
 // sweepFiles runs one files sweep and logs what it removed.
 func (s *Services) sweepFiles(ctx context.Context) error {

@@ -18,7 +18,7 @@ func TestLateErrorCutsTheAnswer(t *testing.T) {
 		w.Write([]byte("data: first\n\n"))
 		http.NewResponseController(w).Flush()
 		return errors.New("the provider closed the stream")
-	})
+	}, false)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/stream")

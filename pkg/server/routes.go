@@ -107,12 +107,25 @@ func Routes() []Route {
 		{Method: "POST", Pattern: "/v1/uploads/{upload_id}/complete", Function: "uploads", Access: AnyKey, Needs: []Capability{RecordsWrite, FilesRead, FilesDelete}, handler: func(s *Services) HandlerFunc { return s.filesAPI().CompleteUpload }},
 		{Method: "POST", Pattern: "/v1/uploads/{upload_id}/cancel", Function: "uploads", Access: AnyKey, Needs: []Capability{RecordsWrite, FilesDelete}, handler: func(s *Services) HandlerFunc { return s.filesAPI().CancelUpload }},
 
+		{Method: "POST", Pattern: "/v1/batches", Function: "batches-create", Access: AnyKey, Needs: []Capability{RecordsWrite, WorkSend}, handler: func(s *Services) HandlerFunc { return s.batchesAPI().Create }},
+		{Method: "GET", Pattern: "/v1/batches", Function: "batches-list", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.batchesAPI().List }},
+		{Method: "GET", Pattern: "/v1/batches/{batch_id}", Function: "batch-get", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.batchesAPI().Get }},
+		{Method: "POST", Pattern: "/v1/batches/{batch_id}/cancel", Function: "batch-cancel", Access: AnyKey, Needs: []Capability{RecordsWrite, WorkSend}, handler: func(s *Services) HandlerFunc { return s.batchesAPI().Cancel }},
+
 		{Method: "POST", Pattern: "/team/new", Function: "admin", Access: AdminOnly, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.admin().TeamNew }},
 		{Method: "GET", Pattern: "/team/info", Function: "admin", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.admin().TeamInfo }},
 		{Method: "GET", Pattern: "/team/list", Function: "admin", Access: AdminOnly, handler: func(s *Services) HandlerFunc { return s.admin().TeamList }},
 		{Method: "POST", Pattern: "/key/generate", Function: "admin", Access: AdminOnly, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.admin().KeyGenerate }},
 		{Method: "GET", Pattern: "/key/info", Function: "admin", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.admin().KeyInfo }},
 		{Method: "POST", Pattern: "/key/delete", Function: "admin", Access: AdminOnly, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.admin().KeyDelete }},
+
+		// Team logging callbacks (the admin or a key of the team): one
+		// function each, so only the add seals secrets.
+		{Method: "POST", Pattern: "/team/{team_id}/callback", Function: "team-callback-add", Access: AnyKey, Needs: []Capability{RecordsWrite, Seal}, handler: func(s *Services) HandlerFunc { return s.callbacksAPI().Add }},
+		{Method: "GET", Pattern: "/team/{team_id}/callback", Function: "team-callback-get", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.callbacksAPI().Get }},
+		{Method: "DELETE", Pattern: "/team/{team_id}/callback/{callback_name}", Function: "team-callback-delete", Access: AnyKey, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.callbacksAPI().Delete }},
+		{Method: "POST", Pattern: "/team/{team_id}/disable_logging", Function: "team-disable-logging", Access: AnyKey, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.callbacksAPI().DisableLogging }},
+		{Method: "GET", Pattern: "/team/{team_id}/audit", Function: "team-audit", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.callbacksAPI().Audit }},
 	}
 	return append(routes, passthroughRoutes()...)
 }

@@ -10,7 +10,10 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/batches"
 	"github.com/sluice-gateway/sluice/pkg/callbacks"
+	"github.com/sluice-gateway/sluice/pkg/callbacks/delivery"
+	"github.com/sluice-gateway/sluice/pkg/callbacks/gcsbucket"
 	"github.com/sluice-gateway/sluice/pkg/chat"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/embeddings"
@@ -49,6 +52,9 @@ type Deps struct {
 	// (ANTHROPIC_API_KEY, GOOGLE_APPLICATION_CREDENTIALS, AWS_REGION, ...);
 	// nil reads the process environment.
 	Getenv func(string) string
+	// Batches, when set, adjusts the batch engine's options (tests: smaller
+	// chunks, shorter runs and leases).
+	Batches func(*batches.Options)
 }
 
 // Services are the capability services the routes call. Building them does
@@ -59,10 +65,16 @@ type Services struct {
 	Backend  *store.Backend
 	Secrets  config.Secrets
 	Auth     *auth.Service
-	// Listeners says which teams (and whether the gateway) listen for log
-	// events; Events asks it before publishing.
-	Listeners *callbacks.Listeners
-	Events    *logevent.Emitter
+	// Catalog says where a team's log events go — its callbacks and the
+	// gateway-wide ones: Events asks it before publishing, Delivery where
+	// to send. Callback settings writes drop a team's entry at once.
+	Catalog *callbacks.Catalog
+	Events  *logevent.Emitter
+	// Callbacks manages team callback settings (pkg/callbacks).
+	Callbacks *callbacks.Service
+	// Delivery delivers log events to the callbacks: the callback-delivery
+	// job's handler.
+	Delivery *delivery.Deliverer
 	// Models routes model calls to deployments (pkg/models).
 	Models *models.Router
 	// Calls is the call layer every model operation ends its calls through.
@@ -78,6 +90,9 @@ type Services struct {
 	Files *files.Service
 	// Passthrough serves /vertex-ai, /bedrock, /anthropic and /gemini.
 	Passthrough *passthrough.Service
+	// Batches serves the Batch API and runs batches (the batch-worker and
+	// batch-sweeper jobs).
+	Batches *batches.Service
 
 	authFailures *authFailureLog
 }
@@ -98,28 +113,29 @@ func NewServices(deps Deps) (*Services, error) {
 	if err != nil {
 		return nil, err
 	}
-	listeners := callbacks.NewListeners(deps.Backend.Records, deps.Config, callbacks.Options{TTL: deps.Settings.KeyCacheTTL, Now: deps.Now})
+	if deps.Getenv == nil {
+		deps.Getenv = os.Getenv
+	}
 	s := &Services{
-		Settings:  deps.Settings,
-		Config:    deps.Config,
-		Backend:   deps.Backend,
-		Secrets:   deps.Secrets,
-		Auth:      a,
-		Listeners: listeners,
-		Events:    logevent.NewEmitter(deps.Backend.Bus, deps.Backend.Blobs, listeners, int(deps.Settings.ClaimCheckThreshold)),
+		Settings: deps.Settings,
+		Config:   deps.Config,
+		Backend:  deps.Backend,
+		Secrets:  deps.Secrets,
+		Auth:     a,
 		Files: files.NewService(deps.Backend.Records, deps.Backend.Blobs, files.Options{
 			MaxFileSize: deps.Settings.MaxFileSize, MaxLineBytes: int(deps.Settings.JSONBodyLimit), Now: deps.Now,
 		}),
 	}
 	s.authFailures = newAuthFailureLog(deps.Now)
-	if deps.Getenv == nil {
-		deps.Getenv = os.Getenv
+	if err := s.buildCallbacks(deps); err != nil {
+		return nil, err
 	}
 	// One client, so model calls and passthrough share one connection pool.
 	client := providers.NewHTTPClient()
 	if err := s.buildModels(deps, client); err != nil {
 		return nil, err
 	}
+	s.buildBatches(deps)
 	if s.Passthrough, err = passthrough.New(passthrough.Options{
 		Config: deps.Config, Secrets: deps.Secrets, Getenv: deps.Getenv, Client: client,
 		Limits: a, Events: s.Events, AWSDefaultChain: bedrock.SDKDefaultChain, MaxBody: deps.Settings.MaxFileSize,
@@ -127,6 +143,43 @@ func NewServices(deps Deps) (*Services, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// buildCallbacks builds the logging callbacks: the catalog, the emitter
+// that asks it, the settings service and the delivery worker.
+func (s *Services) buildCallbacks(deps Deps) error {
+	gateway, err := callbacks.GatewayCallbacks(deps.Config, deps.Getenv)
+	if err != nil {
+		return err
+	}
+	s.Catalog = callbacks.NewCatalog(deps.Backend.Records, deps.Backend.Sealer, callbacks.CatalogOptions{
+		TTL: deps.Settings.CallbackCacheTTL, Now: deps.Now, Gateway: gateway,
+		Resolve: func(ctx context.Context, v string) (string, error) { return deps.Config.Resolve(ctx, deps.Secrets, v) },
+	})
+	s.Events = logevent.NewEmitter(deps.Backend.Bus, deps.Backend.Blobs, s.Catalog, int(deps.Settings.ClaimCheckThreshold))
+	guard, err := callbacks.NewGuard(deps.Config.CallbackSettings.AllowHosts)
+	if err != nil {
+		return err
+	}
+	accounts := callbacks.NewServiceAccounts(deps.Settings.ServiceAccountDir, guard)
+	if s.Callbacks, err = callbacks.NewService(callbacks.Deps{
+		Records: deps.Backend.Records, Sealer: deps.Backend.Sealer, Teams: s.Auth, Catalog: s.Catalog,
+		Guard: guard, Accounts: accounts, Now: deps.Now,
+	}); err != nil {
+		return err
+	}
+	s.Delivery, err = delivery.New(delivery.Deps{
+		Catalog: s.Catalog, Records: deps.Backend.Records, Blobs: deps.Backend.Blobs, DeadLetters: deps.Backend.DeliveryDeadLetters,
+		Open: delivery.NewOpener(delivery.OpenerDeps{
+			Client: guard.Client(), GatewayClient: callbacks.GatewayClient(), Accounts: accounts,
+			GCSEndpoint: gcsbucket.Endpoint(deps.Getenv),
+		}),
+	}, delivery.Options{Now: deps.Now})
+	return err
+}
+
+func (s *Services) callbacksAPI() callbacks.Handlers {
+	return callbacks.Handlers{Service: s.Callbacks, JSONLimit: s.Settings.JSONBodyLimit}
 }
 
 // buildModels builds the router over the provider registry, the call layer,
@@ -164,6 +217,31 @@ func (s *Services) buildModels(deps Deps, client *http.Client) error {
 		"/v1/responses":        s.Chat.Responses,
 	}
 	return nil
+}
+
+// buildBatches builds the batch engine over the model operations, and
+// has the files service ask it which files running batches read.
+func (s *Services) buildBatches(deps Deps) {
+	opts := batches.Options{
+		Windows:     deps.Settings.BatchCompletionWindows,
+		Concurrency: deps.Settings.BatchConcurrency,
+		// The embedded backend's lock makes this process its only one.
+		SingleProcess: deps.Settings.Backend == config.BackendLocal,
+		MaxLineBytes:  int(deps.Settings.JSONBodyLimit),
+		Now:           deps.Now,
+	}
+	if deps.Batches != nil {
+		deps.Batches(&opts)
+	}
+	s.Batches = batches.NewService(batches.Deps{
+		Records: deps.Backend.Records, Blobs: deps.Backend.Blobs, Work: deps.Backend.Work,
+		Files: s.Files, Keys: s.Auth, Admit: s.Auth, Operations: s.Operations, Models: s.Models,
+	}, opts)
+	s.Files.Batches = s.Batches
+}
+
+func (s *Services) batchesAPI() batches.Handlers {
+	return batches.Handlers{Service: s.Batches, JSONLimit: s.Settings.JSONBodyLimit}
 }
 
 func (s *Services) admin() auth.Handlers {

@@ -230,8 +230,13 @@ type Backend struct {
 	Bus     Bus   // log events, fanned out to Deliveries
 	// Deliveries is the bus subscription the callback delivery worker consumes.
 	Deliveries Queue
-	Limiter    Limiter
-	Sealer     Sealer
+	// DeliveryDeadLetters is Deliveries' dead-letter queue: messages that
+	// failed MaxReceives times, and the log events the delivery worker gives
+	// up on (it sends them there itself). An operator is alarmed when it
+	// holds any, and re-drives them to Deliveries (Redrive).
+	DeliveryDeadLetters Queue
+	Limiter             Limiter
+	Sealer              Sealer
 	// Ping reports whether the stores answer (readiness).
 	Ping func(ctx context.Context) error
 	// PurgeExpired removes records past their ExpiresAt, where the backend

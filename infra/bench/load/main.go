@@ -55,7 +55,7 @@ func main() {
 	flag.StringVar(&cfg.uploadPurpose, "upload-purpose", "user_data", "upload scenario: the file's purpose")
 	flag.IntVar(&cfg.batchLines, "batch-lines", 50000, "batch scenario: lines in the input file")
 	flag.DurationVar(&cfg.batchTimeout, "batch-timeout", 5*time.Minute, "batch scenario: longest wait for the batch to finish")
-	flag.IntVar(&cfg.batchConcurrency, "batch-concurrency", 32, "batch scenario: concurrency of the ideal (direct) run")
+	flag.IntVar(&cfg.batchConcurrency, "batch-concurrency", 200, "batch scenario: lines sluice runs at once (SLUICE_BATCH_CONCURRENCY), and the ideal (direct) run's concurrency")
 	flag.IntVar(&cfg.streamChunks, "stream-chunks", 200, "upstream: chunks per streamed answer")
 	flag.DurationVar(&cfg.streamInterval, "stream-interval", time.Millisecond, "upstream: pause between streamed chunks")
 	flag.DurationVar(&cfg.upstreamLatency, "upstream-latency", 0, "upstream: delay before answering")

@@ -21,7 +21,6 @@ package chattest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"testing"
@@ -36,10 +35,12 @@ import (
 )
 
 // EventsConfig is the config section that makes every call's log event
-// reach the gateway's delivery queue (a gateway-wide callback), where Event
-// reads it. Options.Config gets it appended unless it has a
-// litellm_settings section of its own.
-const EventsConfig = "litellm_settings:\n  callbacks: [langfuse]\n"
+// reach the gateway's delivery queue (a gateway-wide callback, with the
+// credentials it requires; nothing delivers from that queue in these
+// tests), where Event reads it. Options.Config gets it appended unless it
+// has a litellm_settings section of its own.
+const EventsConfig = "litellm_settings:\n  callbacks: [langfuse]\n" +
+	"environment_variables: {LANGFUSE_PUBLIC_KEY: pk-lf-test, LANGFUSE_SECRET_KEY: sk-lf-test, LANGFUSE_HOST: 'http://127.0.0.1:9'}\n"
 
 // Options configure the gateway of a Run.
 type Options struct {
@@ -56,6 +57,8 @@ type Harness struct {
 	// Key is a fresh team's key; Client uses it (no retries).
 	Key    string
 	Client openai.Client
+
+	events *Events
 }
 
 // Run runs f once per storage backend, each with its own gateway and key.
@@ -66,7 +69,7 @@ func Run(t *testing.T, opts Options, f func(t *testing.T, h *Harness)) {
 	}
 	gatewaytest.Run(t, gatewaytest.Options{Config: cfg, Env: opts.Env}, func(t *testing.T, g *gatewaytest.Gateway) {
 		_, key := g.TeamKey()
-		f(t, &Harness{Gateway: g, Key: key, Client: Client(g, key)})
+		f(t, &Harness{Gateway: g, Key: key, Client: Client(g, key), events: NewEvents(g.Backend.Deliveries)})
 	})
 }
 
@@ -140,33 +143,47 @@ func (h *Harness) Post(t testing.TB, path, body string) Response {
 // within 20 s.
 func (h *Harness) Event(t testing.TB) logevent.Event {
 	t.Helper()
-	return NextEvent(t, h.Gateway.Backend.Deliveries)
+	return h.events.Next(t)
 }
 
-// NextEvent receives the next log event from the delivery queue q.
-func NextEvent(t testing.TB, q store.Queue) logevent.Event {
+// Events reads the log events that reach a delivery queue, in the order
+// they arrive. One message may carry several: the emitter groups the events
+// emitted together.
+type Events struct {
+	q       store.Queue
+	pending []*logevent.Event
+}
+
+// NewEvents reads the log events of the delivery queue q.
+func NewEvents(q store.Queue) *Events { return &Events{q: q} }
+
+// Next returns the next log event, failing the test when none arrives
+// within 20 s.
+func (r *Events) Next(t testing.TB) logevent.Event {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		msgs, err := q.Receive(ctx, 1, time.Second)
+	for len(r.pending) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no log event arrived")
+		}
+		msgs, err := r.q.Receive(ctx, 1, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(msgs) == 0 {
 			continue
 		}
-		q.Ack(ctx, msgs[0])
+		r.q.Ack(ctx, msgs[0])
 		e, err := store.DecodeEvent(msgs[0])
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ev logevent.Event
-		if err := json.Unmarshal(e.Body, &ev); err != nil {
+		if r.pending, err = logevent.DecodeEvents(e.Body); err != nil {
 			t.Fatal(err)
 		}
-		return ev
 	}
-	t.Fatal("no log event arrived")
-	return logevent.Event{}
+	ev := r.pending[0]
+	r.pending = r.pending[1:]
+	return *ev
 }

@@ -6,16 +6,20 @@ package gatewaytest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/batches"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/gateway"
 	"github.com/sluice-gateway/sluice/pkg/server"
 	"github.com/sluice-gateway/sluice/pkg/store"
 	"github.com/sluice-gateway/sluice/pkg/store/aws/awstest"
@@ -59,6 +63,11 @@ type Options struct {
 	// Backend, when set, adjusts the storage backend before the gateway is
 	// built on it (a test wraps the limiter to record what it counts).
 	Backend func(*store.Backend)
+	// Batches, when set, adjusts the batch engine's options.
+	Batches func(*batches.Options)
+	// Jobs names jobs of the jobs table to run in the background, as the
+	// local process runs them (gateway.RunJob), until the test ends.
+	Jobs []string
 }
 
 // Gateway is a running gateway.
@@ -102,9 +111,12 @@ func Start(t testing.TB, b Backend, opts Options) *Gateway {
 		opts.Backend(backend)
 	}
 	master := auth.NewKey()
-	svcs, err := server.NewServices(server.Deps{Settings: settings, Config: cfg, Backend: backend, MasterKey: master, Now: opts.Now, Getenv: getenv})
+	svcs, err := server.NewServices(server.Deps{Settings: settings, Config: cfg, Backend: backend, MasterKey: master, Now: opts.Now, Getenv: getenv, Batches: opts.Batches})
 	if err != nil {
 		t.Fatalf("build services: %v", err)
+	}
+	for _, name := range opts.Jobs {
+		RunJob(t, svcs, name)
 	}
 	h, err := server.Handler(svcs, server.Options{})
 	if err != nil {
@@ -113,6 +125,35 @@ func Start(t testing.TB, b Backend, opts Options) *Gateway {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &Gateway{URL: srv.URL, MasterKey: master, Backend: backend, Services: svcs, Client: srv.Client(), t: t}
+}
+
+// Connect returns a Gateway for a sluice already running at url (another
+// process: a test that kills and restarts it), for the same helpers; its
+// Backend and Services are nil.
+func Connect(t testing.TB, url, masterKey string) *Gateway {
+	return &Gateway{URL: url, MasterKey: masterKey, Client: &http.Client{Timeout: 30 * time.Second}, t: t}
+}
+
+// RunJob runs the job named name over s in the background, as the local
+// process does, until the test ends (or the returned stop is called).
+func RunJob(t testing.TB, s *server.Services, name string) (stop func()) {
+	t.Helper()
+	j, ok := server.LookupJob(name)
+	if !ok {
+		t.Fatalf("no job %q in the jobs table", name)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := gateway.RunJob(ctx, s, j); err != nil {
+			t.Errorf("job %s: %v", name, err)
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 // Response is a finished HTTP exchange.

@@ -59,7 +59,7 @@ func Handler(s *server.Services, function string) (lambda.Handler, error) {
 
 // routes mounts function's routes over s and says whether they stream.
 func routes(s *server.Services, function string) (http.Handler, bool, error) {
-	h, err := server.Handler(s, server.Options{Function: function})
+	h, err := server.Handler(s, server.Options{Function: function, AwaitPublishes: true})
 	if err != nil {
 		return nil, false, err
 	}

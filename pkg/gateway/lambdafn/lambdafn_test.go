@@ -110,12 +110,12 @@ func TestScheduledJobHandler(t *testing.T) {
 // the route table its routes', anything else an error (an init failure).
 func TestHandler(t *testing.T) {
 	s := services(t)
-	for _, fn := range []string{"files-sweep", "health", "passthrough-anthropic"} {
+	for _, fn := range []string{"files-sweep", "batch-worker", "health", "passthrough-anthropic"} {
 		if _, err := lambdafn.Handler(s, fn); err != nil {
 			t.Errorf("%s: %v", fn, err)
 		}
 	}
-	if _, err := lambdafn.Handler(s, "batch-worker"); err == nil {
+	if _, err := lambdafn.Handler(s, "no-such-function"); err == nil {
 		t.Error("a function that is in neither table has a handler")
 	}
 	if _, err := lambdafn.JobHandler(s, server.Job{Name: "half", Queue: server.WorkQueue}); err == nil {

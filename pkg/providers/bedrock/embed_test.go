@@ -273,8 +273,8 @@ func TestTitanV2Translation(t *testing.T) {
 // TestTitanFanOutIsConcurrent is the Titan performance target: 16 inputs
 // against an upstream taking 100 ms per call finish within 2× one call (not
 // 16×: the calls are never made one after another). Connections are warm,
-// as in a running gateway; the best of three runs is judged, so a stall of
-// the shared test machine does not fail it.
+// as in a running gateway; the best of three runs is judged (time and calls
+// in flight), so a stall of the shared test machine does not fail it.
 func TestTitanFanOutIsConcurrent(t *testing.T) {
 	f := newFakeBedrock(t)
 	const delay = 100 * time.Millisecond
@@ -285,7 +285,7 @@ func TestTitanFanOutIsConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.set(func(b *behaviour) { b.delay = delay })
-	best := time.Hour
+	best, peak := time.Hour, 0
 	for range 3 {
 		f.inFlight.Reset()
 		start := time.Now()
@@ -295,13 +295,13 @@ func TestTitanFanOutIsConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkVectors(t, a, texts, 256)
-		if f.inFlight.Peak() != 16 {
-			t.Errorf("peak %d calls in flight, want all 16 together", f.inFlight.Peak())
-		}
-		best = min(best, took)
-		if best <= 2*delay {
+		best, peak = min(best, took), max(peak, f.inFlight.Peak())
+		if best <= 2*delay && peak == 16 {
 			break
 		}
+	}
+	if peak != 16 {
+		t.Errorf("peak %d calls in flight at best, want all 16 together", peak)
 	}
 	t.Logf("Titan, 16 inputs, upstream %v per call: %v wall (%.2f× one call; one after another would be 16×)",
 		delay, best.Round(time.Millisecond), float64(best)/float64(delay))

@@ -18,7 +18,8 @@ func Open(ctx context.Context, cfg aws.Config, res Resources) (*store.Backend, e
 	var missing []string
 	for _, f := range []struct{ name, val string }{
 		{"Table", res.Table}, {"Bucket", res.Bucket}, {"WorkQueueURL", res.WorkQueueURL},
-		{"TopicARN", res.TopicARN}, {"DeliveryQueueURL", res.DeliveryQueueURL}, {"KMSKeyID", res.KMSKeyID},
+		{"TopicARN", res.TopicARN}, {"DeliveryQueueURL", res.DeliveryQueueURL}, {"DeliveryDLQURL", res.DeliveryDLQURL},
+		{"KMSKeyID", res.KMSKeyID},
 	} {
 		if f.val == "" {
 			missing = append(missing, f.name)
@@ -34,10 +35,12 @@ func Open(ctx context.Context, cfg aws.Config, res Resources) (*store.Backend, e
 		Work:       NewQueue(c.sqs, res.WorkQueueURL),
 		Bus:        NewBus(c.sns, res.TopicARN),
 		Deliveries: NewQueue(c.sqs, res.DeliveryQueueURL),
-		Limiter:    NewLimiter(c.db, res.Table),
-		Sealer:     NewSealer(c.kms, res.KMSKeyID),
-		Ping:       pinger(c.db, res.Table),
-		Close:      func() error { return nil }, // the SDK clients hold nothing to release
+		// The delivery worker sends what it gives up on here itself.
+		DeliveryDeadLetters: NewQueue(c.sqs, res.DeliveryDLQURL),
+		Limiter:             NewLimiter(c.db, res.Table),
+		Sealer:              NewSealer(c.kms, res.KMSKeyID),
+		Ping:                pinger(c.db, res.Table),
+		Close:               func() error { return nil }, // the SDK clients hold nothing to release
 	}, nil
 }
 

@@ -28,9 +28,10 @@ const (
 	// MaxReceives is how often a message is received before it moves to its
 	// dead-letter queue (the RedrivePolicy's maxReceiveCount).
 	MaxReceives = 5
-	// WorkVisibility covers one batch-worker invocation (Lambda's 15-minute
-	// ceiling) so a running chunk is never handed to a second worker.
-	WorkVisibility = 15 * time.Minute
+	// WorkVisibility is 6 × the batch-worker's 15-minute timeout, as AWS
+	// advises for a queue a function consumes; the worker shortens each
+	// message's visibility to its chunk lease while it runs (pkg/batches).
+	WorkVisibility = 90 * time.Minute
 	// DeliveryVisibility covers one callback-delivery invocation.
 	DeliveryVisibility = 5 * time.Minute
 	// dlqRetention keeps dead letters for SQS's maximum, 14 days.

@@ -15,7 +15,7 @@ type Resources struct {
 	WorkDLQURL       string // its dead-letter queue (optional for Open)
 	TopicARN         string // SNS topic of log events
 	DeliveryQueueURL string // SQS queue subscribed to the topic
-	DeliveryDLQURL   string // its dead-letter queue (optional for Open)
+	DeliveryDLQURL   string // its dead-letter queue (the delivery worker sends what it gives up on there)
 	KMSKeyID         string // KMS key sealing team secrets (id, ARN or alias)
 }
 
@@ -33,13 +33,13 @@ var envVars = []envVar{
 	{"SLUICE_WORK_DLQ_URL", func(r *Resources) *string { return &r.WorkDLQURL }, false},
 	{"SLUICE_TOPIC_ARN", func(r *Resources) *string { return &r.TopicARN }, true},
 	{"SLUICE_DELIVERY_QUEUE_URL", func(r *Resources) *string { return &r.DeliveryQueueURL }, true},
-	{"SLUICE_DELIVERY_DLQ_URL", func(r *Resources) *string { return &r.DeliveryDLQURL }, false},
+	{"SLUICE_DELIVERY_DLQ_URL", func(r *Resources) *string { return &r.DeliveryDLQURL }, true},
 	{"SLUICE_KMS_KEY_ID", func(r *Resources) *string { return &r.KMSKeyID }, true},
 }
 
 // ResourcesFromEnv reads the resources from the SLUICE_* variables of Env.
-// The dead-letter queue URLs are optional (only tools read them); any other
-// missing variable is an error that names every one missing.
+// The work queue's dead-letter queue URL is optional (only tools read it);
+// any other missing variable is an error that names every one missing.
 func ResourcesFromEnv() (Resources, error) {
 	var r Resources
 	var missing []string

@@ -34,7 +34,7 @@ func TestResourcesEnvRoundTrip(t *testing.T) {
 		t.Fatalf("ResourcesFromEnv() = %+v, %v; want %+v", got, err, want)
 	}
 
-	// The dead-letter queues are optional; the others are named when missing.
+	// The work queue's dead-letter queue is optional; the others are named when missing.
 	t.Setenv("SLUICE_WORK_DLQ_URL", "")
 	t.Setenv("SLUICE_BUCKET", "")
 	t.Setenv("SLUICE_KMS_KEY_ID", "")
@@ -68,7 +68,7 @@ func TestUnavailable(t *testing.T) {
 	}
 	b, err := awsstore.Open(context.Background(), cfg, awsstore.Resources{
 		Table: "t", Bucket: "b", WorkQueueURL: "http://127.0.0.1:1/123456789012/w", TopicARN: "arn:aws:sns:us-east-1:123456789012:e",
-		DeliveryQueueURL: "http://127.0.0.1:1/123456789012/d", KMSKeyID: "k",
+		DeliveryQueueURL: "http://127.0.0.1:1/123456789012/d", DeliveryDLQURL: "http://127.0.0.1:1/123456789012/dd", KMSKeyID: "k",
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -77,8 +77,10 @@ func Open(dir string, opts Options) (_ *store.Backend, err error) {
 		Work:       work,
 		Bus:        NewBus(deliveries),
 		Deliveries: deliveries,
-		Limiter:    NewLimiter(),
-		Sealer:     sealer,
+		// The deliveries queue's own dead-letter queue.
+		DeliveryDeadLetters: deliveries.dead,
+		Limiter:             NewLimiter(),
+		Sealer:              sealer,
 		Ping: func(ctx context.Context) error {
 			if err := db.Ping(ctx); err != nil {
 				return errors.Join(store.ErrUnavailable, err)

@@ -26,6 +26,11 @@ const (
 	// DefaultMaxReceives is how many receives a message gets before it is
 	// dead-lettered.
 	DefaultMaxReceives = 5
+	// DeliveryVisibility is the deliveries queue's visibility in the local
+	// process: it covers one delivery handler (three sends of at most 10 s
+	// and their backoff), and is the wait before a failed delivery is tried
+	// again — short, since locally nothing bills for a receive.
+	DeliveryVisibility = time.Minute
 )
 
 // QueueOptions configures a Queue. Zero fields take the defaults.
@@ -119,7 +124,7 @@ func (q *Queue) Send(ctx context.Context, bodies ...[]byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := q.db.bolt.Update(func(tx *bbolt.Tx) error {
+	err := q.db.update(func(tx *bbolt.Tx) error {
 		now := time.Now()
 		for _, b := range bodies {
 			if err := q.append(tx, rand.Text(), b, now); err != nil {
@@ -172,6 +177,19 @@ func (q *Queue) Receive(ctx context.Context, maxMsgs int, wait time.Duration) ([
 	}
 }
 
+// Len reports how many messages the queue holds, visible or not.
+func (q *Queue) Len() (int, error) {
+	n := 0
+	err := q.db.bolt.View(func(tx *bbolt.Tx) error {
+		n = q.bucket(tx).Bucket([]byte(subMsgs)).Stats().KeyN
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("local queue %s: len: %w", q.name, err)
+	}
+	return n, nil
+}
+
 // Ack deletes a received message. Acking a message that is gone, or with the
 // receipt of an earlier receive (it has been received again since), does
 // nothing: the current holder owns it.
@@ -183,7 +201,7 @@ func (q *Queue) Ack(ctx context.Context, m store.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err = q.db.bolt.Update(func(tx *bbolt.Tx) error {
+	err = q.db.update(func(tx *bbolt.Tx) error {
 		b := q.bucket(tx)
 		sm, ok, err := getMessage(b, seq)
 		if err != nil || !ok || sm.Receives != receives {
@@ -213,7 +231,7 @@ func (q *Queue) Extend(ctx context.Context, m store.Message, d time.Duration) er
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err = q.db.bolt.Update(func(tx *bbolt.Tx) error {
+	err = q.db.update(func(tx *bbolt.Tx) error {
 		b := q.bucket(tx)
 		sm, ok, err := getMessage(b, seq)
 		if err != nil {
@@ -236,7 +254,9 @@ func (q *Queue) Extend(ctx context.Context, m store.Message, d time.Duration) er
 // next hidden message becomes visible (zero if none is hidden).
 func (q *Queue) take(maxMsgs int) (msgs []store.Message, next time.Time, err error) {
 	var movedDead bool
-	err = q.db.bolt.Update(func(tx *bbolt.Tx) error {
+	err = q.db.update(func(tx *bbolt.Tx) error {
+		// Results are set afresh: a group commit may run this twice.
+		msgs, next, movedDead = nil, time.Time{}, false
 		now := time.Now()
 		b := q.bucket(tx)
 		type due struct {
@@ -321,11 +341,7 @@ func (q *Queue) setVisible(b *bbolt.Bucket, seq uint64, sm storedMessage, at tim
 }
 
 func (q *Queue) putMessage(b *bbolt.Bucket, seq uint64, sm storedMessage) error {
-	v, err := json.Marshal(sm)
-	if err != nil {
-		return err
-	}
-	if err := b.Bucket([]byte(subMsgs)).Put(seqKey(seq), v); err != nil {
+	if err := b.Bucket([]byte(subMsgs)).Put(seqKey(seq), sm.encode()); err != nil {
 		return err
 	}
 	return b.Bucket([]byte(subReady)).Put(readyKey(sm.VisibleAt, seq), nil)
@@ -376,11 +392,61 @@ func getMessage(b *bbolt.Bucket, seq uint64) (storedMessage, bool, error) {
 	if v == nil {
 		return storedMessage{}, false, nil
 	}
-	var sm storedMessage
-	if err := json.Unmarshal(v, &sm); err != nil {
+	sm, err := decodeMessage(v)
+	if err != nil {
 		return storedMessage{}, false, fmt.Errorf("decode message %d: %w", seq, err)
 	}
 	return sm, true, nil
+}
+
+// A stored message is binary: a version byte (messageV1), the receives and
+// the visibility time as varints, the id's length and the id, then the
+// body — no encoding pass over the body, which a JSON form base64-encodes
+// on every receive and ack. Messages stored as JSON by earlier versions
+// ('{' first) are read too.
+const messageV1 = 1
+
+func (sm storedMessage) encode() []byte {
+	v := make([]byte, 0, 1+3*binary.MaxVarintLen64+len(sm.ID)+len(sm.Body))
+	v = append(v, messageV1)
+	v = binary.AppendUvarint(v, uint64(sm.Receives))
+	v = binary.AppendVarint(v, sm.VisibleAt)
+	v = binary.AppendUvarint(v, uint64(len(sm.ID)))
+	v = append(v, sm.ID...)
+	return append(v, sm.Body...)
+}
+
+// decodeMessage decodes a stored message; its body is copied (bbolt's
+// values live only as long as their transaction).
+func decodeMessage(v []byte) (storedMessage, error) {
+	var sm storedMessage
+	if len(v) > 0 && v[0] == '{' {
+		err := json.Unmarshal(v, &sm)
+		return sm, err
+	}
+	if len(v) == 0 || v[0] != messageV1 {
+		return sm, errors.New("unknown message format")
+	}
+	rest := v[1:]
+	receives, n := binary.Uvarint(rest)
+	if n <= 0 {
+		return sm, errors.New("bad receives")
+	}
+	rest = rest[n:]
+	visible, n := binary.Varint(rest)
+	if n <= 0 {
+		return sm, errors.New("bad visibility time")
+	}
+	rest = rest[n:]
+	idLen, n := binary.Uvarint(rest)
+	if n <= 0 || idLen > uint64(len(rest)-n) {
+		return sm, errors.New("bad id")
+	}
+	rest = rest[n:]
+	sm.Receives, sm.VisibleAt = int(receives), visible
+	sm.ID = string(rest[:idLen])
+	sm.Body = append([]byte(nil), rest[idLen:]...)
+	return sm, nil
 }
 
 func seqKey(seq uint64) []byte {

@@ -37,6 +37,7 @@ func Queue(t *testing.T, open func(t *testing.T, cfg QueueConfig) (q, deadLetter
 		{"Redelivery", QueueConfig{time.Second, 5}, queueRedelivery},
 		{"DeadLetter", QueueConfig{time.Second, 2}, queueDeadLetter},
 		{"Extend", QueueConfig{time.Second, 5}, queueExtend},
+		{"Redrive", QueueConfig{time.Second, 5}, queueRedrive},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -196,4 +197,26 @@ func queueExtend(t *testing.T, ctx context.Context, q, _ store.Queue, _ QueueCon
 	again := receiveN(t, ctx, q, 1, 10*time.Second)[0]
 	wantMessage(t, again, body, 2)
 	ok(t, q.Ack(ctx, again), "Ack")
+}
+
+// queueRedrive: what waits in the dead-letter queue (sent there, as the
+// delivery worker does) goes back to the queue, unchanged, and leaves the
+// dead-letter queue.
+func queueRedrive(t *testing.T, ctx context.Context, q, dead store.Queue, _ QueueConfig) {
+	bodies := [][]byte{[]byte("dead one"), []byte("dead two")}
+	ok(t, dead.Send(ctx, bodies...), "Send to the dead-letter queue")
+	n, err := store.Redrive(ctx, dead, q)
+	ok(t, err, "Redrive")
+	if n != 2 {
+		t.Fatalf("Redrive moved %d messages, want 2", n)
+	}
+	got := map[string]bool{}
+	for _, m := range receiveN(t, ctx, q, 2, 10*time.Second) {
+		got[string(m.Body)] = true
+		ok(t, q.Ack(ctx, m), "Ack")
+	}
+	if !got["dead one"] || !got["dead two"] {
+		t.Fatalf("redriven bodies %v", got)
+	}
+	receiveNone(t, ctx, dead, time.Second, "the dead-letter queue kept a redriven message")
 }
