@@ -280,3 +280,39 @@ func BenchmarkValueEndVector(b *testing.B) {
 		}
 	}
 }
+
+// TestStopBytesFoundAtEveryOffset puts each byte a string's scan must stop
+// at (and bytes it must not: high UTF-8 bytes, 0x1f's neighbours) at every
+// offset of runs longer than a word, so the word-at-a-time skip is checked
+// at every alignment against a byte-at-a-time search.
+func TestStopBytesFoundAtEveryOffset(t *testing.T) {
+	naive := func(b []byte) int {
+		for i, c := range b {
+			if c == '"' || c == '\\' {
+				return i
+			}
+			if c < 0x20 {
+				return -1
+			}
+		}
+		return -1
+	}
+	for _, c := range []byte{'"', '\\', 0x00, 0x1f, 0x20, '!', '#', '[', ']', 0x7f, 0x80, 0xc3, 0xff} {
+		for n := 0; n < 24; n++ {
+			for at := 0; at <= n; at++ {
+				b := bytes.Repeat([]byte{'a'}, n)
+				if at < n {
+					b[at] = c
+				}
+				if got, want := indexQuoteOrEscape(b), naive(b); got != want {
+					t.Fatalf("indexQuoteOrEscape(%q) = %d, want %d", b, got, want)
+				}
+				lit := append(append([]byte{'"'}, b...), '"')
+				got := validStringEnd(lit, 0)
+				if want := json.Valid(lit); want != (got == len(lit)) {
+					t.Fatalf("validStringEnd(%q) = %d, json.Valid %v", lit, got, want)
+				}
+			}
+		}
+	}
+}
