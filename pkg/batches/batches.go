@@ -215,6 +215,8 @@ type Service struct {
 	// or the expiry): its runs stop starting their lines at once, where
 	// other processes' runs notice within StatusEvery.
 	closing sync.Map // batch id → struct{}
+	// native runs native batches (EnableNative); nil: none.
+	native *NativeDeps
 }
 
 // NewService returns the batches service.

@@ -44,6 +44,11 @@ type NewBatch struct {
 	// IdempotencyKey, when set, makes a retry of the same request return the
 	// batch the first one created.
 	IdempotencyKey string
+	// Provider (custom_llm_provider) or Model (a deployment's model_name)
+	// make it a native batch, run by that provider's own batch API
+	// (native.go).
+	Provider string
+	Model    string
 }
 
 // Create validates nb, stores the batch as validating and queues its plan.
@@ -60,6 +65,9 @@ func (s *Service) Create(ctx context.Context, p auth.Principal, nb NewBatch) (Ba
 		if b, ok, err := s.replay(ctx, p, nb); ok || err != nil {
 			return b, err
 		}
+	}
+	if nb.Provider != "" || nb.Model != "" {
+		return s.createNative(ctx, p, nb, window)
 	}
 	f, err := s.deps.Files.Get(ctx, p, nb.InputFileID)
 	if err != nil {

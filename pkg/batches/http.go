@@ -28,10 +28,13 @@ const maxIdempotencyKey = 256
 // field from an empty one; fields of the wrong JSON type are 400s naming
 // them (api.DecodeJSON).
 type createBody struct {
-	InputFileID        *string           `json:"input_file_id"`
-	Endpoint           *string           `json:"endpoint"`
-	CompletionWindow   *string           `json:"completion_window"`
-	Metadata           map[string]string `json:"metadata"`
+	InputFileID      *string           `json:"input_file_id"`
+	Endpoint         *string           `json:"endpoint"`
+	CompletionWindow *string           `json:"completion_window"`
+	Metadata         map[string]string `json:"metadata"`
+	// CustomLLMProvider and Model make a native batch (LiteLLM's names).
+	CustomLLMProvider  *string `json:"custom_llm_provider"`
+	Model              *string `json:"model"`
 	OutputExpiresAfter *struct {
 		Anchor  *string `json:"anchor"`
 		Seconds *int64  `json:"seconds"`
@@ -48,6 +51,9 @@ func (h Handlers) Create(w http.ResponseWriter, r *http.Request) error {
 		InputFileID: deref(body.InputFileID), Endpoint: deref(body.Endpoint),
 		CompletionWindow: deref(body.CompletionWindow), Metadata: body.Metadata,
 		IdempotencyKey: r.Header.Get(idempotencyHeader),
+		// custom_llm_provider: LiteLLM's header, query, then body.
+		Provider: firstOf(r.Header.Get("Custom-Llm-Provider"), r.URL.Query().Get("custom_llm_provider"), deref(body.CustomLLMProvider)),
+		Model:    deref(body.Model),
 	}
 	if len(nb.IdempotencyKey) > maxIdempotencyKey {
 		return api.InvalidValue("", "The Idempotency-Key header is longer than %d characters.", maxIdempotencyKey)
@@ -110,6 +116,15 @@ func (h Handlers) List(w http.ResponseWriter, r *http.Request) error {
 	}
 	api.WriteJSON(w, http.StatusOK, api.NewList(data, more, func(b Batch) string { return b.ID }))
 	return nil
+}
+
+func firstOf(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 func deref(s *string) string {

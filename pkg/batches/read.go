@@ -25,6 +25,9 @@ func (s *Service) Get(ctx context.Context, p auth.Principal, id string) (Batch, 
 	if err != nil {
 		return Batch{}, err
 	}
+	if st.doc.Native != nil {
+		st = s.getNative(ctx, st)
+	}
 	return st.object(), nil
 }
 
@@ -103,8 +106,11 @@ func (s *Service) List(ctx context.Context, p auth.Principal, limit int, after s
 // a batch already cancelling or cancelled answers it as it is; one that has
 // ended otherwise (or is finalizing) is a 409.
 func (s *Service) Cancel(ctx context.Context, p auth.Principal, id string) (Batch, error) {
-	if _, err := s.visible(ctx, p, id); err != nil {
-		return Batch{}, err
+	if st, err := s.visible(ctx, p, id); err != nil || st.doc.Native != nil {
+		if err != nil {
+			return Batch{}, err
+		}
+		return s.cancelNative(ctx, st)
 	}
 	st, err := s.change(ctx, id, func(st *state) (bool, error) {
 		switch st.status {

@@ -124,6 +124,10 @@ type batchDoc struct {
 	Closed   bool        `json:"closed,omitempty"`
 	Closing  *files.Part `json:"closing,omitempty"`
 	NeverRun int64       `json:"never_run,omitempty"`
+
+	// Native is the provider's batch of a native batch (native.go); nil
+	// for a batch the engine runs.
+	Native *nativeDoc `json:"native,omitempty"`
 }
 
 // state is a batch record as read: its body, status, counters and version.
@@ -156,7 +160,11 @@ func (st *state) record() (store.Record, error) {
 		Status: st.status,
 		Body:   body,
 	}
-	if !terminal(st.status) {
+	switch {
+	case terminal(st.status):
+	case d.Native != nil:
+		rec.GSI2 = store.IndexKey{PK: activeNativePK, SK: sortableTime(time.Unix(0, d.Created)) + "#" + d.ID}
+	default:
 		rec.GSI2 = store.IndexKey{PK: activePK, SK: sortableTime(time.Unix(0, d.Expires)) + "#" + d.ID}
 	}
 	return rec, nil
@@ -252,6 +260,9 @@ func (st *state) object() Batch {
 	}
 	if len(d.Errors) > 0 {
 		b.Errors = &Errors{Object: "list", Data: d.Errors}
+	}
+	if d.Native != nil {
+		b.RequestCounts, b.Usage = d.Native.Counts, d.Native.Usage
 	}
 	return b
 }

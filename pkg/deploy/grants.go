@@ -183,6 +183,18 @@ func Grants(c server.Capability) []Grant {
 			},
 			When: BedrockEnabled,
 		}}
+	case server.BedrockBatch:
+		// A job's service role (the deployment's aws_batch_role_arn) is
+		// passed to Bedrock only.
+		account := "arn:${AWS::Partition}:bedrock:${AWS::Region}:${AWS::AccountId}:"
+		return []Grant{
+			{Actions: []string{"bedrock:CreateModelInvocationJob", "bedrock:GetModelInvocationJob", "bedrock:StopModelInvocationJob"},
+				Resources: []string{account + "model-invocation-job/*", "arn:${AWS::Partition}:bedrock:*::foundation-model/*", account + "inference-profile/*"},
+				When:      BedrockEnabled},
+			{Actions: []string{"iam:PassRole"}, Resources: []string{"arn:${AWS::Partition}:iam::${AWS::AccountId}:role/*"},
+				Condition: map[string]map[string][]string{"StringEquals": {"iam:PassedToService": {"bedrock.amazonaws.com"}}},
+				When:      BedrockEnabled},
+		}
 	case server.BedrockAgents:
 		account := "arn:${AWS::Partition}:bedrock:${AWS::Region}:${AWS::AccountId}:"
 		return []Grant{

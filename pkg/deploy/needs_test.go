@@ -148,6 +148,8 @@ func TestFunctionsOfRefusesBadDeclarations(t *testing.T) {
 func TestLeastPrivilege(t *testing.T) {
 	callsModels := map[string]bool{
 		"embeddings": true, "moderations": true, "chat-completions": true, "completions": true, "responses": true, "batch-worker": true,
+		// Native batches: the provider's batch API, the mirrored lines' events.
+		"batches-create": true, "batch-get": true, "batch-cancel": true, "batch-native-poll": true,
 		"passthrough-vertex-ai": true, "passthrough-bedrock": true, "passthrough-anthropic": true, "passthrough-gemini": true,
 	}
 	providerSecrets := maps.Clone(callsModels)
@@ -191,9 +193,12 @@ func TestLeastPrivilege(t *testing.T) {
 		"files-upload": {server.RecordsRead, server.RecordsWrite, server.Limits, server.FilesWrite, server.FilesDelete, server.ConfigRead, server.MasterKey},
 		"passthrough-anthropic": {server.RecordsRead, server.Limits, server.ClaimCheckWrite, server.EventsPublish,
 			server.ConfigRead, server.MasterKey, server.ProviderSecrets},
-		"files-sweep":    {server.RecordsRead, server.RecordsWrite, server.FilesDelete, server.ConfigRead},
-		"batches-create": {server.RecordsRead, server.RecordsWrite, server.Limits, server.WorkSend, server.ConfigRead, server.MasterKey},
-		"batch-sweeper":  {server.RecordsRead, server.WorkSend, server.ConfigRead},
+		"files-sweep": {server.RecordsRead, server.RecordsWrite, server.FilesDelete, server.ConfigRead},
+		"batches-create": {server.RecordsRead, server.RecordsWrite, server.Limits, server.FilesRead, server.FilesWrite, server.FilesDelete,
+			server.ClaimCheckWrite, server.WorkSend, server.EventsPublish, server.ConfigRead, server.MasterKey, server.ProviderSecrets, server.BedrockBatch},
+		"batch-native-poll": {server.RecordsRead, server.RecordsWrite, server.FilesRead, server.FilesWrite, server.FilesDelete,
+			server.ClaimCheckWrite, server.EventsPublish, server.ConfigRead, server.ProviderSecrets, server.BedrockBatch},
+		"batch-sweeper": {server.RecordsRead, server.WorkSend, server.ConfigRead},
 		"batch-worker": {server.RecordsRead, server.RecordsWrite, server.Limits, server.FilesRead, server.FilesWrite, server.FilesDelete,
 			server.ClaimCheckWrite, server.WorkSend, server.WorkExtend, server.EventsPublish, server.ConfigRead, server.ProviderSecrets, server.BedrockInvoke},
 		"callback-delivery": {server.RecordsRead, server.RecordsWrite, server.ClaimCheckRead, server.DeliveryDeadLetter,

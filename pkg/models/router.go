@@ -75,6 +75,7 @@ type Options struct {
 // Router routes model calls to deployments.
 type Router struct {
 	groups       map[string]*group
+	list         []*deployment // every deployment, in model_list order
 	fallbacks    map[string][]string
 	limiter      store.Limiter
 	keyTokens    KeyTokens
@@ -210,6 +211,7 @@ func NewRouter(opts Options) (*Router, error) {
 			d.maxRetries = *c.Params.MaxRetries
 		}
 		g.deployments = append(g.deployments, d)
+		r.list = append(r.list, d)
 	}
 	for _, name := range order {
 		g := r.groups[name]

@@ -59,13 +59,17 @@ const (
 	// BedrockAgents calls the Bedrock agent runtime (agents, knowledge
 	// bases, flows), when the deployment enables it.
 	BedrockAgents Capability = "bedrock-agents"
+	// BedrockBatch creates, reads and stops Bedrock batch-inference jobs
+	// (native batches) and passes their service role to Bedrock, when the
+	// deployment enables Bedrock.
+	BedrockBatch Capability = "bedrock-batch"
 )
 
 // Capabilities lists every capability, in a fixed order.
 func Capabilities() []Capability {
 	return []Capability{
 		RecordsRead, RecordsWrite, Limits, FilesRead, FilesWrite, FilesDelete, ClaimCheckWrite, ClaimCheckRead,
-		WorkSend, WorkExtend, EventsPublish, DeliveryDeadLetter, Seal, ConfigRead, MasterKey, ProviderSecrets, BedrockInvoke, BedrockAgents,
+		WorkSend, WorkExtend, EventsPublish, DeliveryDeadLetter, Seal, ConfigRead, MasterKey, ProviderSecrets, BedrockInvoke, BedrockAgents, BedrockBatch,
 	}
 }
 

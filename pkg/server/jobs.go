@@ -107,6 +107,11 @@ func Jobs() []Job {
 		// resends what a stuck batch may have lost.
 		{Name: "batch-sweeper", Schedule: Schedule{Cloud: "rate(5 minutes)", Local: batches.DefaultSweepInterval},
 			Needs: []Capability{RecordsRead, WorkSend}, Run: func(s *Services) RunFunc { return s.sweepBatches }},
+		// Polls the open native batches (oldest first, a bounded number a
+		// run), mirrors their state and copies the output and error files
+		// of those that ended, with a log event per line.
+		{Name: "batch-native-poll", Schedule: Schedule{Cloud: "rate(1 minute)", Local: batches.DefaultPollInterval},
+			Needs: nativeBatch(RecordsRead, RecordsWrite, FilesRead, FilesWrite, FilesDelete), Run: func(s *Services) RunFunc { return s.pollNativeBatches }},
 		// Delivers log events to the logging callbacks (pkg/callbacks/delivery):
 		// a message at a time per worker, the destinations' requests shared
 		// between them.
@@ -114,6 +119,27 @@ func Jobs() []Job {
 			Needs:  []Capability{RecordsRead, RecordsWrite, ClaimCheckRead, DeliveryDeadLetter, Seal, ProviderSecrets},
 			Handle: func(s *Services) MessageHandler { return s.Delivery.Handle }},
 	}
+}
+
+// nativeBatch is what a function serving native batches needs besides
+// caps: the provider's credentials, Bedrock's batch jobs, and the log
+// events of mirrored lines.
+func nativeBatch(caps ...Capability) []Capability {
+	return append(append(caps, passthroughCall...), BedrockBatch)
+}
+
+// pollNativeBatches runs one poll of the native batches and logs it.
+func (s *Services) pollNativeBatches(ctx context.Context) error {
+	res, err := s.Batches.PollNative(ctx)
+	if err != nil {
+		return fmt.Errorf("batches: native poll (%d polled): %w", res.Polled, err)
+	}
+	level := slog.LevelDebug
+	if res.Ended+res.Failed > 0 {
+		level = slog.LevelInfo
+	}
+	slog.Log(ctx, level, "batches: native poll done", "polled", res.Polled, "ended", res.Ended, "failed", res.Failed)
+	return nil
 }
 
 // batchWorkers is how many work messages the batch worker handles at once:

@@ -107,10 +107,10 @@ func Routes() []Route {
 		{Method: "POST", Pattern: "/v1/uploads/{upload_id}/complete", Function: "uploads", Access: AnyKey, Needs: []Capability{RecordsWrite, FilesRead, FilesDelete}, handler: func(s *Services) HandlerFunc { return s.filesAPI().CompleteUpload }},
 		{Method: "POST", Pattern: "/v1/uploads/{upload_id}/cancel", Function: "uploads", Access: AnyKey, Needs: []Capability{RecordsWrite, FilesDelete}, handler: func(s *Services) HandlerFunc { return s.filesAPI().CancelUpload }},
 
-		{Method: "POST", Pattern: "/v1/batches", Function: "batches-create", Access: AnyKey, Needs: []Capability{RecordsWrite, WorkSend}, handler: func(s *Services) HandlerFunc { return s.batchesAPI().Create }},
+		{Method: "POST", Pattern: "/v1/batches", Function: "batches-create", Access: AnyKey, Needs: nativeBatch(RecordsWrite, WorkSend, FilesRead, FilesWrite, FilesDelete), handler: func(s *Services) HandlerFunc { return s.batchesAPI().Create }},
 		{Method: "GET", Pattern: "/v1/batches", Function: "batches-list", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.batchesAPI().List }},
-		{Method: "GET", Pattern: "/v1/batches/{batch_id}", Function: "batch-get", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.batchesAPI().Get }},
-		{Method: "POST", Pattern: "/v1/batches/{batch_id}/cancel", Function: "batch-cancel", Access: AnyKey, Needs: []Capability{RecordsWrite, WorkSend}, handler: func(s *Services) HandlerFunc { return s.batchesAPI().Cancel }},
+		{Method: "GET", Pattern: "/v1/batches/{batch_id}", Function: "batch-get", Access: AnyKey, Needs: nativeBatch(RecordsWrite, FilesRead, FilesWrite, FilesDelete), handler: func(s *Services) HandlerFunc { return s.batchesAPI().Get }},
+		{Method: "POST", Pattern: "/v1/batches/{batch_id}/cancel", Function: "batch-cancel", Access: AnyKey, Needs: nativeBatch(RecordsWrite, WorkSend), handler: func(s *Services) HandlerFunc { return s.batchesAPI().Cancel }},
 
 		{Method: "POST", Pattern: "/team/new", Function: "admin", Access: AdminOnly, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.admin().TeamNew }},
 		{Method: "GET", Pattern: "/team/info", Function: "admin", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.admin().TeamInfo }},

@@ -238,6 +238,20 @@ func (s *Services) buildBatches(deps Deps) {
 		Files: s.Files, Keys: s.Auth, Admit: s.Auth, Operations: s.Operations, Models: s.Models,
 	}, opts)
 	s.Files.Batches = s.Batches
+	s.Batches.EnableNative(batches.NativeDeps{
+		Deployments: s.Models, Store: batchStore{deps.Backend.Blobs}, Events: s.Events,
+	})
+}
+
+// batchStore is the blob store as a provider's batch API sees it: with its
+// objects' s3:// URIs when it is an S3 bucket.
+type batchStore struct{ store.Blobs }
+
+func (b batchStore) S3URI(key string) (string, bool) {
+	if u, ok := b.Blobs.(interface{ S3URI(string) (string, bool) }); ok {
+		return u.S3URI(key)
+	}
+	return "", false
 }
 
 func (s *Services) batchesAPI() batches.Handlers {

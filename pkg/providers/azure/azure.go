@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers"
+	"github.com/sluice-gateway/sluice/pkg/providers/openai"
 )
 
 // Name is the litellm_params.model provider prefix this package serves.
@@ -81,13 +82,17 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if deployment == "" {
 		return nil, api.Unavailable("Model '%s' names no Azure deployment: litellm_params.model must be azure/<deployment>.", d.ModelName)
 	}
-	return &endpoint{
+	e := &endpoint{
 		client:     p.client,
 		base:       base,
 		deployment: deployment,
 		query:      "?api-version=" + url.QueryEscape(version),
 		header:     http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}, "User-Agent": {"sluice"}, "Api-Key": {key}},
-	}, nil
+	}
+	// Azure serves OpenAI's Files and Batch APIs under /openai, naming
+	// endpoints without /v1.
+	e.BatchAPI = &openai.BatchAPI{Provider: Name, Client: p.client, Base: base + "/openai", Query: e.query, Header: e.header, NoV1: true}
+	return e, nil
 }
 
 func or(v, fallback string) string {
@@ -103,6 +108,9 @@ type endpoint struct {
 	deployment string
 	query      string
 	header     http.Header // never modified after Open
+	// BatchAPI runs native batches on the resource (global-batch
+	// deployments).
+	*openai.BatchAPI
 }
 
 func (e *endpoint) APIBase() string { return e.base }

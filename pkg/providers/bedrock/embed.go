@@ -152,6 +152,18 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 		converseURL: base + ModelPath(id, ActionConverse),
 		streamURL:   base + ModelPath(id, ActionConverseStream),
 	}
+	// Batch inference runs on the control plane, as a service role.
+	e.controlBase = strings.TrimRight(strings.TrimSpace(p.getenv("AWS_ENDPOINT_URL_BEDROCK")), "/")
+	if e.controlBase == "" {
+		e.controlBase = ControlEndpoint(auth.Region)
+	}
+	role, _ := d.Params.Extra["aws_batch_role_arn"].(string)
+	if e.roleARN, err = str("aws_batch_role_arn", role); err != nil {
+		return nil, err
+	}
+	if e.roleARN == "" {
+		e.roleARN = strings.TrimSpace(p.getenv("AWS_BATCH_ROLE_ARN"))
+	}
 	if e.defaults, err = deploymentDefaults(d); err != nil {
 		return nil, api.Unavailable("Model '%s' (provider bedrock): %v.", d.ModelName, err)
 	}
@@ -235,6 +247,10 @@ type endpoint struct {
 	converseURL string
 	streamURL   string
 	defaults    defaults
+	// controlBase is the control plane (batch inference); roleARN the
+	// service role its jobs run as.
+	controlBase string
+	roleARN     string
 }
 
 func (e *endpoint) APIBase() string { return e.base }

@@ -117,7 +117,7 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if p.name == "openai" {
 		// Only OpenAI's own API (and servers copying it) has OpenAI's
 		// moderation shape; Mistral's, for one, differs.
-		return &moderatingEndpoint{e}, nil
+		return &moderatingEndpoint{endpoint: e, BatchAPI: &BatchAPI{Provider: p.name, Client: p.client, Base: base, Header: e.header}}, nil
 	}
 	return e, nil
 }
@@ -177,8 +177,12 @@ func (e *endpoint) send(ctx context.Context, path string, body []byte, stream bo
 	return providers.Relay(e.client, e.provider, hreq)
 }
 
-// moderatingEndpoint is an endpoint that also serves moderations.
-type moderatingEndpoint struct{ *endpoint }
+// moderatingEndpoint is an endpoint of OpenAI's own API: it also serves
+// moderations, and runs native batches (BatchAPI).
+type moderatingEndpoint struct {
+	*endpoint
+	*BatchAPI
+}
 
 // Moderate sends POST {api_base}/moderations.
 func (e *moderatingEndpoint) Moderate(ctx context.Context, req *oai.ModerationRequest) (*models.Answer, error) {

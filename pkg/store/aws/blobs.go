@@ -151,3 +151,8 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n += int64(n)
 	return n, err
 }
+
+// S3URI is key's s3:// URI (a provider's batch job reads and writes there).
+func (b *Blobs) S3URI(key string) (string, bool) {
+	return "s3://" + b.bucket + "/" + b.prefix + key, true
+}
