@@ -45,10 +45,6 @@ const (
 	DefaultIdleTimeout = 5 * time.Minute
 	// copyBufferSize is the relay's read size.
 	copyBufferSize = 32 << 10
-	// smallBody bounds a request body of declared length that is read
-	// whole before the call rather than streamed up (one write instead of
-	// two); longer ones stream.
-	smallBody = 16 << 10
 )
 
 // Limits counts calls' tokens against the key's and team's tpm limits
@@ -252,8 +248,8 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 	}
 
 	// The body: Bedrock's is read whole (SigV4 signs its hash); so is one
-	// that names the model of a restricted key's call, and one of at most
-	// smallBody declared bytes. Every other body streams up, within MaxBody.
+	// that names the model of a restricted key's call. Every other body
+	// streams up, within MaxBody.
 	var (
 		buffered []byte
 		body     io.ReadCloser = http.NoBody
@@ -282,16 +278,6 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 			limited.left, limited.exact = r.ContentLength, true
 		}
 		body, length = limited, r.ContentLength
-		if r.ContentLength > 0 && r.ContentLength <= smallBody {
-			// Read whole, so the transport sends the headers and the body
-			// in one write: a streamed body costs a write system call of
-			// its own (net/http flushes the headers before it).
-			small := make([]byte, r.ContentLength)
-			if _, err := io.ReadFull(limited, small); err != nil {
-				return s.callError(r, ctx, limited, err)
-			}
-			buffered, body = small, io.NopCloser(bytes.NewReader(small))
-		}
 	}
 
 	cctx, cancel := context.WithCancelCause(ctx)
