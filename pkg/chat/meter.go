@@ -2,7 +2,6 @@ package chat
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"strconv"
 
@@ -129,7 +128,7 @@ func (m *jsonMeter) End(ev *logevent.Event) (oai.Usage, error) {
 	if err != nil {
 		return m.estimate(ev, int64(len(m.buf))), api.Upstream(nil, "The provider's answer was not a complete JSON object.")
 	}
-	if json.Valid(m.buf) {
+	if jsonscan.Valid(m.buf) {
 		ev.Response = m.buf
 	}
 	if !hasUsage {
@@ -459,7 +458,7 @@ func (c *chunks) end(ev *logevent.Event) (oai.Usage, error) {
 		ev.UsageEstimated = true
 		usage = estimated(c.prompt(), c.text)
 	}
-	if r := c.response(&usage); json.Valid(r) {
+	if r := c.response(&usage); jsonscan.Valid(r) {
 		ev.Response = r
 	}
 	if c.failed != "" {
@@ -675,7 +674,7 @@ func (m *responseStream) Write(p []byte) (int, error) { return m.p.Write(p) }
 func (m *responseStream) End(ev *logevent.Event) (oai.Usage, error) {
 	m.p.End()
 	ev.FinishReason = m.status
-	if json.Valid(m.response) {
+	if jsonscan.Valid(m.response) {
 		ev.Response = m.response
 	}
 	if !m.hasUsage {

@@ -2,8 +2,8 @@ package embeddings
 
 import (
 	"bytes"
-	"encoding/json"
 
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
@@ -323,8 +323,12 @@ func (s *Scanner) Usage() (u oai.Usage, ok bool) {
 
 // Model returns the response's model, or "".
 func (s *Scanner) Model() string {
-	var m string
-	if json.Unmarshal(s.model, &m) != nil {
+	lit := s.model[jsonscan.SkipSpace(s.model, 0):]
+	for len(lit) > 0 && jsonscan.SkipSpace(lit, len(lit)-1) == len(lit) {
+		lit = lit[:len(lit)-1] // white space after the value, before its ',' or '}'
+	}
+	m, err := jsonscan.String(lit)
+	if err != nil {
 		return ""
 	}
 	return m

@@ -35,7 +35,7 @@ func (b *syncBuffer) String() string {
 var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
 
 // serve starts g and returns its URL and a stop function that waits for Serve.
-func serve(t *testing.T, g *Gateway) (url string, out *syncBuffer, stop func()) {
+func serve(t testing.TB, g *Gateway) (url string, out *syncBuffer, stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out = &syncBuffer{}
@@ -60,7 +60,7 @@ func serve(t *testing.T, g *Gateway) (url string, out *syncBuffer, stop func()) 
 	}
 }
 
-func post(t *testing.T, url, key, body string) map[string]any {
+func post(t testing.TB, url, key, body string) map[string]any {
 	t.Helper()
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)

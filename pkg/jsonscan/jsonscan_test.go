@@ -208,6 +208,56 @@ func FuzzString(f *testing.F) {
 	})
 }
 
+func TestValid(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		want bool
+	}{
+		{`{"model":"m","input":["a","b"],"n":-1.5e-3,"t":true,"f":false,"z":null,"o":{}}`, true},
+		{` [ ] `, true}, {`"x"`, true}, {`0`, true}, {`"\u00e9\n\/"`, true}, {"\"\xff\"", true},
+		{``, false}, {` `, false}, {`{`, false}, {`{"a"}`, false}, {`{"a":1,}`, false}, {`[1,]`, false},
+		{`{"a":1]`, false}, {`[1}`, false}, {`{"a":tru}`, false}, {`{"a":nul}`, false}, {`01`, false},
+		{`1.`, false}, {`-`, false}, {`"\x"`, false}, {`"\u12g4"`, false}, {`"\u12"`, false}, {"\"a\x01\"", false},
+		{`{} {}`, false}, {`{1:2}`, false}, {`[1 2]`, false}, {`"abc`, false},
+		{strings.Repeat("[", validMaxDepth) + strings.Repeat("]", validMaxDepth), true},
+		{strings.Repeat("[", validMaxDepth+1) + strings.Repeat("]", validMaxDepth+1), false},
+	} {
+		if got := Valid([]byte(tc.doc)); got != tc.want || got != json.Valid([]byte(tc.doc)) {
+			t.Errorf("Valid(%.60q) = %v, want %v (json.Valid %v)", tc.doc, got, tc.want, json.Valid([]byte(tc.doc)))
+		}
+	}
+}
+
+// FuzzValid holds Valid to json.Valid on every document.
+func FuzzValid(f *testing.F) {
+	for _, s := range []string{`{"a":[1,{"b":"\u00e9"}],"c":-0.5e+3}`, `[true,false,null]`, `{"a":"\"]"}`, `{"a":1,}`, `"\ud800"`, "\"\xff\"", `[[[]]]`, ` 1 `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		if got, want := Valid(doc), json.Valid(doc); got != want {
+			t.Fatalf("Valid(%q) = %v, json.Valid %v", doc, got, want)
+		}
+	})
+}
+
+func BenchmarkValid(b *testing.B) {
+	doc := []byte(`{"model":"text-embedding-3-small","input":"` + strings.Repeat("Sluice stands in front of hosted model providers. ", 12) + `","encoding_format":"float","dimensions":256,"user":"u-1"}`)
+	for _, v := range []struct {
+		name  string
+		valid func([]byte) bool
+	}{{"jsonscan", Valid}, {"encoding_json", json.Valid}} {
+		b.Run(v.name, func(b *testing.B) {
+			b.SetBytes(int64(len(doc)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if !v.valid(doc) {
+					b.Fatal("invalid")
+				}
+			}
+		})
+	}
+}
+
 func BenchmarkMembersRequest(b *testing.B) {
 	doc := []byte(`{"model":"text-embedding-3-small","input":["The food was delicious and the waiter was friendly.","A second text"],"encoding_format":"base64","dimensions":256,"user":"u-1"}`)
 	b.SetBytes(int64(len(doc)))
@@ -227,6 +277,42 @@ func BenchmarkValueEndVector(b *testing.B) {
 	for b.Loop() {
 		if err := Members(doc, func(name, v []byte) error { return nil }); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestStopBytesFoundAtEveryOffset puts each byte a string's scan must stop
+// at (and bytes it must not: high UTF-8 bytes, 0x1f's neighbours) at every
+// offset of runs longer than a word, so the word-at-a-time skip is checked
+// at every alignment against a byte-at-a-time search.
+func TestStopBytesFoundAtEveryOffset(t *testing.T) {
+	naive := func(b []byte) int {
+		for i, c := range b {
+			if c == '"' || c == '\\' {
+				return i
+			}
+			if c < 0x20 {
+				return -1
+			}
+		}
+		return -1
+	}
+	for _, c := range []byte{'"', '\\', 0x00, 0x1f, 0x20, '!', '#', '[', ']', 0x7f, 0x80, 0xc3, 0xff} {
+		for n := 0; n < 24; n++ {
+			for at := 0; at <= n; at++ {
+				b := bytes.Repeat([]byte{'a'}, n)
+				if at < n {
+					b[at] = c
+				}
+				if got, want := indexQuoteOrEscape(b), naive(b); got != want {
+					t.Fatalf("indexQuoteOrEscape(%q) = %d, want %d", b, got, want)
+				}
+				lit := append(append([]byte{'"'}, b...), '"')
+				got := validStringEnd(lit, 0)
+				if want := json.Valid(lit); want != (got == len(lit)) {
+					t.Fatalf("validStringEnd(%q) = %d, json.Valid %v", lit, got, want)
+				}
+			}
 		}
 	}
 }

@@ -244,8 +244,24 @@ func (r *Result) WriteTo(w io.Writer) (n int64, err error) {
 	defer r.call.calls.buffers.Put(bp)
 	buf := *bp
 	flush := flusherOf(w, r.Streamed)
+	whole := !r.Streamed && r.ContentLength > 0 && r.ContentLength <= int64(len(buf))
 	for {
-		k, rerr := r.body.Read(buf)
+		var (
+			k    int
+			rerr error
+		)
+		if whole {
+			// A JSON answer that fits the buffer is read whole and written
+			// in one piece: it arrives in pieces (what the transport's read
+			// buffer held, then the rest), and writing each as it comes
+			// costs the caller's connection a system call more.
+			whole = false
+			if k, rerr = io.ReadFull(r.body, buf[:r.ContentLength]); rerr == io.EOF {
+				rerr = io.ErrUnexpectedEOF // promised bytes, none came
+			}
+		} else {
+			k, rerr = r.body.Read(buf)
+		}
 		if k > 0 {
 			if r.first.IsZero() {
 				r.first = time.Now()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -361,6 +362,46 @@ var ignoreTimes = cmp.FilterPath(func(p cmp.Path) bool {
 	}
 	return false
 }, cmp.Ignore())
+
+// writeCounter counts the writes it is given.
+type writeCounter struct {
+	strings.Builder
+	writes int
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) { w.writes++; return w.Builder.Write(p) }
+
+// A JSON answer of known length that arrives in pieces goes out in one write:
+// a write per piece would cost the caller's connection a system call each.
+func TestKnownLengthAnswerIsWrittenWhole(t *testing.T) {
+	calls, _, _ := newCalls()
+	answer := `{"object":"list","data":[]}`
+	body := &closeCounter{Reader: iotest.OneByteReader(strings.NewReader(answer))}
+	res, err := answerOp(calls, answer, oai.Usage{}, body)(context.Background(), teamKey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out writeCounter
+	if n, err := res.WriteTo(&out); err != nil || n != int64(len(answer)) || out.String() != answer || out.writes != 1 {
+		t.Errorf("wrote %d bytes in %d writes (%v): %q", n, out.writes, err, out.String())
+	}
+}
+
+// A known-length answer cut short is still a cut: what came is written, and
+// the call fails as the provider's.
+func TestKnownLengthAnswerCutShort(t *testing.T) {
+	calls, b, _ := newCalls()
+	body := &closeCounter{Reader: strings.NewReader(`{"object":`)}
+	res := calls.Begin(context.Background(), teamKey, logevent.CallEmbedding).Answer(body, 27, fixedMeter{})
+	var out strings.Builder
+	n, err := res.WriteTo(&out)
+	if n != 10 || out.String() != `{"object":` || api.AsError(err).Status != http.StatusBadGateway {
+		t.Errorf("wrote %d bytes %q, error %v; want the 10 that came and a 502", n, out.String(), err)
+	}
+	if evs := b.published(); len(evs) != 1 || evs[0].Status != "failure" || evs[0].ErrorInformation.ErrorCode != "502" {
+		t.Errorf("events %+v", evs)
+	}
+}
 
 func TestCloseWithoutWriteIsNotDelivered(t *testing.T) {
 	calls, b, tk := newCalls()

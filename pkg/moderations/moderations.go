@@ -6,11 +6,11 @@ package moderations
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
@@ -113,7 +113,7 @@ func (c *capped) Write(p []byte) (int, error) {
 }
 
 func (c *capped) End(ev *logevent.Event) (oai.Usage, error) {
-	if !c.over && json.Valid(c.buf) {
+	if !c.over && jsonscan.Valid(c.buf) {
 		ev.Response = c.buf
 	}
 	return oai.Usage{}, nil

@@ -381,7 +381,7 @@ func parseChatTop(body []byte) (fields, doc, []string, error) {
 	if i == len(body) {
 		return nil, d, nil, api.InvalidJSON("Request body is empty; expected a JSON object.")
 	}
-	if !json.Valid(body) {
+	if !jsonscan.Valid(body) {
 		return nil, d, nil, invalidJSON(body)
 	}
 	if body[i] != '{' {

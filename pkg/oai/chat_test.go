@@ -122,6 +122,8 @@ func TestParseChatRequestRefusesNamingTheField(t *testing.T) {
 		{`{"model":"m","messages":[{"role":"tool","content":"x"}]}`, "messages[0].tool_call_id", "missing_required_parameter"},
 		{`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}"}}]}]}`, "messages[0].tool_calls[0].id", "missing_required_parameter"},
 		{`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"arguments":"{}"}}]}]}`, "messages[0].tool_calls[0].function.name", "missing_required_parameter"},
+		{`{"model":"m","messages":[` + strings.Repeat(`{"role":"user","content":"a"},`, 31) + `{"role":"bot","content":"a"}]}`, "messages[31].role", "invalid_value"},
+		{`{"model":"m","messages":[` + strings.Repeat(`{"role":"user","content":"a"},`, 40) + `{"role":"user"}]}`, "messages[40].content", "missing_required_parameter"},
 		{`{"model":"m",` + msgs + `,"stream":"yes"}`, "stream", "invalid_value"},
 		{`{"model":"m",` + msgs + `,"stream_options":{"include_usage":true}}`, "stream_options", "invalid_value"},
 		{`{"model":"m",` + msgs + `,"stream":true,"stream_options":{"include_usage":1}}`, "stream_options.include_usage", "invalid_value"},

@@ -24,7 +24,7 @@ func parseMessages(v []byte) ([]Message, error) {
 	}
 	msgs := make([]Message, 0, 4)
 	err := jsonscan.Elements(v, func(el []byte) error {
-		m, err := parseMessage(el, "messages["+strconv.Itoa(len(msgs))+"]")
+		m, err := parseMessage(el, messagePath(len(msgs)))
 		if err != nil {
 			return err
 		}
@@ -38,6 +38,22 @@ func parseMessages(v []byte) ([]Message, error) {
 		return nil, api.InvalidValue("messages", "'messages' must not be an empty array.")
 	}
 	return msgs, nil
+}
+
+// messagePaths are the first messages' paths, built once: a path is
+// needed for every message but used only in an error.
+var messagePaths = func() (p [32]string) {
+	for i := range p {
+		p[i] = "messages[" + strconv.Itoa(i) + "]"
+	}
+	return p
+}()
+
+func messagePath(i int) string {
+	if i < len(messagePaths) {
+		return messagePaths[i]
+	}
+	return "messages[" + strconv.Itoa(i) + "]"
 }
 
 var messageMembers = []string{"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "reasoning_content"}
@@ -117,14 +133,20 @@ func parseMessage(el []byte, at string) (Message, error) {
 type object struct {
 	at    string
 	names []string
-	vals  [][]byte
+	vals  [maxWanted][]byte // an array, not a slice: no allocation per object
 }
+
+// maxWanted bounds the members an object type models (messageMembers has 7).
+const maxWanted = 8
 
 // newObject reads the members names of the object el; what is the kind
 // of object expected, for the error when el is not one. A wanted member
 // given twice is refused: a provider could read either copy.
 func newObject(el []byte, at, what string, names []string) (object, error) {
-	o := object{at: at, names: names, vals: make([][]byte, len(names))}
+	if len(names) > maxWanted {
+		panic("oai: newObject wants more members than maxWanted") // the lists are constants
+	}
+	o := object{at: at, names: names}
 	if len(el) == 0 || el[0] != '{' {
 		return o, api.InvalidValue(at, "Invalid type for '%s': expected %s.", at, what)
 	}

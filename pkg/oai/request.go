@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
@@ -144,6 +145,9 @@ func (d doc) Raw() []byte { return d.body }
 // encoded). Everything else is the client's bytes, unchanged; when the model
 // is already model, the body itself is returned without a copy.
 func (d doc) Body(model string) []byte {
+	if d.modelStart >= 0 && plainLiteral(d.body[d.modelStart:d.modelEnd], model) {
+		return d.body // the usual case: the model goes on under its own name
+	}
 	lit := quote(model)
 	if d.modelStart >= 0 {
 		if bytes.Equal(d.body[d.modelStart:d.modelEnd], lit) {
@@ -167,6 +171,20 @@ func (d doc) Body(model string) []byte {
 	return append(out, rest...)
 }
 
+// plainLiteral reports whether lit is the JSON string s written without
+// escapes, as quote would write it.
+func plainLiteral(lit []byte, s string) bool {
+	if len(lit) != len(s)+2 || lit[0] != '"' || lit[len(lit)-1] != '"' || string(lit[1:len(lit)-1]) != s {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= utf8.RuneSelf {
+			return false // quote escapes it, or may
+		}
+	}
+	return true
+}
+
 func quote(s string) []byte {
 	b, _ := json.Marshal(s) // a string always encodes
 	return b
@@ -185,7 +203,7 @@ func parseTop(body []byte, wanted ...string) (fields, doc, error) {
 	if i == len(body) {
 		return nil, d, api.InvalidJSON("Request body is empty; expected a JSON object.")
 	}
-	if !json.Valid(body) {
+	if !jsonscan.Valid(body) {
 		return nil, d, invalidJSON(body)
 	}
 	if body[i] != '{' {

@@ -217,8 +217,9 @@ const (
 
 // mediaType is the lower-cased media type of a Content-Type value.
 func mediaType(ct string) string {
-	if ct == "" {
-		return ""
+	switch ct {
+	case "", contentJSON, contentSSE: // the usual answers: nothing to parse
+		return ct
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
@@ -369,18 +370,99 @@ func (m *jsonMeter) finish(c *counts) {
 		metrics metricsJSON
 		model   string
 	}
-	if decodeAfterKey(tail, keyUsage, &d.usage, true) {
+	if decodeAfterKey(tail, keyUsage, d.usage.decode, true) {
 		c.addUsage(&d.usage)
 	}
-	if decodeAfterKey(tail, keyUsageMetadata, &d.gemini, true) {
+	if decodeAfterKey(tail, keyUsageMetadata, d.gemini.decode, true) {
 		c.addGemini(&d.gemini)
 	}
-	if decodeAfterKey(tail, keyInvocationMetrics, &d.metrics, true) {
+	if decodeAfterKey(tail, keyInvocationMetrics, d.metrics.decode, true) {
 		c.addMetrics(&d.metrics)
 	}
-	if decodeAfterKey(head, keyModel, &d.model, false) || decodeAfterKey(tail, keyModelVersion, &d.model, true) {
+	model := func(v []byte) bool {
+		m, err := jsonscan.String(v)
+		if err != nil {
+			return false
+		}
+		d.model = m
+		return true
+	}
+	if decodeAfterKey(head, keyModel, model, false) || decodeAfterKey(tail, keyModelVersion, model, true) {
 		c.setModel(d.model)
 	}
+}
+
+// The meter's decoders read a usage object as json.Unmarshal would into its
+// struct (a fuzz test holds them to it), without reflection: names matched
+// exactly or else case-insensitively, the last copy winning, null leaving a
+// count as it was, and anything but an integer failing the whole decode
+// after the counts before it were set.
+
+func (u *usageJSON) decode(v []byte) bool {
+	return decodeCounts(v, []countField{
+		{"input_tokens", &u.InputTokens}, {"output_tokens", &u.OutputTokens},
+		{"cache_creation_input_tokens", &u.CacheCreationInputTokens}, {"cache_read_input_tokens", &u.CacheReadInputTokens},
+		{"inputTokens", &u.ConverseInput}, {"outputTokens", &u.ConverseOutput}, {"totalTokens", &u.ConverseTotal},
+		{"cacheReadInputTokens", &u.ConverseCacheRead}, {"cacheWriteInputTokens", &u.ConverseCacheWrite},
+	})
+}
+
+func (u *geminiUsageJSON) decode(v []byte) bool {
+	return decodeCounts(v, []countField{
+		{"promptTokenCount", &u.PromptTokenCount}, {"candidatesTokenCount", &u.CandidatesTokenCount},
+		{"thoughtsTokenCount", &u.ThoughtsTokenCount}, {"totalTokenCount", &u.TotalTokenCount},
+	})
+}
+
+func (m *metricsJSON) decode(v []byte) bool {
+	return decodeCounts(v, []countField{
+		{"inputTokenCount", &m.InputTokenCount}, {"outputTokenCount", &m.OutputTokenCount},
+		{"cacheReadInputTokenCount", &m.CacheReadInputTokenCount}, {"cacheWriteInputTokenCount", &m.CacheWriteInputTokenCount},
+	})
+}
+
+// countField is one int64 member of a usage object.
+type countField struct {
+	name string
+	dst  *int64
+}
+
+// decodeCounts decodes the JSON object v into fields (see above).
+func decodeCounts(v []byte, fields []countField) bool {
+	if len(v) == 0 || v[0] != '{' || !jsonscan.Valid(v) {
+		return false
+	}
+	ok := true
+	jsonscan.Members(v, func(name, value []byte) error {
+		f := matchField(fields, name)
+		if f == nil || jsonscan.Null(value) {
+			return nil
+		}
+		n, err := strconv.ParseInt(string(value), 10, 64)
+		if err != nil {
+			ok = false // a fraction, a string, an object...: as a type error, the decode goes on
+			return nil
+		}
+		*f.dst = n
+		return nil
+	})
+	return ok
+}
+
+// matchField finds name's field as encoding/json does: exactly, else
+// case-insensitively.
+func matchField(fields []countField, name []byte) *countField {
+	for i := range fields {
+		if fields[i].name == string(name) {
+			return &fields[i]
+		}
+	}
+	for i := range fields {
+		if bytes.EqualFold([]byte(fields[i].name), name) {
+			return &fields[i]
+		}
+	}
+	return nil
 }
 
 // Keys the JSON meter looks for.
@@ -392,14 +474,15 @@ var (
 	keyModelVersion      = []byte(`"modelVersion"`)
 )
 
-// decodeAfterKey decodes into v the value of the last (or first)
-// occurrence of key — a quoted JSON key, not text inside a string — in data.
-func decodeAfterKey(data, k []byte, v any, last bool) bool {
+// decodeAfterKey decodes with decode the value of the last (or first)
+// occurrence of key — a quoted JSON key, not text inside a string — in data
+// for which decode succeeds.
+func decodeAfterKey(data, k []byte, decode func(value []byte) bool, last bool) bool {
 	lo, hi := 0, len(data)
 	for {
 		var i int
 		if last {
-			i = bytes.LastIndex(data[:hi], k)
+			i = lastIndex(data[:hi], k)
 		} else if i = bytes.Index(data[lo:], k); i >= 0 {
 			i += lo
 		}
@@ -424,15 +507,33 @@ func decodeAfterKey(data, k []byte, v any, last bool) bool {
 			continue
 		}
 		value := bytes.TrimLeft(rest[1:], " \t\r\n")
-		if n := valueEnd(value); n > 0 && json.Unmarshal(value[:n], v) == nil {
+		if n := valueEnd(value); n > 0 && decode(value[:n]) {
 			return true
 		}
 	}
 }
 
+// lastIndex is bytes.LastIndex(s, k) for a non-empty k. bytes.LastIndex
+// hashes every byte (Rabin-Karp); this hops back between occurrences of k's
+// first byte — a key's quote — which in a short JSON answer are few. The
+// meter looks for three keys in every answer, so it shows in profiles.
+func lastIndex(s, k []byte) int {
+	for end := len(s); end >= len(k); {
+		i := bytes.LastIndexByte(s[:end-len(k)+1], k[0])
+		if i < 0 {
+			return -1
+		}
+		if bytes.Equal(s[i:i+len(k)], k) {
+			return i
+		}
+		end = i + len(k) - 1
+	}
+	return -1
+}
+
 // valueEnd returns the length of the JSON object or string at the start of
-// data, or 0 when data does not hold a whole one. json.Unmarshal validates
-// what it spans.
+// data, or 0 when data does not hold a whole one. The decoders validate what
+// it spans.
 func valueEnd(data []byte) int {
 	if len(data) == 0 || data[0] != '{' && data[0] != '"' {
 		return 0

@@ -3,6 +3,7 @@ package passthrough
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -208,6 +209,54 @@ func FuzzMeters(f *testing.F) {
 	})
 }
 
+func TestDecodeCountsAsEncodingJSON(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		want usageJSON
+		ok   bool
+	}{
+		{`{"input_tokens":12,"output_tokens":3,"other":{"x":[1]}}`, usageJSON{InputTokens: 12, OutputTokens: 3}, true},
+		{`{"INPUT_TOKENS":5,"input_tokens":6}`, usageJSON{InputTokens: 6}, true},
+		{`{"input_tokens":null,"inputTokens":-2}`, usageJSON{ConverseInput: -2}, true},
+		{`{"input_tokens":1.5,"output_tokens":4}`, usageJSON{OutputTokens: 4}, false},
+		{`{"input_tokens":"7"}`, usageJSON{}, false},
+		{`{"input_tokens":1,}`, usageJSON{}, false},
+		{`"usage"`, usageJSON{}, false},
+	} {
+		var got, want usageJSON
+		ok := got.decode([]byte(tc.doc))
+		wantOK := json.Unmarshal([]byte(tc.doc), &want) == nil
+		if ok != tc.ok || got != tc.want || ok != wantOK || got != want {
+			t.Errorf("%s: %+v %v; want %+v %v (encoding/json %+v %v)", tc.doc, got, ok, tc.want, tc.ok, want, wantOK)
+		}
+	}
+}
+
+// FuzzDecodeCounts holds the meter's usage decoders to json.Unmarshal into
+// their structs: the same verdict and the same counts, from counts already
+// set.
+func FuzzDecodeCounts(f *testing.F) {
+	for _, s := range []string{`{"input_tokens":12,"output_tokens":3}`, `{"inputTokens":1,"INPUTTOKENS":2,"totalTokens":null}`,
+		`{"promptTokenCount":4,"thoughtsTokenCount":1.0}`, `{"inputTokenCount":"3"}`, `{"x":[{}],"\u0069nput_tokens":9}`, `[]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		start := usageJSON{InputTokens: 1, ConverseTotal: 2}
+		got, want := start, start
+		if ok, wantOK := got.decode(doc), json.Unmarshal(doc, &want) == nil; ok != wantOK || got != want {
+			t.Fatalf("usage %q: %+v %v; encoding/json %+v %v", doc, got, ok, want, wantOK)
+		}
+		g, wg := geminiUsageJSON{TotalTokenCount: 3}, geminiUsageJSON{TotalTokenCount: 3}
+		if ok, wantOK := g.decode(doc), json.Unmarshal(doc, &wg) == nil; ok != wantOK || g != wg {
+			t.Fatalf("gemini %q: %+v %v; encoding/json %+v %v", doc, g, ok, wg, wantOK)
+		}
+		var m, wm metricsJSON
+		if ok, wantOK := m.decode(doc), json.Unmarshal(doc, &wm) == nil; ok != wantOK || m != wm {
+			t.Fatalf("metrics %q: %+v %v; encoding/json %+v %v", doc, m, ok, wm, wantOK)
+		}
+	})
+}
+
 // usage is a usage without details.
 func usage(prompt, completion, total int64) oai.Usage {
 	return oai.Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: total}
@@ -218,4 +267,29 @@ func details(u oai.Usage, cached, reasoning int64) oai.Usage {
 	u.PromptTokensDetails.CachedTokens = cached
 	u.CompletionTokensDetails.ReasoningTokens = reasoning
 	return u
+}
+
+func TestLastIndex(t *testing.T) {
+	for _, tc := range []struct{ s, k string }{
+		{`{"usage":{"usage":1}}`, `"usage"`}, {`"usage"`, `"usage"`}, {`"usag`, `"usage"`}, {``, `"`},
+		{`x"usage" "usagex"`, `"usage"`}, {`""""`, `""`}, {`abc`, `c`}, {`abc`, `a`}, {`abc`, `abcd`},
+	} {
+		if got, want := lastIndex([]byte(tc.s), []byte(tc.k)), bytes.LastIndex([]byte(tc.s), []byte(tc.k)); got != want {
+			t.Errorf("lastIndex(%q, %q) = %d, want %d", tc.s, tc.k, got, want)
+		}
+	}
+}
+
+// FuzzLastIndex holds lastIndex to bytes.LastIndex.
+func FuzzLastIndex(f *testing.F) {
+	f.Add([]byte(`{"usage":{"input_tokens":1},"x":"\"usage\""}`), []byte(`"usage"`))
+	f.Add([]byte(`aaaa`), []byte(`aa`))
+	f.Fuzz(func(t *testing.T, s, k []byte) {
+		if len(k) == 0 {
+			return
+		}
+		if got, want := lastIndex(s, k), bytes.LastIndex(s, k); got != want {
+			t.Fatalf("lastIndex(%q, %q) = %d, want %d", s, k, got, want)
+		}
+	})
 }

@@ -58,11 +58,9 @@ func Do(client *http.Client, provider string, req *http.Request) (*Response, err
 		return nil, models.ReadProviderError(provider, resp)
 	}
 	defer resp.Body.Close()
-	if ct := resp.Header.Get("Content-Type"); ct != "" {
-		if mt, _, _ := mime.ParseMediaType(ct); mt != "application/json" && !strings.HasSuffix(mt, "+json") {
-			return nil, &models.ProviderError{Provider: provider, Status: resp.StatusCode,
-				Message: fmt.Sprintf("answered with Content-Type %q, not JSON", mt)}
-		}
+	if mt, ok := jsonMediaType(resp.Header.Get("Content-Type")); !ok {
+		return nil, &models.ProviderError{Provider: provider, Status: resp.StatusCode,
+			Message: fmt.Sprintf("answered with Content-Type %q, not JSON", mt)}
 	}
 	if resp.ContentLength > MaxAnswerBytes {
 		return nil, tooLarge(provider, resp.StatusCode)
@@ -140,14 +138,22 @@ func Relay(client *http.Client, provider string, req *http.Request) (*models.Ans
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, models.ReadProviderError(provider, resp)
 	}
-	if ct := resp.Header.Get("Content-Type"); ct != "" {
-		if mt, _, _ := mime.ParseMediaType(ct); mt != "application/json" && !strings.HasSuffix(mt, "+json") {
-			resp.Body.Close()
-			return nil, &models.ProviderError{Provider: provider, Status: resp.StatusCode,
-				Message: fmt.Sprintf("answered with Content-Type %q, not JSON", mt)}
-		}
+	if mt, ok := jsonMediaType(resp.Header.Get("Content-Type")); !ok {
+		resp.Body.Close()
+		return nil, &models.ProviderError{Provider: provider, Status: resp.StatusCode,
+			Message: fmt.Sprintf("answered with Content-Type %q, not JSON", mt)}
 	}
 	return &models.Answer{Body: resp.Body, ContentLength: resp.ContentLength}, nil
+}
+
+// jsonMediaType reports whether an answer's Content-Type allows JSON: none,
+// application/json or a +json type. It returns the media type it read.
+func jsonMediaType(ct string) (string, bool) {
+	if ct == "" || ct == "application/json" { // the usual answers: nothing to parse
+		return ct, true
+	}
+	mt, _, _ := mime.ParseMediaType(ct)
+	return mt, mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
 
 // RelayStream sends a call whose answer is an event stream
@@ -163,10 +169,20 @@ func RelayStream(client *http.Client, provider string, req *http.Request) (*mode
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, models.ReadProviderError(provider, resp)
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+	if mt, ok := eventStreamType(resp.Header.Get("Content-Type")); !ok {
 		resp.Body.Close()
 		return nil, &models.ProviderError{Provider: provider, Status: resp.StatusCode,
 			Message: fmt.Sprintf("answered a streamed call with Content-Type %q, not an event stream", mt)}
 	}
 	return &models.Answer{Body: resp.Body, ContentLength: -1}, nil
+}
+
+// eventStreamType reports whether an answer's Content-Type is
+// text/event-stream. It returns the media type it read.
+func eventStreamType(ct string) (string, bool) {
+	if ct == "text/event-stream" { // the usual answer: nothing to parse
+		return ct, true
+	}
+	mt, _, _ := mime.ParseMediaType(ct)
+	return mt, mt == "text/event-stream"
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -33,6 +34,7 @@ type config struct {
 	retries      int
 
 	sluice      bool
+	profile     bool
 	sizes       bool
 	startupRuns int
 
@@ -45,6 +47,34 @@ type config struct {
 	streamChunks    int
 	streamInterval  time.Duration
 	upstreamLatency time.Duration
+}
+
+// quickFlags are what -quick sets: short points and two rounds, about a
+// seventh of a full run's time, for trying a change; their figures move by
+// 10–25 % between runs on a shared machine.
+var quickFlags = [][2]string{{"rounds", "2"}, {"warmup", "500ms"}, {"duration", "3s"}, {"open-duration", "3s"}}
+
+// quickSettings renders quickFlags for the help text.
+func quickSettings() string {
+	var parts []string
+	for _, f := range quickFlags {
+		parts = append(parts, "-"+f[0]+" "+f[1])
+	}
+	return strings.Join(parts, " ")
+}
+
+// applyQuick sets quickFlags on the flags of fs not given on its command line.
+func applyQuick(fs *flag.FlagSet) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for _, f := range quickFlags {
+		if !given[f[0]] {
+			if err := fs.Set(f[0], f[1]); err != nil {
+				return fmt.Errorf("-quick: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // parseScenarios turns "all" or a comma-separated list into scenario names.

@@ -35,18 +35,20 @@ func main() {
 	flag.StringVar(&cfg.binDir, "bin", "", "directory for the upstream and proxy binaries, rebuilt at start (default <out>/bin)")
 	flag.StringVar(&cfg.jsonPath, "json", "", "also write the report as JSON to this file")
 	flag.StringVar(&cfg.textPath, "txt", "", "also write the printed report to this file")
-	flag.IntVar(&cfg.rounds, "rounds", 3, "interleaved rounds (direct, proxy, sluice, direct, ...)")
-	flag.DurationVar(&cfg.warmup, "warmup", 200*time.Millisecond, "closed-loop warm-up before each measurement")
-	flag.DurationVar(&cfg.duration, "duration", 1500*time.Millisecond, "closed-loop (saturation) measurement per target per round")
-	flag.DurationVar(&cfg.openDuration, "open-duration", 2*time.Second, "open-loop (fixed rate) measurement per target per round")
+	flag.IntVar(&cfg.rounds, "rounds", 5, "interleaved rounds (direct, proxy, sluice, direct, ...)")
+	flag.DurationVar(&cfg.warmup, "warmup", 2*time.Second, "closed-loop warm-up before each measurement")
+	flag.DurationVar(&cfg.duration, "duration", 10*time.Second, "closed-loop (saturation) measurement per target per round")
+	flag.DurationVar(&cfg.openDuration, "open-duration", 10*time.Second, "open-loop (fixed rate) measurement per target per round")
+	quick := flag.Bool("quick", false, "for iterating, not for figures: "+quickSettings()+", unless those flags are given")
 	flag.IntVar(&cfg.concurrency, "concurrency", 0, "closed-loop requests in flight (0: the scenario's default)")
 	flag.Float64Var(&cfg.rate, "rate", 0, "open-loop requests per second (0: the scenario's default)")
 	flag.Int64Var(&cfg.maxRequests, "max-requests", 1_000_000, "upper bound on requests per loop")
 	flag.IntVar(&cfg.maxInFlight, "max-in-flight", 512, "open loop: most requests outstanding at once")
 	flag.DurationVar(&cfg.maxLag, "max-lag", 10*time.Millisecond, "a measurement whose open loop sent its p99 request later than this is noisy (the machine stalled the load generator) and is measured again")
 	flag.IntVar(&cfg.retries, "retries", 1, "how many times a noisy measurement is measured again")
-	flag.DurationVar(&cfg.deadline, "deadline", 20*time.Minute, "the whole run stops after this long")
+	flag.DurationVar(&cfg.deadline, "deadline", 2*time.Hour, "the whole run stops after this long")
 	flag.BoolVar(&cfg.sluice, "sluice", true, "build and measure sluice (./functions/local) when it exists")
+	flag.BoolVar(&cfg.profile, "profile", false, "after the rounds of each HTTP scenario, one more closed loop per target (not counted) with a CPU profile of the proxy and of sluice, written to <out>/profiles/<scenario>-<target>.pprof")
 	flag.BoolVar(&cfg.sizes, "sizes", true, "build each functions/*/ bootstrap for linux/arm64 and report its size")
 	flag.IntVar(&cfg.startupRuns, "startup-runs", 5, "with -sizes: cold starts per function for the Lambda start-up figures (0: none)")
 	flag.IntVar(&cfg.uploadMB, "upload-mb", 200, "upload scenario: file size in MiB")
@@ -58,13 +60,19 @@ func main() {
 	flag.DurationVar(&cfg.streamInterval, "stream-interval", time.Millisecond, "upstream: pause between streamed chunks")
 	flag.DurationVar(&cfg.upstreamLatency, "upstream-latency", 0, "upstream: delay before answering")
 	flag.Parse()
+	var err error
+	if *quick {
+		err = applyQuick(flag.CommandLine)
+	}
 
 	if list {
 		fmt.Println(strings.Join(allScenarios(), "\n"))
 		return
 	}
-	var err error
-	if cfg.scenarios, err = parseScenarios(scenarios); err == nil {
+	if err == nil {
+		cfg.scenarios, err = parseScenarios(scenarios)
+	}
+	if err == nil {
 		err = cfg.validate()
 	}
 	if err == nil {
@@ -105,8 +113,14 @@ func run(cfg *config) error {
 	if err != nil {
 		return err
 	}
-	b.proxy, b.proxyURL, err = startChild(ctx, "proxy", cfg.logDir, filepath.Join(cfg.binDir, "proxy"),
-		[]string{"-addr", "127.0.0.1:0", "-upstream", b.upstreamURL}, nil, b.ticks, true)
+	proxyArgs := []string{"-addr", "127.0.0.1:0", "-upstream", b.upstreamURL}
+	if cfg.profile {
+		if b.proxyPprof, err = pprofAddr(); err != nil {
+			return err
+		}
+		proxyArgs = append(proxyArgs, "-pprof", b.proxyPprof)
+	}
+	b.proxy, b.proxyURL, err = startChild(ctx, "proxy", cfg.logDir, filepath.Join(cfg.binDir, "proxy"), proxyArgs, nil, b.ticks, true)
 	if err != nil {
 		return err
 	}
@@ -114,6 +128,7 @@ func run(cfg *config) error {
 		b.startSlowUpstream(ctx)
 	}
 	b.startSluice(ctx)
+	b.logf("bench: pids: upstream %d, proxy %d, sluice %d (for profilers: these are this run's own)", b.upstream.proc.pid, b.proxy.proc.pid, b.sluicePid())
 
 	rep := &report{Started: started, Machine: describeMachine(ctx, b.ticks), Settings: cfg.settings(), Sluice: "measured (" + b.sluiceBase() + ")"}
 	if b.sluice == nil {
@@ -219,6 +234,13 @@ func (b *bench) checkSluiceAlive() {
 	b.sluiceSkip = fmt.Sprintf("sluice exited during the run (%v); last log lines: %s", b.sluice.child.waitErr, b.sluice.child.tail(2))
 	b.logf("bench: %s", b.sluiceSkip)
 	b.exited, b.sluice = b.sluice, nil
+}
+
+func (b *bench) sluicePid() int {
+	if b.sluice == nil {
+		return 0
+	}
+	return b.sluice.child.proc.pid
 }
 
 func (b *bench) sluiceBase() string {

@@ -31,9 +31,13 @@ func clockTicks(ctx context.Context) int64 {
 
 // procSample is one reading of a process's counters.
 type procSample struct {
-	CPU time.Duration // utime + stime
-	RSS int64         // VmRSS, bytes
-	HWM int64         // VmHWM (peak RSS since start or the last reset), bytes
+	CPU  time.Duration // utime + stime
+	User time.Duration // utime
+	// IOCalls counts read and write system calls (syscr + syscw of
+	// /proc/<pid>/io; 0 where the file cannot be read).
+	IOCalls int64
+	RSS     int64 // VmRSS, bytes
+	HWM     int64 // VmHWM (peak RSS since start or the last reset), bytes
 }
 
 // proc reads /proc for one process.
@@ -53,7 +57,7 @@ func (p *proc) sample() (procSample, error) {
 	if err != nil {
 		return procSample{}, fmt.Errorf("read stat of pid %d: %w", p.pid, err)
 	}
-	cpu, err := parseStatCPU(stat, p.ticks)
+	cpu, user, err := parseStatCPU(stat, p.ticks)
 	if err != nil {
 		return procSample{}, fmt.Errorf("pid %d: %w", p.pid, err)
 	}
@@ -65,7 +69,24 @@ func (p *proc) sample() (procSample, error) {
 	if err != nil {
 		return procSample{}, fmt.Errorf("pid %d: %w", p.pid, err)
 	}
-	return procSample{CPU: cpu, RSS: rss, HWM: hwm}, nil
+	var calls int64
+	if io, err := os.ReadFile(p.path("io")); err == nil {
+		calls = parseIOCalls(io)
+	}
+	return procSample{CPU: cpu, User: user, IOCalls: calls, RSS: rss, HWM: hwm}, nil
+}
+
+// parseIOCalls returns syscr + syscw from the contents of /proc/<pid>/io.
+func parseIOCalls(io []byte) int64 {
+	var n int64
+	for line := range strings.Lines(string(io)) {
+		key, val, _ := strings.Cut(line, ":")
+		if key == "syscr" || key == "syscw" {
+			v, _ := strconv.ParseInt(strings.TrimSpace(val), 10, 64)
+			n += v
+		}
+	}
+	return n
 }
 
 // resetPeak resets VmHWM to the current RSS (writing 5 to clear_refs).
@@ -76,32 +97,34 @@ func (p *proc) resetPeak() error {
 	return nil
 }
 
-// parseStatCPU returns utime+stime from the contents of /proc/<pid>/stat.
+// parseStatCPU returns utime+stime, and utime alone, from the contents of
+// /proc/<pid>/stat.
 // The command name (field 2) is in parentheses and may itself hold spaces
 // and parentheses, so fields are counted from the last ')'.
-func parseStatCPU(stat []byte, ticks int64) (time.Duration, error) {
+func parseStatCPU(stat []byte, ticks int64) (cpu, user time.Duration, err error) {
 	if ticks <= 0 {
-		return 0, fmt.Errorf("clock ticks %d: want > 0", ticks)
+		return 0, 0, fmt.Errorf("clock ticks %d: want > 0", ticks)
 	}
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
-		return 0, errors.New("stat: no ')' after the command name")
+		return 0, 0, errors.New("stat: no ')' after the command name")
 	}
 	fields := strings.Fields(string(stat[i+1:]))
 	// fields[0] is field 3 (state); utime is field 14, stime field 15.
 	const utime, stime = 14 - 3, 15 - 3
 	if len(fields) <= stime {
-		return 0, fmt.Errorf("stat: %d fields after the command name, want > %d", len(fields), stime)
+		return 0, 0, fmt.Errorf("stat: %d fields after the command name, want > %d", len(fields), stime)
 	}
 	u, err := strconv.ParseInt(fields[utime], 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("stat utime %q: %w", fields[utime], err)
+		return 0, 0, fmt.Errorf("stat utime %q: %w", fields[utime], err)
 	}
 	s, err := strconv.ParseInt(fields[stime], 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("stat stime %q: %w", fields[stime], err)
+		return 0, 0, fmt.Errorf("stat stime %q: %w", fields[stime], err)
 	}
-	return time.Duration((u + s) * int64(time.Second) / ticks), nil
+	tick := func(n int64) time.Duration { return time.Duration(n * int64(time.Second) / ticks) }
+	return tick(u + s), tick(u), nil
 }
 
 // parseStatusMemory returns VmRSS and VmHWM, in bytes, from the contents of

@@ -12,19 +12,22 @@ import (
 func TestParseStatCPU(t *testing.T) {
 	// A command name with spaces and parentheses must not shift the fields.
 	stat := "4242 (my (odd) proc) S 1 4242 4242 0 -1 4194560 2191 0 0 0 250 75 0 0 20 0 9 0 12345 1234567 890 18446744073709551615\n"
-	got, err := parseStatCPU([]byte(stat), 100)
+	cpu, user, err := parseStatCPU([]byte(stat), 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := 3250 * time.Millisecond; got != want {
-		t.Fatalf("cpu = %v, want %v (utime 250 + stime 75 ticks at 100 Hz)", got, want)
+	if want := 3250 * time.Millisecond; cpu != want {
+		t.Errorf("cpu = %v, want %v (utime 250 + stime 75 ticks at 100 Hz)", cpu, want)
+	}
+	if want := 2500 * time.Millisecond; user != want {
+		t.Errorf("user = %v, want %v (utime 250 ticks at 100 Hz)", user, want)
 	}
 	for _, bad := range []string{"4242 no-paren S 1", "4242 (x) S 1 2 3", "4242 (x) S 1 4242 4242 0 -1 4194560 2191 0 0 0 x 75 0"} {
-		if _, err := parseStatCPU([]byte(bad), 100); err == nil {
+		if _, _, err := parseStatCPU([]byte(bad), 100); err == nil {
 			t.Errorf("parseStatCPU(%q): no error", bad)
 		}
 	}
-	if _, err := parseStatCPU([]byte(stat), 0); err == nil {
+	if _, _, err := parseStatCPU([]byte(stat), 0); err == nil {
 		t.Error("zero clock ticks: no error")
 	}
 }

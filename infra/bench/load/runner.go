@@ -20,6 +20,7 @@ type bench struct {
 	upstream    *child
 	proxyURL    string
 	proxy       *child
+	proxyPprof  string // the proxy's pprof listener (host:port), with -profile
 	sluice      *sluiceProc
 	sluiceSkip  string      // why there is no sluice column, when there is none
 	exited      *sluiceProc // a sluice that ended mid-run, kept for clean-up
@@ -38,10 +39,10 @@ func (b *bench) logf(format string, args ...any) {
 func (b *bench) targets() []target {
 	ts := []target{
 		{name: "direct", base: b.upstreamURL, proc: b.upstream.proc, key: "sk-client-direct"},
-		{name: "proxy", base: b.proxyURL, proc: b.proxy.proc, key: "sk-client-proxy"},
+		{name: "proxy", base: b.proxyURL, proc: b.proxy.proc, key: "sk-client-proxy", pprof: b.proxyPprof},
 	}
 	if b.sluice != nil {
-		ts = append(ts, target{name: "sluice", base: b.sluice.base, proc: b.sluice.child.proc, sluice: true, key: b.sluice.key})
+		ts = append(ts, target{name: "sluice", base: b.sluice.base, proc: b.sluice.child.proc, sluice: true, key: b.sluice.key, pprof: b.sluice.pprof})
 	}
 	return ts
 }
@@ -68,6 +69,8 @@ type closedFigures struct {
 	Throughput          float64           `json:"throughput_rps"`
 	CPUSeconds          float64           `json:"cpu_seconds"`
 	CPUPerRequestUS     float64           `json:"cpu_per_request_us"`
+	UserCPUPerRequestUS float64           `json:"user_cpu_per_request_us"`
+	IOCallsPerRequest   float64           `json:"io_calls_per_request"`
 	UpstreamCPUPerReqUS float64           `json:"upstream_cpu_per_request_us"`
 	PeakRSSMB           float64           `json:"peak_rss_mb"`
 	Latency             LatencySummary    `json:"latency"`
@@ -78,14 +81,17 @@ type closedFigures struct {
 // openFigures come from the open loop at a fixed rate: latency from the
 // scheduled send time, and time to first byte.
 type openFigures struct {
-	Rate         float64           `json:"rate_rps"`
-	Sent         int64             `json:"sent"`
-	OK           int64             `json:"ok"`
-	Latency      LatencySummary    `json:"latency"`
-	TTFB         LatencySummary    `json:"ttfb"`
-	LagP99MS     float64           `json:"send_lag_p99_ms"`
-	Errors       map[string]int64  `json:"errors,omitempty"`
-	ErrorSamples map[string]string `json:"error_samples,omitempty"`
+	Rate     float64        `json:"rate_rps"`
+	Sent     int64          `json:"sent"`
+	OK       int64          `json:"ok"`
+	Latency  LatencySummary `json:"latency"`
+	TTFB     LatencySummary `json:"ttfb"`
+	LagP99MS float64        `json:"send_lag_p99_ms"`
+	// CPUPerRequestUS is the process under test's CPU per request at this
+	// fixed rate, wake-ups included (each request finds it idle).
+	CPUPerRequestUS float64           `json:"cpu_per_request_us"`
+	Errors          map[string]int64  `json:"errors,omitempty"`
+	ErrorSamples    map[string]string `json:"error_samples,omitempty"`
 }
 
 // runHTTPScenario measures sc on every target, interleaved, for the
@@ -138,10 +144,13 @@ func (b *bench) runHTTPScenario(ctx context.Context, sc httpScenario) *scenarioR
 				continue
 			}
 			rep.Measurements = append(rep.Measurements, m)
-			b.logf("  %-18s round %d %-6s %8.0f req/s  %7.1f µs CPU/req  p50 %.3f ms  p99 %.3f ms  errors %d",
-				sc.name, round, t.name, m.Closed.Throughput, m.Closed.CPUPerRequestUS, m.Open.Latency.P50, m.Open.Latency.P99,
+			b.logf("  %-18s round %d %-6s %8.0f req/s  %7.1f µs CPU/req (user %.1f, open %.1f, io %.1f)  p50 %.3f ms  p99 %.3f ms  errors %d",
+				sc.name, round, t.name, m.Closed.Throughput, m.Closed.CPUPerRequestUS, m.Closed.UserCPUPerRequestUS, m.Open.CPUPerRequestUS, m.Closed.IOCallsPerRequest, m.Open.Latency.P50, m.Open.Latency.P99,
 				sumErrors(m.Closed.Errors)+sumErrors(m.Open.Errors))
 		}
+	}
+	if b.cfg.profile && ctx.Err() == nil {
+		rep.Profiles, rep.ProfileErrors = b.profileScenario(ctx, sc, targets, conc)
 	}
 	rep.summarize()
 	return rep
@@ -257,22 +266,33 @@ func (b *bench) measure(ctx context.Context, sc httpScenario, t target, round, c
 		Throughput:          closed.Throughput(),
 		CPUSeconds:          cpu.Seconds(),
 		CPUPerRequestUS:     perRequestUS(cpu, closed.OK),
+		UserCPUPerRequestUS: perRequestUS(after.User-before.User, closed.OK),
+		IOCallsPerRequest:   float64(after.IOCalls-before.IOCalls) / float64(closed.OK),
 		UpstreamCPUPerReqUS: perRequestUS(upAfter.CPU-upBefore.CPU, closed.OK),
 		PeakRSSMB:           mb(after.HWM),
 		Latency:             closed.Latency.Summary(),
 		Errors:              closed.Errors,
 		ErrorSamples:        closed.Samples,
 	}
+	before, err = t.proc.sample()
+	if err != nil {
+		return measurement{}, err
+	}
 	open := runOpen(ctx, rate, b.cfg.openDuration, b.cfg.maxRequests, b.cfg.maxInFlight, do)
+	after, err = t.proc.sample()
+	if err != nil {
+		return measurement{}, err
+	}
 	m.Open = openFigures{
-		Rate:         rate,
-		Sent:         open.Sent,
-		OK:           open.OK,
-		Latency:      open.Latency.Summary(),
-		TTFB:         open.TTFB.Summary(),
-		LagP99MS:     ms(open.Lag.Quantile(0.99)),
-		Errors:       open.Errors,
-		ErrorSamples: open.Samples,
+		Rate:            rate,
+		Sent:            open.Sent,
+		OK:              open.OK,
+		Latency:         open.Latency.Summary(),
+		TTFB:            open.TTFB.Summary(),
+		LagP99MS:        ms(open.Lag.Quantile(0.99)),
+		CPUPerRequestUS: perRequestUS(after.CPU-before.CPU, open.OK),
+		Errors:          open.Errors,
+		ErrorSamples:    open.Samples,
 	}
 	return m, nil
 }

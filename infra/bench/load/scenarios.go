@@ -17,7 +17,12 @@ type target struct {
 	proc   *proc // the process whose CPU and memory are charged
 	sluice bool
 	key    string // the credential the client presents
+	pprof  string // host:port of its pprof listener (-profile), or ""
 }
+
+// closedConcurrency is the closed loop's requests in flight: enough to
+// saturate two cores through either proxy, as the issues measure.
+const closedConcurrency = 64
 
 // httpScenario is a request/response scenario measured on every target.
 type httpScenario struct {
@@ -209,7 +214,7 @@ func httpScenarios() []httpScenario {
 	return []httpScenario{
 		{
 			name: "noop", about: "authenticated no-op: GET /v1/models",
-			concurrency: 32, rate: 1000,
+			concurrency: closedConcurrency, rate: 1000,
 			spec: func(t target) requestSpec {
 				return requestSpec{Method: http.MethodGet, URL: t.base + "/v1/models", Header: bearer(t)}
 			},
@@ -217,13 +222,13 @@ func httpScenarios() []httpScenario {
 		},
 		{
 			name: "embeddings", about: "POST /v1/embeddings, one input, 1536-dim float answer (~30 KB)",
-			concurrency: 32, rate: 400, cpuLimit: 2, upstreamRoute: "openai.embeddings",
+			concurrency: closedConcurrency, rate: 1000, cpuLimit: 1.2, upstreamRoute: "openai.embeddings",
 			spec:  func(t target) requestSpec { return post(t, "/v1/embeddings", bearer(t), embeddings) },
 			check: jsonHas("data"),
 		},
 		{
 			name: "embeddings-titan", about: "POST /v1/embeddings, one input, base64, to Bedrock Titan v2 (direct and proxy: the Titan InvokeModel call)",
-			concurrency: 32, rate: 400, upstreamRoute: "bedrock.invoke", reportOnly: true,
+			concurrency: closedConcurrency, rate: 400, cpuLimit: 2.5, upstreamRoute: "bedrock.invoke", reportOnly: true,
 			spec: func(t target) requestSpec {
 				if t.sluice {
 					return post(t, "/v1/embeddings", bearer(t), titanEmbeddings)
@@ -291,13 +296,13 @@ func httpScenarios() []httpScenario {
 		},
 		{
 			name: "passthrough", about: "POST /anthropic/v1/messages (direct and proxy: /v1/messages), non-streaming",
-			concurrency: 32, rate: 800, cpuLimit: 1.3, upstreamRoute: "anthropic.messages",
+			concurrency: closedConcurrency, rate: 800, cpuLimit: 1.2, upstreamRoute: "anthropic.messages",
 			spec:  func(t target) requestSpec { return post(t, anthropicPath(t), anthropicHeaders(t), msgs) },
 			check: jsonHas("content"),
 		},
 		{
 			name: "passthrough-stream", about: "POST /anthropic/v1/messages, SSE, 200 deltas",
-			concurrency: 32, rate: 100, stream: true, upstreamRoute: "anthropic.messages",
+			concurrency: closedConcurrency, rate: 100, stream: true, upstreamRoute: "anthropic.messages",
 			spec:  func(t target) requestSpec { return post(t, anthropicPath(t), anthropicHeaders(t), msgsStream) },
 			check: streamHas("text/event-stream", "event: message_stop"),
 		},

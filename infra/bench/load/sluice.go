@@ -70,6 +70,7 @@ type sluiceProc struct {
 	child   *child
 	base    string
 	dataDir string
+	pprof   string // host:port of its pprof listener (-profile), or ""
 	teamID  string
 	key     string
 }
@@ -109,11 +110,18 @@ func startSluice(ctx context.Context, cfg *config, client *http.Client, upstream
 		"SLUICE_CONFIG=" + confPath,
 		"SLUICE_LOG_FORMAT=json",
 	}
+	var pprof string
+	if cfg.profile {
+		if pprof, err = pprofAddr(); err != nil {
+			return nil, err
+		}
+		env = append(env, "SLUICE_PPROF="+pprof)
+	}
 	c, _, err := startChild(ctx, "sluice", cfg.logDir, bin, nil, env, ticks, false)
 	if err != nil {
 		return nil, err
 	}
-	s := &sluiceProc{child: c, base: "http://" + addr, dataDir: dataDir}
+	s := &sluiceProc{child: c, base: "http://" + addr, dataDir: dataDir, pprof: pprof}
 	if err := s.waitReady(ctx, client); err != nil {
 		c.stop()
 		return nil, err

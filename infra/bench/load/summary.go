@@ -40,7 +40,11 @@ type scenarioReport struct {
 	Summary      map[string]*targetSummary `json:"summary,omitempty"`
 	Comparisons  []comparison              `json:"comparisons,omitempty"`
 	Extra        any                       `json:"extra,omitempty"`
-	Checks       []check                   `json:"checks,omitempty"`
+	// Profiles are CPU profiles by target (-profile), taken in a closed
+	// loop of their own after the rounds.
+	Profiles      map[string]string `json:"profiles,omitempty"`
+	ProfileErrors map[string]string `json:"profile_errors,omitempty"`
+	Checks        []check           `json:"checks,omitempty"`
 
 	cpuLimit      float64
 	reportOnly    bool
@@ -70,6 +74,9 @@ type targetSummary struct {
 	Rounds          int     `json:"rounds"`
 	Throughput      float64 `json:"throughput_rps"`
 	CPUPerRequestUS float64 `json:"cpu_per_request_us"`
+	UserCPUUS       float64 `json:"user_cpu_per_request_us"`
+	OpenCPUUS       float64 `json:"open_cpu_per_request_us"`
+	IOCalls         float64 `json:"io_calls_per_request"`
 	UpstreamCPUUS   float64 `json:"upstream_cpu_per_request_us"`
 	PeakRSSMB       float64 `json:"peak_rss_mb"`
 	P50             float64 `json:"p50_ms"`
@@ -141,7 +148,7 @@ func (r *scenarioReport) summarize() {
 		}
 	}
 	for _, name := range r.targetNames() {
-		var thr, cpu, up, rss, p50, p90, p99, mx, t50, t99, a50, a99, at50 []float64
+		var thr, cpu, user, openCPU, io, up, rss, p50, p90, p99, mx, t50, t99, a50, a99, at50 []float64
 		s := &targetSummary{}
 		for _, m := range r.Measurements {
 			if m.Target != name {
@@ -150,6 +157,9 @@ func (r *scenarioReport) summarize() {
 			s.Rounds++
 			thr = append(thr, m.Closed.Throughput)
 			cpu = append(cpu, m.Closed.CPUPerRequestUS)
+			user = append(user, m.Closed.UserCPUPerRequestUS)
+			openCPU = append(openCPU, m.Open.CPUPerRequestUS)
+			io = append(io, m.Closed.IOCallsPerRequest)
 			up = append(up, m.Closed.UpstreamCPUPerReqUS)
 			rss = append(rss, m.Closed.PeakRSSMB)
 			lat := r.latency(m)
@@ -167,6 +177,7 @@ func (r *scenarioReport) summarize() {
 			}
 		}
 		s.Throughput, s.CPUPerRequestUS, s.UpstreamCPUUS, s.PeakRSSMB = median(thr), median(cpu), median(up), median(rss)
+		s.UserCPUUS, s.OpenCPUUS, s.IOCalls = median(user), median(openCPU), median(io)
 		s.P50, s.P90, s.P99, s.Max = median(p50), median(p90), median(p99), median(mx)
 		s.TTFBP50, s.TTFBP99 = median(t50), median(t99)
 		s.AddedP50, s.AddedP99, s.AddedTTFBP50 = median(a50), median(a99), median(at50)
@@ -225,7 +236,7 @@ func (r *scenarioReport) compare() {
 		return check{Scenario: r.Name, Name: name, Status: status, Detail: detail}
 	}
 	cpu := newComparison("cpu_per_request", "µs", sl.CPUPerRequestUS, px.CPUPerRequestUS)
-	r.Comparisons = append(r.Comparisons, cpu)
+	r.Comparisons = append(r.Comparisons, cpu, newComparison("cpu_per_request_at_fixed_rate", "µs", sl.OpenCPUUS, px.OpenCPUUS))
 	i := 0
 	if r.Stream {
 		c := newComparison("added_ttfb_p50", "ms", sl.AddedTTFBP50, px.AddedTTFBP50)

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"flag"
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMedian(t *testing.T) {
@@ -164,6 +166,24 @@ func TestNoisyMeasurementsDowngradeLatencyFailures(t *testing.T) {
 		if c.Status != statusNoisy || !strings.Contains(c.Detail, "would be FAIL") {
 			t.Errorf("check %+v, want noisy", c)
 		}
+	}
+}
+
+// -quick shortens the points and rounds, but a flag given explicitly wins.
+func TestQuickKeepsExplicitFlags(t *testing.T) {
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	rounds := fs.Int("rounds", 5, "")
+	warmup := fs.Duration("warmup", 2*time.Second, "")
+	duration := fs.Duration("duration", 10*time.Second, "")
+	open := fs.Duration("open-duration", 10*time.Second, "")
+	if err := fs.Parse([]string{"-duration", "5s"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyQuick(fs); err != nil {
+		t.Fatal(err)
+	}
+	if *rounds != 2 || *warmup != 500*time.Millisecond || *duration != 5*time.Second || *open != 3*time.Second {
+		t.Errorf("rounds %d, warmup %s, duration %s, open-duration %s; want 2, 500ms, 5s (given), 3s", *rounds, *warmup, *duration, *open)
 	}
 }
 

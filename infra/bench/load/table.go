@@ -60,15 +60,15 @@ func printScenario(w io.Writer, s *scenarioReport) {
 	}
 	if len(s.Summary) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		head := "target\tsat req/s\tCPU µs/req\tupstream µs/req\tpeak RSS MB\tp50 ms\tp90 ms\tp99 ms\tmax ms\t+p50 ms\t+p99 ms\t"
+		head := "target\tsat req/s\tCPU µs/req\tuser µs/req\tI/O calls/req\tCPU µs/req @rate\tupstream µs/req\tpeak RSS MB\tp50 ms\tp90 ms\tp99 ms\tmax ms\t+p50 ms\t+p99 ms\t"
 		if s.Stream {
 			head += "TTFB p50\tTTFB p99\t+TTFB p50\t"
 		}
 		fmt.Fprintln(tw, head+"errors\t")
 		for _, name := range s.targetNames() {
 			t := s.Summary[name]
-			row := fmt.Sprintf("%s\t%.0f\t%.1f\t%.1f\t%.1f\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\t",
-				name, t.Throughput, t.CPUPerRequestUS, t.UpstreamCPUUS, t.PeakRSSMB, t.P50, t.P90, t.P99, t.Max,
+			row := fmt.Sprintf("%s\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\t",
+				name, t.Throughput, t.CPUPerRequestUS, t.UserCPUUS, t.IOCalls, t.OpenCPUUS, t.UpstreamCPUUS, t.PeakRSSMB, t.P50, t.P90, t.P99, t.Max,
 				added(name, t.AddedP50), added(name, t.AddedP99))
 			if s.Stream {
 				row += fmt.Sprintf("%.3f\t%.3f\t%s\t", t.TTFBP50, t.TTFBP99, added(name, t.AddedTTFBP50))
@@ -76,7 +76,7 @@ func printScenario(w io.Writer, s *scenarioReport) {
 			fmt.Fprintf(tw, "%s%d\t\n", row, t.Errors)
 		}
 		tw.Flush()
-		fmt.Fprintln(w, "   (CPU µs/req is the process under test: the upstream itself for direct; latency columns are the open loop's)")
+		fmt.Fprintln(w, "   (CPU, user and I/O calls are the process under test's in the closed loop — the upstream itself for direct; @rate is its CPU per request in the open loop; latency columns are the open loop's)")
 		retried, noisy := 0, 0
 		for _, m := range s.Measurements {
 			retried += m.Retries
@@ -96,6 +96,12 @@ func printScenario(w io.Writer, s *scenarioReport) {
 	}
 	if p, ok := s.Extra.(printer); ok {
 		p.print(w)
+	}
+	for _, name := range sortedKeys(s.Profiles) {
+		fmt.Fprintf(w, "   CPU profile of %s: go tool pprof -top %s\n", name, s.Profiles[name])
+	}
+	for _, name := range sortedKeys(s.ProfileErrors) {
+		fmt.Fprintf(w, "   CPU profile of %s: not taken — %s\n", name, s.ProfileErrors[name])
 	}
 	if len(s.Comparisons) > 0 {
 		parts := make([]string, 0, len(s.Comparisons))

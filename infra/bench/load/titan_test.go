@@ -14,8 +14,24 @@ func TestReportOnlyComparesWithoutChecks(t *testing.T) {
 	if len(r.Checks) != 0 {
 		t.Errorf("a report-only scenario got checks %+v", r.Checks)
 	}
-	if len(r.Comparisons) != 3 {
-		t.Errorf("comparisons %+v, want cpu, added p50, added p99", r.Comparisons)
+	if len(r.Comparisons) != 4 {
+		t.Errorf("comparisons %+v, want cpu, cpu at the fixed rate, added p50, added p99", r.Comparisons)
+	}
+}
+
+// embeddings-titan has a CPU target (issue 13) and no latency target.
+func TestReportOnlyChecksItsCPULimit(t *testing.T) {
+	for _, tc := range []struct {
+		sluiceUS float64
+		want     string
+	}{{240, statusPass}, {260, statusFail}} {
+		r := newScenarioReport("embeddings-titan", "test")
+		r.reportOnly, r.cpuLimit = true, 2.5
+		r.Measurements = []measurement{meas(1, "direct", 50, 1.0, 2.0), meas(1, "proxy", 100, 1.2, 2.5), meas(1, "sluice", tc.sluiceUS, 3.0, 9.0)}
+		r.summarize()
+		if len(r.Checks) != 1 || r.Checks[0].Status != tc.want || !strings.Contains(r.Checks[0].Name, "2.5×") {
+			t.Errorf("sluice at %.0f µs against the proxy's 100: checks %+v, want one CPU check, %s", tc.sluiceUS, r.Checks, tc.want)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -48,4 +49,38 @@ func TestProxyRelaysStreamsUnbuffered(t *testing.T) {
 		t.Fatal("the first event did not arrive before the upstream finished: the proxy buffers streams")
 	}
 	close(release)
+}
+
+// The baseline pools its copy buffers: relaying an answer must not cost a
+// fresh 32 KiB buffer per request (see bufferPool).
+func TestProxyPoolsCopyBuffers(t *testing.T) {
+	answer := strings.Repeat("x", 64<<10)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, answer)
+	}))
+	defer upstream.Close()
+	target, _ := url.Parse(upstream.URL)
+	proxy := httptest.NewServer(newProxy(target, slog.New(slog.DiscardHandler)))
+	defer proxy.Close()
+	get := func() {
+		resp, err := http.Get(proxy.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if n, _ := io.Copy(io.Discard, resp.Body); n != int64(len(answer)) {
+			t.Fatalf("relayed %d bytes, want %d", n, len(answer))
+		}
+	}
+	get() // connections and pools warm
+	const n = 200
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		get()
+	}
+	runtime.ReadMemStats(&after)
+	if perReq := (after.TotalAlloc - before.TotalAlloc) / n; perReq >= copyBufferSize {
+		t.Errorf("%d bytes allocated per request (client, proxy and upstream together): the proxy allocates a copy buffer per request", perReq)
+	}
 }

@@ -439,6 +439,52 @@ func FuzzAppendVector(f *testing.F) {
 	})
 }
 
+// float32At must read every number as strconv.ParseFloat(s, 32) does, bit
+// for bit, including the float64 results that fall exactly halfway between
+// two float32s (rounding those again would round the wrong way).
+func TestFloat32AtRoundsAsStrconv(t *testing.T) {
+	for _, s := range []string{
+		"0", "-0", "0.0", "1", "-1.5", "0.0123456789", "-0.06784367", "3.4028234e38", "3.4028236e38", "1e-38", "1e-45", "1e-46",
+		"1.000000059604644775", "1.000000178813934326", "1.0000000596046448", "16777217", "16777219", "0.30000001192092896",
+		"123456789012345678901234", "1.00000000000000000000001", "1e22", "1e23", "4.5e-22", "7E+3", "16777217.00000001", "0.0000000000000000000001234",
+	} {
+		want, wantErr := strconv.ParseFloat(s, 32)
+		got, end, err := float32At([]byte(s), 0)
+		if end != len(s) || (err == nil) != (wantErr == nil) || math.Float32bits(got) != math.Float32bits(float32(want)) {
+			t.Errorf("float32At(%s) = %v (%#x) end %d err %v; strconv %v (%#x) err %v",
+				s, got, math.Float32bits(got), end, err, float32(want), math.Float32bits(float32(want)), wantErr)
+		}
+	}
+	for _, bad := range []string{"", "-", "+1", ".5", "1.", "1e", "1e+", "x", "-x"} {
+		if _, end, _ := float32At([]byte(bad), 0); end >= 0 {
+			t.Errorf("float32At(%q) read a number ending at %d", bad, end)
+		}
+	}
+}
+
+// FuzzFloat32At holds float32At to strconv.ParseFloat(s, 32) on the JSON
+// number jsonscan.NumberEnd finds: the same end, the same verdict on range,
+// the same bits.
+func FuzzFloat32At(f *testing.F) {
+	for _, s := range []string{"0.0123456789", "-1e-3", "1.000000178813934326", "3.4028236e38", "1e-46", "00", "1.5e+22,", "-0.0]"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, end, err := float32At(raw, 0)
+		wantEnd := jsonscan.NumberEnd(raw, 0)
+		if end != wantEnd {
+			t.Fatalf("%q: end %d, want %d", raw, end, wantEnd)
+		}
+		if end < 0 {
+			return
+		}
+		want, wantErr := strconv.ParseFloat(string(raw[:end]), 32)
+		if (err == nil) != (wantErr == nil) || err == nil && math.Float32bits(got) != math.Float32bits(float32(want)) {
+			t.Fatalf("%q: %v (%#x) %v; strconv %v (%#x) %v", raw[:end], got, math.Float32bits(got), err, float32(want), math.Float32bits(float32(want)), wantErr)
+		}
+	})
+}
+
 // BenchmarkAppendVectorBase64 is the translation's hot path: one
 // 1536-dimension float answer re-encoded as OpenAI base64.
 func BenchmarkAppendVectorBase64(b *testing.B) {

@@ -78,7 +78,10 @@ func AppendVector(dst, raw []byte, encoding string, scratch []byte) (out []byte,
 	}
 	i = jsonscan.SkipSpace(raw, i+1)
 	if b64 {
-		scratch = scratch[:0]
+		// 4 bytes a value; a value takes at least 2 bytes of text ("0,")
+		// and a provider's usually 10 or more: a quarter of the text is
+		// room for most vectors, and append grows it for the rest.
+		scratch = slices.Grow(scratch[:0], len(raw)/2)
 	} else {
 		dst = append(dst, '[')
 	}
@@ -86,24 +89,25 @@ func AppendVector(dst, raw []byte, encoding string, scratch []byte) (out []byte,
 		return fail(errEmpty)
 	}
 	for {
-		j := jsonscan.NumberEnd(raw, i)
-		if j < 0 {
-			return fail(errNotNumber)
-		}
-		tok := raw[i:j]
+		var j int
 		if b64 {
-			// string(tok) does not escape (strconv clones what its errors
-			// keep), so this allocates nothing.
-			f, err := strconv.ParseFloat(string(tok), 32)
-			if err != nil {
+			f, end, err := float32At(raw, i)
+			switch {
+			case end < 0:
+				return fail(errNotNumber)
+			case err != nil:
 				return fail(errRange)
 			}
-			scratch = binary.LittleEndian.AppendUint32(scratch, math.Float32bits(float32(f)))
+			scratch = binary.LittleEndian.AppendUint32(scratch, math.Float32bits(f))
+			j = end
 		} else {
+			if j = jsonscan.NumberEnd(raw, i); j < 0 {
+				return fail(errNotNumber)
+			}
 			if n > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(dst, tok...)
+			dst = append(dst, raw[i:j]...)
 		}
 		n++
 		i = jsonscan.SkipSpace(raw, j)
@@ -130,3 +134,107 @@ func AppendVector(dst, raw []byte, encoding string, scratch []byte) (out []byte,
 	}
 	return dst, n, scratch, nil
 }
+
+// float32At reads the JSON number at raw[i] as strconv.ParseFloat(s, 32)
+// reads it, correctly rounded, and returns the index just past it: end < 0
+// when no JSON number starts there, err when it is outside float32's range.
+//
+// It is the translation's hot path (a vector is 1536 of them), so it reads
+// the digits once, checking the grammar as it goes, and converts the usual
+// provider number — at most 19 significant digits, a power of ten within
+// 10^±22 — with one exact float64 operation (Clinger's fast path: float64
+// holds the digits and the power exactly, so the quotient or product is the
+// number rounded once). Rounding that float64 to float32 rounds the number
+// itself, unless the float64 fell exactly halfway between two float32s;
+// that case, and every other, is left to strconv.
+func float32At(raw []byte, i int) (f float32, end int, err error) {
+	start := i
+	neg := i < len(raw) && raw[i] == '-'
+	if neg {
+		i++
+	}
+	var (
+		mant   uint64
+		digits int // significant digits in mant, at most 19 (it holds them all)
+		exp    int // mant × 10^exp is the number
+		exact  = true
+	)
+	switch {
+	case i < len(raw) && raw[i] == '0':
+		i++
+	case i < len(raw) && raw[i] >= '1' && raw[i] <= '9':
+		for ; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
+			mant, digits, exact = addDigit(mant, digits, exact, raw[i])
+		}
+	default:
+		return 0, -1, nil
+	}
+	if i < len(raw) && raw[i] == '.' {
+		i++
+		first := i
+		for ; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
+			exp--
+			mant, digits, exact = addDigit(mant, digits, exact, raw[i])
+		}
+		if i == first {
+			return 0, -1, nil
+		}
+	}
+	if i < len(raw) && (raw[i] == 'e' || raw[i] == 'E') {
+		i++
+		eneg := i < len(raw) && raw[i] == '-'
+		if i < len(raw) && (raw[i] == '+' || raw[i] == '-') {
+			i++
+		}
+		first, e := i, 0
+		for ; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
+			if e < 1<<20 {
+				e = e*10 + int(raw[i]-'0')
+			}
+		}
+		if i == first {
+			return 0, -1, nil
+		}
+		if eneg {
+			e = -e
+		}
+		exp += e
+	}
+	if exact && mant < 1<<53 && exp >= -22 && exp <= 22 {
+		d := float64(mant)
+		if exp < 0 {
+			d /= float64pow10[-exp]
+		} else {
+			d *= float64pow10[exp]
+		}
+		// In float32's normal range, d is halfway between two float32s
+		// when the 29 fraction bits float32 drops are exactly 1000…0.
+		if d >= 0x1p-126 && d <= math.MaxFloat32 && math.Float64bits(d)&(1<<29-1) != 1<<28 {
+			f = float32(d)
+			if neg {
+				f = -f
+			}
+			return f, i, nil
+		}
+	}
+	// string(...) does not escape (strconv clones what its errors keep).
+	v, err := strconv.ParseFloat(string(raw[start:i]), 32)
+	return float32(v), i, err
+}
+
+// addDigit appends the decimal digit c to mant, a number of digits
+// significant digits; a digit mant cannot hold makes it inexact.
+func addDigit(mant uint64, digits int, exact bool, c byte) (uint64, int, bool) {
+	switch {
+	case mant == 0 && c == '0': // a leading zero
+	case digits < 19:
+		return mant*10 + uint64(c-'0'), digits + 1, exact
+	default:
+		exact = false
+	}
+	return mant, digits, exact
+}
+
+// float64pow10 are the powers of ten float64 holds exactly.
+var float64pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+	1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}

@@ -1,0 +1,15 @@
+package oai
+
+import "testing"
+
+// BenchmarkParseChatRequest parses the bench's chat body (a system prompt
+// and a question of ~120 tokens): go test -run '^$' -bench ParseChat -benchmem ./pkg/oai
+func BenchmarkParseChatRequest(b *testing.B) {
+	body := []byte(`{"max_tokens":256,"messages":[{"content":"You are a careful assistant for an engineering team. Answer in plain English, cite the section of the document you rely on, and say so when the document does not contain the answer. Keep answers under three hundred words unless the user asks for more detail.","role":"system"},{"content":"Summarise this for a new engineer: Sluice is a serverless model gateway. It stands in front of hosted AI model providers and gives teams one authenticated, logged, OpenAI-compatible front door: files and batches, embeddings and moderations, raw passthrough to four providers, and per-team logging callbacks. This paragraph is about one hundred and twenty tokens long, a typical chunk of a retrieval corpus that a team embeds by the thousand when it indexes its documents for search and question answering.","role":"user"}],"model":"gpt-4o-mini","temperature":0.2}`)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := ParseChatRequest(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
