@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -170,6 +171,9 @@ func (r *Records) apply(ctx context.Context, writes []store.Write) (item, error)
 		if err := r.readSnapshots(ctx, keys, snaps); err != nil {
 			return nil, err
 		}
+		if landed(ops, snaps) {
+			return got, nil
+		}
 		now = r.now()
 		for _, w := range writes {
 			it := snaps[w.Record.Key]
@@ -184,6 +188,28 @@ func (r *Records) apply(ctx context.Context, writes []store.Write) (item, error)
 			return nil, err
 		}
 	}
+}
+
+// landed reports whether ops are puts whose items are already stored
+// exactly as planned: the SDK retried a write (a 5xx, a reset connection)
+// whose first attempt was applied but whose answer was lost, so the retry
+// failed its own condition. The write succeeded; reporting a conflict would
+// turn a created team or file into a 409. Items carry random ids, creation
+// times and versions, so another writer's item does not match by accident.
+// Updates, adds and deletes cannot be told apart from a concurrent writer's
+// and are judged on their conditions as usual.
+func landed(ops []op, snaps snapshots) bool {
+	for _, o := range ops {
+		if o.put == nil {
+			return false
+		}
+		pk, _ := o.put.Item[attrPK].(*types.AttributeValueMemberS)
+		sk, _ := o.put.Item[attrSK].(*types.AttributeValueMemberS)
+		if pk == nil || sk == nil || !reflect.DeepEqual(snaps[store.Key{PK: pk.Value, SK: sk.Value}], o.put.Item) {
+			return false
+		}
+	}
+	return true
 }
 
 // planAll plans every write, reading the snapshots that some need first.
