@@ -21,130 +21,94 @@ import (
 // appendEvent appends ev's JSON, as encoding/json writes it but for HTML
 // escapes. Raw members (messages, response) must hold valid JSON.
 func appendEvent(b []byte, ev *Event) ([]byte, error) {
-	floats := []float64{ev.ResponseCost, ev.StartTime, ev.EndTime, ev.CompletionStartTime, ev.ResponseTime}
-	for _, f := range floats {
+	for _, f := range []float64{ev.ResponseCost, ev.StartTime, ev.EndTime, ev.CompletionStartTime, ev.ResponseTime} {
 		if math.IsNaN(f) || math.IsInf(f, 0) {
 			return nil, errors.New("a time or cost is not a finite number")
 		}
 	}
-	str := func(name, v string) {
-		b = append(b, ',', '"')
-		b = append(b, name...)
-		b = append(b, '"', ':')
-		b = jsonscan.AppendString(b, v)
-	}
-	opt := func(name, v string) {
-		if v != "" {
-			str(name, v)
-		}
-	}
-	num := func(name string, v int64) {
-		b = append(b, ',', '"')
-		b = append(b, name...)
-		b = append(b, '"', ':')
-		b = strconv.AppendInt(b, v, 10)
-	}
-	float := func(name string, v float64) {
-		b = append(b, ',', '"')
-		b = append(b, name...)
-		b = append(b, '"', ':')
-		format := byte('f') // as encoding/json chooses
-		if a := math.Abs(v); a != 0 && (a < 1e-6 || a >= 1e21) {
-			format = 'e'
-		}
-		b = strconv.AppendFloat(b, v, format, -1, 64)
-	}
-	raw := func(name string, v json.RawMessage) {
-		if len(v) > 0 {
-			b = append(b, ',', '"')
-			b = append(b, name...)
-			b = append(b, '"', ':')
-			b = append(b, v...)
-		}
-	}
-	b = append(b, `{"id":`...)
-	b = jsonscan.AppendString(b, ev.ID)
-	str("trace_id", ev.TraceID)
-	str("call_type", ev.CallType)
-	b = append(b, `,"stream":`...)
-	b = strconv.AppendBool(b, ev.Stream)
-	float("response_cost", ev.ResponseCost)
-	str("status", ev.Status)
-	opt("custom_llm_provider", ev.CustomLLMProvider)
-	num("total_tokens", ev.TotalTokens)
-	num("prompt_tokens", ev.PromptTokens)
-	num("completion_tokens", ev.CompletionTokens)
-	float("startTime", ev.StartTime)
-	float("endTime", ev.EndTime)
-	float("completionStartTime", ev.CompletionStartTime)
-	float("response_time", ev.ResponseTime)
-	str("model", ev.Model)
-	opt("model_id", ev.ModelID)
-	opt("model_group", ev.ModelGroup)
-	opt("api_base", ev.APIBase)
-	b = append(b, `,"metadata":{`...)
-	mark := len(b)
-	md := ev.Metadata
-	opt("user_api_key_hash", md.UserAPIKeyHash)
-	opt("user_api_key_alias", md.UserAPIKeyAlias)
-	opt("user_api_key_team_id", md.UserAPIKeyTeamID)
-	opt("user_api_key_team_alias", md.UserAPIKeyTeamAlias)
-	opt("requester_ip_address", md.RequesterIPAddress)
-	opt("request_id", md.RequestID)
-	opt("batch_id", md.BatchID)
-	opt("custom_id", md.CustomID)
-	if len(b) > mark {
-		b = append(b[:mark], b[mark+1:]...) // the first member's comma
-	}
-	b = append(b, '}')
-	if ev.RequestTags == nil {
-		b = append(b, `,"request_tags":null`...)
-	} else {
-		b = append(b, `,"request_tags":[`...)
-		for i, t := range ev.RequestTags {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = jsonscan.AppendString(b, t)
-		}
-		b = append(b, ']')
-	}
-	opt("end_user", ev.EndUser)
-	raw("messages", ev.Messages)
-	raw("response", ev.Response)
+	o := jsonscan.StartObject(b)
+	o.String("id", ev.ID)
+	o.String("trace_id", ev.TraceID)
+	o.String("call_type", ev.CallType)
+	o.Bool("stream", ev.Stream)
+	o.Float("response_cost", ev.ResponseCost)
+	o.String("status", ev.Status)
+	o.StringOmitEmpty("custom_llm_provider", ev.CustomLLMProvider)
+	o.Int("total_tokens", ev.TotalTokens)
+	o.Int("prompt_tokens", ev.PromptTokens)
+	o.Int("completion_tokens", ev.CompletionTokens)
+	o.Float("startTime", ev.StartTime)
+	o.Float("endTime", ev.EndTime)
+	o.Float("completionStartTime", ev.CompletionStartTime)
+	o.Float("response_time", ev.ResponseTime)
+	o.String("model", ev.Model)
+	o.StringOmitEmpty("model_id", ev.ModelID)
+	o.StringOmitEmpty("model_group", ev.ModelGroup)
+	o.StringOmitEmpty("api_base", ev.APIBase)
+	o.Key("metadata")
+	o.B = AppendMetadata(o.B, &ev.Metadata)
+	o.Strings("request_tags", ev.RequestTags)
+	o.StringOmitEmpty("end_user", ev.EndUser)
+	o.RawOmitEmpty("messages", ev.Messages)
+	o.RawOmitEmpty("response", ev.Response)
 	if len(ev.ModelParameters) > 0 {
 		params, err := json.Marshal(ev.ModelParameters)
 		if err != nil {
 			return nil, err
 		}
-		raw("model_parameters", params)
+		o.Raw("model_parameters", params)
 	}
-	opt("error_str", ev.ErrorStr)
+	o.StringOmitEmpty("error_str", ev.ErrorStr)
 	if e := ev.ErrorInformation; e != nil {
-		b = append(b, `,"error_information":{`...)
-		mark := len(b)
-		opt("error_code", e.ErrorCode)
-		opt("error_class", e.ErrorClass)
-		opt("llm_provider", e.LLMProvider)
-		opt("error_message", e.ErrorMessage)
-		if len(b) > mark {
-			b = append(b[:mark], b[mark+1:]...)
-		}
-		b = append(b, '}')
+		o.Key("error_information")
+		o.B = AppendErrorInfo(o.B, e)
 	}
 	if p := ev.Passthrough; p != nil {
-		b = append(b, `,"passthrough":{"method":`...)
-		b = jsonscan.AppendString(b, p.Method)
-		str("path", p.Path)
-		num("status_code", int64(p.StatusCode))
-		b = append(b, '}')
+		o.Key("passthrough")
+		o.B = AppendPassthrough(o.B, p)
 	}
-	opt("finish_reason", ev.FinishReason)
+	o.StringOmitEmpty("finish_reason", ev.FinishReason)
 	if ev.UsageEstimated {
-		b = append(b, `,"usage_estimated":true`...)
+		o.Bool("usage_estimated", true)
 	}
-	opt("claim_check", ev.ClaimCheck)
-	return append(b, '}'), nil
+	o.StringOmitEmpty("claim_check", ev.ClaimCheck)
+	return o.End(), nil
+}
+
+// AppendMetadata appends md's JSON as encoding/json writes it (but for HTML
+// escapes), for destinations that carry it without reflection.
+func AppendMetadata(b []byte, md *Metadata) []byte {
+	o := jsonscan.StartObject(b)
+	o.StringOmitEmpty("user_api_key_hash", md.UserAPIKeyHash)
+	o.StringOmitEmpty("user_api_key_alias", md.UserAPIKeyAlias)
+	o.StringOmitEmpty("user_api_key_team_id", md.UserAPIKeyTeamID)
+	o.StringOmitEmpty("user_api_key_team_alias", md.UserAPIKeyTeamAlias)
+	o.StringOmitEmpty("requester_ip_address", md.RequesterIPAddress)
+	o.StringOmitEmpty("request_id", md.RequestID)
+	o.StringOmitEmpty("batch_id", md.BatchID)
+	o.StringOmitEmpty("custom_id", md.CustomID)
+	return o.End()
+}
+
+// AppendErrorInfo appends e's JSON as encoding/json writes it (but for HTML
+// escapes).
+func AppendErrorInfo(b []byte, e *ErrorInfo) []byte {
+	o := jsonscan.StartObject(b)
+	o.StringOmitEmpty("error_code", e.ErrorCode)
+	o.StringOmitEmpty("error_class", e.ErrorClass)
+	o.StringOmitEmpty("llm_provider", e.LLMProvider)
+	o.StringOmitEmpty("error_message", e.ErrorMessage)
+	return o.End()
+}
+
+// AppendPassthrough appends p's JSON as encoding/json writes it (but for
+// HTML escapes).
+func AppendPassthrough(b []byte, p *Passthrough) []byte {
+	o := jsonscan.StartObject(b)
+	o.String("method", p.Method)
+	o.String("path", p.Path)
+	o.Int("status_code", int64(p.StatusCode))
+	return o.End()
 }
 
 // errSlowPath sends a document to encoding/json.
@@ -386,7 +350,7 @@ func float(v []byte, dst *float64) error {
 
 // rawValue keeps a copy of a raw value, as json.RawMessage does.
 func rawValue(v []byte, dst *json.RawMessage) error {
-	if !json.Valid(v) {
+	if !jsonscan.Valid(v) {
 		return errSlowPath
 	}
 	*dst = append(json.RawMessage(nil), v...)

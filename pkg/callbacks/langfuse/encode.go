@@ -1,0 +1,208 @@
+package langfuse
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
+)
+
+// appendEnvelopes appends the trace-create and generation-create envelopes
+// of ev, separated by a comma: what encoding/json writes for Envelopes(ev)
+// (envelope_test.go holds the two to the same bytes), but for HTML escapes,
+// without reflection — every delivered event is encoded here. ev's raw
+// members must hold valid JSON, as decoded events do.
+func appendEnvelopes(b []byte, ev *logevent.Event, maxContent int) ([]byte, error) {
+	if math.IsNaN(ev.ResponseCost) || math.IsInf(ev.ResponseCost, 0) {
+		return nil, errors.New("its cost is not a finite number")
+	}
+	start := stamp(ev.StartTime)
+	end := stamp(ev.EndTime)
+	name := "litellm-" + ev.CallType // LiteLLM's trace name: dashboards keep working
+	traceID := ev.TraceID
+	if traceID == "" {
+		traceID = ev.ID
+	}
+	input := content(ev.Messages, maxContent)
+	output := content(ev.Response, maxContent)
+	level := "DEFAULT"
+	if ev.Status == logevent.StatusFailure {
+		level = "ERROR"
+		if len(output) == 0 {
+			output = jsonscan.AppendString(nil, ev.ErrorStr)
+		}
+	}
+
+	env := jsonscan.StartObject(b)
+	env.String("id", traceEnvelopeID(ev))
+	env.String("type", "trace-create")
+	env.String("timestamp", start)
+	env.Key("body")
+	trace := jsonscan.StartObject(env.B)
+	trace.String("id", traceID)
+	trace.String("timestamp", start)
+	trace.String("name", name)
+	trace.StringOmitEmpty("userId", ev.EndUser)
+	trace.RawOmitEmpty("input", input)
+	trace.RawOmitEmpty("output", output)
+	trace.Key("metadata")
+	trace.B = logevent.AppendMetadata(trace.B, &ev.Metadata)
+	tags := ev.RequestTags
+	if tags == nil {
+		tags = []string{}
+	}
+	trace.Strings("tags", tags)
+	env.B = trace.End()
+	b = append(env.End(), ',')
+
+	env = jsonscan.StartObject(b)
+	env.String("id", generationEnvelopeID(ev))
+	env.String("type", "generation-create")
+	env.String("timestamp", end)
+	env.Key("body")
+	gen := jsonscan.StartObject(env.B)
+	gen.String("id", ev.ID)
+	gen.String("traceId", traceID)
+	gen.String("name", name)
+	gen.String("startTime", start)
+	gen.String("endTime", end)
+	if ev.CompletionStartTime > 0 {
+		gen.String("completionStartTime", stamp(ev.CompletionStartTime))
+	}
+	gen.StringOmitEmpty("model", ev.Model)
+	if scalarCount(ev.ModelParameters) > 0 {
+		gen.Key("modelParameters")
+		var err error
+		if gen.B, err = appendScalars(gen.B, ev.ModelParameters); err != nil {
+			return nil, err
+		}
+	}
+	gen.RawOmitEmpty("input", input)
+	gen.RawOmitEmpty("output", output)
+	gen.Key("usage")
+	usage := jsonscan.StartObject(gen.B)
+	usage.Int("input", ev.PromptTokens)
+	usage.Int("output", ev.CompletionTokens)
+	usage.Int("total", ev.TotalTokens)
+	usage.String("unit", "TOKENS")
+	gen.B = usage.End()
+	gen.Key("usageDetails")
+	usage = jsonscan.StartObject(gen.B)
+	usage.Int("input", ev.PromptTokens)
+	usage.Int("output", ev.CompletionTokens)
+	usage.Int("total", ev.TotalTokens)
+	gen.B = usage.End()
+	if ev.ResponseCost > 0 {
+		gen.Key("costDetails")
+		cost := jsonscan.StartObject(gen.B)
+		cost.Float("total", ev.ResponseCost)
+		gen.B = cost.End()
+	}
+	gen.Key("metadata")
+	gen.B = appendGenerationMetadata(gen.B, ev)
+	gen.String("level", level)
+	gen.StringOmitEmpty("statusMessage", ev.ErrorStr)
+	env.B = gen.End()
+	return env.End(), nil
+}
+
+// appendGenerationMetadata appends what LiteLLM puts beside a generation:
+// the caller (key, team) and the call's routing (GenerationMetadata).
+func appendGenerationMetadata(b []byte, ev *logevent.Event) []byte {
+	md := jsonscan.StartObject(b)
+	md.Key("user_api_key_metadata")
+	md.B = logevent.AppendMetadata(md.B, &ev.Metadata)
+	md.String("call_type", ev.CallType)
+	md.String("custom_llm_provider", ev.CustomLLMProvider)
+	md.String("status", ev.Status)
+	md.StringOmitEmpty("model_group", ev.ModelGroup)
+	md.StringOmitEmpty("model_id", ev.ModelID)
+	md.StringOmitEmpty("api_base", ev.APIBase)
+	if ev.ResponseCost != 0 {
+		md.Float("litellm_response_cost", ev.ResponseCost)
+	}
+	if e := ev.ErrorInformation; e != nil {
+		md.Key("error_information")
+		md.B = logevent.AppendErrorInfo(md.B, e)
+	}
+	if p := ev.Passthrough; p != nil {
+		md.Key("passthrough")
+		md.B = logevent.AppendPassthrough(md.B, p)
+	}
+	return md.End()
+}
+
+// scalar reports whether Langfuse's MapValue takes v: a string, a number
+// or a boolean.
+func scalar(v any) bool {
+	switch v.(type) {
+	case string, bool, float64, float32, int, int64, json.Number:
+		return true
+	}
+	return false
+}
+
+func scalarCount(params map[string]any) int {
+	n := 0
+	for _, v := range params {
+		if scalar(v) {
+			n++
+		}
+	}
+	return n
+}
+
+// appendScalars appends the scalar model parameters as an object in key
+// order, as encoding/json writes a map.
+func appendScalars(b []byte, params map[string]any) ([]byte, error) {
+	b = append(b, '{')
+	first := true
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		v := params[k]
+		if !scalar(v) {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = jsonscan.AppendString(b, k) // a caller's name: escaped
+		b = append(b, ':')
+		switch v := v.(type) {
+		case string:
+			b = jsonscan.AppendString(b, v)
+		case bool:
+			b = strconv.AppendBool(b, v)
+		case float64:
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, fmt.Errorf("model parameter %q is not a finite number", k)
+			}
+			b = jsonscan.AppendFloat(b, v, 64)
+		case float32:
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return nil, fmt.Errorf("model parameter %q is not a finite number", k)
+			}
+			b = jsonscan.AppendFloat(b, float64(v), 32)
+		case int:
+			b = strconv.AppendInt(b, int64(v), 10)
+		case int64:
+			b = strconv.AppendInt(b, v, 10)
+		case json.Number:
+			switch {
+			case v == "":
+				b = append(b, '0') // as encoding/json writes it
+			case jsonscan.ValidNumber([]byte(v)):
+				b = append(b, v...)
+			default:
+				return nil, fmt.Errorf("model parameter %q is not a number: %q", k, string(v))
+			}
+		}
+	}
+	return append(b, '}'), nil
+}
