@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/server"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
@@ -38,6 +39,11 @@ func RunJob(ctx context.Context, s *server.Services, j server.Job) error {
 		return err
 	}
 	handle := j.Handle(s)
+	if bus, ok := s.Backend.Bus.(logevent.HandoffBus); ok && j.Inline != nil && s.Events != nil {
+		// The emitter is in this process: it hands its events over in
+		// memory; the queue's consumers below take what it could not.
+		s.Events.Handoff(bus, j.Inline(s), j.Workers)
+	}
 	for {
 		err := store.Consume(ctx, q, j.Workers, handle)
 		if ctx.Err() != nil {

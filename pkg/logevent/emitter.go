@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
@@ -47,7 +48,8 @@ func (f ListeningFunc) Listening(ctx context.Context, teamID, status string) (bo
 // a publish is in flight go together in the next one — concurrent calls
 // share bus events (and, locally, queue transactions) instead of taking one
 // each; a Lambda container, which serves one call at a time, publishes each
-// at once.
+// at once. With a handoff (the local process), it also hands what it
+// publishes to the delivery job in memory.
 type Emitter struct {
 	bus        store.Bus
 	blobs      store.Blobs
@@ -55,15 +57,83 @@ type Emitter struct {
 	claimCheck int // bodies above this many bytes go to the blob store
 
 	mu      sync.Mutex
+	running bool         // a run loop is publishing
 	current *publication // in flight, nil when idle
 	next    *publication // what waits for the next one
+	handoff *handoff     // nil: publish only
 }
+
+// HandoffBus is a bus whose subscriber runs in this process (local.Bus):
+// it can publish events already received by the caller, to be handled
+// without reading them back, and take the acks of those handled.
+type HandoffBus interface {
+	PublishHandoff(ctx context.Context, done []store.Message, events ...store.Event) ([]store.Message, error)
+	AckHandoff(ctx context.Context, done []store.Message) error
+}
+
+// InlineHandler handles the log events of one bus message handed over in
+// memory, as the delivery queue's job would once it read and decoded the
+// message (delivery.Deliverer.HandleEvents): nil when done; an error leaves
+// the message to the queue, which delivers it again after its visibility
+// timeout.
+type InlineHandler func(ctx context.Context, m store.Message, events []*Event) error
+
+// handoff is an emitter's in-process delivery.
+type handoff struct {
+	bus    HandoffBus
+	handle InlineHandler
+	slots  chan struct{} // one per handler running; when none is free, a publish goes to the queue only
+	linger time.Duration
+
+	running  sync.WaitGroup
+	mu       sync.Mutex
+	done     []store.Message // handled, acked with the next publish
+	flushing bool            // an ack flush is scheduled
+}
+
+// Handoff lets the emitter deliver in this process: every bus event it
+// publishes on bus (while fewer than workers are being handled) arrives in
+// the subscription queue already received, and handle runs on its log
+// events as they are in memory — no receive, no decoding, no claim-check
+// read — while the queue keeps the durable copy: a message handled is
+// acked with the next publish (or within ackDelay), one not handled
+// becomes visible to the queue's consumers after its visibility timeout,
+// and a crash leaves it to them at the next start. Publishes wait
+// handoffLinger for company first, so that concurrent calls share a
+// transaction: the local process's handlers do not wait for their
+// publishes. Call it before the first Start.
+func (e *Emitter) Handoff(bus HandoffBus, handle InlineHandler, workers int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.handoff = &handoff{bus: bus, handle: handle, slots: make(chan struct{}, max(workers, 1)), linger: handoffLinger}
+}
+
+// handoffLinger is how long a publish waits for more events in handoff
+// mode: each publish is a transaction with two fsyncs, so at a thousand
+// calls a second the events of a few milliseconds go in one instead of one
+// each, while a callback still hears of a call within milliseconds.
+const handoffLinger = 5 * time.Millisecond
+
+// ackDelay bounds how long a handled message waits for a publish to carry
+// its ack before it is acked alone.
+const ackDelay = 20 * time.Millisecond
 
 // publication is the events of one publish, and its end.
 type publication struct {
 	ctx    context.Context
 	events []*Event
 	done   chan struct{}
+	// hurry is closed when a caller waits for the publish: a lingering
+	// publish then starts at once (callers that wait, such as a batch
+	// chunk's, must not pay the linger).
+	hurry     chan struct{}
+	hurryOnce sync.Once
+}
+
+// wait waits for p's publish, cutting its linger short.
+func (p *publication) wait() {
+	p.hurryOnce.Do(func() { close(p.hurry) })
+	<-p.done
 }
 
 // NewEmitter builds an emitter. listeners may be nil: nobody listens.
@@ -139,19 +209,20 @@ func (e *Emitter) start(ctx context.Context, events []*Event) (wait func()) {
 	e.mu.Lock()
 	p := e.next
 	if p == nil {
-		p = &publication{ctx: ctx, done: make(chan struct{})}
+		p = &publication{ctx: ctx, done: make(chan struct{}), hurry: make(chan struct{})}
 		e.next = p
 	}
 	p.events = append(p.events, wanted...)
-	if e.current == nil {
-		e.current, e.next = p, nil
-		go e.run(p)
+	if !e.running {
+		e.running = true
+		go e.run()
 	}
 	e.mu.Unlock()
-	return func() { <-p.done }
+	return p.wait
 }
 
-// Drain waits until every publish started so far has finished, or ctx ends:
+// Drain waits until every publish started so far has finished, and with a
+// handoff every handler has returned and its ack is written, or ctx ends:
 // the local process calls it at shutdown, as its handlers do not wait for
 // their publishes.
 func (e *Emitter) Drain(ctx context.Context) error {
@@ -166,7 +237,7 @@ func (e *Emitter) Drain(ctx context.Context) error {
 		}
 		e.mu.Unlock()
 		if p == nil {
-			return nil
+			break
 		}
 		select {
 		case <-p.done:
@@ -174,18 +245,51 @@ func (e *Emitter) Drain(ctx context.Context) error {
 			return fmt.Errorf("logevent: drain: %w", context.Cause(ctx))
 		}
 	}
+	if h := e.handoffMode(); h != nil {
+		return h.drain(ctx)
+	}
+	return nil
 }
 
-// run publishes p, then whatever gathered meanwhile, until nothing waits.
-func (e *Emitter) run(p *publication) {
-	for p != nil {
+func (e *Emitter) handoffMode() *handoff {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.handoff
+}
+
+// run publishes what waits, then whatever gathered meanwhile, until
+// nothing does. In handoff mode each publish first lingers for company.
+func (e *Emitter) run() {
+	h := e.handoffMode()
+	for {
+		if h != nil {
+			e.mu.Lock()
+			p := e.next
+			e.mu.Unlock()
+			if p != nil {
+				linger := time.NewTimer(h.linger)
+				select {
+				case <-linger.C:
+				case <-p.hurry:
+					linger.Stop()
+				}
+			}
+		}
+		e.mu.Lock()
+		p := e.next
+		e.next, e.current = nil, p
+		if p == nil {
+			e.running = false
+			e.mu.Unlock()
+			return
+		}
+		e.mu.Unlock()
 		if err := e.publish(p.ctx, p.events); err != nil {
 			slog.ErrorContext(p.ctx, "log events not published", "events", len(p.events), "first_event_id", p.events[0].ID, "error", err)
 		}
 		close(p.done)
 		e.mu.Lock()
-		p, e.next = e.next, nil
-		e.current = p
+		e.current = nil
 		e.mu.Unlock()
 	}
 }
@@ -198,8 +302,8 @@ func (e *Emitter) publish(ctx context.Context, events []*Event) error {
 	}
 	type group struct {
 		team, status string
-		bodies       [][]byte // each at most limit bytes, MaxEventsPerMessage events
-		events       int      // in the last body
+		bodies       [][]byte   // each at most limit bytes, MaxEventsPerMessage events
+		events       [][]*Event // each body's events
 	}
 	var groups []*group
 	find := func(team, status string) *group {
@@ -222,24 +326,133 @@ func (e *Emitter) publish(ctx context.Context, events []*Event) error {
 		}
 		g := find(ev.Metadata.UserAPIKeyTeamID, ev.Status)
 		last := len(g.bodies) - 1
-		if last < 0 || g.events == MaxEventsPerMessage || len(g.bodies[last])+1+len(line) > limit {
+		if last < 0 || len(g.events[last]) == MaxEventsPerMessage || len(g.bodies[last])+1+len(line) > limit {
 			g.bodies = append(g.bodies, line)
-			g.events = 1
+			g.events = append(g.events, []*Event{ev})
 			continue
 		}
 		g.bodies[last] = append(append(g.bodies[last], '\n'), line...)
-		g.events++
-	}
-	if len(groups) == 0 {
-		return nil
+		g.events[last] = append(g.events[last], ev)
 	}
 	var out []store.Event
+	var held [][]*Event // out[i]'s events
 	for _, g := range groups {
-		for _, body := range g.bodies {
+		for i, body := range g.bodies {
 			out = append(out, store.Event{Attributes: map[string]string{AttrTeam: g.team, AttrStatus: g.status}, Body: body})
+			held = append(held, g.events[i])
 		}
 	}
+	if h := e.handoffMode(); h != nil {
+		return h.publish(ctx, e.bus, out, held)
+	}
+	if len(out) == 0 {
+		return nil
+	}
 	return e.bus.Publish(ctx, out...)
+}
+
+// publish hands as many of out as handlers are free to them, through the
+// handoff bus with the acks waiting, and publishes the rest for the
+// queue's consumers.
+func (h *handoff) publish(ctx context.Context, bus store.Bus, out []store.Event, held [][]*Event) error {
+	n := 0
+	for n < len(out) {
+		select {
+		case h.slots <- struct{}{}:
+			n++
+			continue
+		default:
+		}
+		break
+	}
+	done := h.takeDone()
+	if n > 0 || len(done) > 0 {
+		msgs, err := h.bus.PublishHandoff(ctx, done, out[:n]...)
+		if err != nil {
+			h.putBack(done)
+			for range n {
+				<-h.slots
+			}
+			return err
+		}
+		for i, m := range msgs {
+			h.running.Add(1)
+			go h.run(m, held[i])
+		}
+	}
+	if n == len(out) {
+		return nil
+	}
+	return bus.Publish(ctx, out[n:]...)
+}
+
+// run handles one handed-over message and queues its ack.
+func (h *handoff) run(m store.Message, events []*Event) {
+	defer h.running.Done()
+	defer func() { <-h.slots }()
+	if err := h.handle(context.Background(), m, events); err != nil {
+		return // the queue delivers it again after its visibility timeout
+	}
+	h.mu.Lock()
+	h.done = append(h.done, m)
+	if !h.flushing {
+		h.flushing = true
+		time.AfterFunc(ackDelay, h.flush)
+	}
+	h.mu.Unlock()
+}
+
+func (h *handoff) takeDone() []store.Message {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	done := h.done
+	h.done = nil
+	return done
+}
+
+func (h *handoff) putBack(done []store.Message) {
+	h.mu.Lock()
+	h.done = append(h.done, done...)
+	h.mu.Unlock()
+}
+
+// flush acks what no publish has carried since it was handled.
+func (h *handoff) flush() {
+	h.mu.Lock()
+	h.flushing = false
+	h.mu.Unlock()
+	if err := h.ack(context.Background()); err != nil {
+		// Not acked: delivered again after the visibility timeout;
+		// the destinations drop what they already have.
+		slog.Warn("handed-over log events not acked; they will be delivered again", "error", err)
+	}
+}
+
+func (h *handoff) ack(ctx context.Context) error {
+	done := h.takeDone()
+	if len(done) == 0 {
+		return nil
+	}
+	if err := h.bus.AckHandoff(ctx, done); err != nil {
+		h.putBack(done)
+		return err
+	}
+	return nil
+}
+
+// drain waits for the running handlers, then acks what they handled.
+func (h *handoff) drain(ctx context.Context) error {
+	finished := make(chan struct{})
+	go func() {
+		h.running.Wait()
+		close(finished)
+	}()
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		return fmt.Errorf("logevent: drain: log events still being delivered: %w", context.Cause(ctx))
+	}
+	return h.ack(ctx)
 }
 
 // encode marshals ev; when it is larger than the claim-check threshold, the

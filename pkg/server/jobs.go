@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/batches"
 	"github.com/sluice-gateway/sluice/pkg/files"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -35,6 +36,11 @@ type Job struct {
 	Run func(*Services) RunFunc
 	// Handle builds a queue job's handler over the services.
 	Handle func(*Services) MessageHandler
+	// Inline, for the delivery queue's job, builds the handler of the log
+	// events the emitter hands over in memory when the job runs in the
+	// emitter's process (the local one: logevent.Emitter.Handoff); Handle
+	// still takes what the queue delivers (redeliveries, what a crash left).
+	Inline func(*Services) logevent.InlineHandler
 }
 
 // Schedule is when a scheduled job runs.
@@ -117,7 +123,8 @@ func Jobs() []Job {
 		// between them.
 		{Name: "callback-delivery", Queue: DeliveryQueue, Workers: 32,
 			Needs:  []Capability{RecordsRead, RecordsWrite, ClaimCheckRead, DeliveryDeadLetter, Seal, ProviderSecrets},
-			Handle: func(s *Services) MessageHandler { return s.Delivery.Handle }},
+			Handle: func(s *Services) MessageHandler { return s.Delivery.Handle },
+			Inline: func(s *Services) logevent.InlineHandler { return s.Delivery.HandleEvents }},
 	}
 }
 
@@ -194,6 +201,9 @@ func (j Job) Validate() error {
 		}
 		if j.Handle == nil || j.Run != nil {
 			errs = append(errs, errors.New("a queue job has a Handle handler and no Run"))
+		}
+		if j.Inline != nil && j.Queue != DeliveryQueue {
+			errs = append(errs, errors.New("only the delivery queue's job takes log events in memory (Inline)"))
 		}
 	default:
 		errs = append(errs, errors.New("no trigger: want a schedule or a queue"))

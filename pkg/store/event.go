@@ -2,11 +2,13 @@ package store
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
@@ -26,8 +28,9 @@ import (
 // The AWS bus publishes EncodeEvent(e) as the SNS message (setting
 // e.Attributes as SNS message attributes too, for subscription filter
 // policies) and subscribes the delivery queue with raw message delivery, so
-// the SQS body is exactly EncodeEvent(e). The local bus sends EncodeEvent(e)
-// to its subscription queues directly.
+// the SQS body is exactly EncodeEvent(e). The local bus sends
+// EncodeEventBinary(e) to its subscription queues directly: they carry
+// bytes, so the body goes as it is. DecodeEvent reads both forms.
 
 type wireEvent struct {
 	Attributes map[string]string `json:"attributes,omitempty"`
@@ -74,8 +77,87 @@ func EncodeEvent(e Event) []byte {
 	return append(b, '}')
 }
 
-// DecodeEvent decodes a message received from a bus subscription queue.
+// EncodeEventBinary encodes an event for a queue that carries bytes, not
+// text: the local bus's subscription queues, which hand the body over as
+// it is instead of escaping it into a JSON string and unescaping it on
+// receipt (two passes over every log event). The form: binaryEventV1, the
+// number of attributes, each name and value length-prefixed (uvarints), in
+// name order, then the body. DecodeEvent reads it, and EncodeEvent's form.
+func EncodeEventBinary(e Event) []byte {
+	size := 1 + binary.MaxVarintLen64 + len(e.Body)
+	for k, v := range e.Attributes {
+		size += 2*binary.MaxVarintLen64 + len(k) + len(v)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, binaryEventV1)
+	b = binary.AppendUvarint(b, uint64(len(e.Attributes)))
+	for _, k := range slices.Sorted(maps.Keys(e.Attributes)) {
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+		b = binary.AppendUvarint(b, uint64(len(e.Attributes[k])))
+		b = append(b, e.Attributes[k]...)
+	}
+	return append(b, e.Body...)
+}
+
+// binaryEventV1 starts EncodeEventBinary's form: a control character, which
+// no JSON text (EncodeEvent's form) starts with.
+const binaryEventV1 = 0x01
+
+// maxBinaryAttributes bounds the attributes a binary event may declare (SNS
+// allows 10 message attributes; the emitter sets 2, dead letters 5).
+const maxBinaryAttributes = 64
+
+// decodeEventBinary reads EncodeEventBinary's form.
+func decodeEventBinary(m Message) (Event, error) {
+	rest := m.Body[1:]
+	bad := func(what string) (Event, error) {
+		return Event{}, fmt.Errorf("store: decode event %s: bad binary form: %s", m.ID, what)
+	}
+	n, k := binary.Uvarint(rest)
+	if k <= 0 || n > maxBinaryAttributes {
+		return bad("attribute count")
+	}
+	rest = rest[k:]
+	field := func() (string, bool) {
+		l, k := binary.Uvarint(rest)
+		if k <= 0 || l > uint64(len(rest)-k) {
+			return "", false
+		}
+		s := string(rest[k : k+int(l)])
+		rest = rest[k+int(l):]
+		return s, true
+	}
+	var e Event
+	if n > 0 {
+		e.Attributes = make(map[string]string, n)
+	}
+	for range n {
+		name, ok := field()
+		if !ok {
+			return bad("attribute name")
+		}
+		value, ok := field()
+		if !ok {
+			return bad("attribute value")
+		}
+		if _, dup := e.Attributes[name]; dup {
+			return bad("attribute " + strconv.Quote(name) + " twice")
+		}
+		e.Attributes[name] = value
+	}
+	if len(rest) > 0 {
+		e.Body = append([]byte(nil), rest...)
+	}
+	return e, nil
+}
+
+// DecodeEvent decodes a message received from a bus subscription queue, in
+// EncodeEvent's form or EncodeEventBinary's.
 func DecodeEvent(m Message) (Event, error) {
+	if len(m.Body) > 0 && m.Body[0] == binaryEventV1 {
+		return decodeEventBinary(m)
+	}
 	if e, ok := decodeEventFast(m.Body); ok {
 		return e, nil
 	}

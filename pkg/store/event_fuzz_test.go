@@ -16,6 +16,9 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add([]byte(`{"Body":"x","attributes":null}`))
 	f.Add([]byte(`{"body":"\ud83d\ude00","attributes":{"a":"b","a":"c"}}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
+		if len(doc) > 0 && doc[0] == binaryEventV1 {
+			return // the binary form: FuzzEventBinary
+		}
 		m := Message{ID: "m", Body: doc}
 		fast, ferr := DecodeEvent(m)
 		ref, rerr := decodeEventJSON(m)
@@ -44,6 +47,29 @@ func FuzzEncodeEvent(f *testing.F) {
 		ref, err := decodeEventJSON(Message{Body: enc})
 		if err != nil || ref.Attributes[k] != v || !bytes.Equal(ref.Body, body) && len(body) > 0 {
 			t.Fatalf("%q reads back as %+v (%v)", enc, ref, err)
+		}
+	})
+}
+
+// FuzzEventBinary: EncodeEventBinary's form reads back as the event, and
+// any bytes in that form decode or fail without panicking or reading past
+// the message.
+func FuzzEventBinary(f *testing.F) {
+	f.Add("team_id", "t1", "status", "success", []byte(`{"id":"a"}`), []byte{binaryEventV1, 1, 1, 'k', 9, 'v'})
+	f.Add("", "", "a", "", []byte{}, []byte{binaryEventV1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string, body, garbage []byte) {
+		attrs := map[string]string{k1: v1, k2: v2}
+		e := Event{Attributes: attrs, Body: body}
+		got, err := DecodeEvent(Message{ID: "m", Body: EncodeEventBinary(e)})
+		if err != nil {
+			t.Fatalf("round trip: %v", err)
+		}
+		if !maps.Equal(got.Attributes, attrs) || !bytes.Equal(got.Body, body) {
+			t.Fatalf("round trip of %+v gave %+v", e, got)
+		}
+		if len(garbage) > 0 {
+			garbage[0] = binaryEventV1
+			_, _ = DecodeEvent(Message{ID: "m", Body: garbage})
 		}
 	})
 }

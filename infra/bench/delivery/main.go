@@ -167,6 +167,11 @@ func run(sink string, n, producers, perMessage int, timeout time.Duration) error
 	go func() { done <- store.Consume(cctx, b.Deliveries, job.Workers, d.Handle) }()
 	if producers > 0 {
 		emitter := logevent.NewEmitter(b.Bus, b.Blobs, catalog, 200<<10)
+		// As the local process wires it (gateway.RunJob): the events reach
+		// the delivery job in memory, the queue keeps the durable copy.
+		if bus, ok := b.Bus.(logevent.HandoffBus); ok && job.Inline != nil {
+			emitter.Handoff(bus, d.HandleEvents, job.Workers)
+		}
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		for range producers {
@@ -177,6 +182,7 @@ func run(sink string, n, producers, perMessage int, timeout time.Duration) error
 			})
 		}
 		wg.Wait()
+		defer emitter.Drain(context.Background())
 	}
 	s := d.Stats()
 	for s.Delivered.Load() < int64(n) && cctx.Err() == nil {

@@ -189,6 +189,19 @@ func (d *Deliverer) Handle(ctx context.Context, m store.Message) error {
 		slog.ErrorContext(ctx, "delivery message dead-lettered: no readable log event", "message", m.ID, "error", err)
 		return d.sendDead(ctx, m.Body)
 	}
+	return d.handle(ctx, m, msg)
+}
+
+// HandleEvents is Handle for a message whose log events the caller holds
+// already, decoded: the local emitter hands what it publishes to the
+// delivery job in memory (logevent.Emitter.Handoff), and m is that
+// message in the delivery queue, already received.
+func (d *Deliverer) HandleEvents(ctx context.Context, m store.Message, events []*logevent.Event) error {
+	return d.handle(ctx, m, Message{Events: events})
+}
+
+func (d *Deliverer) handle(ctx context.Context, m store.Message, msg Message) error {
+	var err error
 	done := map[string]bool{}
 	if m.Receives > 1 {
 		if done, err = d.loadProgress(ctx, m.ID); err != nil {

@@ -8,7 +8,7 @@ import (
 )
 
 // Bus is an in-process store.Bus: Publish appends every event, encoded with
-// store.EncodeEvent, to each subscription queue, where it is as durable as any
+// store.EncodeEventBinary, to each subscription queue, where it is as durable as any
 // queued message. Subscribers decode with store.DecodeEvent.
 type Bus struct {
 	subs []*Queue
@@ -30,12 +30,47 @@ func (b *Bus) Publish(ctx context.Context, events ...store.Event) error {
 	}
 	bodies := make([][]byte, len(events))
 	for i, e := range events {
-		bodies[i] = store.EncodeEvent(e)
+		bodies[i] = store.EncodeEventBinary(e)
 	}
 	for _, q := range b.subs {
 		if err := q.Send(ctx, bodies...); err != nil {
 			return fmt.Errorf("local bus: publish: %w", err)
 		}
+	}
+	return nil
+}
+
+// PublishHandoff publishes events as Publish does, but hands them to the
+// caller already received from the subscription queue, hidden for its
+// visibility timeout: the caller is that queue's consumer in this process
+// and handles them without a Receive (the emitter hands log events to the
+// delivery job in memory). It acks done — what it handed over earlier and
+// has handled — in the same transaction. A message it does not ack becomes
+// visible after the timeout, or at the next start, and the queue's
+// consumers receive it as usual. It needs exactly one subscription.
+func (b *Bus) PublishHandoff(ctx context.Context, done []store.Message, events ...store.Event) ([]store.Message, error) {
+	if len(b.subs) != 1 {
+		return nil, fmt.Errorf("local bus: handoff needs one subscription, not %d", len(b.subs))
+	}
+	bodies := make([][]byte, len(events))
+	for i, e := range events {
+		bodies[i] = store.EncodeEventBinary(e)
+	}
+	msgs, err := b.subs[0].sendReceived(ctx, done, bodies)
+	if err != nil {
+		return nil, fmt.Errorf("local bus: publish: %w", err)
+	}
+	return msgs, nil
+}
+
+// AckHandoff acks messages that PublishHandoff handed over and the caller
+// has handled.
+func (b *Bus) AckHandoff(ctx context.Context, done []store.Message) error {
+	if len(b.subs) != 1 {
+		return fmt.Errorf("local bus: handoff needs one subscription, not %d", len(b.subs))
+	}
+	if err := b.subs[0].ackAll(ctx, done); err != nil {
+		return fmt.Errorf("local bus: ack: %w", err)
 	}
 	return nil
 }

@@ -110,3 +110,35 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 	})
 }
+
+// TestReceivingNothingCommitsNothing: a receive that finds no visible
+// message (an idle consumer woken by a send it lost the race for, or one
+// polling a queue whose messages are hidden) writes no transaction, whose
+// commit would cost two fsyncs.
+func TestReceivingNothingCommitsNothing(t *testing.T) {
+	db, err := OpenDB(filepath.Join(t.TempDir(), "q.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	q, err := NewQueue(db, "q", QueueOptions{Visibility: time.Hour}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := q.Send(ctx, []byte("hidden soon")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := q.Receive(ctx, 1, 0); err != nil || len(got) != 1 {
+		t.Fatalf("first receive: %d, %v", len(got), err)
+	}
+	before := db.commits.Load()
+	for range 10 {
+		if got, err := q.Receive(ctx, 1, 0); err != nil || len(got) != 0 {
+			t.Fatalf("receive of a hidden message: %d, %v", len(got), err)
+		}
+	}
+	if n := db.commits.Load() - before; n != 0 {
+		t.Errorf("%d commits for 10 receives that found nothing, want 0", n)
+	}
+}

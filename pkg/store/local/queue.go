@@ -140,6 +140,50 @@ func (q *Queue) Send(ctx context.Context, bodies ...[]byte) error {
 	return nil
 }
 
+// sendReceived appends bodies as messages already received once, by the
+// caller, hidden for the visibility timeout, and acks done (messages the
+// caller received this way, or from Receive, and has handled), in one
+// transaction. It is a send and a receive without the receive's
+// transaction, for a producer that consumes what it sends in the same
+// process: what it fails to handle and ack becomes visible after the
+// visibility timeout (or at the next start) and is received again by the
+// queue's consumers, with its receive count, like any message.
+func (q *Queue) sendReceived(ctx context.Context, done []store.Message, bodies [][]byte) ([]store.Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	acks, err := parseReceipts(done)
+	if err != nil {
+		return nil, fmt.Errorf("local queue %s: ack: %w", q.name, err)
+	}
+	var msgs []store.Message
+	err = q.db.update(func(tx *bbolt.Tx) error {
+		msgs = msgs[:0] // a group commit may run this twice
+		if err := q.deleteAll(tx, acks); err != nil {
+			return err
+		}
+		b := q.bucket(tx)
+		visible := time.Now().Add(q.opts.Visibility).UnixNano()
+		for _, body := range bodies {
+			seq, err := b.Bucket([]byte(subMsgs)).NextSequence()
+			if err != nil {
+				return err
+			}
+			sm := storedMessage{ID: rand.Text(), Body: body, Receives: 1, VisibleAt: visible}
+			if err := q.putMessage(b, seq, sm); err != nil {
+				return err
+			}
+			msgs = append(msgs, store.Message{ID: sm.ID, Body: body, Receives: 1,
+				Receipt: strconv.FormatUint(seq, 10) + ":1"})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("local queue %s: send received: %w", q.name, err)
+	}
+	return msgs, nil
+}
+
 // Receive waits up to wait for at most max visible messages, hiding each for
 // the visibility timeout. It returns early when ctx is done (with ctx's error)
 // or the DB is closed.
@@ -194,28 +238,72 @@ func (q *Queue) Len() (int, error) {
 // receipt of an earlier receive (it has been received again since), does
 // nothing: the current holder owns it.
 func (q *Queue) Ack(ctx context.Context, m store.Message) error {
-	seq, receives, err := parseReceipt(m.Receipt)
-	if err != nil {
+	if err := q.ackAll(ctx, []store.Message{m}); err != nil {
 		return fmt.Errorf("local queue %s: ack %s: %w", q.name, m.ID, err)
+	}
+	return nil
+}
+
+// ackAll deletes received messages in one transaction (see Ack).
+func (q *Queue) ackAll(ctx context.Context, msgs []store.Message) error {
+	receipts, err := parseReceipts(msgs)
+	if err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err = q.db.update(func(tx *bbolt.Tx) error {
-		b := q.bucket(tx)
-		sm, ok, err := getMessage(b, seq)
-		if err != nil || !ok || sm.Receives != receives {
+	return q.db.update(func(tx *bbolt.Tx) error { return q.deleteAll(tx, receipts) })
+}
+
+// receipt is a parsed store.Message.Receipt.
+type receipt struct {
+	seq      uint64
+	receives int
+}
+
+func parseReceipts(msgs []store.Message) ([]receipt, error) {
+	out := make([]receipt, len(msgs))
+	for i, m := range msgs {
+		seq, receives, err := parseReceipt(m.Receipt)
+		if err != nil {
+			return nil, fmt.Errorf("message %s: %w", m.ID, err)
+		}
+		out[i] = receipt{seq, receives}
+	}
+	return out, nil
+}
+
+// deleteAll removes, inside tx, each message still at the receive its
+// receipt names.
+func (q *Queue) deleteAll(tx *bbolt.Tx, receipts []receipt) error {
+	for _, r := range receipts {
+		if err := q.delete(tx, r.seq, r.receives); err != nil {
 			return err
 		}
-		if err := b.Bucket([]byte(subReady)).Delete(readyKey(sm.VisibleAt, seq)); err != nil {
-			return err
-		}
-		return b.Bucket([]byte(subMsgs)).Delete(seqKey(seq))
-	})
-	if err != nil {
-		return fmt.Errorf("local queue %s: ack %s: %w", q.name, m.ID, err)
 	}
 	return nil
+}
+
+// delete removes message seq inside tx if it is still at its receives-th
+// receive.
+func (q *Queue) delete(tx *bbolt.Tx, seq uint64, receives int) error {
+	b := q.bucket(tx)
+	v := b.Bucket([]byte(subMsgs)).Get(seqKey(seq))
+	if v == nil {
+		return nil
+	}
+	h, err := decodeHeader(v)
+	if err != nil {
+		return fmt.Errorf("decode message %d: %w", seq, err)
+	}
+	if h.Receives != receives {
+		return nil
+	}
+	if err := b.Bucket([]byte(subReady)).Delete(readyKey(h.VisibleAt, seq)); err != nil {
+		return err
+	}
+	return b.Bucket([]byte(subMsgs)).Delete(seqKey(seq))
 }
 
 // Extend hides a received message for d from now. It fails with ErrNotFound
@@ -253,6 +341,11 @@ func (q *Queue) Extend(ctx context.Context, m store.Message, d time.Duration) er
 // MaxReceives to the dead-letter queue. When it finds none it returns when the
 // next hidden message becomes visible (zero if none is hidden).
 func (q *Queue) take(maxMsgs int) (msgs []store.Message, next time.Time, err error) {
+	// Look first, in a read transaction: a write commits (two fsyncs) even
+	// when it finds nothing, and idle consumers look on every wake-up.
+	if due, next, err := q.due(); err != nil || !due {
+		return nil, next, err
+	}
 	var movedDead bool
 	err = q.db.update(func(tx *bbolt.Tx) error {
 		// Results are set afresh: a group commit may run this twice.
@@ -318,6 +411,25 @@ func (q *Queue) take(maxMsgs int) (msgs []store.Message, next time.Time, err err
 		q.dead.notify()
 	}
 	return msgs, next, nil
+}
+
+// due reports whether a message is visible now, and if not when the next
+// hidden one becomes visible (zero if none is hidden).
+func (q *Queue) due() (bool, time.Time, error) {
+	var due bool
+	var next time.Time
+	err := q.db.bolt.View(func(tx *bbolt.Tx) error {
+		k, _ := q.bucket(tx).Bucket([]byte(subReady)).Cursor().First()
+		if k == nil {
+			return nil
+		}
+		at, _ := splitReadyKey(k)
+		if due = at <= time.Now().UnixNano(); !due {
+			next = time.Unix(0, at)
+		}
+		return nil
+	})
+	return due, next, err
 }
 
 // append adds a visible message inside tx; the caller notifies after commit.
@@ -416,6 +528,16 @@ func (sm storedMessage) encode() []byte {
 	return append(v, sm.Body...)
 }
 
+// decodeHeader decodes a stored message but its body, which it neither
+// reads nor copies.
+func decodeHeader(v []byte) (storedMessage, error) {
+	if len(v) > 0 && v[0] == '{' {
+		return decodeMessage(v)
+	}
+	sm, _, err := decodeV1(v)
+	return sm, err
+}
+
 // decodeMessage decodes a stored message; its body is copied (bbolt's
 // values live only as long as their transaction).
 func decodeMessage(v []byte) (storedMessage, error) {
@@ -424,29 +546,38 @@ func decodeMessage(v []byte) (storedMessage, error) {
 		err := json.Unmarshal(v, &sm)
 		return sm, err
 	}
+	sm, body, err := decodeV1(v)
+	if err != nil {
+		return sm, err
+	}
+	sm.Body = append([]byte(nil), body...)
+	return sm, nil
+}
+
+// decodeV1 decodes messageV1's header and returns the body in place.
+func decodeV1(v []byte) (sm storedMessage, body []byte, err error) {
 	if len(v) == 0 || v[0] != messageV1 {
-		return sm, errors.New("unknown message format")
+		return sm, nil, errors.New("unknown message format")
 	}
 	rest := v[1:]
 	receives, n := binary.Uvarint(rest)
 	if n <= 0 {
-		return sm, errors.New("bad receives")
+		return sm, nil, errors.New("bad receives")
 	}
 	rest = rest[n:]
 	visible, n := binary.Varint(rest)
 	if n <= 0 {
-		return sm, errors.New("bad visibility time")
+		return sm, nil, errors.New("bad visibility time")
 	}
 	rest = rest[n:]
 	idLen, n := binary.Uvarint(rest)
 	if n <= 0 || idLen > uint64(len(rest)-n) {
-		return sm, errors.New("bad id")
+		return sm, nil, errors.New("bad id")
 	}
 	rest = rest[n:]
 	sm.Receives, sm.VisibleAt = int(receives), visible
 	sm.ID = string(rest[:idLen])
-	sm.Body = append([]byte(nil), rest[idLen:]...)
-	return sm, nil
+	return sm, rest[idLen:], nil
 }
 
 func seqKey(seq uint64) []byte {

@@ -1,0 +1,160 @@
+package logevent
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/store"
+	"github.com/sluice-gateway/sluice/pkg/store/local"
+)
+
+// handoffBackend is the local backend with a short delivery visibility, so
+// that what the handoff leaves reaches the queue's consumers quickly.
+func handoffBackend(t *testing.T, visibility time.Duration) (*store.Backend, HandoffBus) {
+	t.Helper()
+	b, err := local.Open(t.TempDir(), local.Options{Deliveries: local.QueueOptions{Visibility: visibility}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	bus, ok := b.Bus.(HandoffBus)
+	if !ok {
+		t.Fatal("the local bus cannot hand over")
+	}
+	return b, bus
+}
+
+// handled records what an InlineHandler was given.
+type handled struct {
+	mu     sync.Mutex
+	events [][]*Event
+	err    error
+	block  chan struct{} // when set, handlers wait for it
+}
+
+func (h *handled) handle(_ context.Context, m store.Message, events []*Event) error {
+	if h.block != nil {
+		<-h.block
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, events)
+	return h.err
+}
+
+func (h *handled) calls() [][]*Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([][]*Event(nil), h.events...)
+}
+
+func queued(t *testing.T, b *store.Backend) int {
+	t.Helper()
+	n, err := b.Deliveries.(interface{ Len() (int, error) }).Len()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// The emitter hands its events to the delivery handler as they are in
+// memory — the very events emitted, grouped in one message — and acks the
+// queue's durable copy once they are handled.
+func TestHandoffDeliversInMemoryAndAcks(t *testing.T) {
+	b, bus := handoffBackend(t, time.Minute)
+	h := &handled{}
+	e := NewEmitter(b.Bus, b.Blobs, listeningTo("a"), 0)
+	e.Handoff(bus, h.handle, 4)
+	ctx := context.Background()
+	first, second := event("a", `"one"`), event("a", `"two"`)
+	second.ID = "req_2"
+	w1, w2 := e.Start(ctx, first), e.Start(ctx, second)
+	w1()
+	w2()
+	if err := e.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	calls := h.calls()
+	if len(calls) != 1 || len(calls[0]) != 2 || calls[0][0] != first || calls[0][1] != second {
+		t.Fatalf("handler calls %v, want one with the two emitted events themselves", calls)
+	}
+	if n := queued(t, b); n != 0 {
+		t.Errorf("%d messages left in the delivery queue after the handler succeeded, want 0 (acked)", n)
+	}
+}
+
+// A message whose handler fails stays in the queue and reaches its
+// consumers after the visibility timeout, with the same events.
+func TestHandoffFailureLeavesTheMessageToTheQueue(t *testing.T) {
+	b, bus := handoffBackend(t, 50*time.Millisecond)
+	h := &handled{err: errors.New("destination down")}
+	e := NewEmitter(b.Bus, b.Blobs, listeningTo("a"), 0)
+	e.Handoff(bus, h.handle, 4)
+	ctx := context.Background()
+	e.Emit(ctx, event("a", `"one"`))
+	if err := e.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := b.Deliveries.Receive(ctx, 10, 2*time.Second)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("Receive: %d messages, %v; want the failed one", len(msgs), err)
+	}
+	if msgs[0].Receives != 2 {
+		t.Errorf("received at receive %d, want 2", msgs[0].Receives)
+	}
+	e2, err := store.DecodeEvent(msgs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := DecodeEvents(e2.Body)
+	if err != nil || len(evs) != 1 || string(evs[0].Messages) != `"one"` {
+		t.Fatalf("redelivered events %v, %v", evs, err)
+	}
+}
+
+// With every handler busy, a publish goes to the queue for its consumers
+// instead of piling up in memory.
+func TestHandoffBusyLeavesNewEventsToTheQueue(t *testing.T) {
+	b, bus := handoffBackend(t, time.Minute)
+	h := &handled{block: make(chan struct{})}
+	e := NewEmitter(b.Bus, b.Blobs, listeningTo("a"), 0)
+	e.Handoff(bus, h.handle, 1)
+	ctx := context.Background()
+	e.Emit(ctx, event("a", `"held"`)) // its handler blocks: the one slot is taken
+	e.Emit(ctx, event("a", `"queued"`))
+	msgs, err := b.Deliveries.Receive(ctx, 10, time.Second)
+	if err != nil || len(msgs) != 1 || msgs[0].Receives != 1 {
+		t.Fatalf("Receive: %d messages (%v), want the second event's, visible at once", len(msgs), err)
+	}
+	close(h.block)
+	if err := e.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if calls := h.calls(); len(calls) != 1 || string(calls[0][0].Messages) != `"held"` {
+		t.Errorf("handler calls %v, want the first event's only", calls)
+	}
+}
+
+// A caller that waits for its publish does not wait out the linger.
+func TestHandoffWaitingCallerIsNotLingered(t *testing.T) {
+	b, bus := handoffBackend(t, time.Minute)
+	e := NewEmitter(b.Bus, b.Blobs, listeningTo("a"), 0)
+	e.Handoff(bus, (&handled{}).handle, 4)
+	e.handoff.linger = time.Hour
+	done := make(chan struct{})
+	go func() {
+		e.Emit(context.Background(), event("a", `"one"`))
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Emit waited for the linger")
+	}
+	if err := e.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
