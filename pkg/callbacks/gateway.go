@@ -154,6 +154,7 @@ func GatewayServiceAccount(value string) ([]byte, error) {
 func GatewayClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 64
+	t.WriteBufferSize = DestinationWriteBuffer
 	return &http.Client{
 		Transport:     t,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

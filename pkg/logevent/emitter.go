@@ -294,7 +294,10 @@ func (e *Emitter) run() {
 	}
 }
 
-// publish encodes events into bus events and publishes them in one call.
+// publish encodes events into bus events and publishes them in one call:
+// one per team and outcome, split where a body would pass the size limit
+// or MaxEventsPerMessage events. Each event is encoded straight into its
+// body, sized from the events' raw members up front.
 func (e *Emitter) publish(ctx context.Context, events []*Event) error {
 	limit := e.claimCheck
 	if limit <= 0 {
@@ -302,41 +305,61 @@ func (e *Emitter) publish(ctx context.Context, events []*Event) error {
 	}
 	type group struct {
 		team, status string
+		all          []*Event
 		bodies       [][]byte   // each at most limit bytes, MaxEventsPerMessage events
 		events       [][]*Event // each body's events
 	}
 	var groups []*group
-	find := func(team, status string) *group {
-		for _, g := range groups {
-			if g.team == team && g.status == status {
-				return g
+	for _, ev := range events {
+		team, status := ev.Metadata.UserAPIKeyTeamID, ev.Status
+		var g *group
+		for _, seen := range groups {
+			if seen.team == team && seen.status == status {
+				g = seen
+				break
 			}
 		}
-		g := &group{team: team, status: status}
-		groups = append(groups, g)
-		return g
-	}
-	for _, ev := range events {
-		line, err := e.encode(ctx, ev)
-		if err != nil {
-			// One event that cannot be encoded or claim-checked must not
-			// cost the others of the group (other calls' events) theirs.
-			slog.ErrorContext(ctx, "log event not published", "event_id", ev.ID, "error", err)
-			continue
+		if g == nil {
+			g = &group{team: team, status: status}
+			groups = append(groups, g)
 		}
-		g := find(ev.Metadata.UserAPIKeyTeamID, ev.Status)
-		last := len(g.bodies) - 1
-		if last < 0 || len(g.events[last]) == MaxEventsPerMessage || len(g.bodies[last])+1+len(line) > limit {
-			g.bodies = append(g.bodies, line)
-			g.events = append(g.events, []*Event{ev})
-			continue
-		}
-		g.bodies[last] = append(append(g.bodies[last], '\n'), line...)
-		g.events[last] = append(g.events[last], ev)
+		g.all = append(g.all, ev)
 	}
 	var out []store.Event
 	var held [][]*Event // out[i]'s events
 	for _, g := range groups {
+		size := 0
+		for _, ev := range g.all {
+			size += encodedSizeHint(ev)
+		}
+		body := make([]byte, 0, min(size, limit))
+		var members []*Event
+		for _, ev := range g.all {
+			mark := len(body)
+			if len(members) > 0 {
+				body = append(body, '\n')
+			}
+			var err error
+			if body, err = e.appendEncoded(ctx, body, ev); err != nil {
+				// One event that cannot be encoded or claim-checked must
+				// not cost the others of the group (other calls' events)
+				// theirs.
+				slog.ErrorContext(ctx, "log event not published", "event_id", ev.ID, "error", err)
+				body = body[:mark]
+				continue
+			}
+			if len(members) > 0 && (len(body) > limit || len(members) == MaxEventsPerMessage) {
+				// Full: this event starts the next body.
+				line := body[mark+1:]
+				g.bodies, g.events = append(g.bodies, body[:mark]), append(g.events, members)
+				body = append(make([]byte, 0, min(size, limit)), line...)
+				members = nil
+			}
+			members = append(members, ev)
+		}
+		if len(members) > 0 {
+			g.bodies, g.events = append(g.bodies, body), append(g.events, members)
+		}
 		for i, body := range g.bodies {
 			out = append(out, store.Event{Attributes: map[string]string{AttrTeam: g.team, AttrStatus: g.status}, Body: body})
 			held = append(held, g.events[i])
@@ -350,6 +373,10 @@ func (e *Emitter) publish(ctx context.Context, events []*Event) error {
 	}
 	return e.bus.Publish(ctx, out...)
 }
+
+// encodedSizeHint is about the size of ev's JSON: its raw members and what
+// an event's other members take.
+func encodedSizeHint(ev *Event) int { return 1024 + len(ev.Messages) + len(ev.Response) }
 
 // publish hands as many of out as handlers are free to them, through the
 // handoff bus with the acks waiting, and publishes the rest for the
@@ -455,27 +482,32 @@ func (h *handoff) drain(ctx context.Context) error {
 	return h.ack(ctx)
 }
 
-// encode marshals ev; when it is larger than the claim-check threshold, the
-// request and response move to a blob and the event carries its key.
-func (e *Emitter) encode(ctx context.Context, ev *Event) ([]byte, error) {
-	body, err := marshal(ev)
+// appendEncoded appends ev's JSON to b; when that is larger than the
+// claim-check threshold, the request and response move to a blob and the
+// event appended instead carries its key.
+func (e *Emitter) appendEncoded(ctx context.Context, b []byte, ev *Event) ([]byte, error) {
+	mark := len(b)
+	out, err := appendEvent(b, ev)
 	if err != nil {
-		return nil, err
+		return b, fmt.Errorf("encode log event %s: %w", ev.ID, err)
 	}
-	if e.claimCheck <= 0 || len(body) <= e.claimCheck || e.blobs == nil {
-		return body, nil
+	if e.claimCheck <= 0 || len(out)-mark <= e.claimCheck || e.blobs == nil {
+		return out, nil
 	}
 	payload, err := json.Marshal(ClaimedBodies{Messages: ev.Messages, Response: ev.Response})
 	if err != nil {
-		return nil, fmt.Errorf("encode claim-checked bodies of %s: %w", ev.ID, err)
+		return b, fmt.Errorf("encode claim-checked bodies of %s: %w", ev.ID, err)
 	}
 	key := ClaimCheckPrefix + ev.ID
 	if _, err := e.blobs.Put(ctx, key, bytes.NewReader(payload)); err != nil {
-		return nil, fmt.Errorf("store claim-checked bodies of %s: %w", ev.ID, err)
+		return b, fmt.Errorf("store claim-checked bodies of %s: %w", ev.ID, err)
 	}
 	small := *ev
 	small.Messages, small.Response, small.ClaimCheck = nil, nil, key
-	return marshal(&small)
+	if out, err = appendEvent(b, &small); err != nil {
+		return b, fmt.Errorf("encode log event %s: %w", ev.ID, err)
+	}
+	return out, nil
 }
 
 // ClaimedBodies is what a claim-check blob holds.

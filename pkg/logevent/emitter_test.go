@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -381,5 +382,31 @@ func TestEmitterGroupsWhatComesDuringAPublish(t *testing.T) {
 	}
 	if err := e.Drain(ctx); err != nil {
 		t.Error(err)
+	}
+}
+
+// An event that cannot be encoded, between others of its group, leaves
+// them whole: the body holds the others, one a line.
+func TestEmitterBadEventBetweenGoodOnes(t *testing.T) {
+	bus := &recordingBus{}
+	e := NewEmitter(bus, nil, listeningTo("t"), 0)
+	first, bad, last := event("t", `"one"`), event("t", `"bad"`), event("t", `"two"`)
+	first.ID, bad.ID, last.ID = "req_1", "req_bad", "req_2"
+	bad.ResponseCost = math.NaN()
+	e.EmitAll(context.Background(), []*Event{first, bad, last})
+	got := bus.published()
+	if len(got) != 1 {
+		t.Fatalf("published %d bus events, want 1", len(got))
+	}
+	evs, err := DecodeEvents(got[0].Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, ev := range evs {
+		ids = append(ids, ev.ID)
+	}
+	if diff := cmp.Diff([]string{"req_1", "req_2"}, ids); diff != "" {
+		t.Errorf("published events (-want +got):\n%s", diff)
 	}
 }

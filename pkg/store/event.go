@@ -84,11 +84,20 @@ func EncodeEvent(e Event) []byte {
 // number of attributes, each name and value length-prefixed (uvarints), in
 // name order, then the body. DecodeEvent reads it, and EncodeEvent's form.
 func EncodeEventBinary(e Event) []byte {
+	return AppendEventBinary(make([]byte, 0, EventBinarySize(e)), e)
+}
+
+// EventBinarySize bounds the length of e's binary form.
+func EventBinarySize(e Event) int {
 	size := 1 + binary.MaxVarintLen64 + len(e.Body)
 	for k, v := range e.Attributes {
 		size += 2*binary.MaxVarintLen64 + len(k) + len(v)
 	}
-	b := make([]byte, 0, size)
+	return size
+}
+
+// AppendEventBinary appends e in EncodeEventBinary's form to b.
+func AppendEventBinary(b []byte, e Event) []byte {
 	b = append(b, binaryEventV1)
 	b = binary.AppendUvarint(b, uint64(len(e.Attributes)))
 	for _, k := range slices.Sorted(maps.Keys(e.Attributes)) {

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/callbacks"
@@ -44,6 +45,9 @@ type Client struct {
 	auth string
 	// limits, MaxBatchBytes and maxContentBytes unless a test lowers them
 	maxBatchBytes, maxContent int
+	// bodies are request bodies to reuse (*[]byte): a batch is tens of
+	// KB to a few MB, written every few milliseconds under load.
+	bodies sync.Pool
 }
 
 // New returns a client for the project of publicKey at host (a base URL such
@@ -93,7 +97,12 @@ type IngestionError struct {
 func (c *Client) Send(ctx context.Context, events []*logevent.Event) []error {
 	errs := make([]error, len(events))
 	var members []int // indexes of the events in body
-	body := startBatch(nil)
+	buf, _ := c.bodies.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	defer func() { c.bodies.Put(buf) }()
+	body := startBatch((*buf)[:0])
 	for i, ev := range events {
 		mark := len(body)
 		if len(members) > 0 {
@@ -115,8 +124,10 @@ func (c *Client) Send(ctx context.Context, events []*logevent.Event) []error {
 		members = append(members, i)
 	}
 	if len(members) > 0 {
-		c.post(ctx, endBatch(body, len(members)), members, events, errs)
+		body = endBatch(body, len(members))
+		c.post(ctx, body, members, events, errs)
 	}
+	*buf = body
 	return errs
 }
 
@@ -139,11 +150,17 @@ func (c *Client) post(ctx context.Context, body []byte, members []int, events []
 			errs[i] = err
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	// The body's buffer is reused once the transport is done with it,
+	// which it says by closing the body — possibly after Do returns.
+	reader := &requestBody{Reader: bytes.NewReader(body), closed: make(chan struct{})}
+	defer reader.wait()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, reader)
 	if err != nil {
+		reader.Close()
 		fail(callbacks.Permanent(fmt.Errorf("Langfuse request: %w", err)))
 		return
 	}
+	req.ContentLength = int64(len(body))
 	req.Header.Set("Authorization", c.auth)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(req)
@@ -186,6 +203,21 @@ func (c *Client) post(ctx context.Context, body []byte, members []int, events []
 			Message: fmt.Sprintf("envelope %s: %s", e.ID, msg)})
 	}
 }
+
+// requestBody is a request body that tells when the transport has closed
+// it: RoundTrip may close a request's body after it returns.
+type requestBody struct {
+	*bytes.Reader
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (b *requestBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}
+
+func (b *requestBody) wait() { <-b.closed }
 
 // readErrors reads the errors of Langfuse's answer,
 // {"successes":[{id, status}, ...], "errors":[{id, status, message, error}, ...]},

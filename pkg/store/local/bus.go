@@ -52,11 +52,7 @@ func (b *Bus) PublishHandoff(ctx context.Context, done []store.Message, events .
 	if len(b.subs) != 1 {
 		return nil, fmt.Errorf("local bus: handoff needs one subscription, not %d", len(b.subs))
 	}
-	bodies := make([][]byte, len(events))
-	for i, e := range events {
-		bodies[i] = store.EncodeEventBinary(e)
-	}
-	msgs, err := b.subs[0].sendReceived(ctx, done, bodies)
+	msgs, err := b.subs[0].sendReceived(ctx, done, events)
 	if err != nil {
 		return nil, fmt.Errorf("local bus: publish: %w", err)
 	}

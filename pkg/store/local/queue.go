@@ -148,7 +148,7 @@ func (q *Queue) Send(ctx context.Context, bodies ...[]byte) error {
 // process: what it fails to handle and ack becomes visible after the
 // visibility timeout (or at the next start) and is received again by the
 // queue's consumers, with its receive count, like any message.
-func (q *Queue) sendReceived(ctx context.Context, done []store.Message, bodies [][]byte) ([]store.Message, error) {
+func (q *Queue) sendReceived(ctx context.Context, done []store.Message, events []store.Event) ([]store.Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -164,16 +164,22 @@ func (q *Queue) sendReceived(ctx context.Context, done []store.Message, bodies [
 		}
 		b := q.bucket(tx)
 		visible := time.Now().Add(q.opts.Visibility).UnixNano()
-		for _, body := range bodies {
+		for _, e := range events {
 			seq, err := b.Bucket([]byte(subMsgs)).NextSequence()
 			if err != nil {
 				return err
 			}
-			sm := storedMessage{ID: rand.Text(), Body: body, Receives: 1, VisibleAt: visible}
-			if err := q.putMessage(b, seq, sm); err != nil {
+			// The event is encoded straight after the stored header: one
+			// buffer, which bbolt keeps until the commit, and the body
+			// handed back is part of it.
+			sm := storedMessage{ID: rand.Text(), Receives: 1, VisibleAt: visible}
+			v := sm.appendHeader(make([]byte, 0, headerSize(sm)+store.EventBinarySize(e)))
+			header := len(v)
+			v = store.AppendEventBinary(v, e)
+			if err := q.putStored(b, seq, visible, v); err != nil {
 				return err
 			}
-			msgs = append(msgs, store.Message{ID: sm.ID, Body: body, Receives: 1,
+			msgs = append(msgs, store.Message{ID: sm.ID, Body: v[header:], Receives: 1,
 				Receipt: strconv.FormatUint(seq, 10) + ":1"})
 		}
 		return nil
@@ -453,10 +459,15 @@ func (q *Queue) setVisible(b *bbolt.Bucket, seq uint64, sm storedMessage, at tim
 }
 
 func (q *Queue) putMessage(b *bbolt.Bucket, seq uint64, sm storedMessage) error {
-	if err := b.Bucket([]byte(subMsgs)).Put(seqKey(seq), sm.encode()); err != nil {
+	return q.putStored(b, seq, sm.VisibleAt, sm.encode())
+}
+
+// putStored puts an encoded message and its ready entry.
+func (q *Queue) putStored(b *bbolt.Bucket, seq uint64, visibleAt int64, v []byte) error {
+	if err := b.Bucket([]byte(subMsgs)).Put(seqKey(seq), v); err != nil {
 		return err
 	}
-	return b.Bucket([]byte(subReady)).Put(readyKey(sm.VisibleAt, seq), nil)
+	return b.Bucket([]byte(subReady)).Put(readyKey(visibleAt, seq), nil)
 }
 
 // releaseLeases makes every hidden message visible at now.
@@ -519,13 +530,19 @@ func getMessage(b *bbolt.Bucket, seq uint64) (storedMessage, bool, error) {
 const messageV1 = 1
 
 func (sm storedMessage) encode() []byte {
-	v := make([]byte, 0, 1+3*binary.MaxVarintLen64+len(sm.ID)+len(sm.Body))
+	return append(sm.appendHeader(make([]byte, 0, headerSize(sm)+len(sm.Body))), sm.Body...)
+}
+
+// headerSize bounds the length of sm's header.
+func headerSize(sm storedMessage) int { return 1 + 3*binary.MaxVarintLen64 + len(sm.ID) }
+
+// appendHeader appends all of sm's stored form but its body.
+func (sm storedMessage) appendHeader(v []byte) []byte {
 	v = append(v, messageV1)
 	v = binary.AppendUvarint(v, uint64(sm.Receives))
 	v = binary.AppendVarint(v, sm.VisibleAt)
 	v = binary.AppendUvarint(v, uint64(len(sm.ID)))
-	v = append(v, sm.ID...)
-	return append(v, sm.Body...)
+	return append(v, sm.ID...)
 }
 
 // decodeHeader decodes a stored message but its body, which it neither
