@@ -15,6 +15,9 @@ func AppendString[S string | []byte](b []byte, s S) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if i = asciiRun(s, i); i == len(s) {
+			break
+		}
 		c := s[i]
 		if c >= 0x20 && c != '"' && c != '\\' && c < 0x80 {
 			i++
@@ -55,6 +58,24 @@ func AppendString[S string | []byte](b []byte, s S) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// asciiRun returns the index of the first 8-byte word at or after s[i]
+// that may hold a byte AppendString must look at — '"', '\\', a control
+// character or a non-ASCII byte — or where fewer than 8 bytes remain (the
+// bit tests of plainRun, and the high bits).
+func asciiRun[S string | []byte](s S, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(s); i += 8 {
+		v := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		q := v ^ (ones * '"')
+		e := v ^ (ones * '\\')
+		if ((q-ones)&^q|(e-ones)&^e|(v-ones*0x20)&^v|v)&highs != 0 {
+			return i
+		}
+	}
+	return i
 }
 
 // Unquote decodes a JSON string literal (quotes included) of valid UTF-8

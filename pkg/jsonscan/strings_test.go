@@ -1,7 +1,9 @@
 package jsonscan
 
 import (
+	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -24,6 +26,12 @@ func FuzzStrings(f *testing.F) {
 			return
 		}
 		enc := AppendString(nil, b)
+		var want bytes.Buffer
+		je := json.NewEncoder(&want)
+		je.SetEscapeHTML(false)
+		if err := je.Encode(string(b)); err != nil || string(enc) != strings.TrimSuffix(want.String(), "\n") {
+			t.Fatalf("AppendString(%q) = %s, encoding/json writes %s", b, enc, want.String())
+		}
 		var back string
 		if err := json.Unmarshal(enc, &back); err != nil || back != string(b) {
 			t.Fatalf("AppendString(%q) = %s, reads back %q (%v)", b, enc, back, err)
@@ -32,4 +40,13 @@ func FuzzStrings(f *testing.F) {
 			t.Fatalf("Unquote(AppendString(%q)) = %q, %v", b, u, ok)
 		}
 	})
+}
+
+func BenchmarkAppendString(b *testing.B) {
+	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 20) + `"quoted" \ é`
+	b.SetBytes(int64(len(text)))
+	buf := make([]byte, 0, 2*len(text))
+	for b.Loop() {
+		buf = AppendString(buf[:0], text)
+	}
 }

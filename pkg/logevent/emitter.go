@@ -112,7 +112,7 @@ func (e *Emitter) Handoff(bus HandoffBus, handle InlineHandler, workers int) {
 // mode: each publish is a transaction with two fsyncs, so at a thousand
 // calls a second the events of a few milliseconds go in one instead of one
 // each, while a callback still hears of a call within milliseconds.
-const handoffLinger = 5 * time.Millisecond
+const handoffLinger = 20 * time.Millisecond
 
 // ackDelay bounds how long a handled message waits for a publish to carry
 // its ack before it is acked alone.
@@ -376,7 +376,7 @@ func (e *Emitter) publish(ctx context.Context, events []*Event) error {
 
 // encodedSizeHint is about the size of ev's JSON: its raw members and what
 // an event's other members take.
-func encodedSizeHint(ev *Event) int { return 1024 + len(ev.Messages) + len(ev.Response) }
+func encodedSizeHint(ev *Event) int { return 1536 + (len(ev.Messages)+len(ev.Response))*9/8 }
 
 // publish hands as many of out as handlers are free to them, through the
 // handoff bus with the acks waiting, and publishes the rest for the
