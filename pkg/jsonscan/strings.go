@@ -7,9 +7,10 @@ import (
 	"unicode/utf8"
 )
 
-// AppendString appends s as a JSON string of valid UTF-8, escaping what
-// encoding/json escapes (quotes, backslashes, control characters, U+2028
-// and U+2029) but not <, > and &.
+// AppendString appends s as a JSON string, as encoding/json writes it but
+// for <, > and &, which need no escape outside HTML: quotes, backslashes,
+// control characters, U+2028 and U+2029 escaped, each byte of invalid UTF-8
+// replaced by U+FFFD.
 func AppendString[S string | []byte](b []byte, s S) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
@@ -25,13 +26,18 @@ func AppendString[S string | []byte](b []byte, s S) []byte {
 		}
 		if c >= 0x80 {
 			r, size := utf8.DecodeRuneInString(string(s[i:min(i+4, len(s))]))
-			if r != '\u2028' && r != '\u2029' {
+			switch {
+			case r == utf8.RuneError && size == 1:
+				b = append(b, s[start:i]...)
+				b = append(b, `\ufffd`...)
+			case r == '\u2028' || r == '\u2029':
+				b = append(b, s[start:i]...)
+				b = append(b, `\u202`...)
+				b = append(b, hex[r&0xF])
+			default:
 				i += size
 				continue
 			}
-			b = append(b, s[start:i]...)
-			b = append(b, `\u202`...)
-			b = append(b, hex[r&0xF])
 			i += size
 			start = i
 			continue

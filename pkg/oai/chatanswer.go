@@ -3,9 +3,9 @@ package oai
 import (
 	"encoding/json"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/sluice-gateway/sluice/pkg/ids"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 )
 
 // Finish reasons, as OpenAI names them.
@@ -130,14 +130,14 @@ func AppendChunk(dst []byte, c *ChatChunk) []byte {
 
 func appendChunkHead(dst []byte, id string, created int64, model, fingerprint string) []byte {
 	dst = append(dst, `data: {"id":`...)
-	dst = AppendString(dst, id)
+	dst = jsonscan.AppendString(dst, id)
 	dst = append(dst, `,"object":"chat.completion.chunk","created":`...)
 	dst = strconv.AppendInt(dst, created, 10)
 	dst = append(dst, `,"model":`...)
-	dst = AppendString(dst, model)
+	dst = jsonscan.AppendString(dst, model)
 	if fingerprint != "" {
 		dst = append(dst, `,"system_fingerprint":`...)
-		dst = AppendString(dst, fingerprint)
+		dst = jsonscan.AppendString(dst, fingerprint)
 	}
 	return append(dst, `,"choices":[`...)
 }
@@ -157,19 +157,19 @@ func appendChoice(dst []byte, c *ChunkChoice) []byte {
 	}
 	if d.Role != "" {
 		field(`"role":`)
-		dst = AppendString(dst, d.Role)
+		dst = jsonscan.AppendString(dst, d.Role)
 	}
 	if d.Content != "" || (d.Role != "" && len(d.ToolCalls) == 0) {
 		field(`"content":`)
-		dst = AppendString(dst, d.Content)
+		dst = jsonscan.AppendString(dst, d.Content)
 	}
 	if d.ReasoningContent != "" {
 		field(`"reasoning_content":`)
-		dst = AppendString(dst, d.ReasoningContent)
+		dst = jsonscan.AppendString(dst, d.ReasoningContent)
 	}
 	if d.Refusal != "" {
 		field(`"refusal":`)
-		dst = AppendString(dst, d.Refusal)
+		dst = jsonscan.AppendString(dst, d.Refusal)
 	}
 	if len(d.ThinkingBlocks) > 0 {
 		field(`"thinking_blocks":`)
@@ -193,7 +193,7 @@ func appendFinish(dst []byte, reason string) []byte {
 	if reason == "" {
 		return append(dst, "null}"...)
 	}
-	dst = AppendString(dst, reason)
+	dst = jsonscan.AppendString(dst, reason)
 	return append(dst, '}')
 }
 
@@ -202,20 +202,20 @@ func appendToolCallDelta(dst []byte, t *ToolCallDelta) []byte {
 	dst = strconv.AppendInt(dst, int64(t.Index), 10)
 	if t.ID != "" {
 		dst = append(dst, `,"id":`...)
-		dst = AppendString(dst, t.ID)
+		dst = jsonscan.AppendString(dst, t.ID)
 	}
 	if t.Type != "" {
 		dst = append(dst, `,"type":`...)
-		dst = AppendString(dst, t.Type)
+		dst = jsonscan.AppendString(dst, t.Type)
 	}
 	dst = append(dst, `,"function":{`...)
 	if t.Name != "" {
 		dst = append(dst, `"name":`...)
-		dst = AppendString(dst, t.Name)
+		dst = jsonscan.AppendString(dst, t.Name)
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"arguments":`...)
-	dst = AppendString(dst, t.Arguments)
+	dst = jsonscan.AppendString(dst, t.Arguments)
 	return append(dst, "}}"...)
 }
 
@@ -310,61 +310,3 @@ func (w *ChunkWriter) Usage(dst []byte, u *Usage) []byte {
 
 // Done appends the event that ends the stream, data: [DONE].
 func (w *ChunkWriter) Done(dst []byte) []byte { return append(dst, DoneEvent...) }
-
-// AppendString appends s as a JSON string literal, escaped as encoding/json
-// escapes it (but for <, > and &, which need no escape outside HTML);
-// invalid UTF-8 becomes U+FFFD.
-func AppendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			// Valid JSON, but not valid JavaScript: encoding/json escapes them.
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-const hex = "0123456789abcdef"

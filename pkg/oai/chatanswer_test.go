@@ -1,13 +1,11 @@
 package oai
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -88,44 +86,6 @@ func TestChunkWriterAgreesWithAppendChunk(t *testing.T) {
 	if got := string(w.Done(nil)); got != "data: [DONE]\n\n" {
 		t.Errorf("Done %q", got)
 	}
-}
-
-func FuzzAppendString(f *testing.F) {
-	for _, s := range []string{"", "plain", "quote\" back\\ nl\n tab\t", "\x00\x1f\x7f", "é ✓ 🎉", "\u2028\u2029", "bad \xff\xfe utf8", "<>&"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		got := AppendString([]byte("prefix"), s)
-		if !bytes.HasPrefix(got, []byte("prefix")) {
-			t.Fatal("dst lost")
-		}
-		lit := got[len("prefix"):]
-		var back string
-		if err := json.Unmarshal(lit, &back); err != nil {
-			t.Fatalf("%q encodes as invalid JSON %s: %v", s, lit, err)
-		}
-		want := strings.ToValidUTF8(s, "\ufffd")
-		if !utf8.ValidString(s) {
-			// encoding/json replaces each invalid byte; so does AppendString.
-			var b strings.Builder
-			for i := 0; i < len(s); {
-				r, n := utf8.DecodeRuneInString(s[i:])
-				b.WriteRune(r)
-				i += n
-			}
-			want = b.String()
-		}
-		if back != want {
-			t.Fatalf("%q round-trips as %q", s, back)
-		}
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		enc.Encode(s)
-		if std := bytes.TrimSuffix(buf.Bytes(), []byte("\n")); !bytes.Equal(std, lit) {
-			t.Fatalf("%q: %s, encoding/json writes %s", s, lit, std)
-		}
-	})
 }
 
 // events is a translator that turns each provider event into one chunk

@@ -51,65 +51,31 @@ var errUsage = errors.New("oai: usage is not an object of token counts")
 // Counts must be non-negative integers; members it does not know are
 // skipped. When total_tokens is absent it is prompt plus completion.
 func ParseUsage(raw []byte) (Usage, error) {
-	var (
-		u        Usage
-		hasTotal bool
-	)
-	count := func(v []byte, dst *int64) error {
-		if jsonscan.Null(v) {
-			return nil
-		}
-		n, ok := jsonscan.Count(v)
-		if !ok {
-			return errUsage
-		}
-		*dst = n
-		return nil
-	}
-	detail := func(v []byte, name string, dst *int64) error {
-		if jsonscan.Null(v) {
-			return nil
-		}
-		return jsonscan.Members(v, func(k, v []byte) error {
-			if string(k) == name {
-				return count(v, dst)
-			}
-			return nil
-		})
-	}
-	err := jsonscan.Members(raw, func(name, v []byte) error {
-		switch string(name) {
-		case "prompt_tokens":
-			return count(v, &u.PromptTokens)
-		case "completion_tokens":
-			return count(v, &u.CompletionTokens)
-		case "total_tokens":
-			hasTotal = !jsonscan.Null(v)
-			return count(v, &u.TotalTokens)
-		case "prompt_tokens_details":
-			return detail(v, "cached_tokens", &u.PromptTokensDetails.CachedTokens)
-		case "completion_tokens_details":
-			return detail(v, "reasoning_tokens", &u.CompletionTokensDetails.ReasoningTokens)
-		case "cache_creation_input_tokens":
-			return count(v, &u.CacheCreationInputTokens)
-		case "cache_read_input_tokens":
-			return count(v, &u.CacheReadInputTokens)
-		}
-		return nil
+	return parseUsage(raw, usageNames{
+		prompt: "prompt_tokens", completion: "completion_tokens",
+		promptDetails: "prompt_tokens_details", completionDetails: "completion_tokens_details",
+		cacheCreation: "cache_creation_input_tokens", cacheRead: "cache_read_input_tokens",
 	})
-	if err != nil {
-		return Usage{}, errUsage
-	}
-	if !hasTotal {
-		u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	}
-	return u, nil
 }
 
 // ParseResponseUsage reads the usage object of a Responses API answer
 // (input_tokens, output_tokens, total_tokens and their details) into a
 // Usage: input is prompt, output is completion.
 func ParseResponseUsage(raw []byte) (Usage, error) {
+	return parseUsage(raw, usageNames{
+		prompt: "input_tokens", completion: "output_tokens",
+		promptDetails: "input_tokens_details", completionDetails: "output_tokens_details",
+	})
+}
+
+// usageNames are the member names an API gives Usage's counts ("" for
+// one it has not).
+type usageNames struct {
+	prompt, completion, promptDetails, completionDetails, cacheCreation, cacheRead string
+}
+
+// parseUsage reads a usage object whose members are named as names says.
+func parseUsage(raw []byte, names usageNames) (Usage, error) {
 	var (
 		u        Usage
 		hasTotal bool
@@ -137,18 +103,23 @@ func ParseResponseUsage(raw []byte) (Usage, error) {
 		})
 	}
 	err := jsonscan.Members(raw, func(name, v []byte) error {
-		switch string(name) {
-		case "input_tokens":
-			return count(v, &u.PromptTokens)
-		case "output_tokens":
-			return count(v, &u.CompletionTokens)
-		case "total_tokens":
+		switch n := string(name); {
+		case n == "":
+		case n == "total_tokens":
 			hasTotal = !jsonscan.Null(v)
 			return count(v, &u.TotalTokens)
-		case "input_tokens_details":
+		case n == names.prompt:
+			return count(v, &u.PromptTokens)
+		case n == names.completion:
+			return count(v, &u.CompletionTokens)
+		case n == names.promptDetails:
 			return detail(v, "cached_tokens", &u.PromptTokensDetails.CachedTokens)
-		case "output_tokens_details":
+		case n == names.completionDetails:
 			return detail(v, "reasoning_tokens", &u.CompletionTokensDetails.ReasoningTokens)
+		case n == names.cacheCreation:
+			return count(v, &u.CacheCreationInputTokens)
+		case n == names.cacheRead:
+			return count(v, &u.CacheReadInputTokens)
 		}
 		return nil
 	})

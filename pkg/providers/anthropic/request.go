@@ -211,7 +211,7 @@ func (e *encoder) encode(o Options) error {
 	e.b = append(e.b, '{')
 	if o.Version == "" {
 		e.b = append(e.b, `"model":`...)
-		e.b = oai.AppendString(e.b, o.Model)
+		e.b = jsonscan.AppendString(e.b, o.Model)
 		e.b = append(e.b, ',')
 	}
 	e.b = append(e.b, `"max_tokens":`...)
@@ -243,7 +243,7 @@ func (e *encoder) encode(o Options) error {
 	e.stop()
 	if u := req.User; u != "" && !personal(u) {
 		e.b = append(e.b, `,"metadata":{"user_id":`...)
-		e.b = oai.AppendString(e.b, u)
+		e.b = jsonscan.AppendString(e.b, u)
 		e.b = append(e.b, '}')
 	}
 	e.tools(thinkingOn)
@@ -258,7 +258,7 @@ func (e *encoder) encode(o Options) error {
 	}
 	if o.Version != "" {
 		e.b = append(e.b, `,"anthropic_version":`...)
-		e.b = oai.AppendString(e.b, o.Version)
+		e.b = jsonscan.AppendString(e.b, o.Version)
 	}
 	e.b = append(e.b, '}')
 	return nil
@@ -318,7 +318,7 @@ func (e *encoder) stop() {
 		} else {
 			e.b = append(e.b, ',')
 		}
-		e.b = oai.AppendString(e.b, s)
+		e.b = jsonscan.AppendString(e.b, s)
 	}
 	if !first {
 		e.b = append(e.b, ']')
@@ -477,7 +477,7 @@ func (e *encoder) textBlocks(i int, m *oai.Message, media bool) (int, error) {
 // text appends an open text block (the caller closes it).
 func (e *encoder) text(s string) {
 	e.b = append(e.b, `{"type":"text","text":`...)
-	e.b = oai.AppendString(e.b, s)
+	e.b = jsonscan.AppendString(e.b, s)
 }
 
 // Media types Anthropic takes images in.
@@ -488,7 +488,7 @@ var imageTypes = []string{"image/jpeg", "image/png", "image/gif", "image/webp"}
 func (e *encoder) image(u, at string) error {
 	if !strings.HasPrefix(u, "data:") {
 		e.b = append(e.b, `{"type":"image","source":{"type":"url","url":`...)
-		e.b = oai.AppendString(e.b, u)
+		e.b = jsonscan.AppendString(e.b, u)
 		e.b = append(e.b, '}')
 		return nil
 	}
@@ -504,9 +504,9 @@ func (e *encoder) image(u, at string) error {
 		return api.InvalidValue(at, "Invalid '%s': Anthropic takes JPEG, PNG, GIF and WebP images, not %q.", at, clip(mediaType, 40))
 	}
 	e.b = append(e.b, `{"type":"image","source":{"type":"base64","media_type":`...)
-	e.b = oai.AppendString(e.b, mediaType)
+	e.b = jsonscan.AppendString(e.b, mediaType)
 	e.b = append(e.b, `,"data":`...)
-	e.b = oai.AppendString(e.b, data)
+	e.b = jsonscan.AppendString(e.b, data)
 	e.b = append(e.b, '}')
 	return nil
 }
@@ -530,7 +530,7 @@ func (e *encoder) document(f *oai.File, at string) error {
 		return api.InvalidValue(at+".file_data", "Invalid '%s.file_data': Anthropic takes PDF files (application/pdf).", at)
 	}
 	e.b = append(e.b, `{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":`...)
-	e.b = oai.AppendString(e.b, data)
+	e.b = jsonscan.AppendString(e.b, data)
 	e.b = append(e.b, '}')
 	return nil
 }
@@ -553,10 +553,10 @@ func dataURI(u string) (mediaType, data string, ok bool) {
 func (e *encoder) toolResult(i int, m *oai.Message) (int, error) {
 	e.block()
 	e.b = append(e.b, `{"type":"tool_result","tool_use_id":`...)
-	e.b = oai.AppendString(e.b, m.ToolCallID)
+	e.b = jsonscan.AppendString(e.b, m.ToolCallID)
 	e.b = append(e.b, `,"content":`...)
 	if m.Parts == nil {
-		e.b = oai.AppendString(e.b, m.Content)
+		e.b = jsonscan.AppendString(e.b, m.Content)
 		e.b = append(e.b, '}')
 		return 1, nil
 	}
@@ -602,9 +602,9 @@ func (e *encoder) assistant(i int, m *oai.Message) (int, error) {
 		}
 		e.block()
 		e.b = append(e.b, `{"type":"tool_use","id":`...)
-		e.b = oai.AppendString(e.b, c.ID)
+		e.b = jsonscan.AppendString(e.b, c.ID)
 		e.b = append(e.b, `,"name":`...)
-		e.b = oai.AppendString(e.b, c.Function.Name)
+		e.b = jsonscan.AppendString(e.b, c.Function.Name)
 		e.b = append(e.b, `,"input":`...)
 		e.b = append(e.b, args...)
 		e.b = append(e.b, '}')
@@ -738,10 +738,10 @@ func (e *encoder) tools(thinkingOn bool) {
 		}
 		n++
 		e.b = append(e.b, `{"name":`...)
-		e.b = oai.AppendString(e.b, t.Function.Name)
+		e.b = jsonscan.AppendString(e.b, t.Function.Name)
 		if t.Function.Description != "" {
 			e.b = append(e.b, `,"description":`...)
-			e.b = oai.AppendString(e.b, t.Function.Description)
+			e.b = jsonscan.AppendString(e.b, t.Function.Description)
 		}
 		e.b = append(e.b, `,"input_schema":`...)
 		if t.Function.Parameters != nil {
@@ -776,7 +776,7 @@ func (e *encoder) tools(thinkingOn bool) {
 		if s := rf.JSONSchema; s != nil {
 			if s.Description != "" {
 				e.b = append(e.b, `,"description":`...)
-				e.b = oai.AppendString(e.b, s.Description)
+				e.b = jsonscan.AppendString(e.b, s.Description)
 			}
 			schema = s.Schema
 		}
@@ -816,7 +816,7 @@ func (e *encoder) tools(thinkingOn bool) {
 		e.b = append(e.b, `,"tool_choice":{"type":"any"`...)
 	case oai.ToolChoiceFunction:
 		e.b = append(e.b, `,"tool_choice":{"type":"tool","name":`...)
-		e.b = oai.AppendString(e.b, c.Function)
+		e.b = jsonscan.AppendString(e.b, c.Function)
 	default:
 		return // refused unless dropped (checkParams)
 	}
