@@ -44,22 +44,20 @@ func New(router Router, calls *modelcall.Calls) *Service {
 
 // Chat is the chat completions Operation (POST /v1/chat/completions).
 func (s *Service) Chat(ctx context.Context, p auth.Principal, body []byte) (*modelcall.Result, error) {
-	c := s.calls.Begin(ctx, p, logevent.CallCompletion)
-	req, err := oai.ParseChatRequest(body)
+	c, req, rep, err := modelcall.Steps[*oai.ChatRequest]{
+		CallType: logevent.CallCompletion, Parse: oai.ParseChatRequest, Route: s.router.Chat,
+		Describe: func(req *oai.ChatRequest, ev *logevent.Event) error {
+			ev.Model, ev.ModelGroup, ev.EndUser, ev.Stream = req.Model, req.Model, req.User, req.Stream
+			ev.Messages = req.RawMessages
+			ev.ModelParameters = chatParameters(req)
+			return nil
+		},
+	}.Start(ctx, s.calls, p, body)
 	if err != nil {
-		return nil, c.Fail(err)
-	}
-	ev := c.Event
-	ev.Model, ev.ModelGroup, ev.EndUser, ev.Stream = req.Model, req.Model, req.User, req.Stream
-	ev.Messages = req.RawMessages
-	ev.ModelParameters = chatParameters(req)
-	rep, err := s.router.Chat(ctx, p, req)
-	c.Routed(rep)
-	if err != nil {
-		return nil, c.Fail(err)
+		return nil, err
 	}
 	ans := rep.Answer
-	ev.UsageEstimated = ans.UsageEstimated
+	c.Event.UsageEstimated = ans.UsageEstimated
 	prompt := func() int64 {
 		var n int64
 		for i := range req.Messages {
@@ -67,61 +65,55 @@ func (s *Service) Chat(ctx context.Context, p auth.Principal, body []byte) (*mod
 		}
 		return n
 	}
-	if !req.Stream {
-		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter(kindChat, prompt, ans.ContentLength)), nil
-	}
-	obs := newChunks(kindChat, prompt)
-	if req.IncludeUsage {
-		return c.Stream(ans.Body, newStreamMeter(obs)), nil
-	}
-	f := newUsageFilter(ans.Body, obs)
-	return c.Stream(f, f), nil
+	return relay(c, ans, kindChat, req.Stream, req.IncludeUsage, prompt), nil
 }
 
 // Completions is the text completions Operation (POST /v1/completions):
 // forwarded to OpenAI-family deployments only.
 func (s *Service) Completions(ctx context.Context, p auth.Principal, body []byte) (*modelcall.Result, error) {
-	c := s.calls.Begin(ctx, p, logevent.CallTextCompletion)
-	req, err := oai.ParseCompletionRequest(body)
+	c, req, rep, err := modelcall.Steps[*oai.CompletionRequest]{
+		CallType: logevent.CallTextCompletion, Parse: oai.ParseCompletionRequest, Route: s.router.Complete,
+		Describe: func(req *oai.CompletionRequest, ev *logevent.Event) error {
+			ev.Model, ev.ModelGroup, ev.Stream = req.Model, req.Model, req.Stream
+			ev.Messages = req.Prompt
+			return nil
+		},
+	}.Start(ctx, s.calls, p, body)
 	if err != nil {
-		return nil, c.Fail(err)
+		return nil, err
 	}
-	ev := c.Event
-	ev.Model, ev.ModelGroup, ev.Stream = req.Model, req.Model, req.Stream
-	ev.Messages = req.Prompt
-	rep, err := s.router.Complete(ctx, p, req)
-	c.Routed(rep)
-	if err != nil {
-		return nil, c.Fail(err)
-	}
-	ans := rep.Answer
 	prompt := func() int64 { return oai.EstimateTokens(string(req.Prompt)) }
-	if !req.Stream {
-		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter(kindText, prompt, ans.ContentLength)), nil
+	return relay(c, rep.Answer, kindText, req.Stream, req.IncludeUsage, prompt), nil
+}
+
+// relay makes the Result of a chat or text completion: its JSON answer, or
+// its stream — through the usage filter when the client did not ask for
+// the usage chunk.
+func relay(c *modelcall.Call, ans *models.Answer, k kind, stream, includeUsage bool, prompt func() int64) *modelcall.Result {
+	if !stream {
+		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter(k, prompt, ans.ContentLength))
 	}
-	obs := newChunks(kindText, prompt)
-	if req.IncludeUsage {
-		return c.Stream(ans.Body, newStreamMeter(obs)), nil
+	obs := newChunks(k, prompt)
+	if includeUsage {
+		return c.Stream(ans.Body, newStreamMeter(obs))
 	}
 	f := newUsageFilter(ans.Body, obs)
-	return c.Stream(f, f), nil
+	return c.Stream(f, f)
 }
 
 // Responses is the Responses API Operation (POST /v1/responses): forwarded
 // to OpenAI-family deployments only.
 func (s *Service) Responses(ctx context.Context, p auth.Principal, body []byte) (*modelcall.Result, error) {
-	c := s.calls.Begin(ctx, p, logevent.CallResponses)
-	req, err := oai.ParseResponsesRequest(body)
+	c, req, rep, err := modelcall.Steps[*oai.ResponsesRequest]{
+		CallType: logevent.CallResponses, Parse: oai.ParseResponsesRequest, Route: s.router.Respond,
+		Describe: func(req *oai.ResponsesRequest, ev *logevent.Event) error {
+			ev.Model, ev.ModelGroup, ev.Stream = req.Model, req.Model, req.Stream
+			ev.Messages = req.Input
+			return nil
+		},
+	}.Start(ctx, s.calls, p, body)
 	if err != nil {
-		return nil, c.Fail(err)
-	}
-	ev := c.Event
-	ev.Model, ev.ModelGroup, ev.Stream = req.Model, req.Model, req.Stream
-	ev.Messages = req.Input
-	rep, err := s.router.Respond(ctx, p, req)
-	c.Routed(rep)
-	if err != nil {
-		return nil, c.Fail(err)
+		return nil, err
 	}
 	ans := rep.Answer
 	prompt := func() int64 { return oai.EstimateTokens(string(req.Input)) }

@@ -39,22 +39,20 @@ func New(router Router, calls *modelcall.Calls) *Service {
 
 // Create is the embeddings Operation (POST /v1/embeddings).
 func (s *Service) Create(ctx context.Context, p auth.Principal, body []byte) (*modelcall.Result, error) {
-	c := s.calls.Begin(ctx, p, logevent.CallEmbedding)
-	req, err := oai.ParseEmbeddingRequest(body)
+	c, req, rep, err := modelcall.Steps[*oai.EmbeddingRequest]{
+		CallType: logevent.CallEmbedding, Parse: oai.ParseEmbeddingRequest, Route: s.router.Embed,
+		Describe: func(req *oai.EmbeddingRequest, ev *logevent.Event) error {
+			ev.Model, ev.ModelGroup, ev.EndUser = req.Model, req.Model, req.User
+			ev.Messages = req.Input
+			ev.ModelParameters = parameters(req)
+			return nil
+		},
+	}.Start(ctx, s.calls, p, body)
 	if err != nil {
-		return nil, c.Fail(err)
-	}
-	ev := c.Event
-	ev.Model, ev.ModelGroup, ev.EndUser = req.Model, req.Model, req.User
-	ev.Messages = req.Input
-	ev.ModelParameters = parameters(req)
-	rep, err := s.router.Embed(ctx, p, req)
-	c.Routed(rep)
-	if err != nil {
-		return nil, c.Fail(err)
+		return nil, err
 	}
 	ans := rep.Answer
-	ev.UsageEstimated = ans.UsageEstimated
+	c.Event.UsageEstimated = ans.UsageEstimated
 	m := &meter{encoding: req.Encoding()}
 	if ans.Encoding == req.Encoding() {
 		return c.Answer(ans.Body, ans.ContentLength, m), nil

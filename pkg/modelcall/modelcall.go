@@ -125,6 +125,41 @@ func (c *Calls) Begin(ctx context.Context, p auth.Principal, callType string) *C
 	return call
 }
 
+// Steps are how an endpoint's operation starts a call; Start runs them.
+type Steps[Req any] struct {
+	// CallType is the log event's call type (logevent.CallEmbedding, ...).
+	CallType string
+	// Parse reads and checks the request body.
+	Parse func(body []byte) (Req, error)
+	// Describe records the request in the call's log event (model,
+	// messages, parameters, end user); an error refuses the request.
+	Describe func(req Req, ev *logevent.Event) error
+	// Route sends the request to a deployment.
+	Route func(ctx context.Context, p auth.Principal, req Req) (*models.Reply, error)
+}
+
+// Start begins a call for p with body and runs its steps: parse, describe,
+// route (recording the deployment, Routed). What fails ends the call (Fail)
+// and comes back as the error the operation returns; otherwise the
+// operation makes its Result from the reply (Answer, Stream).
+func (st Steps[Req]) Start(ctx context.Context, calls *Calls, p auth.Principal, body []byte) (*Call, Req, *models.Reply, error) {
+	c := calls.Begin(ctx, p, st.CallType)
+	req, err := st.Parse(body)
+	if err == nil {
+		err = st.Describe(req, c.Event)
+	}
+	if err != nil {
+		var none Req
+		return nil, none, nil, c.Fail(err)
+	}
+	rep, err := st.Route(ctx, p, req)
+	c.Routed(rep)
+	if err != nil {
+		return nil, req, nil, c.Fail(err)
+	}
+	return c, req, rep, nil
+}
+
 // Call is one model call in progress.
 type Call struct {
 	// Event is the call's log event: the operation records what it knows of

@@ -68,26 +68,24 @@ func defaultModel(cfg *config.Config) string {
 
 // Create is the moderations Operation (POST /v1/moderations).
 func (s *Service) Create(ctx context.Context, p auth.Principal, body []byte) (*modelcall.Result, error) {
-	c := s.calls.Begin(ctx, p, logevent.CallModeration)
-	req, err := oai.ParseModerationRequest(body)
+	c, _, rep, err := modelcall.Steps[*oai.ModerationRequest]{
+		CallType: logevent.CallModeration, Parse: oai.ParseModerationRequest, Route: s.router.Moderate,
+		Describe: func(req *oai.ModerationRequest, ev *logevent.Event) error {
+			if req.Model == "" {
+				if s.defaultModel == "" {
+					return api.InvalidValue("model",
+						"No moderation model is configured on this gateway: name one in 'model', or configure a deployment named '%s' or with model_info.mode: %s.",
+						DefaultModel, ModeModeration)
+				}
+				req.Model = s.defaultModel
+			}
+			ev.Model, ev.ModelGroup = req.Model, req.Model
+			ev.Messages = req.Input
+			return nil
+		},
+	}.Start(ctx, s.calls, p, body)
 	if err != nil {
-		return nil, c.Fail(err)
-	}
-	if req.Model == "" {
-		if s.defaultModel == "" {
-			return nil, c.Fail(api.InvalidValue("model",
-				"No moderation model is configured on this gateway: name one in 'model', or configure a deployment named '%s' or with model_info.mode: %s.",
-				DefaultModel, ModeModeration))
-		}
-		req.Model = s.defaultModel
-	}
-	ev := c.Event
-	ev.Model, ev.ModelGroup = req.Model, req.Model
-	ev.Messages = req.Input
-	rep, err := s.router.Moderate(ctx, p, req)
-	c.Routed(rep)
-	if err != nil {
-		return nil, c.Fail(err)
+		return nil, err
 	}
 	return c.Answer(rep.Answer.Body, rep.Answer.ContentLength, &capped{max: maxLoggedAnswer}), nil
 }
