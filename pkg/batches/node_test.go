@@ -2,8 +2,6 @@ package batches_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,10 +11,6 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/batches"
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
 )
-
-// nodeRequireEnv, "1" (make test sets it), makes a missing Node client a
-// failure instead of a skip.
-const nodeRequireEnv = "SLUICE_REQUIRE_NODE"
 
 // The official openai Node client (testdata/node/batch.mjs, the version
 // package-lock.json pins; `make node-deps` installs it) drives the Batch API
@@ -28,14 +22,7 @@ const nodeRequireEnv = "SLUICE_REQUIRE_NODE"
 // the clock past the window (and sweeps) once the lines of the batch that
 // must expire are at the provider.
 func TestOpenAINodeClient(t *testing.T) {
-	dir := filepath.Join("testdata", "node")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
-		msg := "the openai Node client is not installed: run `make node-deps` (npm ci in pkg/batches/testdata/node)"
-		if os.Getenv(nodeRequireEnv) == "1" {
-			t.Fatal(msg + " (" + nodeRequireEnv + "=1, so not skipping)")
-		}
-		t.Skip(msg)
-	}
+	dir := gatewaytest.NodeClient(t, filepath.Join("testdata", "node"))
 	var clk *clock
 	runEach(t, func(u *upstream) gatewaytest.Options {
 		clk = &clock{}
@@ -79,12 +66,6 @@ func TestOpenAINodeClient(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}()
-		cmd := exec.CommandContext(ctx, "node", "batch.mjs")
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "SLUICE_URL="+g.URL, "SLUICE_KEY="+key)
-		out, err := cmd.CombinedOutput()
-		if err != nil || strings.TrimSpace(string(out)) != "ok" {
-			t.Fatalf("node batch.mjs: %v\n%s", err, out)
-		}
+		gatewaytest.RunNode(ctx, t, dir, "batch.mjs", "SLUICE_URL="+g.URL, "SLUICE_KEY="+key)
 	})
 }

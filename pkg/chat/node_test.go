@@ -5,22 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/chat/chattest"
+	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
 	"github.com/sluice-gateway/sluice/pkg/providers/anthropic/anthropictest"
 	"github.com/sluice-gateway/sluice/pkg/providers/gemini/geminitest"
 	"github.com/sluice-gateway/sluice/pkg/providers/providertest"
 )
-
-// nodeRequireEnv, "1" (make test sets it), makes a missing Node client a
-// failure instead of a skip.
-const nodeRequireEnv = "SLUICE_REQUIRE_NODE"
 
 // nodeCase is one model the Node script calls (testdata/node/chat.mjs):
 // the text it answers and the usage it reports (nil: estimated).
@@ -43,14 +37,7 @@ type nodeUsage struct {
 // helper), tool calls whole and streamed, errors before a stream and an
 // error event in the middle of one.
 func TestOpenAINodeClient(t *testing.T) {
-	dir := filepath.Join("testdata", "node")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
-		msg := "the openai Node client is not installed: run `make node-deps` (npm ci in pkg/chat/testdata/node)"
-		if os.Getenv(nodeRequireEnv) == "1" {
-			t.Fatal(msg + " (" + nodeRequireEnv + "=1, so not skipping)")
-		}
-		t.Skip(msg)
-	}
+	dir := gatewaytest.NodeClient(t, filepath.Join("testdata", "node"))
 	oa := providertest.NewUpstream(t, openAIChat())
 	an := providertest.NewUpstream(t, anthropictest.Handler(upstreamKey, nil))
 	ge := providertest.NewUpstream(t, geminitest.Handler(func(r *http.Request) bool { return r.Header.Get("X-Goog-Api-Key") == upstreamKey }))
@@ -80,13 +67,7 @@ func TestOpenAINodeClient(t *testing.T) {
 	chattest.Run(t, chattest.Options{Config: cfg, Env: map[string]string{"UPSTREAM_KEY": upstreamKey}}, func(t *testing.T, h *chattest.Harness) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "node", "chat.mjs")
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "SLUICE_URL="+h.Gateway.URL, "SLUICE_KEY="+h.Key, "SLUICE_CASES="+string(cases),
+		gatewaytest.RunNode(ctx, t, dir, "chat.mjs", "SLUICE_URL="+h.Gateway.URL, "SLUICE_KEY="+h.Key, "SLUICE_CASES="+string(cases),
 			"SLUICE_TOOL_MODEL=claude-tools", "SLUICE_BROKEN_MODEL=claude-overloaded")
-		out, err := cmd.CombinedOutput()
-		if err != nil || strings.TrimSpace(string(out)) != "ok" {
-			t.Fatalf("node chat.mjs: %v\n%s", err, out)
-		}
 	})
 }
