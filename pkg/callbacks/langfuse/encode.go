@@ -22,23 +22,7 @@ func appendEnvelopes(b []byte, ev *logevent.Event, maxContent int) ([]byte, erro
 	if math.IsNaN(ev.ResponseCost) || math.IsInf(ev.ResponseCost, 0) {
 		return nil, errors.New("its cost is not a finite number")
 	}
-	start := stamp(ev.StartTime)
-	end := stamp(ev.EndTime)
-	name := "litellm-" + ev.CallType // LiteLLM's trace name: dashboards keep working
-	traceID := ev.TraceID
-	if traceID == "" {
-		traceID = ev.ID
-	}
-	input := content(ev.Messages, maxContent)
-	output := content(ev.Response, maxContent)
-	level := "DEFAULT"
-	if ev.Status == logevent.StatusFailure {
-		level = "ERROR"
-		if len(output) == 0 {
-			output = jsonscan.AppendString(nil, ev.ErrorStr)
-		}
-	}
-
+	start, end, name, traceID, input, output, level := envelopeFields(ev, maxContent)
 	env := jsonscan.StartObject(b)
 	env.String("id", traceEnvelopeID(ev))
 	env.String("type", "trace-create")
@@ -110,6 +94,29 @@ func appendEnvelopes(b []byte, ev *logevent.Event, maxContent int) ([]byte, erro
 	gen.StringOmitEmpty("statusMessage", ev.ErrorStr)
 	env.B = gen.End()
 	return env.End(), nil
+}
+
+// envelopeFields are what a log event's two envelopes are made of: its
+// start and end stamps, LiteLLM's trace name (dashboards keep working), the
+// trace id, the input and output bounded to maxContent bytes each (a failed
+// call without output shows its error), and the generation's level.
+func envelopeFields(ev *logevent.Event, maxContent int) (start, end, name, traceID string, input, output json.RawMessage, level string) {
+	start, end = stamp(ev.StartTime), stamp(ev.EndTime)
+	name = "litellm-" + ev.CallType
+	traceID = ev.TraceID
+	if traceID == "" {
+		traceID = ev.ID
+	}
+	input = content(ev.Messages, maxContent)
+	output = content(ev.Response, maxContent)
+	level = "DEFAULT"
+	if ev.Status == logevent.StatusFailure {
+		level = "ERROR"
+		if len(output) == 0 {
+			output = jsonscan.AppendString(nil, ev.ErrorStr)
+		}
+	}
+	return start, end, name, traceID, input, output, level
 }
 
 // appendGenerationMetadata appends what LiteLLM puts beside a generation:

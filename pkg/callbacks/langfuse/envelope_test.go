@@ -90,25 +90,11 @@ type Usage struct {
 	Unit   string `json:"unit"`
 }
 
-// referenceEnvelopes returns the two ingestion events of a log event, its input and
-// output bounded to maxContent bytes each.
+// referenceEnvelopes returns the two ingestion events of a log event as
+// structs, for encoding/json (the fields are appendEnvelopes's own: what is
+// held to the reference is the encoding).
 func referenceEnvelopes(ev *logevent.Event, maxContent int) [2]Envelope {
-	start := stamp(ev.StartTime)
-	end := stamp(ev.EndTime)
-	name := "litellm-" + ev.CallType // LiteLLM's trace name: dashboards keep working
-	traceID := ev.TraceID
-	if traceID == "" {
-		traceID = ev.ID
-	}
-	input := content(ev.Messages, maxContent)
-	output := content(ev.Response, maxContent)
-	level := "DEFAULT"
-	if ev.Status == logevent.StatusFailure {
-		level = "ERROR"
-		if len(output) == 0 {
-			output = marshalNoHTMLEscape(ev.ErrorStr)
-		}
-	}
+	start, end, name, traceID, input, output, level := envelopeFields(ev, maxContent)
 	gen := Generation{
 		ID: ev.ID, TraceID: traceID, Name: name, StartTime: start, EndTime: end,
 		Model: ev.Model, ModelParameters: scalars(ev.ModelParameters), Input: input, Output: output,
