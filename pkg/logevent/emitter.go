@@ -159,6 +159,17 @@ func (e *Emitter) StartAll(ctx context.Context, events []*Event) (wait func()) {
 	return orNoWait(e.start(ctx, events))
 }
 
+// Wants reports whether anyone listens for an event of team's with status
+// (StatusSuccess or StatusFailure): a call site whose event is built only
+// to be published asks first, and builds none for nobody.
+func (e *Emitter) Wants(ctx context.Context, team, status string) bool {
+	if e == nil || e.listeners == nil {
+		return false
+	}
+	ok, err := e.listeners.Listening(ctx, team, status)
+	return ok || err != nil // an error: let Emit report it
+}
+
 // Emit publishes ev. It waits for the publish, unless ctx carries a Pending
 // (Deferred, Collect), which then holds it.
 func (e *Emitter) Emit(ctx context.Context, ev *Event) {

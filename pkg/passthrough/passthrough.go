@@ -282,8 +282,8 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	deadline := time.AfterFunc(s.opts.Timeout, func() { cancel(errCallTimeout) })
-	defer deadline.Stop()
+	watch := startWatchdog(cancel, s.opts.Timeout)
+	defer watch.stop()
 
 	out := (&http.Request{
 		Method: r.Method, URL: t.url, Host: t.url.Host,
@@ -305,7 +305,7 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 		return s.callError(r, cctx, limited, err)
 	}
 	defer resp.Body.Close()
-	return s.answer(w, r, cctx, cancel, resp, c)
+	return s.answer(w, r, cctx, watch, resp, c)
 }
 
 func isPrefixOf(p Provider, prefix string) bool {
@@ -389,7 +389,7 @@ func (s *Service) callError(r *http.Request, ctx context.Context, limited *limit
 
 // answer relays the upstream's answer: status and headers, then the body as
 // it arrives, flushed read by read when it streams, through the usage meter.
-func (s *Service) answer(w http.ResponseWriter, r *http.Request, ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, c *call) error {
+func (s *Service) answer(w http.ResponseWriter, r *http.Request, ctx context.Context, watch *watchdog, resp *http.Response, c *call) error {
 	copyResponseHeader(w.Header(), resp.Header, c.secrets)
 	c.status = resp.StatusCode
 	c.counts.addHeaders(resp.Header)
@@ -403,8 +403,7 @@ func (s *Service) answer(w http.ResponseWriter, r *http.Request, ctx context.Con
 
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
-	idle := time.AfterFunc(s.opts.IdleTimeout, func() { cancel(errIdleTimeout) })
-	defer idle.Stop()
+	watch.answering(s.opts.IdleTimeout)
 
 	bp := s.buffers.Get().(*[]byte)
 	defer s.buffers.Put(bp)
@@ -412,7 +411,7 @@ func (s *Service) answer(w http.ResponseWriter, r *http.Request, ctx context.Con
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
-			idle.Reset(s.opts.IdleTimeout)
+			watch.read()
 			if c.first.IsZero() {
 				c.first = time.Now()
 			}
@@ -458,6 +457,14 @@ func (s *Service) finish(r *http.Request, c *call, err error) {
 	if status == 0 && err != nil {
 		status = api.AsError(api.ClientGone(r.Context(), err)).Status
 	}
+	msg := failure(c, err)
+	outcome := logevent.StatusSuccess
+	if msg != "" {
+		outcome = logevent.StatusFailure
+	}
+	if !s.opts.Events.Wants(ctx, c.principal.TeamID, outcome) {
+		return
+	}
 	ev := logevent.New(ctx, c.principal, logevent.CallPassthrough)
 	ev.Stream = c.streamed
 	ev.CustomLLMProvider = string(c.provider)
@@ -473,7 +480,7 @@ func (s *Service) finish(r *http.Request, c *call, err error) {
 		first = time.Time{}
 	}
 	ev.SetTimes(c.start, first, end)
-	if msg := failure(c, err); msg != "" {
+	if msg != "" {
 		ev.Status = logevent.StatusFailure
 		ev.ErrorStr = msg
 		ev.ErrorInformation = &logevent.ErrorInfo{
