@@ -361,6 +361,11 @@ func (f *flatArrays) end(doc []byte, i int) int {
 		}
 		return 0
 	}
+	// An array whose first element is a container or a string is not flat:
+	// no search needed (the content blocks of a chat answer, say).
+	if j := SkipSpace(doc, i+1); j < len(doc) && (doc[j] == '{' || doc[j] == '[' || doc[j] == '"') {
+		return 0
+	}
 	k := bytes.IndexByte(doc[i+1:], ']')
 	if k < 0 {
 		return 0

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -428,7 +429,7 @@ func (h *handoff) publish(ctx context.Context, bus store.Bus, out []store.Event,
 func (h *handoff) run(m store.Message, events []*Event) {
 	defer h.running.Done()
 	defer func() { <-h.slots }()
-	if err := h.handle(context.Background(), m, events); err != nil {
+	if err := h.handleSafely(m, events); err != nil {
 		return // the queue delivers it again after its visibility timeout
 	}
 	h.mu.Lock()
@@ -438,6 +439,19 @@ func (h *handoff) run(m store.Message, events []*Event) {
 		time.AfterFunc(ackDelay, h.flush)
 	}
 	h.mu.Unlock()
+}
+
+// handleSafely runs the handler, a panic in it turned into an error, as
+// store.Consume does for the queue's handlers: one bad message is left to
+// the queue (redelivered, then dead-lettered), not the process taken down.
+func (h *handoff) handleSafely(m store.Message, events []*Event) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("logevent: handoff handler panicked on message %s: %v", m.ID, r)
+			slog.Error("handed-over log events' handler panicked; left to the queue", "message", m.ID, "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	return h.handle(context.Background(), m, events)
 }
 
 func (h *handoff) takeDone() []store.Message {

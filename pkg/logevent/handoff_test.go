@@ -158,3 +158,20 @@ func TestHandoffWaitingCallerIsNotLingered(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A handler that panics leaves its message to the queue, and the process
+// standing.
+func TestHandoffPanicLeavesTheMessageToTheQueue(t *testing.T) {
+	b, bus := handoffBackend(t, 50*time.Millisecond)
+	e := NewEmitter(b.Bus, b.Blobs, listeningTo("a"), 0)
+	e.Handoff(bus, func(context.Context, store.Message, []*Event) error { panic("boom") }, 4)
+	ctx := context.Background()
+	e.Emit(ctx, event("a", `"one"`))
+	if err := e.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := b.Deliveries.Receive(ctx, 10, 2*time.Second)
+	if err != nil || len(msgs) != 1 || msgs[0].Receives != 2 {
+		t.Fatalf("Receive: %d messages (%v), want the one whose handler panicked, at its second receive", len(msgs), err)
+	}
+}

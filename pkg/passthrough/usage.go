@@ -359,6 +359,9 @@ func (m *jsonMeter) finish(c *counts) {
 		c.addJSON(m.head)
 		return
 	}
+	if !m.overflow && m.finishWhole(c) {
+		return
+	}
 	head, tail := m.head, m.head
 	if m.overflow {
 		tail = m.tail
@@ -390,6 +393,61 @@ func (m *jsonMeter) finish(c *counts) {
 	if decodeAfterKey(head, keyModel, model, false) || decodeAfterKey(tail, keyModelVersion, model, true) {
 		c.setModel(d.model)
 	}
+}
+
+// finishWhole reads the usage of a whole answer that is one JSON object
+// from its top-level members, in one pass (jsonscan.Members crosses the
+// content's strings a word at a time): the usage objects of the four
+// providers and the model are members of the answer itself. It reports
+// false, having read nothing, for anything else (a cut or broken answer),
+// which the key search reads as well as it can.
+func (m *jsonMeter) finishWhole(c *counts) bool {
+	var (
+		usage, gemini, metrics []byte
+		model, version         []byte
+	)
+	err := jsonscan.Members(m.head, func(name, v []byte) error {
+		switch string(name) {
+		case "usage":
+			usage = v
+		case "usageMetadata":
+			gemini = v
+		case "amazon-bedrock-invocationMetrics":
+			metrics = v
+		case "model":
+			model = v
+		case "modelVersion":
+			version = v
+		}
+		return nil
+	})
+	if err != nil {
+		return false
+	}
+	var d struct {
+		usage   usageJSON
+		gemini  geminiUsageJSON
+		metrics metricsJSON
+	}
+	if usage != nil && d.usage.decode(usage) {
+		c.addUsage(&d.usage)
+	}
+	if gemini != nil && d.gemini.decode(gemini) {
+		c.addGemini(&d.gemini)
+	}
+	if metrics != nil && d.metrics.decode(metrics) {
+		c.addMetrics(&d.metrics)
+	}
+	for _, v := range [][]byte{model, version} {
+		if v == nil {
+			continue
+		}
+		if name, err := jsonscan.String(v); err == nil {
+			c.setModel(name)
+			break
+		}
+	}
+	return true
 }
 
 // The meter's decoders read a usage object as json.Unmarshal would into its

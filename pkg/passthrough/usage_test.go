@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluice-gateway/sluice/pkg/oai"
 )
@@ -292,4 +293,26 @@ func FuzzLastIndex(f *testing.F) {
 			t.Fatalf("lastIndex(%q, %q) = %d, want %d", s, k, got, want)
 		}
 	})
+}
+
+// A whole JSON answer is read from its top-level members, as encoding/json
+// reads it into the payload: a "usage" nested in the content (a tool's
+// input, say) is not the answer's, before the top-level one or after it.
+func TestJSONMeterReadsTopLevelMembers(t *testing.T) {
+	for _, answer := range []string{
+		`{"model":"claude-sonnet-4-5","content":[{"type":"tool_use","input":{"usage":{"input_tokens":999}}}],"usage":{"input_tokens":12,"output_tokens":5}}`,
+		`{"usage":{"input_tokens":12,"output_tokens":5},"content":[{"type":"tool_use","input":{"usage":{"input_tokens":999}}}],"model":"claude-sonnet-4-5"}`,
+		`{"candidates":[],"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":5,"totalTokenCount":17},"modelVersion":"gemini-2.5-flash"}`,
+		`{"output":{"message":{"content":[{"text":"x"}]}},"usage":{"inputTokens":12,"outputTokens":5,"totalTokens":17},"metrics":{"latencyMs":9}}`,
+	} {
+		got := feed(contentJSON, []byte(answer), nil)
+		var want counts
+		want.addJSON([]byte(answer)) // encoding/json into the payload
+		if diff := cmp.Diff(want.usage(), got.usage()); diff != "" {
+			t.Errorf("%s: usage (-encoding/json +meter):\n%s", answer, diff)
+		}
+		if got.model != want.model {
+			t.Errorf("%s: model %q, encoding/json %q", answer, got.model, want.model)
+		}
+	}
 }
