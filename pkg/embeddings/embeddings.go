@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
@@ -98,24 +99,21 @@ func parameters(req *oai.EmbeddingRequest) map[string]any {
 	return m
 }
 
-// summary is what a log event keeps of an embeddings answer: its shape and
-// usage, not the vectors (large, and of no use to a log).
-type summary struct {
-	Object         string    `json:"object"`
-	Model          string    `json:"model,omitempty"`
-	DataCount      int       `json:"data_count"`
-	Dimensions     int       `json:"dimensions,omitempty"`
-	EncodingFormat string    `json:"encoding_format"`
-	Usage          oai.Usage `json:"usage"`
-}
-
+// summarize is what a log event keeps of an embeddings answer: its shape
+// and usage, not the vectors (large, and of no use to a log):
+// {"object":"list","model","data_count","dimensions","encoding_format","usage"}
+// (model and dimensions left out when unknown), written without
+// reflection.
 func summarize(scan *Scanner, encoding string, usage oai.Usage) json.RawMessage {
-	b, err := json.Marshal(summary{
-		Object: "list", Model: scan.Model(), DataCount: scan.Count(), Dimensions: scan.Dimensions(),
-		EncodingFormat: encoding, Usage: usage,
-	})
-	if err != nil {
-		return nil
+	o := jsonscan.StartObject(make([]byte, 0, 192))
+	o.String("object", "list")
+	o.StringOmitEmpty("model", scan.Model())
+	o.Int("data_count", int64(scan.Count()))
+	if d := scan.Dimensions(); d != 0 {
+		o.Int("dimensions", int64(d))
 	}
-	return b
+	o.String("encoding_format", encoding)
+	o.Key("usage")
+	o.B = usage.AppendJSON(o.B)
+	return o.End()
 }

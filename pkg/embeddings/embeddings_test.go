@@ -131,7 +131,7 @@ func TestRelayPassesTheAnswerThrough(t *testing.T) {
 		t.Errorf("event (-want +got):\n%s", diff)
 	}
 	var sum summary
-	if err := json.Unmarshal(ev.Response, &sum); err != nil {
+	if err := strictJSON(ev.Response, &sum); err != nil {
 		t.Fatalf("response summary %s: %v", ev.Response, err)
 	}
 	wantSum := summary{Object: "list", Model: "text-embedding-3-small", DataCount: 2, Dimensions: 16, EncodingFormat: "base64",
@@ -264,5 +264,39 @@ func BenchmarkRelay(b *testing.B) {
 		if err := h(w, r); err != nil || w.Body.Len() != len(answer) {
 			b.Fatal(err)
 		}
+	}
+}
+
+// summary is the log event's summary of an embeddings answer as a struct:
+// what summarize writes must read back into it, and nothing else.
+type summary struct {
+	Object         string    `json:"object"`
+	Model          string    `json:"model,omitempty"`
+	DataCount      int       `json:"data_count"`
+	Dimensions     int       `json:"dimensions,omitempty"`
+	EncodingFormat string    `json:"encoding_format"`
+	Usage          oai.Usage `json:"usage"`
+}
+
+func strictJSON(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// The summary is what encoding/json writes for its struct.
+func TestSummaryIsEncodingJSONs(t *testing.T) {
+	var scan Scanner
+	if _, err := scan.Write([]byte(`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2,0.3]}],"model":"m","usage":{"prompt_tokens":3,"total_tokens":3}}`)); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := scan.Usage()
+	got := summarize(&scan, "float", u)
+	want, err := json.Marshal(summary{Object: "list", Model: scan.Model(), DataCount: scan.Count(), Dimensions: scan.Dimensions(), EncodingFormat: "float", Usage: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("summarize %s, encoding/json %s", got, want)
 	}
 }

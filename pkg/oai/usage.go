@@ -45,6 +45,38 @@ func (u *Usage) Add(o Usage) {
 	u.CacheReadInputTokens += o.CacheReadInputTokens
 }
 
+// AppendJSON appends u as encoding/json writes it (its struct tags:
+// completion and cache counts left out when zero, the details objects when
+// zero), without reflection: every log event of an embeddings call carries
+// one.
+func (u *Usage) AppendJSON(b []byte) []byte {
+	o := jsonscan.StartObject(b)
+	o.Int("prompt_tokens", u.PromptTokens)
+	if u.CompletionTokens != 0 {
+		o.Int("completion_tokens", u.CompletionTokens)
+	}
+	o.Int("total_tokens", u.TotalTokens)
+	if u.PromptTokensDetails != (PromptTokensDetails{}) {
+		o.Key("prompt_tokens_details")
+		d := jsonscan.StartObject(o.B)
+		d.Int("cached_tokens", u.PromptTokensDetails.CachedTokens)
+		o.B = d.End()
+	}
+	if u.CompletionTokensDetails != (CompletionTokensDetails{}) {
+		o.Key("completion_tokens_details")
+		d := jsonscan.StartObject(o.B)
+		d.Int("reasoning_tokens", u.CompletionTokensDetails.ReasoningTokens)
+		o.B = d.End()
+	}
+	if u.CacheCreationInputTokens != 0 {
+		o.Int("cache_creation_input_tokens", u.CacheCreationInputTokens)
+	}
+	if u.CacheReadInputTokens != 0 {
+		o.Int("cache_read_input_tokens", u.CacheReadInputTokens)
+	}
+	return o.End()
+}
+
 var errUsage = errors.New("oai: usage is not an object of token counts")
 
 // ParseUsage reads a raw usage object (from a provider's answer, untrusted).

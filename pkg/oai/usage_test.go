@@ -148,3 +148,22 @@ func objectOf(raw json.RawMessage) map[string]json.RawMessage {
 	json.Unmarshal(raw, &m)
 	return m
 }
+
+// FuzzUsageAppendJSON holds Usage.AppendJSON to encoding/json's encoding
+// of the struct.
+func FuzzUsageAppendJSON(f *testing.F) {
+	f.Add(int64(12), int64(0), int64(12), int64(0), int64(0), int64(0), int64(0))
+	f.Add(int64(10), int64(5), int64(15), int64(3), int64(2), int64(1), int64(4))
+	f.Fuzz(func(t *testing.T, prompt, completion, total, cached, reasoning, created, read int64) {
+		u := Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: total,
+			PromptTokensDetails: PromptTokensDetails{CachedTokens: cached}, CompletionTokensDetails: CompletionTokensDetails{ReasoningTokens: reasoning},
+			CacheCreationInputTokens: created, CacheReadInputTokens: read}
+		want, err := json.Marshal(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := u.AppendJSON(nil); string(got) != string(want) {
+			t.Fatalf("AppendJSON %s, encoding/json %s", got, want)
+		}
+	})
+}
