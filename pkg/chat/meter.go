@@ -572,6 +572,9 @@ func newStreamMeter(obs *chunks) *streamMeter {
 
 func (m *streamMeter) Write(p []byte) (int, error) { return m.p.Write(p) }
 
+// Whole reports whether data: [DONE] has gone by (modelcall.WholeMeter).
+func (m *streamMeter) Whole() bool { return m.obs.done }
+
 func (m *streamMeter) End(ev *logevent.Event) (oai.Usage, error) {
 	m.p.End() // a cut stream is the copy's error, reported by the call layer
 	return m.obs.end(ev)
@@ -618,6 +621,10 @@ func (f *usageFilter) Close() error { return f.body.Close() }
 func (f *usageFilter) Write(p []byte) (int, error) { return len(p), nil }
 
 func (f *usageFilter) End(ev *logevent.Event) (oai.Usage, error) { return f.obs.end(ev) }
+
+// Whole reports whether data: [DONE] has been read, and so relayed before
+// any later read (modelcall.WholeMeter).
+func (f *usageFilter) Whole() bool { return f.obs.done }
 
 // responseStream meters a Responses API stream: its usage, status and the
 // final response come in its response.completed (or .incomplete, .failed)

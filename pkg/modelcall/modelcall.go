@@ -238,6 +238,21 @@ type Meter interface {
 	End(ev *logevent.Event) (oai.Usage, error)
 }
 
+// WholeMeter is a stream's Meter that can tell when the caller has the
+// whole answer (OpenAI's data: [DONE] has gone out). A read of the
+// provider's stream that fails after that — the caller hanging up before
+// the provider closed its end, which cancels the provider call — does not
+// cut the call: the caller took everything there was.
+type WholeMeter interface {
+	Meter
+	Whole() bool
+}
+
+func wholeAnswer(m Meter) bool {
+	w, ok := m.(WholeMeter)
+	return ok && w.Whole()
+}
+
 // Result is a call's answer. WriteTo copies it to the caller and ends the
 // call; Close ends a call whose answer will not be written (and is a no-op
 // after WriteTo). Either way the provider's answer is closed, the tokens
@@ -313,7 +328,7 @@ func (r *Result) WriteTo(w io.Writer) (n int64, err error) {
 				}
 			}
 		}
-		if rerr == io.EOF {
+		if rerr == io.EOF || rerr != nil && r.Streamed && wholeAnswer(r.meter) {
 			return n, nil
 		}
 		if rerr != nil {

@@ -83,12 +83,14 @@ type streamMeter struct {
 	parser *sse.Parser
 	usage  oai.Usage
 	events int
+	done   bool // data: [DONE] went by
 }
 
 func newStreamMeter() *streamMeter {
 	m := &streamMeter{}
 	m.parser = sse.NewParser(sse.Limits{}, func(e sse.Event) {
 		m.events++
+		m.done = m.done || string(e.Data) == "[DONE]"
 		var chunk struct {
 			Usage json.RawMessage `json:"usage"`
 		}
@@ -102,6 +104,8 @@ func newStreamMeter() *streamMeter {
 }
 
 func (m *streamMeter) Write(p []byte) (int, error) { return m.parser.Write(p) }
+
+func (m *streamMeter) Whole() bool { return m.done }
 
 func (m *streamMeter) End(ev *logevent.Event) (oai.Usage, error) {
 	m.parser.End()
@@ -291,6 +295,44 @@ func TestClientGoneCancelsTheProviderCall(t *testing.T) {
 	ev := waitEvents(t, b, 1)[0]
 	if ev.Status != "failure" || ev.ErrorInformation == nil || ev.ErrorInformation.ErrorCode != "499" {
 		t.Errorf("event %+v %+v", ev, ev.ErrorInformation)
+	}
+}
+
+// A client that has read the stream's last event, data: [DONE], and hangs
+// up before the provider closed its end took the whole answer: the call is
+// a success with its tokens, not a 499.
+func TestClientLeavingAfterDoneTookTheAnswer(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, chunk1+chunk2+lastChunk)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the provider keeps its end open
+	}))
+	defer up.Close()
+	calls, b, tk := newCalls()
+	resp, err := http.Post(gateway(t, streamOp(calls, up.URL)).URL, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(resp.Body)
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended before [DONE]: %v", err)
+		}
+		if line == "data: [DONE]\n" {
+			break
+		}
+	}
+	resp.Body.Close()
+	ev := waitEvents(t, b, 1)[0]
+	if ev.Status != logevent.StatusSuccess || ev.TotalTokens != 7 {
+		t.Errorf("event status %q, %d tokens (%s); want a success with 7", ev.Status, ev.TotalTokens, ev.ErrorStr)
+	}
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	if diff := cmp.Diff([]int64{7}, tk.got); diff != "" {
+		t.Errorf("tokens counted (-want +got):\n%s", diff)
 	}
 }
 
