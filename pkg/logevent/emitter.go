@@ -344,7 +344,10 @@ func (e *Emitter) publish(ctx context.Context, events []*Event) error {
 		for _, ev := range g.all {
 			size += encodedSizeHint(ev)
 		}
-		body := make([]byte, 0, min(size, limit))
+		// A body is cut once it passes limit: room for the event that
+		// passes it, so that the cut needs no larger copy first.
+		room := min(size, limit+bodySlack)
+		body := make([]byte, 0, room)
 		var members []*Event
 		for _, ev := range g.all {
 			mark := len(body)
@@ -364,7 +367,7 @@ func (e *Emitter) publish(ctx context.Context, events []*Event) error {
 				// Full: this event starts the next body.
 				line := body[mark+1:]
 				g.bodies, g.events = append(g.bodies, body[:mark]), append(g.events, members)
-				body = append(make([]byte, 0, min(size, limit)), line...)
+				body = append(make([]byte, 0, max(room, len(line))), line...)
 				members = nil
 			}
 			members = append(members, ev)
@@ -385,6 +388,9 @@ func (e *Emitter) publish(ctx context.Context, events []*Event) error {
 	}
 	return e.bus.Publish(ctx, out...)
 }
+
+// bodySlack is the room a bus body has past its limit: a usual event's.
+const bodySlack = 8 << 10
 
 // encodedSizeHint is about the size of ev's JSON: its raw members and what
 // an event's other members take.
