@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/store"
@@ -86,7 +87,7 @@ type handoff struct {
 	slots  chan struct{} // one per handler running; when none is free, a publish goes to the queue only
 	linger time.Duration
 
-	running  sync.WaitGroup
+	running  atomic.Int64 // handlers running (a count, not a WaitGroup: publishes may start while drain waits)
 	mu       sync.Mutex
 	done     []store.Message // handled, acked with the next publish
 	flushing bool            // an ack flush is scheduled
@@ -433,7 +434,7 @@ func (h *handoff) publish(ctx context.Context, bus store.Bus, out []store.Event,
 
 // run handles one handed-over message and queues its ack.
 func (h *handoff) run(m store.Message, events []*Event) {
-	defer h.running.Done()
+	defer h.running.Add(-1)
 	defer func() { <-h.slots }()
 	if err := h.handleSafely(m, events); err != nil {
 		return // the queue delivers it again after its visibility timeout
@@ -500,18 +501,20 @@ func (h *handoff) ack(ctx context.Context) error {
 
 // drain waits for the running handlers, then acks what they handled.
 func (h *handoff) drain(ctx context.Context) error {
-	finished := make(chan struct{})
-	go func() {
-		h.running.Wait()
-		close(finished)
-	}()
-	select {
-	case <-finished:
-	case <-ctx.Done():
-		return fmt.Errorf("logevent: drain: log events still being delivered: %w", context.Cause(ctx))
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	for h.running.Load() > 0 {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("logevent: drain: log events still being delivered: %w", context.Cause(ctx))
+		}
 	}
 	return h.ack(ctx)
 }
+
+// drainPoll is how often drain looks whether the handlers are done.
+const drainPoll = 5 * time.Millisecond
 
 // appendEncoded appends ev's JSON to b; when that is larger than the
 // claim-check threshold, the request and response move to a blob and the
