@@ -308,5 +308,14 @@ func (w *ChunkWriter) Usage(dst []byte, u *Usage) []byte {
 	return append(dst, "}\n\n"...)
 }
 
+// End appends the stream's last events: the usage chunk when u is not nil
+// (the gateway counts tokens by it), then data: [DONE].
+func (w *ChunkWriter) End(dst []byte, u *Usage) []byte {
+	if u != nil {
+		dst = w.Usage(dst, u)
+	}
+	return w.Done(dst)
+}
+
 // Done appends the event that ends the stream, data: [DONE].
 func (w *ChunkWriter) Done(dst []byte) []byte { return append(dst, DoneEvent...) }

@@ -378,8 +378,7 @@ func (s *streamer) End(dst []byte) ([]byte, error) {
 	}
 	dst = s.w.Finish(dst, 0, finish)
 	u := s.usage.openAI(s.thinkingBytes)
-	dst = s.w.Usage(dst, &u)
-	return s.w.Done(dst), nil
+	return s.w.End(dst, &u), nil
 }
 
 // providerError is an error event's error, for the client's final error

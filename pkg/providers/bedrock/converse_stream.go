@@ -392,8 +392,7 @@ func (s *converseStream) messageStop(dst []byte, payload []byte) ([]byte, error)
 	dst = s.roleChunk(dst)
 	dst = s.w.Finish(dst, 0, s.finish)
 	if s.hasUsage {
-		dst = s.w.Usage(dst, &s.usage)
-		return s.w.Done(dst), io.EOF
+		return s.w.End(dst, &s.usage), io.EOF
 	}
 	return dst, nil
 }
@@ -418,10 +417,11 @@ func (s *converseStream) metadata(dst []byte, payload []byte) ([]byte, error) {
 	if s.finish == "" {
 		return dst, nil // messageStop is still to come
 	}
+	var u *oai.Usage
 	if s.hasUsage {
-		dst = s.w.Usage(dst, &s.usage)
+		u = &s.usage
 	}
-	return s.w.Done(dst), io.EOF
+	return s.w.End(dst, u), io.EOF
 }
 
 // exceptionMessage is an exception's {"message": …}.

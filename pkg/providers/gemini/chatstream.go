@@ -140,10 +140,11 @@ func (s *streamer) End(dst []byte) ([]byte, error) {
 			return dst, errCut
 		}
 	}
+	var u *oai.Usage
 	if s.hasUsage {
-		dst = s.w.Usage(dst, &s.usage)
+		u = &s.usage
 	}
-	return s.w.Done(dst), nil
+	return s.w.End(dst, u), nil
 }
 
 func malformed(err error) error {
