@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -436,7 +435,8 @@ func (h *handoff) publish(ctx context.Context, bus store.Bus, out []store.Event,
 func (h *handoff) run(m store.Message, events []*Event) {
 	defer h.running.Add(-1)
 	defer func() { <-h.slots }()
-	if err := h.handleSafely(m, events); err != nil {
+	handle := func(ctx context.Context, m store.Message) error { return h.handle(ctx, m, events) }
+	if err := store.RunHandler(context.Background(), handle, m); err != nil {
 		return // the queue delivers it again after its visibility timeout
 	}
 	h.mu.Lock()
@@ -446,19 +446,6 @@ func (h *handoff) run(m store.Message, events []*Event) {
 		time.AfterFunc(ackDelay, h.flush)
 	}
 	h.mu.Unlock()
-}
-
-// handleSafely runs the handler, a panic in it turned into an error, as
-// store.Consume does for the queue's handlers: one bad message is left to
-// the queue (redelivered, then dead-lettered), not the process taken down.
-func (h *handoff) handleSafely(m store.Message, events []*Event) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("logevent: handoff handler panicked on message %s: %v", m.ID, r)
-			slog.Error("handed-over log events' handler panicked; left to the queue", "message", m.ID, "panic", r, "stack", string(debug.Stack()))
-		}
-	}()
-	return h.handle(context.Background(), m, events)
 }
 
 func (h *handoff) takeDone() []store.Message {

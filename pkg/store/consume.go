@@ -88,7 +88,7 @@ func Consume(ctx context.Context, q Queue, workers int, handle func(context.Cont
 		for _, m := range msgs {
 			wg.Go(func() {
 				defer func() { <-slots }()
-				if runHandler(ctx, handle, m) != nil {
+				if RunHandler(ctx, handle, m) != nil {
 					return // left for redelivery
 				}
 				actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), consumeAckTimeout)
@@ -99,9 +99,12 @@ func Consume(ctx context.Context, q Queue, workers int, handle func(context.Cont
 	}
 }
 
-// runHandler calls handle, turning a panic into an error so that one bad
-// message is retried and dead-lettered instead of taking the process down.
-func runHandler(ctx context.Context, handle func(context.Context, Message) error, m Message) (err error) {
+// RunHandler calls handle on m, turning a panic into an error (logged with
+// its stack) so that one bad message is retried and dead-lettered instead
+// of taking the process down. Consume runs every handler through it, and so
+// does whoever handles a queue's messages without Consume (the local
+// emitter's handoff).
+func RunHandler(ctx context.Context, handle func(context.Context, Message) error, m Message) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("store: consume: handler panicked on message %s: %v", m.ID, r)

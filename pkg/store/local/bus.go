@@ -49,10 +49,11 @@ func (b *Bus) Publish(ctx context.Context, events ...store.Event) error {
 // visible after the timeout, or at the next start, and the queue's
 // consumers receive it as usual. It needs exactly one subscription.
 func (b *Bus) PublishHandoff(ctx context.Context, done []store.Message, events ...store.Event) ([]store.Message, error) {
-	if len(b.subs) != 1 {
-		return nil, fmt.Errorf("local bus: handoff needs one subscription, not %d", len(b.subs))
+	q, err := b.handoffQueue()
+	if err != nil {
+		return nil, err
 	}
-	msgs, err := b.subs[0].sendReceived(ctx, done, events)
+	msgs, err := q.sendReceived(ctx, done, events)
 	if err != nil {
 		return nil, fmt.Errorf("local bus: publish: %w", err)
 	}
@@ -62,11 +63,20 @@ func (b *Bus) PublishHandoff(ctx context.Context, done []store.Message, events .
 // AckHandoff acks messages that PublishHandoff handed over and the caller
 // has handled.
 func (b *Bus) AckHandoff(ctx context.Context, done []store.Message) error {
-	if len(b.subs) != 1 {
-		return fmt.Errorf("local bus: handoff needs one subscription, not %d", len(b.subs))
+	q, err := b.handoffQueue()
+	if err != nil {
+		return err
 	}
-	if err := b.subs[0].ackAll(ctx, done); err != nil {
+	if err := q.ackAll(ctx, done); err != nil {
 		return fmt.Errorf("local bus: ack: %w", err)
 	}
 	return nil
+}
+
+// handoffQueue is the one subscription whose consumer a handoff's caller is.
+func (b *Bus) handoffQueue() (*Queue, error) {
+	if len(b.subs) != 1 {
+		return nil, fmt.Errorf("local bus: handoff needs one subscription, not %d", len(b.subs))
+	}
+	return b.subs[0], nil
 }
