@@ -318,8 +318,6 @@ func (e *Emitter) publish(ctx context.Context, events []*Event) error {
 	type group struct {
 		team, status string
 		all          []*Event
-		bodies       [][]byte   // each at most limit bytes, MaxEventsPerMessage events
-		events       [][]*Event // each body's events
 	}
 	var groups []*group
 	for _, ev := range events {
@@ -337,9 +335,13 @@ func (e *Emitter) publish(ctx context.Context, events []*Event) error {
 		}
 		g.all = append(g.all, ev)
 	}
-	var out []store.Event
-	var held [][]*Event // out[i]'s events
+	var out []store.Event // each at most limit bytes, MaxEventsPerMessage events
+	var held [][]*Event   // out[i]'s events
 	for _, g := range groups {
+		add := func(body []byte, members []*Event) {
+			out = append(out, store.Event{Attributes: map[string]string{AttrTeam: g.team, AttrStatus: g.status}, Body: body})
+			held = append(held, members)
+		}
 		size := 0
 		for _, ev := range g.all {
 			size += encodedSizeHint(ev)
@@ -366,18 +368,14 @@ func (e *Emitter) publish(ctx context.Context, events []*Event) error {
 			if len(members) > 0 && (len(body) > limit || len(members) == MaxEventsPerMessage) {
 				// Full: this event starts the next body.
 				line := body[mark+1:]
-				g.bodies, g.events = append(g.bodies, body[:mark]), append(g.events, members)
+				add(body[:mark], members)
 				body = append(make([]byte, 0, max(room, len(line))), line...)
 				members = nil
 			}
 			members = append(members, ev)
 		}
 		if len(members) > 0 {
-			g.bodies, g.events = append(g.bodies, body), append(g.events, members)
-		}
-		for i, body := range g.bodies {
-			out = append(out, store.Event{Attributes: map[string]string{AttrTeam: g.team, AttrStatus: g.status}, Body: body})
-			held = append(held, g.events[i])
+			add(body, members)
 		}
 	}
 	if h := e.handoffMode(); h != nil {
