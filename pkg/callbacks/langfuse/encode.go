@@ -70,18 +70,9 @@ func appendEnvelopes(b []byte, ev *logevent.Event, maxContent int) ([]byte, erro
 	gen.RawOmitEmpty("input", input)
 	gen.RawOmitEmpty("output", output)
 	gen.Key("usage")
-	usage := jsonscan.StartObject(gen.B)
-	usage.Int("input", ev.PromptTokens)
-	usage.Int("output", ev.CompletionTokens)
-	usage.Int("total", ev.TotalTokens)
-	usage.String("unit", "TOKENS")
-	gen.B = usage.End()
+	gen.B = appendTokens(gen.B, ev, "TOKENS")
 	gen.Key("usageDetails")
-	usage = jsonscan.StartObject(gen.B)
-	usage.Int("input", ev.PromptTokens)
-	usage.Int("output", ev.CompletionTokens)
-	usage.Int("total", ev.TotalTokens)
-	gen.B = usage.End()
+	gen.B = appendTokens(gen.B, ev, "")
 	if ev.ResponseCost > 0 {
 		gen.Key("costDetails")
 		cost := jsonscan.StartObject(gen.B)
@@ -117,6 +108,17 @@ func envelopeFields(ev *logevent.Event, maxContent int) (start, end, name, trace
 		}
 	}
 	return start, end, name, traceID, input, output, level
+}
+
+// appendTokens appends a generation's token counts, {input, output,
+// total}, and unit when one is given (Usage has one, UsageDetails none).
+func appendTokens(b []byte, ev *logevent.Event, unit string) []byte {
+	o := jsonscan.StartObject(b)
+	o.Int("input", ev.PromptTokens)
+	o.Int("output", ev.CompletionTokens)
+	o.Int("total", ev.TotalTokens)
+	o.StringOmitEmpty("unit", unit)
+	return o.End()
 }
 
 // appendGenerationMetadata appends what LiteLLM puts beside a generation:

@@ -131,8 +131,7 @@ func generationMetadata(ev *logevent.Event) *GenerationMetadata {
 func scalars(params map[string]any) map[string]any {
 	out := map[string]any{}
 	for k, v := range params {
-		switch v.(type) {
-		case string, bool, float64, float32, int, int64, json.Number:
+		if scalar(v) {
 			out[k] = v
 		}
 	}
