@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -359,13 +360,31 @@ func (m *jsonMeter) finish(c *counts) {
 		c.addJSON(m.head)
 		return
 	}
-	if !m.overflow && m.finishWhole(c) {
-		return
+	if !m.overflow {
+		if members, ok := topLevel(m.head); ok {
+			readCounts(c, func(k []byte, decode func([]byte) bool) bool {
+				v := members[slices.IndexFunc(meterKeys[:], func(mk []byte) bool { return bytes.Equal(mk, k) })]
+				return v != nil && decode(v)
+			})
+			return
+		}
 	}
 	head, tail := m.head, m.head
 	if m.overflow {
 		tail = m.tail
 	}
+	readCounts(c, func(k []byte, decode func([]byte) bool) bool {
+		if bytes.Equal(k, keyModel) {
+			return decodeAfterKey(head, k, decode, false)
+		}
+		return decodeAfterKey(tail, k, decode, true)
+	})
+}
+
+// readCounts adds to c the usage objects and the model that find finds:
+// find decodes the value of a key (one of the meter's keys, quoted) with
+// decode, and reports whether it found one that decode took.
+func readCounts(c *counts, find func(key []byte, decode func([]byte) bool) bool) {
 	// One value for every decode target: one allocation, not four.
 	var d struct {
 		usage   usageJSON
@@ -373,13 +392,13 @@ func (m *jsonMeter) finish(c *counts) {
 		metrics metricsJSON
 		model   string
 	}
-	if decodeAfterKey(tail, keyUsage, d.usage.decode, true) {
+	if find(keyUsage, d.usage.decode) {
 		c.addUsage(&d.usage)
 	}
-	if decodeAfterKey(tail, keyUsageMetadata, d.gemini.decode, true) {
+	if find(keyUsageMetadata, d.gemini.decode) {
 		c.addGemini(&d.gemini)
 	}
-	if decodeAfterKey(tail, keyInvocationMetrics, d.metrics.decode, true) {
+	if find(keyInvocationMetrics, d.metrics.decode) {
 		c.addMetrics(&d.metrics)
 	}
 	model := func(v []byte) bool {
@@ -390,64 +409,28 @@ func (m *jsonMeter) finish(c *counts) {
 		d.model = m
 		return true
 	}
-	if decodeAfterKey(head, keyModel, model, false) || decodeAfterKey(tail, keyModelVersion, model, true) {
+	if find(keyModel, model) || find(keyModelVersion, model) {
 		c.setModel(d.model)
 	}
 }
 
-// finishWhole reads the usage of a whole answer that is one JSON object
-// from its top-level members, in one pass (jsonscan.Members crosses the
-// content's strings a word at a time): the usage objects of the four
-// providers and the model are members of the answer itself. It reports
-// false, having read nothing, for anything else (a cut or broken answer),
+// topLevel returns the values of the meter's keys (meterKeys, in its
+// order) among the top-level members of a whole answer that is one JSON
+// object, found in one pass (jsonscan.Members crosses the content's strings
+// a word at a time): the usage objects of the four providers and the model
+// are members of the answer itself, and a "usage" nested in the content is
+// not the answer's. ok is false for anything else (a cut or broken answer),
 // which the key search reads as well as it can.
-func (m *jsonMeter) finishWhole(c *counts) bool {
-	var (
-		usage, gemini, metrics []byte
-		model, version         []byte
-	)
-	err := jsonscan.Members(m.head, func(name, v []byte) error {
-		switch string(name) {
-		case "usage":
-			usage = v
-		case "usageMetadata":
-			gemini = v
-		case "amazon-bedrock-invocationMetrics":
-			metrics = v
-		case "model":
-			model = v
-		case "modelVersion":
-			version = v
+func topLevel(doc []byte) (members [len(meterKeys)][]byte, ok bool) {
+	err := jsonscan.Members(doc, func(name, v []byte) error {
+		for i, k := range meterKeys {
+			if string(name) == string(k[1:len(k)-1]) {
+				members[i] = v
+			}
 		}
 		return nil
 	})
-	if err != nil {
-		return false
-	}
-	var d struct {
-		usage   usageJSON
-		gemini  geminiUsageJSON
-		metrics metricsJSON
-	}
-	if usage != nil && d.usage.decode(usage) {
-		c.addUsage(&d.usage)
-	}
-	if gemini != nil && d.gemini.decode(gemini) {
-		c.addGemini(&d.gemini)
-	}
-	if metrics != nil && d.metrics.decode(metrics) {
-		c.addMetrics(&d.metrics)
-	}
-	for _, v := range [][]byte{model, version} {
-		if v == nil {
-			continue
-		}
-		if name, err := jsonscan.String(v); err == nil {
-			c.setModel(name)
-			break
-		}
-	}
-	return true
+	return members, err == nil
 }
 
 // The meter's decoders read a usage object as json.Unmarshal would into its
@@ -530,6 +513,7 @@ var (
 	keyInvocationMetrics = []byte(`"amazon-bedrock-invocationMetrics"`)
 	keyModel             = []byte(`"model"`)
 	keyModelVersion      = []byte(`"modelVersion"`)
+	meterKeys            = [...][]byte{keyUsage, keyUsageMetadata, keyInvocationMetrics, keyModel, keyModelVersion}
 )
 
 // decodeAfterKey decodes with decode the value of the last (or first)
