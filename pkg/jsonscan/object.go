@@ -87,11 +87,11 @@ func (o *Object) RawOmitEmpty(name string, v []byte) {
 // encoding/json does).
 func (o *Object) Strings(name string, v []string) {
 	o.Key(name)
-	o.B = AppendStrings(o.B, v)
+	o.B = appendStrings(o.B, v)
 }
 
-// AppendStrings appends v as a JSON array of strings, null when v is nil.
-func AppendStrings(b []byte, v []string) []byte {
+// appendStrings appends v as a JSON array of strings, null when v is nil.
+func appendStrings(b []byte, v []string) []byte {
 	if v == nil {
 		return append(b, "null"...)
 	}
