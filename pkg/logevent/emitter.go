@@ -3,9 +3,11 @@ package logevent
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,7 +70,7 @@ type Emitter struct {
 // it can publish events already received by the caller, to be handled
 // without reading them back, and take the acks of those handled.
 type HandoffBus interface {
-	PublishHandoff(ctx context.Context, done []store.Message, events ...store.Event) ([]store.Message, error)
+	PublishHandoff(ctx context.Context, done []store.Message, ids []string, events ...store.Event) ([]store.Message, error)
 	AckHandoff(ctx context.Context, done []store.Message) error
 }
 
@@ -81,41 +83,52 @@ type InlineHandler func(ctx context.Context, m store.Message, events []*Event) e
 
 // handoff is an emitter's in-process delivery.
 type handoff struct {
-	bus    HandoffBus
-	handle InlineHandler
-	slots  chan struct{} // one per handler running; when none is free, a publish goes to the queue only
-	linger time.Duration
+	bus          HandoffBus
+	handle       InlineHandler
+	slots        chan struct{} // one per handler running; when none is free, a publish goes to the queue only
+	linger       time.Duration
+	persistAfter time.Duration
 
-	running  atomic.Int64 // handlers running (a count, not a WaitGroup: publishes may start while drain waits)
+	running  atomic.Int64 // handlers and rounds running (a count, not a WaitGroup: publishes may start while drain waits)
 	mu       sync.Mutex
-	done     []store.Message // handled, acked with the next publish
+	done     []store.Message // written to the queue, then handled: acked with the next write
 	flushing bool            // an ack flush is scheduled
 }
 
 // Handoff lets the emitter deliver in this process: every bus event it
-// publishes on bus (while fewer than workers are being handled) arrives in
-// the subscription queue already received, and handle runs on its log
-// events as they are in memory — no receive, no decoding, no claim-check
-// read — while the queue keeps the durable copy: a message handled is
-// acked with the next publish (or within ackDelay), one not handled
-// becomes visible to the queue's consumers after its visibility timeout,
-// and a crash leaves it to them at the next start. Publishes wait
-// handoffLinger for company first, so that concurrent calls share a
-// transaction: the local process's handlers do not wait for their
-// publishes. Call it before the first Start.
+// publishes (while fewer than workers are being handled) goes to handle at
+// once, as its log events are in memory — no queue transaction, no
+// encoding, no receive. The delivery queue gets a copy only of what is not
+// delivered within handoffPersistAfter: a handler still running then, or
+// one that failed, has its events written to the queue as a message
+// already received under the ID the handler was given (its progress is
+// kept under it), hidden for the visibility timeout and acked once handled;
+// a failure reaches the queue's consumers after the timeout, with the
+// retries and dead letter any message has. Publishes linger handoffLinger
+// for company first, so that the events of concurrent calls reach their
+// destinations in one request. The trade: a crash (not a shutdown, which
+// drains) loses the events of its last handoffPersistAfter that were not
+// delivered yet. Call it before the first Start.
 func (e *Emitter) Handoff(bus HandoffBus, handle InlineHandler, workers int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.handoff = &handoff{bus: bus, handle: handle, slots: make(chan struct{}, max(workers, 1)), linger: handoffLinger}
+	e.handoff = &handoff{bus: bus, handle: handle, slots: make(chan struct{}, max(workers, 1)),
+		linger: handoffLinger, persistAfter: handoffPersistAfter}
 }
 
 // handoffLinger is how long a publish waits for more events in handoff
-// mode: each publish is a transaction with two fsyncs, so at a thousand
-// calls a second the events of a few milliseconds go in one instead of one
-// each, while a callback still hears of a call within milliseconds.
+// mode: at a thousand calls a second the events of a few milliseconds go
+// to a destination in one request instead of one each, while a callback
+// still hears of a call within milliseconds.
 const handoffLinger = 20 * time.Millisecond
 
-// ackDelay bounds how long a handled message waits for a publish to carry
+// handoffPersistAfter is how long handed-over events may go undelivered
+// before they are written to the delivery queue: longer than a healthy
+// destination takes to answer (the usual case costs no write at all),
+// short enough that a crash loses little.
+const handoffPersistAfter = 500 * time.Millisecond
+
+// ackDelay bounds how long a handled message waits for a write to carry
 // its ack before it is acked alone.
 const ackDelay = 20 * time.Millisecond
 
@@ -306,85 +319,108 @@ func (e *Emitter) run() {
 	}
 }
 
-// publish encodes events into bus events and publishes them in one call:
-// one per team and outcome, split where a body would pass the size limit
-// or MaxEventsPerMessage events. Each event is encoded straight into its
-// body, sized from the events' raw members up front.
-func (e *Emitter) publish(ctx context.Context, events []*Event) error {
-	limit := e.claimCheck
-	if limit <= 0 {
-		limit = DefaultMessageBytes
-	}
-	type group struct {
-		team, status string
-		all          []*Event
-	}
-	var groups []*group
+// group is the log events of one team and outcome.
+type group struct {
+	team, status string
+	events       []*Event
+}
+
+func (g group) attributes() map[string]string {
+	return map[string]string{AttrTeam: g.team, AttrStatus: g.status}
+}
+
+// groupByTeam groups events by team and outcome, in order of appearance.
+func groupByTeam(events []*Event) []group {
+	var groups []group
 	for _, ev := range events {
 		team, status := ev.Metadata.UserAPIKeyTeamID, ev.Status
-		var g *group
-		for _, seen := range groups {
-			if seen.team == team && seen.status == status {
-				g = seen
-				break
-			}
+		i := slices.IndexFunc(groups, func(g group) bool { return g.team == team && g.status == status })
+		if i < 0 {
+			i = len(groups)
+			groups = append(groups, group{team: team, status: status})
 		}
-		if g == nil {
-			g = &group{team: team, status: status}
-			groups = append(groups, g)
-		}
-		g.all = append(g.all, ev)
+		groups[i].events = append(groups[i].events, ev)
 	}
+	return groups
+}
+
+// messageLimit is the most bytes of log events a bus event holds.
+func (e *Emitter) messageLimit() int {
+	if e.claimCheck <= 0 {
+		return DefaultMessageBytes
+	}
+	return e.claimCheck
+}
+
+// publish publishes events: with a handoff, as many groups as handlers are
+// free go to them in memory; the rest are encoded into bus events and
+// published in one call.
+func (e *Emitter) publish(ctx context.Context, events []*Event) error {
+	groups := groupByTeam(events)
+	if h := e.handoffMode(); h != nil {
+		groups = h.hand(ctx, e, groups)
+	}
+	out := e.encode(ctx, groups)
+	if len(out) == 0 {
+		return nil
+	}
+	return e.bus.Publish(ctx, out...)
+}
+
+// encode encodes groups into bus events: one per group, split where a body
+// would pass the size limit or MaxEventsPerMessage events. Each event is
+// encoded straight into its body, sized from the events' raw members up
+// front.
+func (e *Emitter) encode(ctx context.Context, groups []group) []store.Event {
+	limit := e.messageLimit()
 	var out []store.Event // each at most limit bytes, MaxEventsPerMessage events
-	var held [][]*Event   // out[i]'s events
 	for _, g := range groups {
-		add := func(body []byte, members []*Event) {
-			out = append(out, store.Event{Attributes: map[string]string{AttrTeam: g.team, AttrStatus: g.status}, Body: body})
-			held = append(held, members)
-		}
 		size := 0
-		for _, ev := range g.all {
+		for _, ev := range g.events {
 			size += encodedSizeHint(ev)
 		}
 		// A body is cut once it passes limit: room for the event that
 		// passes it, so that the cut needs no larger copy first.
 		room := min(size, limit+bodySlack)
 		body := make([]byte, 0, room)
-		var members []*Event
-		for _, ev := range g.all {
+		members := 0
+		for _, ev := range g.events {
 			mark := len(body)
-			if len(members) > 0 {
-				body = append(body, '\n')
-			}
-			var err error
-			if body, err = e.appendEncoded(ctx, body, ev); err != nil {
-				// One event that cannot be encoded or claim-checked must
-				// not cost the others of the group (other calls' events)
-				// theirs.
-				slog.ErrorContext(ctx, "log event not published", "event_id", ev.ID, "error", err)
-				body = body[:mark]
+			var ok bool
+			if body, ok = e.appendLine(ctx, body, members, ev); !ok {
 				continue
 			}
-			if len(members) > 0 && (len(body) > limit || len(members) == MaxEventsPerMessage) {
+			if members > 0 && (len(body) > limit || members == MaxEventsPerMessage) {
 				// Full: this event starts the next body.
 				line := body[mark+1:]
-				add(body[:mark], members)
+				out = append(out, store.Event{Attributes: g.attributes(), Body: body[:mark]})
 				body = append(make([]byte, 0, max(room, len(line))), line...)
-				members = nil
+				members = 0
 			}
-			members = append(members, ev)
+			members++
 		}
-		if len(members) > 0 {
-			add(body, members)
+		if members > 0 {
+			out = append(out, store.Event{Attributes: g.attributes(), Body: body})
 		}
 	}
-	if h := e.handoffMode(); h != nil {
-		return h.publish(ctx, e.bus, out, held)
+	return out
+}
+
+// appendLine appends ev to body as its line after members others. An
+// event that cannot be encoded or claim-checked is logged and left out
+// (body unchanged, false): it must not cost the others of its group (other
+// calls' events) theirs.
+func (e *Emitter) appendLine(ctx context.Context, body []byte, members int, ev *Event) ([]byte, bool) {
+	mark := len(body)
+	if members > 0 {
+		body = append(body, '\n')
 	}
-	if len(out) == 0 {
-		return nil
+	body, err := e.appendEncoded(ctx, body, ev)
+	if err != nil {
+		slog.ErrorContext(ctx, "log event not published", "event_id", ev.ID, "error", err)
+		return body[:mark], false
 	}
-	return e.bus.Publish(ctx, out...)
+	return body, true
 }
 
 // bodySlack is the room a bus body has past its limit: a usual event's.
@@ -394,12 +430,16 @@ const bodySlack = 8 << 10
 // an event's other members take.
 func encodedSizeHint(ev *Event) int { return 1536 + (len(ev.Messages)+len(ev.Response))*9/8 }
 
-// publish hands as many of out as handlers are free to them, through the
-// handoff bus with the acks waiting, and publishes the rest for the
-// queue's consumers.
-func (h *handoff) publish(ctx context.Context, bus store.Bus, out []store.Event, held [][]*Event) error {
+// hand cuts groups into messages' worth (by their size hints and
+// MaxEventsPerMessage) and hands as many as handlers are free to them; it
+// returns the rest, for the queue's consumers.
+func (h *handoff) hand(ctx context.Context, e *Emitter, groups []group) (rest []group) {
+	var parts []group
+	for _, g := range groups {
+		parts = append(parts, cut(g, e.messageLimit())...)
+	}
 	n := 0
-	for n < len(out) {
+	for n < len(parts) {
 		select {
 		case h.slots <- struct{}{}:
 			n++
@@ -408,42 +448,156 @@ func (h *handoff) publish(ctx context.Context, bus store.Bus, out []store.Event,
 		}
 		break
 	}
-	done := h.takeDone()
-	if n > 0 || len(done) > 0 {
-		msgs, err := h.bus.PublishHandoff(ctx, done, out[:n]...)
-		if err != nil {
-			h.putBack(done)
-			for range n {
-				<-h.slots
-			}
-			return err
-		}
-		for i, m := range msgs {
-			h.running.Add(1)
-			go h.run(m, held[i])
-		}
+	if n == 0 {
+		return parts
 	}
-	if n == len(out) {
-		return nil
+	r := &round{h: h, e: e, left: n, allDone: make(chan struct{})}
+	h.running.Add(int64(n) + 1)
+	for _, g := range parts[:n] {
+		p := &handed{group: g, msg: store.Message{ID: rand.Text(), Receives: 1}}
+		r.parts = append(r.parts, p)
+		go r.run(p)
 	}
-	return bus.Publish(ctx, out[n:]...)
+	go r.watch(ctx)
+	return parts[n:]
 }
 
-// run handles one handed-over message and queues its ack.
-func (h *handoff) run(m store.Message, events []*Event) {
-	defer h.running.Add(-1)
-	defer func() { <-h.slots }()
-	handle := func(ctx context.Context, m store.Message) error { return h.handle(ctx, m, events) }
-	if err := store.RunHandler(context.Background(), handle, m); err != nil {
-		return // the queue delivers it again after its visibility timeout
+// cut splits g where the events' size hints pass limit or a part would
+// hold more than MaxEventsPerMessage events.
+func cut(g group, limit int) []group {
+	var parts []group
+	start, size := 0, 0
+	for i, ev := range g.events {
+		s := encodedSizeHint(ev)
+		if i > start && (size+s > limit || i-start == MaxEventsPerMessage) {
+			parts = append(parts, group{team: g.team, status: g.status, events: g.events[start:i]})
+			start, size = i, 0
+		}
+		size += s
+	}
+	return append(parts, group{team: g.team, status: g.status, events: g.events[start:]})
+}
+
+// round is the groups of one publish handed over, until each is delivered
+// or written to the queue.
+type round struct {
+	h *handoff
+	e *Emitter
+
+	mu      sync.Mutex
+	parts   []*handed
+	left    int           // handlers still running
+	allDone chan struct{} // closed when left reaches 0
+}
+
+// handed is one group handed over: a message of the delivery queue that
+// exists only in memory until it is written (persisted set).
+type handed struct {
+	group
+	msg       store.Message // what the handler is given: an ID, receive 1
+	finished  bool
+	failed    bool
+	persisted *store.Message // the queue's copy, with its receipt
+}
+
+// run handles one handed-over group; once written to the queue and
+// handled, it is acked.
+func (r *round) run(p *handed) {
+	defer r.h.running.Add(-1)
+	defer func() { <-r.h.slots }()
+	handle := func(ctx context.Context, m store.Message) error { return r.h.handle(ctx, m, p.events) }
+	err := store.RunHandler(context.Background(), handle, p.msg)
+	r.mu.Lock()
+	p.finished, p.failed = true, err != nil
+	persisted := p.persisted
+	if r.left--; r.left == 0 {
+		close(r.allDone)
+	}
+	r.mu.Unlock()
+	if persisted != nil && err == nil {
+		r.h.queueAcks(*persisted)
+	}
+}
+
+// watch writes to the queue the groups of the round not delivered within
+// persistAfter — still being handled, or failed — as messages already
+// received, so that a failure is retried and a crash leaves them to the
+// next start; it acks those handled meanwhile.
+func (r *round) watch(ctx context.Context) {
+	defer r.h.running.Add(-1)
+	wait := time.NewTimer(r.h.persistAfter)
+	select {
+	case <-r.allDone:
+		wait.Stop()
+	case <-wait.C:
+	}
+	r.mu.Lock()
+	var keep []*handed
+	for _, p := range r.parts {
+		if !p.finished || p.failed {
+			keep = append(keep, p)
+		}
+	}
+	r.mu.Unlock()
+	if len(keep) == 0 {
+		return
+	}
+	ids := make([]string, 0, len(keep))
+	out := make([]store.Event, 0, len(keep))
+	for _, p := range keep {
+		ids = append(ids, p.msg.ID)
+		out = append(out, store.Event{Attributes: p.attributes(), Body: r.e.body(ctx, p.events)})
+	}
+	done := r.h.takeDone()
+	msgs, err := r.h.bus.PublishHandoff(ctx, done, ids, out...)
+	if err != nil {
+		r.h.putBack(done)
+		slog.ErrorContext(ctx, "log events not written to the delivery queue: delivered only if their handler succeeds", "messages", len(keep), "error", err)
+		return
+	}
+	var acks []store.Message
+	r.mu.Lock()
+	for i, p := range keep {
+		p.persisted = &msgs[i]
+		if p.finished && !p.failed {
+			acks = append(acks, msgs[i])
+		}
+	}
+	r.mu.Unlock()
+	r.h.queueAcks(acks...)
+}
+
+// body encodes events into one bus body. The local queue, the one a
+// handoff writes to, has no message size limit; the events were cut to
+// about the bus's by their hints.
+func (e *Emitter) body(ctx context.Context, events []*Event) []byte {
+	size := 0
+	for _, ev := range events {
+		size += encodedSizeHint(ev)
+	}
+	body := make([]byte, 0, size)
+	members := 0
+	for _, ev := range events {
+		var ok bool
+		if body, ok = e.appendLine(ctx, body, members, ev); ok {
+			members++
+		}
+	}
+	return body
+}
+
+// queueAcks queues the acks of msgs for the next write, or for ackDelay.
+func (h *handoff) queueAcks(msgs ...store.Message) {
+	if len(msgs) == 0 {
+		return
 	}
 	h.mu.Lock()
-	h.done = append(h.done, m)
+	defer h.mu.Unlock()
+	h.done = append(h.done, msgs...)
 	if !h.flushing {
 		h.flushing = true
 		time.AfterFunc(ackDelay, h.flush)
 	}
-	h.mu.Unlock()
 }
 
 func (h *handoff) takeDone() []store.Message {
@@ -460,7 +614,7 @@ func (h *handoff) putBack(done []store.Message) {
 	h.mu.Unlock()
 }
 
-// flush acks what no publish has carried since it was handled.
+// flush acks what no write has carried since it was handled.
 func (h *handoff) flush() {
 	h.mu.Lock()
 	h.flushing = false
@@ -484,7 +638,8 @@ func (h *handoff) ack(ctx context.Context) error {
 	return nil
 }
 
-// drain waits for the running handlers, then acks what they handled.
+// drain waits for the running handlers and rounds, then acks what they
+// handled.
 func (h *handoff) drain(ctx context.Context) error {
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ func handoffBackend(t *testing.T, visibility time.Duration) (*store.Backend, Han
 type handled struct {
 	mu     sync.Mutex
 	events [][]*Event
+	ids    []string // the messages' IDs
 	err    error
 	block  chan struct{} // when set, handlers wait for it
 }
@@ -42,7 +44,31 @@ func (h *handled) handle(_ context.Context, m store.Message, events []*Event) er
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.events = append(h.events, events)
+	h.ids = append(h.ids, m.ID)
 	return h.err
+}
+
+// writesCounted counts a handoff bus's writes of handed-over events.
+type writesCounted struct {
+	HandoffBus
+	writes atomic.Int64
+}
+
+func (w *writesCounted) PublishHandoff(ctx context.Context, done []store.Message, ids []string, events ...store.Event) ([]store.Message, error) {
+	if len(events) > 0 {
+		w.writes.Add(1)
+	}
+	return w.HandoffBus.PublishHandoff(ctx, done, ids, events...)
+}
+
+// eventually polls cond for up to 5 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("after 5 s: %s", what)
+		}
+	}
 }
 
 func (h *handled) calls() [][]*Event {
@@ -61,13 +87,14 @@ func queued(t *testing.T, b *store.Backend) int {
 }
 
 // The emitter hands its events to the delivery handler as they are in
-// memory — the very events emitted, grouped in one message — and acks the
-// queue's durable copy once they are handled.
-func TestHandoffDeliversInMemoryAndAcks(t *testing.T) {
+// memory — the very events emitted, grouped in one message — and, as they
+// are delivered in time, never writes them to the queue.
+func TestHandoffDeliversInMemory(t *testing.T) {
 	b, bus := handoffBackend(t, time.Minute)
 	h := &handled{}
 	e := NewEmitter(b.Bus, b.Blobs, listeningTo("a"), 0)
-	e.Handoff(bus, h.handle, 4)
+	counted := &writesCounted{HandoffBus: bus}
+	e.Handoff(counted, h.handle, 4)
 	ctx := context.Background()
 	first, second := event("a", `"one"`), event("a", `"two"`)
 	second.ID = "req_2"
@@ -81,8 +108,35 @@ func TestHandoffDeliversInMemoryAndAcks(t *testing.T) {
 	if len(calls) != 1 || len(calls[0]) != 2 || calls[0][0] != first || calls[0][1] != second {
 		t.Fatalf("handler calls %v, want one with the two emitted events themselves", calls)
 	}
+	if n := counted.writes.Load(); n != 0 {
+		t.Errorf("%d writes to the delivery queue for events delivered in time, want 0", n)
+	}
 	if n := queued(t, b); n != 0 {
-		t.Errorf("%d messages left in the delivery queue after the handler succeeded, want 0 (acked)", n)
+		t.Errorf("%d messages in the delivery queue, want 0", n)
+	}
+}
+
+// Events whose handler is still running after persistAfter are written to
+// the queue, hidden from its consumers while the handler runs, and acked
+// once it succeeds.
+func TestHandoffSlowDeliveryIsWrittenThenAcked(t *testing.T) {
+	b, bus := handoffBackend(t, time.Minute)
+	h := &handled{block: make(chan struct{})}
+	e := NewEmitter(b.Bus, b.Blobs, listeningTo("a"), 0)
+	e.Handoff(bus, h.handle, 4)
+	e.handoff.persistAfter = 10 * time.Millisecond
+	ctx := context.Background()
+	e.Emit(ctx, event("a", `"slow"`))
+	eventually(t, "the slow delivery's events are not in the queue", func() bool { return queued(t, b) == 1 })
+	if got, err := b.Deliveries.Receive(ctx, 10, 0); err != nil || len(got) != 0 {
+		t.Fatalf("a consumer received %d messages (%v) while the handler runs", len(got), err)
+	}
+	close(h.block)
+	if err := e.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := queued(t, b); n != 0 {
+		t.Errorf("%d messages in the delivery queue after the handler succeeded, want 0 (acked)", n)
 	}
 }
 
@@ -104,6 +158,11 @@ func TestHandoffFailureLeavesTheMessageToTheQueue(t *testing.T) {
 	}
 	if msgs[0].Receives != 2 {
 		t.Errorf("received at receive %d, want 2", msgs[0].Receives)
+	}
+	// The handler's progress is kept under the message's ID: the queue's
+	// copy must carry the one it was given.
+	if ids := h.ids; len(ids) != 1 || msgs[0].ID != ids[0] {
+		t.Errorf("queued as message %q, handled as %v", msgs[0].ID, ids)
 	}
 	e2, err := store.DecodeEvent(msgs[0])
 	if err != nil {

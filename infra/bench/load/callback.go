@@ -59,10 +59,17 @@ func (b *bench) runCallback(ctx context.Context, embeddings httpScenario) *scena
 		rep.Checks = append(rep.Checks, notMeasured(rep, name), notMeasured(rep, p50Name))
 		return rep
 	}
-	if err := b.callbackRun(ctx, embeddings, fig); err != nil {
+	teams, err := b.callbackRun(ctx, embeddings, fig)
+	if err != nil {
 		rep.exclude("sluice", err)
 		rep.Checks = append(rep.Checks, notMeasured(rep, name), notMeasured(rep, p50Name))
 		return rep
+	}
+	if b.cfg.profile && ctx.Err() == nil {
+		// Two profiles of the same process, one per team: their difference is the callback's cost.
+		sc := embeddings
+		sc.name = "callback"
+		rep.Profiles, rep.ProfileErrors = b.profileScenario(ctx, sc, teams, embeddings.concurrency)
 	}
 	st := statusPass
 	if fig.Ratio > callbackCPULimit {
@@ -79,15 +86,16 @@ func (b *bench) runCallback(ctx context.Context, embeddings httpScenario) *scena
 	return rep
 }
 
-func (b *bench) callbackRun(ctx context.Context, embeddings httpScenario, fig *callbackFigures) error {
+// It returns the two teams as targets (the one without a callback first).
+func (b *bench) callbackRun(ctx context.Context, embeddings httpScenario, fig *callbackFigures) ([]target, error) {
 	s := b.sluice
-	plain := target{name: "sluice", base: s.base, proc: s.child.proc, sluice: true, key: s.key}
+	plain := target{name: "without", base: s.base, proc: s.child.proc, sluice: true, key: s.key, pprof: s.pprof}
 	if err := b.probe(ctx, embeddings, plain); err != nil {
-		return err
+		return nil, err
 	}
 	teamID, key, err := s.newTeamKey(ctx, b.client, "bench-callback")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cb := mustJSON(map[string]any{
 		"callback_name": "langfuse",
@@ -100,20 +108,20 @@ func (b *bench) callbackRun(ctx context.Context, embeddings httpScenario, fig *c
 	})
 	status, body, err := doJSON(ctx, b.client, http.MethodPost, s.base+"/team/"+teamID+"/callback", masterKey, cb)
 	if err != nil {
-		return fmt.Errorf("POST /team/{id}/callback: %w", err)
+		return nil, fmt.Errorf("POST /team/{id}/callback: %w", err)
 	}
 	if status == http.StatusNotFound || status == http.StatusMethodNotAllowed {
-		return skipf("POST /team/{id}/callback answers %d: team callbacks have not landed in sluice yet", status)
+		return nil, skipf("POST /team/{id}/callback answers %d: team callbacks have not landed in sluice yet", status)
 	}
 	if status/100 != 2 {
-		return fmt.Errorf("POST /team/{id}/callback answers %d: %s", status, clip(body))
+		return nil, fmt.Errorf("POST /team/{id}/callback answers %d: %s", status, clip(body))
 	}
 	with := plain
-	with.key = key
+	with.name, with.key = "with", key
 
 	before, err := b.upstreamStats(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	conc := embeddings.concurrency
 	var without, withCB, added []float64
@@ -123,7 +131,7 @@ func (b *bench) callbackRun(ctx context.Context, embeddings httpScenario, fig *c
 		for _, t := range []target{plain, with} {
 			m, err := b.measure(ctx, embeddings, t, round, conc, embeddings.rate)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if t.key == key {
 				r.WithUS, r.WithRPS, r.WithP50 = m.Closed.CPUPerRequestUS, m.Closed.Throughput, m.Open.Latency.P50
@@ -146,13 +154,13 @@ func (b *bench) callbackRun(ctx context.Context, embeddings httpScenario, fig *c
 	for wait := time.Now().Add(10 * time.Second); time.Now().Before(wait); {
 		after, err := b.upstreamStats(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		fig.EventsReceived = after.LoggingEvents - before.LoggingEvents
 		if fig.EventsReceived > 0 {
-			return nil
+			return []target{plain, with}, nil
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	return fmt.Errorf("callback configured, but no logging event reached the sink for %d calls", fig.Requests)
+	return nil, fmt.Errorf("callback configured, but no logging event reached the sink for %d calls", fig.Requests)
 }

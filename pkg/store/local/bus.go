@@ -40,20 +40,22 @@ func (b *Bus) Publish(ctx context.Context, events ...store.Event) error {
 	return nil
 }
 
-// PublishHandoff publishes events as Publish does, but hands them to the
-// caller already received from the subscription queue, hidden for its
-// visibility timeout: the caller is that queue's consumer in this process
-// and handles them without a Receive (the emitter hands log events to the
-// delivery job in memory). It acks done — what it handed over earlier and
-// has handled — in the same transaction. A message it does not ack becomes
-// visible after the timeout, or at the next start, and the queue's
-// consumers receive it as usual. It needs exactly one subscription.
-func (b *Bus) PublishHandoff(ctx context.Context, done []store.Message, events ...store.Event) ([]store.Message, error) {
+// PublishHandoff publishes events as Publish does, but as received already
+// by the caller, hidden for their visibility timeout: the caller is the
+// subscription queue's consumer in this process and handles them without a
+// Receive (the emitter hands log events to the delivery job in memory, and
+// writes here those it has not delivered within a moment). ids[i] is
+// events[i]'s message ID, under which the caller may have handled it
+// already. It acks done — what it handed over earlier and has handled — in
+// the same transaction. A message it does not ack becomes visible after the
+// timeout, or at the next start, and the queue's consumers receive it as
+// usual. It needs exactly one subscription.
+func (b *Bus) PublishHandoff(ctx context.Context, done []store.Message, ids []string, events ...store.Event) ([]store.Message, error) {
 	q, err := b.handoffQueue()
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := q.sendReceived(ctx, done, events)
+	msgs, err := q.sendReceived(ctx, done, ids, events)
 	if err != nil {
 		return nil, fmt.Errorf("local bus: publish: %w", err)
 	}

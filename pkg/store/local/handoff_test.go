@@ -38,9 +38,12 @@ func TestHandoffIsReceivedUntilAcked(t *testing.T) {
 	ctx := context.Background()
 	bus, q := handoffBus(t, t.TempDir(), time.Minute)
 	ev := store.Event{Attributes: map[string]string{"team_id": "t1"}, Body: []byte(`{"id":"req_1"}`)}
-	msgs, err := bus.PublishHandoff(ctx, nil, ev)
+	msgs, err := bus.PublishHandoff(ctx, nil, []string{"msg-1"}, ev)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("PublishHandoff: %v, %d messages", err, len(msgs))
+	}
+	if msgs[0].ID != "msg-1" {
+		t.Errorf("handed over as message %q, want the caller's ID msg-1", msgs[0].ID)
 	}
 	if msgs[0].Receives != 1 {
 		t.Errorf("handed over at receive %d, want 1", msgs[0].Receives)
@@ -54,7 +57,7 @@ func TestHandoffIsReceivedUntilAcked(t *testing.T) {
 	if n, _ := q.Len(); n != 1 {
 		t.Fatalf("queue holds %d messages, want the durable copy", n)
 	}
-	if _, err := bus.PublishHandoff(ctx, msgs); err != nil {
+	if _, err := bus.PublishHandoff(ctx, msgs, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := q.Len(); n != 0 {
@@ -67,7 +70,7 @@ func TestHandoffIsReceivedUntilAcked(t *testing.T) {
 func TestHandoffNotAckedIsRedelivered(t *testing.T) {
 	ctx := context.Background()
 	bus, q := handoffBus(t, t.TempDir(), 50*time.Millisecond)
-	if _, err := bus.PublishHandoff(ctx, nil, store.Event{Body: []byte(`{"id":"req_1"}`)}); err != nil {
+	if _, err := bus.PublishHandoff(ctx, nil, []string{"msg-1"}, store.Event{Body: []byte(`{"id":"req_1"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := q.Receive(ctx, 10, 2*time.Second)
@@ -98,7 +101,7 @@ func TestHandoffSurvivesARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := local.NewBus(q).PublishHandoff(ctx, nil, store.Event{Body: []byte(`{"id":"req_1"}`)}); err != nil {
+	if _, err := local.NewBus(q).PublishHandoff(ctx, nil, []string{"msg-1"}, store.Event{Body: []byte(`{"id":"req_1"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -124,7 +127,19 @@ func TestHandoffNeedsOneSubscription(t *testing.T) {
 		}
 		qs = append(qs, q)
 	}
-	if _, err := local.NewBus(qs...).PublishHandoff(context.Background(), nil, store.Event{Body: []byte("x")}); err == nil {
+	if _, err := local.NewBus(qs...).PublishHandoff(context.Background(), nil, []string{"msg-1"}, store.Event{Body: []byte("x")}); err == nil {
 		t.Error("handed over to two subscriptions")
+	}
+}
+
+// An event and its ID go together: a publish whose IDs do not match its
+// events writes nothing.
+func TestHandoffNeedsAnIDPerEvent(t *testing.T) {
+	bus, q := handoffBus(t, t.TempDir(), time.Minute)
+	if _, err := bus.PublishHandoff(context.Background(), nil, nil, store.Event{Body: []byte("x")}); err == nil {
+		t.Error("published an event without its ID")
+	}
+	if n, _ := q.Len(); n != 0 {
+		t.Errorf("queue holds %d messages, want 0", n)
 	}
 }

@@ -140,17 +140,22 @@ func (q *Queue) Send(ctx context.Context, bodies ...[]byte) error {
 	return nil
 }
 
-// sendReceived appends bodies as messages already received once, by the
+// sendReceived appends events as messages already received once, by the
 // caller, hidden for the visibility timeout, and acks done (messages the
 // caller received this way, or from Receive, and has handled), in one
-// transaction. It is a send and a receive without the receive's
-// transaction, for a producer that consumes what it sends in the same
-// process: what it fails to handle and ack becomes visible after the
-// visibility timeout (or at the next start) and is received again by the
-// queue's consumers, with its receive count, like any message.
-func (q *Queue) sendReceived(ctx context.Context, done []store.Message, events []store.Event) ([]store.Message, error) {
+// transaction. ids[i] is events[i]'s message ID: the caller may have
+// handled the message under it before it was written. It is a send and a
+// receive without the receive's transaction, for a producer that consumes
+// what it sends in the same process: what it fails to handle and ack
+// becomes visible after the visibility timeout (or at the next start) and
+// is received again by the queue's consumers, with its receive count, like
+// any message.
+func (q *Queue) sendReceived(ctx context.Context, done []store.Message, ids []string, events []store.Event) ([]store.Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if len(ids) != len(events) {
+		return nil, fmt.Errorf("local queue %s: send received: %d IDs for %d events", q.name, len(ids), len(events))
 	}
 	acks, err := parseReceipts(done)
 	if err != nil {
@@ -164,7 +169,7 @@ func (q *Queue) sendReceived(ctx context.Context, done []store.Message, events [
 		}
 		b := q.bucket(tx)
 		visible := time.Now().Add(q.opts.Visibility).UnixNano()
-		for _, e := range events {
+		for i, e := range events {
 			seq, err := b.Bucket([]byte(subMsgs)).NextSequence()
 			if err != nil {
 				return err
@@ -172,7 +177,7 @@ func (q *Queue) sendReceived(ctx context.Context, done []store.Message, events [
 			// The event is encoded straight after the stored header: one
 			// buffer, which bbolt keeps until the commit, and the body
 			// handed back is part of it.
-			sm := storedMessage{ID: rand.Text(), Receives: 1, VisibleAt: visible}
+			sm := storedMessage{ID: ids[i], Receives: 1, VisibleAt: visible}
 			v := sm.appendHeader(make([]byte, 0, headerSize(sm)+store.EventBinarySize(e)))
 			header := len(v)
 			v = store.AppendEventBinary(v, e)
