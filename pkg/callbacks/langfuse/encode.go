@@ -22,15 +22,18 @@ func appendEnvelopes(b []byte, ev *logevent.Event, maxContent int) ([]byte, erro
 	if math.IsNaN(ev.ResponseCost) || math.IsInf(ev.ResponseCost, 0) {
 		return nil, errors.New("its cost is not a finite number")
 	}
-	start, end, name, traceID, input, output, level := envelopeFields(ev, maxContent)
+	name, traceID, input, output, level := envelopeFields(ev, maxContent)
+	var stamps [3 * 32]byte // start, end, completion start, quoted; on the stack
+	start := appendStamp(stamps[:0], ev.StartTime)
+	end := appendStamp(start[len(start):], ev.EndTime)
 	env := jsonscan.StartObject(b)
 	env.String("id", traceEnvelopeID(ev))
 	env.String("type", "trace-create")
-	env.String("timestamp", start)
+	env.Raw("timestamp", start)
 	env.Key("body")
 	trace := jsonscan.StartObject(env.B)
 	trace.String("id", traceID)
-	trace.String("timestamp", start)
+	trace.Raw("timestamp", start)
 	trace.String("name", name)
 	trace.StringOmitEmpty("userId", ev.EndUser)
 	trace.RawOmitEmpty("input", input)
@@ -48,16 +51,16 @@ func appendEnvelopes(b []byte, ev *logevent.Event, maxContent int) ([]byte, erro
 	env = jsonscan.StartObject(b)
 	env.String("id", generationEnvelopeID(ev))
 	env.String("type", "generation-create")
-	env.String("timestamp", end)
+	env.Raw("timestamp", end)
 	env.Key("body")
 	gen := jsonscan.StartObject(env.B)
 	gen.String("id", ev.ID)
 	gen.String("traceId", traceID)
 	gen.String("name", name)
-	gen.String("startTime", start)
-	gen.String("endTime", end)
+	gen.Raw("startTime", start)
+	gen.Raw("endTime", end)
 	if ev.CompletionStartTime > 0 {
-		gen.String("completionStartTime", stamp(ev.CompletionStartTime))
+		gen.Raw("completionStartTime", appendStamp(end[len(end):], ev.CompletionStartTime))
 	}
 	gen.StringOmitEmpty("model", ev.Model)
 	if scalarCount(ev.ModelParameters) > 0 {
@@ -87,12 +90,11 @@ func appendEnvelopes(b []byte, ev *logevent.Event, maxContent int) ([]byte, erro
 	return env.End(), nil
 }
 
-// envelopeFields are what a log event's two envelopes are made of: its
-// start and end stamps, LiteLLM's trace name (dashboards keep working), the
+// envelopeFields are what a log event's two envelopes are made of, but
+// for its times: LiteLLM's trace name (dashboards keep working), the
 // trace id, the input and output bounded to maxContent bytes each (a failed
 // call without output shows its error), and the generation's level.
-func envelopeFields(ev *logevent.Event, maxContent int) (start, end, name, traceID string, input, output json.RawMessage, level string) {
-	start, end = stamp(ev.StartTime), stamp(ev.EndTime)
+func envelopeFields(ev *logevent.Event, maxContent int) (name, traceID string, input, output json.RawMessage, level string) {
 	name = "litellm-" + ev.CallType
 	traceID = ev.TraceID
 	if traceID == "" {
@@ -107,7 +109,7 @@ func envelopeFields(ev *logevent.Event, maxContent int) (start, end, name, trace
 			output = jsonscan.AppendString(nil, ev.ErrorStr)
 		}
 	}
-	return start, end, name, traceID, input, output, level
+	return name, traceID, input, output, level
 }
 
 // appendTokens appends a generation's token counts, {input, output,

@@ -6,7 +6,9 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluice-gateway/sluice/pkg/callbacks"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 )
 
@@ -90,11 +92,21 @@ type Usage struct {
 	Unit   string `json:"unit"`
 }
 
+// stamp is appendStamp's reference: time.Format's.
+func stamp(sec float64) string {
+	t := callbacks.EventTime(sec)
+	if t.IsZero() {
+		t = time.Now().UTC()
+	}
+	return t.Format(stampLayout)
+}
+
 // referenceEnvelopes returns the two ingestion events of a log event as
 // structs, for encoding/json (the fields are appendEnvelopes's own: what is
 // held to the reference is the encoding).
 func referenceEnvelopes(ev *logevent.Event, maxContent int) [2]Envelope {
-	start, end, name, traceID, input, output, level := envelopeFields(ev, maxContent)
+	name, traceID, input, output, level := envelopeFields(ev, maxContent)
+	start, end := stamp(ev.StartTime), stamp(ev.EndTime)
 	gen := Generation{
 		ID: ev.ID, TraceID: traceID, Name: name, StartTime: start, EndTime: end,
 		Model: ev.Model, ModelParameters: scalars(ev.ModelParameters), Input: input, Output: output,
@@ -248,4 +260,35 @@ func FuzzAppendEnvelopes(f *testing.F) {
 			t.Fatalf("appendEnvelopes:\n got %s\nwant %s", got, want)
 		}
 	})
+}
+
+// appendStamp writes what time.Format writes, quoted, for any event time:
+// the epoch, today, the microsecond's rounding, years past 9999.
+func FuzzAppendStamp(f *testing.F) {
+	for _, sec := range []float64{1e-6, 1, 1.5, 1764230400.123456, 1764230400.9999996, 253402300799.999999, 253402300800, 1e15} {
+		f.Add(sec)
+	}
+	f.Fuzz(func(t *testing.T, sec float64) {
+		if !(sec > 0) || sec > 1e15 { // no time is now; past that, microseconds overflow
+			return
+		}
+		want := `"` + stamp(sec) + `"`
+		if got := string(appendStamp([]byte("x"), sec)); got != "x"+want {
+			t.Errorf("appendStamp(%v) = %s, want x%s", sec, got, want)
+		}
+	})
+}
+
+// BenchmarkAppendEnvelopes: every delivered event is encoded here.
+func BenchmarkAppendEnvelopes(b *testing.B) {
+	ev := event("req_ok", logevent.StatusSuccess)
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = appendEnvelopes(buf[:0], ev, maxContentBytes); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(buf)))
 }

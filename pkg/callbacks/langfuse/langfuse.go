@@ -75,12 +75,43 @@ func content(raw json.RawMessage, max int) json.RawMessage {
 	return note
 }
 
-func stamp(sec float64) string {
+// stampLayout is how envelopes write a time: UTC, to the microsecond.
+const stampLayout = "2006-01-02T15:04:05.000000Z"
+
+// appendStamp appends the time of a log event's epoch seconds as a JSON
+// string in stampLayout; no time (0) is now. It writes the digits itself:
+// time.Format reads its layout on every call, and every delivered event
+// carries two or three stamps.
+func appendStamp(b []byte, sec float64) []byte {
 	t := callbacks.EventTime(sec)
 	if t.IsZero() {
 		t = time.Now().UTC()
 	}
-	return t.Format("2006-01-02T15:04:05.000000Z")
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		b = append(b, '"')
+		return append(t.AppendFormat(b, stampLayout), '"')
+	}
+	hour, minute, second := t.Clock()
+	b = append(b, '"')
+	b = appendDigits(b, year, 4)
+	b = appendDigits(append(b, '-'), int(month), 2)
+	b = appendDigits(append(b, '-'), day, 2)
+	b = appendDigits(append(b, 'T'), hour, 2)
+	b = appendDigits(append(b, ':'), minute, 2)
+	b = appendDigits(append(b, ':'), second, 2)
+	b = appendDigits(append(b, '.'), t.Nanosecond()/1000, 6)
+	return append(b, 'Z', '"')
+}
+
+// appendDigits appends v (≥ 0) as exactly n decimal digits.
+func appendDigits(b []byte, v, n int) []byte {
+	b = append(b, "000000"[:n]...)
+	for i := len(b) - 1; i >= len(b)-n; i-- {
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return b
 }
 
 // IngestionError is one refused envelope.
