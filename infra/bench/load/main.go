@@ -48,7 +48,7 @@ func main() {
 	flag.IntVar(&cfg.retries, "retries", 1, "how many times a noisy measurement is measured again")
 	flag.DurationVar(&cfg.deadline, "deadline", 2*time.Hour, "the whole run stops after this long")
 	flag.BoolVar(&cfg.sluice, "sluice", true, "build and measure sluice (./functions/local) when it exists")
-	flag.BoolVar(&cfg.profile, "profile", false, "after the rounds of each HTTP scenario, one more closed loop per target (not counted) with a CPU profile of the proxy and of sluice, written to <out>/profiles/<scenario>-<target>.pprof")
+	flag.BoolVar(&cfg.profile, "profile", false, "after the rounds of each HTTP scenario, one more closed loop per target (not counted) with a CPU profile of the proxy and of sluice, written to <out>/profiles/<scenario>-<target>.pprof, and its allocations to <scenario>-<target>.allocs.pprof")
 	flag.BoolVar(&cfg.sizes, "sizes", true, "build each functions/*/ bootstrap for linux/arm64 and report its size")
 	flag.IntVar(&cfg.startupRuns, "startup-runs", 5, "with -sizes: cold starts per function for the Lambda start-up figures (0: none)")
 	flag.IntVar(&cfg.uploadMB, "upload-mb", 200, "upload scenario: file size in MiB")

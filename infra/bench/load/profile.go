@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,7 +24,8 @@ func pprofAddr() (string, error) {
 
 // profileScenario runs one more closed loop per target that serves pprof
 // (the bare proxy and sluice, with -profile), after the measured rounds and
-// not counted in them, and saves a CPU profile of each: where the proxy's
+// not counted in them, and saves a CPU profile of each and the allocations
+// of the same seconds (<scenario>-<target>.allocs.pprof): where the proxy's
 // and sluice's CPU per request go, under the same load. It returns the
 // profile paths by target, and why a profile is missing.
 func (b *bench) profileScenario(ctx context.Context, sc httpScenario, targets []target, conc int) (paths, failed map[string]string) {
@@ -41,13 +43,17 @@ func (b *bench) profileScenario(ctx context.Context, sc httpScenario, targets []
 		do := httpCall(b.client, sc.spec(t))
 		runClosed(ctx, conc, b.cfg.warmup, b.cfg.maxRequests, do)
 		path := filepath.Join(dir, sc.name+"-"+t.name+".pprof")
-		got := make(chan error, 1)
+		allocs := filepath.Join(dir, sc.name+"-"+t.name+".allocs.pprof")
+		got := make(chan error, 2)
 		go func() {
 			got <- fetchProfile(ctx, "http://"+t.pprof+"/debug/pprof/profile?seconds="+strconv.Itoa(secs), path)
 		}()
-		// The loop outlasts the profile, which starts a moment after it.
+		go func() {
+			got <- fetchProfile(ctx, "http://"+t.pprof+"/debug/pprof/allocs?seconds="+strconv.Itoa(secs), allocs)
+		}()
+		// The loop outlasts the profiles, which start a moment after it.
 		runClosed(ctx, conc, time.Duration(secs)*time.Second+500*time.Millisecond, b.cfg.maxRequests, do)
-		if err := <-got; err != nil {
+		if err := errors.Join(<-got, <-got); err != nil {
 			failed[t.name] = err.Error()
 			continue
 		}
