@@ -39,7 +39,11 @@ func appendEnvelopes(b []byte, ev *logevent.Event, maxContent int) ([]byte, erro
 	trace.RawOmitEmpty("input", input)
 	trace.RawOmitEmpty("output", output)
 	trace.Key("metadata")
+	mark := len(trace.B)
 	trace.B = logevent.AppendMetadata(trace.B, &ev.Metadata)
+	// The generation carries it again: copied, not encoded twice (a
+	// later append may move b, never change what it held).
+	metadata := trace.B[mark:]
 	tags := ev.RequestTags
 	if tags == nil {
 		tags = []string{}
@@ -83,7 +87,7 @@ func appendEnvelopes(b []byte, ev *logevent.Event, maxContent int) ([]byte, erro
 		gen.B = cost.End()
 	}
 	gen.Key("metadata")
-	gen.B = appendGenerationMetadata(gen.B, ev)
+	gen.B = appendGenerationMetadata(gen.B, ev, metadata)
 	gen.String("level", level)
 	gen.StringOmitEmpty("statusMessage", ev.ErrorStr)
 	env.B = gen.End()
@@ -124,11 +128,11 @@ func appendTokens(b []byte, ev *logevent.Event, unit string) []byte {
 }
 
 // appendGenerationMetadata appends what LiteLLM puts beside a generation:
-// the caller (key, team) and the call's routing (GenerationMetadata).
-func appendGenerationMetadata(b []byte, ev *logevent.Event) []byte {
+// the caller (key, team: keyMetadata, ev.Metadata encoded) and the call's
+// routing (GenerationMetadata).
+func appendGenerationMetadata(b []byte, ev *logevent.Event, keyMetadata []byte) []byte {
 	md := jsonscan.StartObject(b)
-	md.Key("user_api_key_metadata")
-	md.B = logevent.AppendMetadata(md.B, &ev.Metadata)
+	md.Raw("user_api_key_metadata", keyMetadata)
 	md.String("call_type", ev.CallType)
 	md.String("custom_llm_provider", ev.CustomLLMProvider)
 	md.String("status", ev.Status)

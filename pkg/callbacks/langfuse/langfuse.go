@@ -46,8 +46,9 @@ type Client struct {
 	// limits, MaxBatchBytes and maxContentBytes unless a test lowers them
 	maxBatchBytes, maxContent int
 	// bodies are request bodies to reuse (*[]byte): a batch is tens of
-	// KB to a few MB, written every few milliseconds under load.
-	bodies sync.Pool
+	// KB to a few MB, written every few milliseconds under load. answers
+	// are the buffers their answers are read into (two successes an event).
+	bodies, answers sync.Pool
 }
 
 // New returns a client for the project of publicKey at host (a base URL such
@@ -204,7 +205,12 @@ func (c *Client) post(ctx context.Context, body []byte, members []int, events []
 		fail(callbacks.ResponseError("Langfuse", resp))
 		return
 	}
-	refused, err := readErrors(io.LimitReader(resp.Body, maxAnswerBytes))
+	answer, _ := c.answers.Get().(*[]byte)
+	if answer == nil {
+		answer = new([]byte)
+	}
+	defer c.answers.Put(answer)
+	refused, err := readErrors(io.LimitReader(resp.Body, maxAnswerBytes), answer)
 	if err != nil {
 		if resp.StatusCode == http.StatusMultiStatus {
 			// A 207 says some envelopes may have failed, but not which:
@@ -235,6 +241,23 @@ func (c *Client) post(ctx context.Context, body []byte, members []int, events []
 	}
 }
 
+// readAll is io.ReadAll into b's room.
+func readAll(r io.Reader, b []byte) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
 // requestBody is a request body that tells when the transport has closed
 // it: RoundTrip may close a request's body after it returns.
 type requestBody struct {
@@ -252,9 +275,11 @@ func (b *requestBody) wait() { <-b.closed }
 
 // readErrors reads the errors of Langfuse's answer,
 // {"successes":[{id, status}, ...], "errors":[{id, status, message, error}, ...]},
-// skipping its successes (two per log event) without decoding them.
-func readErrors(r io.Reader) ([]IngestionError, error) {
-	answer, err := io.ReadAll(r)
+// skipping its successes (two per log event) without decoding them. The
+// answer is read into buf, which keeps what it grew to.
+func readErrors(r io.Reader, buf *[]byte) ([]IngestionError, error) {
+	answer, err := readAll(r, (*buf)[:0])
+	*buf = answer
 	if err != nil {
 		return nil, err
 	}

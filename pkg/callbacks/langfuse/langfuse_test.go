@@ -289,3 +289,38 @@ func TestSendSplitsLargeBatches(t *testing.T) {
 		t.Errorf("an output over the content bound was sent as %d bytes, want a note", len(out))
 	}
 }
+
+// readErrors takes what encoding/json takes from an answer's "errors"
+// member, refuses what it refuses, and leaves nothing of one answer in the
+// buffer the next is read into.
+func FuzzReadErrors(f *testing.F) {
+	for _, s := range []string{
+		`{"successes":[{"id":"a-trace","status":201}],"errors":[]}`,
+		`{"successes":[],"errors":[{"id":"a-trace","status":400,"message":"bad","error":{"x":1}}]}`,
+		`{"errors":null}`, `{"errors":[{"id":7}]}`, `{"errors":[],"errors":[{"id":"b"}]}`, `[]`, `{`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, answer []byte) {
+		var want []IngestionError
+		var top map[string]json.RawMessage
+		wantErr := json.Unmarshal(answer, &top)
+		if raw, ok := top["errors"]; wantErr == nil && ok && string(raw) != "null" {
+			wantErr = json.Unmarshal(raw, &want)
+		}
+		buf := []byte(`{"errors":[{"id":"left over"}]}`)
+		got, err := readErrors(bytes.NewReader(answer), &buf)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("readErrors(%q): error %v, encoding/json's %v", answer, err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("readErrors(%q) (-encoding/json +got):\n%s", answer, diff)
+		}
+		if string(buf) != string(answer) {
+			t.Errorf("buffer holds %q after reading %q", buf, answer)
+		}
+	})
+}
