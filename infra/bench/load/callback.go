@@ -30,12 +30,14 @@ type callbackFigures struct {
 }
 
 type callbackRound struct {
-	WithoutUS  float64 `json:"cpu_per_request_without_us"`
-	WithUS     float64 `json:"cpu_per_request_with_us"`
-	WithoutRPS float64 `json:"throughput_without_rps"`
-	WithRPS    float64 `json:"throughput_with_rps"`
-	WithoutP50 float64 `json:"p50_without_ms"`
-	WithP50    float64 `json:"p50_with_ms"`
+	WithoutUS     float64 `json:"cpu_per_request_without_us"`
+	WithUS        float64 `json:"cpu_per_request_with_us"`
+	WithoutUserUS float64 `json:"user_cpu_per_request_without_us"`
+	WithUserUS    float64 `json:"user_cpu_per_request_with_us"`
+	WithoutRPS    float64 `json:"throughput_without_rps"`
+	WithRPS       float64 `json:"throughput_with_rps"`
+	WithoutP50    float64 `json:"p50_without_ms"`
+	WithP50       float64 `json:"p50_with_ms"`
 }
 
 func (f *callbackFigures) print(w io.Writer) {
@@ -134,16 +136,17 @@ func (b *bench) callbackRun(ctx context.Context, embeddings httpScenario, fig *c
 				return nil, err
 			}
 			if t.key == key {
-				r.WithUS, r.WithRPS, r.WithP50 = m.Closed.CPUPerRequestUS, m.Closed.Throughput, m.Open.Latency.P50
+				r.WithUS, r.WithUserUS, r.WithRPS, r.WithP50 = m.Closed.CPUPerRequestUS, m.Closed.UserCPUPerRequestUS, m.Closed.Throughput, m.Open.Latency.P50
 				fig.Requests += m.Closed.OK + m.Open.OK
 			} else {
-				r.WithoutUS, r.WithoutRPS, r.WithoutP50 = m.Closed.CPUPerRequestUS, m.Closed.Throughput, m.Open.Latency.P50
+				r.WithoutUS, r.WithoutUserUS, r.WithoutRPS, r.WithoutP50 = m.Closed.CPUPerRequestUS, m.Closed.UserCPUPerRequestUS, m.Closed.Throughput, m.Open.Latency.P50
 			}
 		}
 		fig.Rounds = append(fig.Rounds, r)
 		without, withCB = append(without, r.WithoutUS), append(withCB, r.WithUS)
 		p50Without, p50With, added = append(p50Without, r.WithoutP50), append(p50With, r.WithP50), append(added, r.WithP50-r.WithoutP50)
-		b.logf("  %-18s round %d without %.1f µs/req p50 %.3f ms, with %.1f µs/req p50 %.3f ms", "callback", round, r.WithoutUS, r.WithoutP50, r.WithUS, r.WithP50)
+		b.logf("  %-18s round %d without %.1f µs/req (user %.1f, %.0f req/s) p50 %.3f ms, with %.1f µs/req (user %.1f, %.0f req/s) p50 %.3f ms", "callback", round,
+			r.WithoutUS, r.WithoutUserUS, r.WithoutRPS, r.WithoutP50, r.WithUS, r.WithUserUS, r.WithRPS, r.WithP50)
 	}
 	fig.WithoutUS, fig.WithUS = median(without), median(withCB)
 	fig.WithoutP50MS, fig.WithP50MS, fig.AddedP50MS = median(p50Without), median(p50With), median(added)
