@@ -34,10 +34,14 @@ type callbackRound struct {
 	WithUS        float64 `json:"cpu_per_request_with_us"`
 	WithoutUserUS float64 `json:"user_cpu_per_request_without_us"`
 	WithUserUS    float64 `json:"user_cpu_per_request_with_us"`
-	WithoutRPS    float64 `json:"throughput_without_rps"`
-	WithRPS       float64 `json:"throughput_with_rps"`
-	WithoutP50    float64 `json:"p50_without_ms"`
-	WithP50       float64 `json:"p50_with_ms"`
+	// The upstream's CPU per call: with a callback it is also the Langfuse
+	// sink's, which shares the machine with sluice and the load.
+	WithoutUpstreamUS float64 `json:"upstream_cpu_per_request_without_us"`
+	WithUpstreamUS    float64 `json:"upstream_cpu_per_request_with_us"`
+	WithoutRPS        float64 `json:"throughput_without_rps"`
+	WithRPS           float64 `json:"throughput_with_rps"`
+	WithoutP50        float64 `json:"p50_without_ms"`
+	WithP50           float64 `json:"p50_with_ms"`
 }
 
 func (f *callbackFigures) print(w io.Writer) {
@@ -137,16 +141,18 @@ func (b *bench) callbackRun(ctx context.Context, embeddings httpScenario, fig *c
 			}
 			if t.key == key {
 				r.WithUS, r.WithUserUS, r.WithRPS, r.WithP50 = m.Closed.CPUPerRequestUS, m.Closed.UserCPUPerRequestUS, m.Closed.Throughput, m.Open.Latency.P50
+				r.WithUpstreamUS = m.Closed.UpstreamCPUPerReqUS
 				fig.Requests += m.Closed.OK + m.Open.OK
 			} else {
 				r.WithoutUS, r.WithoutUserUS, r.WithoutRPS, r.WithoutP50 = m.Closed.CPUPerRequestUS, m.Closed.UserCPUPerRequestUS, m.Closed.Throughput, m.Open.Latency.P50
+				r.WithoutUpstreamUS = m.Closed.UpstreamCPUPerReqUS
 			}
 		}
 		fig.Rounds = append(fig.Rounds, r)
 		without, withCB = append(without, r.WithoutUS), append(withCB, r.WithUS)
 		p50Without, p50With, added = append(p50Without, r.WithoutP50), append(p50With, r.WithP50), append(added, r.WithP50-r.WithoutP50)
-		b.logf("  %-18s round %d without %.1f µs/req (user %.1f, %.0f req/s) p50 %.3f ms, with %.1f µs/req (user %.1f, %.0f req/s) p50 %.3f ms", "callback", round,
-			r.WithoutUS, r.WithoutUserUS, r.WithoutRPS, r.WithoutP50, r.WithUS, r.WithUserUS, r.WithRPS, r.WithP50)
+		b.logf("  %-18s round %d without %.1f µs/req (user %.1f, %.0f req/s, upstream %.1f) p50 %.3f ms, with %.1f µs/req (user %.1f, %.0f req/s, upstream %.1f) p50 %.3f ms", "callback", round,
+			r.WithoutUS, r.WithoutUserUS, r.WithoutRPS, r.WithoutUpstreamUS, r.WithoutP50, r.WithUS, r.WithUserUS, r.WithRPS, r.WithUpstreamUS, r.WithP50)
 	}
 	fig.WithoutUS, fig.WithUS = median(without), median(withCB)
 	fig.WithoutP50MS, fig.WithP50MS, fig.AddedP50MS = median(p50Without), median(p50With), median(added)

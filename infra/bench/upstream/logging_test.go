@@ -8,13 +8,19 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// The Langfuse sink answers each envelope by its own id (not the ids
-// nested in its body) and counts the envelopes.
+// ingestionStatus is one success of the sink's answer.
+type ingestionStatus struct {
+	ID     string `json:"id"`
+	Status int    `json:"status"`
+}
+
+// The Langfuse sink answers 207 with a success for each envelope (trace and
+// generation, not the ids nested in their bodies) and counts them.
 func TestLangfuseIngestionAnswersEachEnvelope(t *testing.T) {
 	ts := newTestServer(t, options{})
 	batch := `{"batch":[
-		{"id":"ev-1-trace","type":"trace-create","body":{"id":"trace-1","metadata":{"id":"x"}}},
-		{"type":"generation-create","body":{"id":"gen-1"},"id":"ev-1-generation"}]}`
+		{"id":"ev-1-trace","type":"trace-create","body":{"id":"trace-1","input":"say \"type\":\"trace-create\""}},
+		{"type":"generation-create","body":{"id":"gen-1"},"id":"ev-1-generation"}],"metadata":{"batch_size":2}}`
 	resp, err := http.Post(ts.URL+"/api/public/ingestion", "application/json", strings.NewReader(batch))
 	if err != nil {
 		t.Fatal(err)
@@ -24,18 +30,15 @@ func TestLangfuseIngestionAnswersEachEnvelope(t *testing.T) {
 		t.Fatalf("status %d, want 207", resp.StatusCode)
 	}
 	var got struct {
-		Successes []struct {
-			ID     string `json:"id"`
-			Status int    `json:"status"`
-		} `json:"successes"`
+		Successes []ingestionStatus `json:"successes"`
+		Errors    []ingestionStatus `json:"errors"`
 	}
 	mustUnmarshal(t, readAll(t, resp), &got)
-	want := []struct {
-		ID     string `json:"id"`
-		Status int    `json:"status"`
-	}{{"ev-1-trace", 201}, {"ev-1-generation", 201}}
-	if diff := cmp.Diff(want, got.Successes); diff != "" {
+	if diff := cmp.Diff([]ingestionStatus{{"0", 201}, {"1", 201}}, got.Successes); diff != "" {
 		t.Errorf("successes (-want +got):\n%s", diff)
+	}
+	if len(got.Errors) != 0 {
+		t.Errorf("errors %v, want none", got.Errors)
 	}
 	var st statsSnapshot
 	stats, err := http.Get(ts.URL + "/_bench/stats")
@@ -51,14 +54,15 @@ func TestLangfuseIngestionAnswersEachEnvelope(t *testing.T) {
 
 func TestLangfuseIngestionRefusesWhatIsNotABatch(t *testing.T) {
 	ts := newTestServer(t, options{})
-	for _, body := range []string{`{"batch":[{"id":"a"}`, `{"batch":[{"type":"trace-create"}]}`, `{"batch":[{"id":7}]}`, `[]`} {
+	for _, body := range []string{`{"batch":[{"id":"a","type":"trace-create"`, `{"batch":[{"id":"a"}]}`,
+		`{"batch":[{"id":"a"}],"metadata":{"batch_size":-1}}`, `{"batch":[{"id":"a"}],"metadata":{"batch_size":x}}`, `[]`, ``} {
 		resp, err := http.Post(ts.URL+"/api/public/ingestion", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest {
-			t.Errorf("%s: status %d, want 400", body, resp.StatusCode)
+			t.Errorf("%q: status %d, want 400", body, resp.StatusCode)
 		}
 	}
 }

@@ -125,6 +125,12 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.batchSizes = append(s.batchSizes, len(req.Batch))
+	var md struct {
+		BatchSize int `json:"batch_size"`
+	}
+	if err := json.Unmarshal(req.Metadata, &md); err != nil || md.BatchSize != len(req.Batch) {
+		s.t.Errorf("metadata %s (%v): batch_size must count the batch's %d envelopes", req.Metadata, err, len(req.Batch))
+	}
 	var successes, errs []map[string]any
 	for _, raw := range req.Batch {
 		var env envelope
