@@ -74,7 +74,9 @@ func BenchmarkHandleEventsInMemory(b *testing.B) {
 	h.add(b, "team-a", callbacks.Langfuse, callbacks.TypeSuccess, map[string]string{
 		callbacks.VarLangfusePublicKey: "pk", callbacks.VarLangfuseSecretKey: "sk", callbacks.VarLangfuseHost: "https://127.0.0.1"})
 	d, err := New(Deps{Catalog: h.catalog, Records: h.backend.Records, Blobs: h.backend.Blobs, DeadLetters: h.backend.DeliveryDeadLetters,
-		Open: func(context.Context, callbacks.Callback, map[string]string) (Destination, error) { return accepting{}, nil }}, Options{})
+		Open: func(context.Context, callbacks.Callback, map[string]string) (Destination, error) {
+			return accepting{}, nil
+		}}, Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
