@@ -430,13 +430,19 @@ const bodySlack = 8 << 10
 // an event's other members take.
 func encodedSizeHint(ev *Event) int { return 1536 + (len(ev.Messages)+len(ev.Response))*9/8 }
 
-// hand cuts groups into messages' worth (by their size hints and
-// MaxEventsPerMessage) and hands as many as handlers are free to them; it
-// returns the rest, for the queue's consumers.
+// hand cuts groups into parts of at most MaxEventsPerMessage events and
+// hands as many as handlers are free to them; it returns the rest, for the
+// queue's consumers. A part is not cut to the bus's message size: it goes
+// to the delivery whole (the destination lanes batch it), and the local
+// queue a handoff writes to takes a message of any size.
 func (h *handoff) hand(ctx context.Context, e *Emitter, groups []group) (rest []group) {
 	var parts []group
 	for _, g := range groups {
-		parts = append(parts, cut(g, e.messageLimit())...)
+		for len(g.events) > MaxEventsPerMessage {
+			parts = append(parts, group{team: g.team, status: g.status, events: g.events[:MaxEventsPerMessage]})
+			g.events = g.events[MaxEventsPerMessage:]
+		}
+		parts = append(parts, g)
 	}
 	n := 0
 	for n < len(parts) {
@@ -462,27 +468,11 @@ func (h *handoff) hand(ctx context.Context, e *Emitter, groups []group) (rest []
 	return parts[n:]
 }
 
-// cut splits g where the events' size hints pass limit or a part would
-// hold more than MaxEventsPerMessage events.
-func cut(g group, limit int) []group {
-	var parts []group
-	start, size := 0, 0
-	for i, ev := range g.events {
-		s := encodedSizeHint(ev)
-		if i > start && (size+s > limit || i-start == MaxEventsPerMessage) {
-			parts = append(parts, group{team: g.team, status: g.status, events: g.events[start:i]})
-			start, size = i, 0
-		}
-		size += s
-	}
-	return append(parts, group{team: g.team, status: g.status, events: g.events[start:]})
-}
-
 // round is the groups of one publish handed over, until each is delivered
 // or written to the queue.
 type round struct {
 	h *handoff
-	e *Emitter
+	e *Emitter // encodes what is written to the queue
 
 	mu      sync.Mutex
 	parts   []*handed
@@ -568,8 +558,7 @@ func (r *round) watch(ctx context.Context) {
 }
 
 // body encodes events into one bus body. The local queue, the one a
-// handoff writes to, has no message size limit; the events were cut to
-// about the bus's by their hints.
+// handoff writes to, has no message size limit.
 func (e *Emitter) body(ctx context.Context, events []*Event) []byte {
 	size := 0
 	for _, ev := range events {

@@ -3,6 +3,7 @@ package logevent
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -233,4 +234,38 @@ func TestHandoffPanicLeavesTheMessageToTheQueue(t *testing.T) {
 	if err != nil || len(msgs) != 1 || msgs[0].Receives != 2 {
 		t.Fatalf("Receive: %d messages (%v), want the one whose handler panicked, at its second receive", len(msgs), err)
 	}
+}
+
+// A round's events of one team go to one handler whole, however large:
+// the destination lanes batch them, and the local queue takes a message of
+// any size should they be written. (Bus events are cut to the bus's size.)
+func TestHandoffHandsATeamsRoundWhole(t *testing.T) {
+	b, bus := handoffBackend(t, time.Minute)
+	h := &handled{}
+	e := NewEmitter(b.Bus, b.Blobs, listeningTo("a"), 4<<10)
+	e.Handoff(bus, h.handle, 4)
+	e.handoff.linger = time.Hour // the three gather; the Emit below hurries them
+	ctx := context.Background()
+	big := `"` + strings.Repeat("x", 3<<10) + `"`
+	var waits []func()
+	for range 3 {
+		waits = append(waits, e.Start(ctx, event("a", big)))
+	}
+	for _, w := range waits {
+		w()
+	}
+	if err := e.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if calls := h.calls(); len(calls) != 1 || len(calls[0]) != 3 {
+		t.Errorf("handler calls of %v events, want one of 3", eventsPerCall(calls))
+	}
+}
+
+func eventsPerCall(calls [][]*Event) []int {
+	n := make([]int, len(calls))
+	for i, c := range calls {
+		n[i] = len(c)
+	}
+	return n
 }

@@ -58,8 +58,9 @@ const (
 	DefaultMaxBackoff     = 5 * time.Second
 	DefaultRequestTimeout = 10 * time.Second
 	// DefaultMaxBatch bounds the events of one destination request before
-	// the destination's own byte limits split it further.
-	DefaultMaxBatch    = 100
+	// the destination's own byte limits split it further: Langfuse's
+	// batch takes 200 events' envelopes (langfuse.MaxBatchEvents).
+	DefaultMaxBatch    = 200
 	DefaultMaxInflight = 1
 	// maxClaimedBytes bounds a claim-checked body read back.
 	maxClaimedBytes = 64 << 20
