@@ -172,12 +172,16 @@ func (d *Deliverer) Stats() *Stats { return &d.stats }
 
 // delivery is one event bound for one callback.
 type delivery struct {
-	key  string // "<event id>|<callback id>": the unit of progress
 	ev   *logevent.Event
 	cb   callbacks.Callback
 	sent *logevent.Event // the event as this callback receives it
 	err  error
 }
+
+// key is the unit of progress: "<event id>|<callback id>".
+func (w *delivery) key() string { return progressItem(w.ev, w.cb) }
+
+func progressItem(ev *logevent.Event, cb callbacks.Callback) string { return ev.ID + "|" + cb.ID() }
 
 // Handle delivers the log events of one delivery-queue message. It returns
 // nil when every delivery succeeded or was dead-lettered, and an error (the
@@ -224,8 +228,7 @@ func (d *Deliverer) handle(ctx context.Context, m store.Message, msg Message) er
 	var firstErr error
 	for _, w := range work {
 		switch {
-		case w.err == nil:
-			done[w.key] = true
+		case w.err == nil: // delivered
 		case callbacks.IsPermanent(w.err) || last:
 			dead = append(dead, w)
 		default:
@@ -242,6 +245,11 @@ func (d *Deliverer) handle(ctx context.Context, m store.Message, msg Message) er
 			_ = d.records.Delete(ctx, progressKey(m.ID), store.Cond{}) // expires anyway
 		}
 		return nil
+	}
+	for _, w := range work {
+		if w.err == nil {
+			done[w.key()] = true
+		}
 	}
 	if len(done) > 0 {
 		keys := make([]string, 0, len(done))
@@ -288,15 +296,14 @@ func (d *Deliverer) plan(ctx context.Context, msg Message, done map[string]bool,
 				continue
 			}
 			matched = true
-			key := ev.ID + "|" + cb.ID()
-			if done[key] {
+			if len(done) > 0 && done[progressItem(ev, cb)] {
 				d.stats.Skipped.Add(1)
 				continue
 			}
 			if receives > 1 {
 				d.stats.Resent.Add(1)
 			}
-			work = append(work, &delivery{key: key, ev: ev, cb: cb})
+			work = append(work, &delivery{ev: ev, cb: cb})
 		}
 		if !matched && msg.Callback != "" {
 			slog.WarnContext(ctx, "re-driven log event not delivered: its callback is gone", "team", team, "callback", msg.Callback, "event_id", ev.ID)

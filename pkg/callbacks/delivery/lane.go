@@ -22,15 +22,37 @@ type lane struct {
 	onSend      func(n int)
 
 	mu      sync.Mutex
-	queue   []*item
+	queue   []item
 	running int
 }
 
-// item is one event waiting in a lane.
+// item is one event waiting in a lane: the i-th of its submission.
 type item struct {
-	ev   *logevent.Event
-	done chan struct{}
-	err  error
+	ev  *logevent.Event
+	sub *submission
+	i   int
+}
+
+// submission is the events of one send and their outcomes, one wait for
+// them all (not a channel an event).
+type submission struct {
+	mu   sync.Mutex
+	errs []error // errPending until the event's request is answered
+	left int
+	done chan struct{} // closed when left reaches 0
+}
+
+// errPending marks an outcome not known yet.
+var errPending = errors.New("delivery: pending")
+
+// settle records the outcome of the i-th event.
+func (s *submission) settle(i int, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.errs[i] = err
+	if s.left--; s.left == 0 {
+		close(s.done)
+	}
 }
 
 // errAbandoned is an item's error when its handler stopped waiting.
@@ -40,25 +62,36 @@ var errAbandoned = errors.New("delivery: the handler stopped waiting for the des
 // event whose outcome did not come in time gets an error (it is retried;
 // destinations deduplicate a copy that did arrive).
 func (l *lane) send(ctx context.Context, events []*logevent.Event) []error {
-	items := make([]*item, len(events))
-	for i, ev := range events {
-		items[i] = &item{ev: ev, done: make(chan struct{})}
+	if len(events) == 0 {
+		return nil
+	}
+	sub := &submission{errs: make([]error, len(events)), left: len(events), done: make(chan struct{})}
+	for i := range sub.errs {
+		sub.errs[i] = errPending
 	}
 	l.mu.Lock()
-	l.queue = append(l.queue, items...)
+	for i, ev := range events {
+		l.queue = append(l.queue, item{ev: ev, sub: sub, i: i})
+	}
 	if l.running < l.maxInflight {
 		l.running++
 		go l.drain()
 	}
 	l.mu.Unlock()
-	errs := make([]error, len(items))
-	for i, it := range items {
-		select {
-		case <-it.done:
-			errs[i] = it.err
-		case <-ctx.Done():
-			errs[i] = fmt.Errorf("%w: %w", errAbandoned, context.Cause(ctx))
+	select {
+	case <-sub.done:
+		return sub.errs
+	case <-ctx.Done():
+	}
+	abandoned := fmt.Errorf("%w: %w", errAbandoned, context.Cause(ctx))
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	errs := make([]error, len(sub.errs))
+	for i, err := range sub.errs {
+		if err == errPending {
+			err = abandoned
 		}
+		errs[i] = err
 	}
 	return errs
 }
@@ -90,8 +123,7 @@ func (l *lane) drain() {
 		errs := l.dest.Send(ctx, events)
 		cancel()
 		for i, it := range batch {
-			it.err = errs[i]
-			close(it.done)
+			it.sub.settle(it.i, errs[i])
 		}
 	}
 }
