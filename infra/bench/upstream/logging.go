@@ -23,7 +23,9 @@ import (
 func (s *server) langfuseIngestion(w http.ResponseWriter, r *http.Request) {
 	buf := s.getBuf()
 	defer s.putBuf(buf)
-	body, err := readInto(r.Body, *buf)
+	read := bytes.NewBuffer((*buf)[:0])
+	_, err := read.ReadFrom(r.Body)
+	body := read.Bytes()
 	*buf = body
 	if err != nil {
 		writeError(w, familyOpenAI, http.StatusBadRequest, "read body: "+err.Error())
@@ -69,23 +71,6 @@ func batchSize(body []byte) (int, bool) {
 	}
 	n, err := strconv.Atoi(string(digits[:end]))
 	return n, err == nil && n >= 0
-}
-
-// readInto reads r to its end into b's room, growing it as needed.
-func readInto(r io.Reader, b []byte) ([]byte, error) {
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
 }
 
 // langsmithBatch answers POST /runs/batch like LangSmith.

@@ -40,14 +40,7 @@ func TestLangfuseIngestionAnswersEachEnvelope(t *testing.T) {
 	if len(got.Errors) != 0 {
 		t.Errorf("errors %v, want none", got.Errors)
 	}
-	var st statsSnapshot
-	stats, err := http.Get(ts.URL + "/_bench/stats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stats.Body.Close()
-	mustUnmarshal(t, readAll(t, stats), &st)
-	if st.LoggingEvents != 2 {
+	if st := benchStats(t, ts.URL); st.LoggingEvents != 2 {
 		t.Errorf("logging events %d, want 2", st.LoggingEvents)
 	}
 }

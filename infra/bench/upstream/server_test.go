@@ -166,16 +166,22 @@ func TestInjectedErrors(t *testing.T) {
 			t.Errorf("%s: no Retry-After", path)
 		}
 	}
-	var st statsSnapshot
-	resp, err := http.Get(ts.URL + "/_bench/stats")
+	if st := benchStats(t, ts.URL); st.Total != 4 || st.InjectedErrors != 4 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// benchStats reads the upstream's /_bench/stats.
+func benchStats(t *testing.T, base string) statsSnapshot {
+	t.Helper()
+	resp, err := http.Get(base + "/_bench/stats")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	var st statsSnapshot
 	mustUnmarshal(t, readAll(t, resp), &st)
-	if st.Total != 4 || st.InjectedErrors != 4 {
-		t.Errorf("stats %+v", st)
-	}
+	return st
 }
 
 func TestInputs(t *testing.T) {

@@ -26,6 +26,19 @@ func (g *gatedDestination) Send(_ context.Context, events []*logevent.Event) []e
 	return make([]error, len(events))
 }
 
+// waitForRequests waits until n requests have come.
+func (g *gatedDestination) waitForRequests(n int) {
+	for {
+		g.mu.Lock()
+		got := len(g.batches)
+		g.mu.Unlock()
+		if got >= n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // A handler that stops waiting keeps the outcomes its events already have,
 // and gets errAbandoned, retryable, for the rest: an event delivered is
 // not reported lost, one pending is not reported delivered.
@@ -37,15 +50,7 @@ func TestLaneAbandonedSendKeepsKnownOutcomes(t *testing.T) {
 	evs := []*logevent.Event{{ID: "a"}, {ID: "b"}}
 	got := make(chan []error, 1)
 	go func() { got <- l.send(ctx, evs) }()
-	for {
-		dest.mu.Lock()
-		n := len(dest.batches)
-		dest.mu.Unlock()
-		if n == 2 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	dest.waitForRequests(2)
 	cancel()
 	errs := <-got
 	if errs[0] != nil {
@@ -65,15 +70,7 @@ func TestLaneBatchesWhatWaits(t *testing.T) {
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	wg.Go(func() { l.send(ctx, []*logevent.Event{{ID: "first"}}) })
-	for {
-		dest.mu.Lock()
-		n := len(dest.batches)
-		dest.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	dest.waitForRequests(1)
 	for _, id := range []string{"x", "y"} {
 		wg.Go(func() {
 			if errs := l.send(ctx, []*logevent.Event{{ID: id + "1"}, {ID: id + "2"}}); errs[0] != nil || errs[1] != nil {

@@ -241,23 +241,6 @@ func (c *Client) post(ctx context.Context, body []byte, members []int, events []
 	}
 }
 
-// readAll is io.ReadAll into b's room.
-func readAll(r io.Reader, b []byte) ([]byte, error) {
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
-}
-
 // requestBody is a request body that tells when the transport has closed
 // it: RoundTrip may close a request's body after it returns.
 type requestBody struct {
@@ -278,7 +261,9 @@ func (b *requestBody) wait() { <-b.closed }
 // skipping its successes (two per log event) without decoding them. The
 // answer is read into buf, which keeps what it grew to.
 func readErrors(r io.Reader, buf *[]byte) ([]IngestionError, error) {
-	answer, err := readAll(r, (*buf)[:0])
+	read := bytes.NewBuffer((*buf)[:0])
+	_, err := read.ReadFrom(r)
+	answer := read.Bytes()
 	*buf = answer
 	if err != nil {
 		return nil, err
