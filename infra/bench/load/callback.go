@@ -18,15 +18,19 @@ const (
 
 // callbackFigures is the callback scenario's Extra.
 type callbackFigures struct {
-	Rounds         []callbackRound `json:"rounds"`
-	WithoutUS      float64         `json:"cpu_per_request_without_us"`
-	WithUS         float64         `json:"cpu_per_request_with_us"`
-	Ratio          float64         `json:"ratio"`
-	WithoutP50MS   float64         `json:"p50_without_ms"`
-	WithP50MS      float64         `json:"p50_with_ms"`
-	AddedP50MS     float64         `json:"added_p50_ms"`
-	EventsReceived int64           `json:"events_received"`
-	Requests       int64           `json:"requests_with_callback"`
+	Rounds    []callbackRound `json:"rounds"`
+	WithoutUS float64         `json:"cpu_per_request_without_us"`
+	WithUS    float64         `json:"cpu_per_request_with_us"`
+	Ratio     float64         `json:"ratio"`
+	// PairedRatio is the median of the rounds' own ratios: each round
+	// measures both teams back to back, so a change in the machine's
+	// speed between rounds moves both sides of a round's ratio alike.
+	PairedRatio    float64 `json:"paired_ratio"`
+	WithoutP50MS   float64 `json:"p50_without_ms"`
+	WithP50MS      float64 `json:"p50_with_ms"`
+	AddedP50MS     float64 `json:"added_p50_ms"`
+	EventsReceived int64   `json:"events_received"`
+	Requests       int64   `json:"requests_with_callback"`
 }
 
 type callbackRound struct {
@@ -48,8 +52,8 @@ func (f *callbackFigures) print(w io.Writer) {
 	if len(f.Rounds) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "   embeddings CPU/request: %.1f µs without a callback, %.1f µs with one (%.2f×); p50 %.3f ms without, %.3f ms with (%+.3f ms); %d events reached the sink for %d calls\n",
-		f.WithoutUS, f.WithUS, f.Ratio, f.WithoutP50MS, f.WithP50MS, f.AddedP50MS, f.EventsReceived, f.Requests)
+	fmt.Fprintf(w, "   embeddings CPU/request: %.1f µs without a callback, %.1f µs with one (%.2f×; median of the rounds' ratios %.2f×); p50 %.3f ms without, %.3f ms with (%+.3f ms); %d events reached the sink for %d calls\n",
+		f.WithoutUS, f.WithUS, f.Ratio, f.PairedRatio, f.WithoutP50MS, f.WithP50MS, f.AddedP50MS, f.EventsReceived, f.Requests)
 }
 
 // runCallback compares sluice's CPU per embeddings call for a team without
@@ -130,7 +134,7 @@ func (b *bench) callbackRun(ctx context.Context, embeddings httpScenario, fig *c
 		return nil, err
 	}
 	conc := embeddings.concurrency
-	var without, withCB, added []float64
+	var without, withCB, added, ratios []float64
 	var p50Without, p50With []float64
 	for round := 1; round <= b.cfg.rounds && ctx.Err() == nil; round++ {
 		var r callbackRound
@@ -150,11 +154,14 @@ func (b *bench) callbackRun(ctx context.Context, embeddings httpScenario, fig *c
 		}
 		fig.Rounds = append(fig.Rounds, r)
 		without, withCB = append(without, r.WithoutUS), append(withCB, r.WithUS)
+		if r.WithoutUS > 0 {
+			ratios = append(ratios, r.WithUS/r.WithoutUS)
+		}
 		p50Without, p50With, added = append(p50Without, r.WithoutP50), append(p50With, r.WithP50), append(added, r.WithP50-r.WithoutP50)
 		b.logf("  %-18s round %d without %.1f µs/req (user %.1f, %.0f req/s, upstream %.1f) p50 %.3f ms, with %.1f µs/req (user %.1f, %.0f req/s, upstream %.1f) p50 %.3f ms", "callback", round,
 			r.WithoutUS, r.WithoutUserUS, r.WithoutRPS, r.WithoutUpstreamUS, r.WithoutP50, r.WithUS, r.WithUserUS, r.WithRPS, r.WithUpstreamUS, r.WithP50)
 	}
-	fig.WithoutUS, fig.WithUS = median(without), median(withCB)
+	fig.WithoutUS, fig.WithUS, fig.PairedRatio = median(without), median(withCB), median(ratios)
 	fig.WithoutP50MS, fig.WithP50MS, fig.AddedP50MS = median(p50Without), median(p50With), median(added)
 	if fig.WithoutUS > 0 {
 		fig.Ratio = fig.WithUS / fig.WithoutUS
