@@ -40,8 +40,16 @@ type OpenerDeps struct {
 	GCSEndpoint string
 }
 
+// langfuseBodiesKept is how many Langfuse request bodies an opener keeps for
+// reuse: one per request in flight at once under load (a lane sends one at a
+// time; a few destinations busy together).
+const langfuseBodiesKept = 8
+
 // NewOpener returns the opener of the three destinations.
 func NewOpener(d OpenerDeps) Opener {
+	// Langfuse request bodies, shared by every Langfuse destination: at
+	// most a few batches' worth kept, however many teams have one.
+	langfuseBodies := langfuse.NewBuffers(langfuseBodiesKept)
 	return func(ctx context.Context, cb callbacks.Callback, v map[string]string) (Destination, error) {
 		or := func(k, def string) string {
 			if s := v[k]; s != "" {
@@ -56,7 +64,7 @@ func NewOpener(d OpenerDeps) Opener {
 		switch cb.Name {
 		case callbacks.Langfuse:
 			secret := or(callbacks.VarLangfuseSecretKey, v[callbacks.VarLangfuseSecret])
-			return langfuse.New(client, or(callbacks.VarLangfuseHost, callbacks.DefaultLangfuseHost), v[callbacks.VarLangfusePublicKey], secret), nil
+			return langfuse.New(client, or(callbacks.VarLangfuseHost, callbacks.DefaultLangfuseHost), v[callbacks.VarLangfusePublicKey], secret, langfuseBodies), nil
 		case callbacks.LangSmith:
 			return langsmith.New(client, or(callbacks.VarLangSmithBaseURL, callbacks.DefaultLangSmithBaseURL),
 				v[callbacks.VarLangSmithAPIKey], or(callbacks.VarLangSmithProject, callbacks.DefaultLangSmithProject)), nil

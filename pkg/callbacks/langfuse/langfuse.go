@@ -45,20 +45,61 @@ type Client struct {
 	auth string
 	// limits, MaxBatchBytes and maxContentBytes unless a test lowers them
 	maxBatchBytes, maxContent int
-	// bodies are request bodies to reuse (*[]byte): a batch is tens of
-	// KB to a few MB, written every few milliseconds under load. answers
-	// are the buffers their answers are read into (two successes an event).
-	bodies, answers sync.Pool
+	// bodies lends request bodies: a batch is tens of KB to a few MB,
+	// written every few milliseconds under load. answers are the buffers
+	// the answers are read into (two successes an event, a few KB).
+	bodies  *Buffers
+	answers sync.Pool
 }
 
 // New returns a client for the project of publicKey at host (a base URL such
 // as https://cloud.langfuse.com, already checked by the settings service).
-func New(httpClient *http.Client, host, publicKey, secretKey string) *Client {
+// Its request bodies come from bodies, which clients share; nil: each
+// request allocates its own.
+func New(httpClient *http.Client, host, publicKey, secretKey string, bodies *Buffers) *Client {
 	return &Client{
 		http:          httpClient,
 		url:           strings.TrimRight(host, "/") + "/api/public/ingestion",
 		auth:          "Basic " + base64.StdEncoding.EncodeToString([]byte(publicKey+":"+secretKey)),
 		maxBatchBytes: MaxBatchBytes, maxContent: maxContentBytes,
+		bodies: bodies,
+	}
+}
+
+// Buffers lends request bodies to the clients that share it: a free list
+// of at most n, not a sync.Pool, which every garbage collection empties —
+// and a busy gateway collects every few milliseconds, so a batch body of
+// hundreds of KB was allocated afresh, growing by doubling, for nearly every
+// request. One list for all the process's clients bounds what idle
+// destinations keep.
+type Buffers struct {
+	free chan *[]byte
+}
+
+// NewBuffers returns a free list that keeps at most n bodies.
+func NewBuffers(n int) *Buffers { return &Buffers{free: make(chan *[]byte, n)} }
+
+// maxKeptBody bounds the bodies a Buffers keeps: a batch's limit and room.
+const maxKeptBody = MaxBatchBytes + MaxBatchBytes/2
+
+func (b *Buffers) get() *[]byte {
+	if b != nil {
+		select {
+		case p := <-b.free:
+			return p
+		default:
+		}
+	}
+	return new([]byte)
+}
+
+func (b *Buffers) put(p *[]byte) {
+	if b == nil || cap(*p) > maxKeptBody {
+		return
+	}
+	select {
+	case b.free <- p:
+	default:
 	}
 }
 
@@ -129,11 +170,11 @@ type IngestionError struct {
 func (c *Client) Send(ctx context.Context, events []*logevent.Event) []error {
 	errs := make([]error, len(events))
 	var members []int // indexes of the events in body
-	buf, _ := c.bodies.Get().(*[]byte)
-	if buf == nil {
-		buf = new([]byte)
+	buf := c.bodies.get()
+	defer func() { c.bodies.put(buf) }()
+	if want := bodySizeHint(events, c.maxBatchBytes); cap(*buf) < want {
+		*buf = make([]byte, 0, want) // one allocation, not a doubling series
 	}
-	defer func() { c.bodies.Put(buf) }()
 	body := startBatch((*buf)[:0])
 	for i, ev := range events {
 		mark := len(body)
@@ -161,6 +202,20 @@ func (c *Client) Send(ctx context.Context, events []*logevent.Event) []error {
 	}
 	*buf = body
 	return errs
+}
+
+// bodySizeHint is about the size of the batches of events, up to limit:
+// each event's raw members twice (trace and generation) and the rest of
+// its two envelopes.
+func bodySizeHint(events []*logevent.Event, limit int) int {
+	n := 64
+	for _, ev := range events {
+		n += 2*(len(ev.Messages)+len(ev.Response)) + 2048
+		if n >= limit {
+			return limit + batchTail
+		}
+	}
+	return n
 }
 
 // batchTail bounds what endBatch appends.

@@ -191,7 +191,7 @@ func event(id, status string) *logevent.Event {
 
 func TestSendWireFormat(t *testing.T) {
 	s := newServer(t)
-	c := New(s.srv.Client(), s.srv.URL+"/", "pk-lf-1", "sk-lf-1")
+	c := New(s.srv.Client(), s.srv.URL+"/", "pk-lf-1", "sk-lf-1", NewBuffers(1))
 	errs := c.Send(context.Background(), []*logevent.Event{event("req_ok", logevent.StatusSuccess), event("req_bad", logevent.StatusFailure)})
 	if errs[0] != nil || errs[1] != nil {
 		t.Fatalf("errors %v", errs)
@@ -231,7 +231,7 @@ func TestSendPartialErrors(t *testing.T) {
 	s := newServer(t)
 	s.refuse["req_2-generation"] = http.StatusBadRequest     // invalid: permanent
 	s.refuse["req_3-trace"] = http.StatusInternalServerError // Langfuse's fault: retry
-	c := New(s.srv.Client(), s.srv.URL, "pk-lf-1", "sk-lf-1")
+	c := New(s.srv.Client(), s.srv.URL, "pk-lf-1", "sk-lf-1", NewBuffers(1))
 	evs := []*logevent.Event{event("req_1", logevent.StatusSuccess), event("req_2", logevent.StatusSuccess), event("req_3", logevent.StatusSuccess)}
 	errs := c.Send(context.Background(), evs)
 	if errs[0] != nil {
@@ -260,7 +260,7 @@ func TestSendWholeRequestFailures(t *testing.T) {
 	} {
 		s := newServer(t)
 		s.status = status
-		errs := New(s.srv.Client(), s.srv.URL, "pk-lf-1", "sk-lf-1").Send(context.Background(), []*logevent.Event{event("req_1", logevent.StatusSuccess)})
+		errs := New(s.srv.Client(), s.srv.URL, "pk-lf-1", "sk-lf-1", NewBuffers(1)).Send(context.Background(), []*logevent.Event{event("req_1", logevent.StatusSuccess)})
 		var se *callbacks.StatusError
 		if !errors.As(errs[0], &se) || se.Status != status || callbacks.IsPermanent(errs[0]) != permanent {
 			t.Errorf("%d: err = %v, want a StatusError, permanent = %v", status, errs[0], permanent)
@@ -270,7 +270,7 @@ func TestSendWholeRequestFailures(t *testing.T) {
 
 func TestSendSplitsLargeBatches(t *testing.T) {
 	s := newServer(t)
-	c := New(s.srv.Client(), s.srv.URL, "pk-lf-1", "sk-lf-1")
+	c := New(s.srv.Client(), s.srv.URL, "pk-lf-1", "sk-lf-1", NewBuffers(1))
 	c.maxBatchBytes, c.maxContent = 30<<10, 8<<10 // Langfuse's limits, scaled down
 	big := bytes.Repeat([]byte("x"), 7<<10)
 	var evs []*logevent.Event
@@ -329,4 +329,31 @@ func FuzzReadErrors(f *testing.F) {
 			t.Errorf("buffer holds %q after reading %q", buf, answer)
 		}
 	})
+}
+
+// A body given back is lent again; the list keeps at most its bound, and
+// no body past a batch's size.
+func TestBuffersLendWhatTheyKeep(t *testing.T) {
+	b := NewBuffers(1)
+	first := b.get()
+	*first = make([]byte, 0, 1<<10)
+	b.put(first)
+	b.put(new([]byte)) // over the bound: dropped
+	if got := b.get(); got != first {
+		t.Error("a body given back was not lent again")
+	}
+	if got := b.get(); cap(*got) != 0 {
+		t.Errorf("the list kept %d bodies past its bound of 1", 2)
+	}
+	huge := new([]byte)
+	*huge = make([]byte, 0, maxKeptBody+1)
+	b.put(huge)
+	if got := b.get(); got == huge {
+		t.Error("a body larger than a batch was kept")
+	}
+	var none *Buffers // a client without one allocates
+	if got := none.get(); got == nil {
+		t.Error("no body from a nil list")
+	}
+	none.put(new([]byte))
 }
