@@ -268,6 +268,7 @@ func TestEmbeddingsEndToEnd(t *testing.T) {
 		})
 
 		smallOnly := g.NewKey(g.NewTeam(map[string]any{"models": []string{"small"}}), nil)
+		gatewaytest.WithinOneLimitWindow(t, 10*time.Second)
 		oneRPM := g.NewKey(g.NewTeam(nil), map[string]any{"rpm_limit": 1})
 
 		for _, tc := range []struct {

@@ -660,6 +660,7 @@ func TestPathsThroughTheWholeGateway(t *testing.T) {
 func TestLimitsApplyToPassthrough(t *testing.T) {
 	w := newWorld(t)
 	gatewaytest.Run(t, w.opts, func(t *testing.T, g *gatewaytest.Gateway) {
+		gatewaytest.WithinOneLimitWindow(t, 10*time.Second)
 		team := g.NewTeam(map[string]any{"team_alias": "limited"})
 		// 18 tokens: the first call (12 + 6) uses the window up.
 		key := g.NewKey(team, map[string]any{"tpm_limit": 18})

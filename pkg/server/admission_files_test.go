@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
 )
@@ -10,6 +11,7 @@ import (
 // like any other, counted against the key's rpm_limit.
 func TestFilesCountAgainstTheRPMLimit(t *testing.T) {
 	gatewaytest.Run(t, gatewaytest.Options{}, func(t *testing.T, g *gatewaytest.Gateway) {
+		gatewaytest.WithinOneLimitWindow(t, 10*time.Second)
 		team := g.NewTeam(map[string]any{"team_alias": "files"})
 		key := g.NewKey(team, map[string]any{"rpm_limit": 2})
 		for range 2 {
