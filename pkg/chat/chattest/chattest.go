@@ -148,18 +148,31 @@ func (h *Harness) Event(t testing.TB) logevent.Event {
 
 // Events reads the log events that reach a delivery queue, in the order
 // they arrive. One message may carry several: the emitter groups the events
-// emitted together.
+// emitted together. Delivery is at least once (SQS may hand a message out
+// twice): an event already returned is not returned again.
 type Events struct {
 	q       store.Queue
 	pending []*logevent.Event
+	seen    map[string]bool
 }
 
 // NewEvents reads the log events of the delivery queue q.
-func NewEvents(q store.Queue) *Events { return &Events{q: q} }
+func NewEvents(q store.Queue) *Events { return &Events{q: q, seen: map[string]bool{}} }
 
 // Next returns the next log event, failing the test when none arrives
 // within 20 s.
 func (r *Events) Next(t testing.TB) logevent.Event {
+	t.Helper()
+	for {
+		ev := r.next(t)
+		if !r.seen[ev.ID] {
+			r.seen[ev.ID] = true
+			return ev
+		}
+	}
+}
+
+func (r *Events) next(t testing.TB) logevent.Event {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(20 * time.Second)
