@@ -39,7 +39,13 @@ type scenarioReport struct {
 	Measurements []measurement             `json:"measurements,omitempty"`
 	Summary      map[string]*targetSummary `json:"summary,omitempty"`
 	Comparisons  []comparison              `json:"comparisons,omitempty"`
-	Extra        any                       `json:"extra,omitempty"`
+	// PairedCPURatio is the median of the rounds' own sluice/proxy CPU
+	// ratios: the two are measured back to back in a round, so a change in
+	// the machine's speed between rounds moves both sides of a round's
+	// ratio alike. Reported beside the ratio of the medians, which the
+	// check uses.
+	PairedCPURatio float64 `json:"paired_cpu_ratio,omitempty"`
+	Extra          any     `json:"extra,omitempty"`
 	// Profiles are CPU profiles by target (-profile), taken in a closed
 	// loop of their own after the rounds.
 	Profiles      map[string]string `json:"profiles,omitempty"`
@@ -263,13 +269,39 @@ func (r *scenarioReport) compare() {
 		r.Checks = append(r.Checks, check{Scenario: r.Name, Name: fmt.Sprintf("CPU per provider event (reported; %d events a stream)", r.events),
 			Status: statusInfo, Detail: describe(ev)})
 	}
+	r.PairedCPURatio = r.pairedCPURatio()
 	if r.cpuLimit > 0 {
 		st := statusFail
 		if cpu.Ratio != nil && *cpu.Ratio <= r.cpuLimit {
 			st = statusPass
 		}
-		r.Checks = append(r.Checks, check{Scenario: r.Name, Name: names[i], Status: st, Detail: describe(cpu)})
+		detail := describe(cpu)
+		if r.PairedCPURatio > 0 {
+			detail += fmt.Sprintf("; the rounds' own ratios: median %.2f×", r.PairedCPURatio)
+		}
+		r.Checks = append(r.Checks, check{Scenario: r.Name, Name: names[i], Status: st, Detail: detail})
 	}
+}
+
+// pairedCPURatio is the median of sluice's CPU per request over the
+// proxy's, round by round; 0 without a round that measured both.
+func (r *scenarioReport) pairedCPURatio() float64 {
+	proxy := map[int]float64{}
+	for _, m := range r.Measurements {
+		if m.Target == "proxy" && m.Closed.CPUPerRequestUS > 0 {
+			proxy[m.Round] = m.Closed.CPUPerRequestUS
+		}
+	}
+	var ratios []float64
+	for _, m := range r.Measurements {
+		if p, ok := proxy[m.Round]; ok && m.Target == "sluice" {
+			ratios = append(ratios, m.Closed.CPUPerRequestUS/p)
+		}
+	}
+	if len(ratios) == 0 {
+		return 0
+	}
+	return median(ratios)
 }
 
 // latencyStatus judges sluice's added latency against the bare proxy's.

@@ -101,6 +101,8 @@ func TestSummarizeMediansAndRatios(t *testing.T) {
 	if cpu.Ratio == nil || math.Abs(*cpu.Ratio-170.0/110) > 1e-9 || cpu.Diff != 60 {
 		t.Fatalf("cpu comparison %+v", cpu)
 	}
+	// The rounds' own ratios: 1.50, 3.08, 1.55 → 1.55.
+	approx("paired CPU ratio", r.PairedCPURatio, 170.0/110)
 	statuses := map[string]string{}
 	for _, c := range r.Checks {
 		statuses[strings.Fields(c.Name)[0]+" "+strings.Fields(c.Name)[1]] = c.Status
