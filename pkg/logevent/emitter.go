@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -368,40 +369,49 @@ func (e *Emitter) publish(ctx context.Context, events []*Event) error {
 }
 
 // encode encodes groups into bus events: one per group, split where a body
-// would pass the size limit or MaxEventsPerMessage events. Each event is
-// encoded straight into its body, sized from the events' raw members up
-// front.
+// would pass the bus's size limit or MaxEventsPerMessage events.
 func (e *Emitter) encode(ctx context.Context, groups []group) []store.Event {
-	limit := e.messageLimit()
-	var out []store.Event // each at most limit bytes, MaxEventsPerMessage events
+	var out []store.Event
 	for _, g := range groups {
-		size := 0
-		for _, ev := range g.events {
-			size += encodedSizeHint(ev)
+		out = e.appendGroup(ctx, out, g, e.messageLimit())
+	}
+	return out
+}
+
+// appendGroup appends g's bus events to out: bodies of at most limit bytes
+// (but for a single event that passes it alone) and MaxEventsPerMessage
+// events. Each event is encoded straight into its body, sized from the
+// events' raw members up front.
+func (e *Emitter) appendGroup(ctx context.Context, out []store.Event, g group, limit int) []store.Event {
+	size := 0
+	for _, ev := range g.events {
+		size += encodedSizeHint(ev)
+	}
+	// A body is cut once it passes limit: room for the event that
+	// passes it, so that the cut needs no larger copy first.
+	room := size
+	if size-bodySlack > limit { // limit+bodySlack, which may not overflow
+		room = limit + bodySlack
+	}
+	body := make([]byte, 0, room)
+	members := 0
+	for _, ev := range g.events {
+		mark := len(body)
+		var ok bool
+		if body, ok = e.appendLine(ctx, body, members, ev); !ok {
+			continue
 		}
-		// A body is cut once it passes limit: room for the event that
-		// passes it, so that the cut needs no larger copy first.
-		room := min(size, limit+bodySlack)
-		body := make([]byte, 0, room)
-		members := 0
-		for _, ev := range g.events {
-			mark := len(body)
-			var ok bool
-			if body, ok = e.appendLine(ctx, body, members, ev); !ok {
-				continue
-			}
-			if members > 0 && (len(body) > limit || members == MaxEventsPerMessage) {
-				// Full: this event starts the next body.
-				line := body[mark+1:]
-				out = append(out, store.Event{Attributes: g.attributes(), Body: body[:mark]})
-				body = append(make([]byte, 0, max(room, len(line))), line...)
-				members = 0
-			}
-			members++
+		if members > 0 && (len(body) > limit || members == MaxEventsPerMessage) {
+			// Full: this event starts the next body.
+			line := body[mark+1:]
+			out = append(out, store.Event{Attributes: g.attributes(), Body: body[:mark]})
+			body = append(make([]byte, 0, max(room, len(line))), line...)
+			members = 0
 		}
-		if members > 0 {
-			out = append(out, store.Event{Attributes: g.attributes(), Body: body})
-		}
+		members++
+	}
+	if members > 0 {
+		out = append(out, store.Event{Attributes: g.attributes(), Body: body})
 	}
 	return out
 }
@@ -532,22 +542,31 @@ func (r *round) watch(ctx context.Context) {
 	if len(keep) == 0 {
 		return
 	}
+	// One message a part, under the ID its handler was given: the local
+	// queue takes a message of any size, and a part holds at most
+	// MaxEventsPerMessage events.
+	var written []*handed // those with an event left to write (one that cannot be encoded is logged)
 	ids := make([]string, 0, len(keep))
 	out := make([]store.Event, 0, len(keep))
 	for _, p := range keep {
-		ids = append(ids, p.msg.ID)
-		out = append(out, store.Event{Attributes: p.attributes(), Body: r.e.body(ctx, p.events)})
+		n := len(out)
+		if out = r.e.appendGroup(ctx, out, p.group, math.MaxInt); len(out) > n {
+			written, ids = append(written, p), append(ids, p.msg.ID)
+		}
+	}
+	if len(written) == 0 {
+		return
 	}
 	done := r.h.takeDone()
 	msgs, err := r.h.bus.PublishHandoff(ctx, done, ids, out...)
 	if err != nil {
 		r.h.putBack(done)
-		slog.ErrorContext(ctx, "log events not written to the delivery queue: delivered only if their handler succeeds", "messages", len(keep), "error", err)
+		slog.ErrorContext(ctx, "log events not written to the delivery queue: delivered only if their handler succeeds", "messages", len(written), "error", err)
 		return
 	}
 	var acks []store.Message
 	r.mu.Lock()
-	for i, p := range keep {
+	for i, p := range written {
 		p.persisted = &msgs[i]
 		if p.finished && !p.failed {
 			acks = append(acks, msgs[i])
@@ -555,24 +574,6 @@ func (r *round) watch(ctx context.Context) {
 	}
 	r.mu.Unlock()
 	r.h.queueAcks(acks...)
-}
-
-// body encodes events into one bus body. The local queue, the one a
-// handoff writes to, has no message size limit.
-func (e *Emitter) body(ctx context.Context, events []*Event) []byte {
-	size := 0
-	for _, ev := range events {
-		size += encodedSizeHint(ev)
-	}
-	body := make([]byte, 0, size)
-	members := 0
-	for _, ev := range events {
-		var ok bool
-		if body, ok = e.appendLine(ctx, body, members, ev); ok {
-			members++
-		}
-	}
-	return body
 }
 
 // queueAcks queues the acks of msgs for the next write, or for ackDelay.
