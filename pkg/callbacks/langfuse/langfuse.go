@@ -45,60 +45,68 @@ type Client struct {
 	auth string
 	// limits, MaxBatchBytes and maxContentBytes unless a test lowers them
 	maxBatchBytes, maxContent int
-	// bodies lends request bodies: a batch is tens of KB to a few MB,
-	// written every few milliseconds under load. answers are the buffers
-	// the answers are read into (two successes an event, a few KB).
-	bodies  *Buffers
-	answers sync.Pool
+	// bodies are request bodies to reuse (a batch is tens of KB to a few
+	// MB, written every few milliseconds under load); answers, the
+	// buffers the answers are read into (two successes an event, a few
+	// KB). Both from the Buffers given to New.
+	bodies, answers freeList
 }
 
 // New returns a client for the project of publicKey at host (a base URL such
 // as https://cloud.langfuse.com, already checked by the settings service).
-// Its request bodies come from bodies, which clients share; nil: each
-// request allocates its own.
-func New(httpClient *http.Client, host, publicKey, secretKey string, bodies *Buffers) *Client {
-	return &Client{
+// Its request bodies and answer buffers come from buffers, which clients
+// share; nil: each request allocates its own.
+func New(httpClient *http.Client, host, publicKey, secretKey string, buffers *Buffers) *Client {
+	c := &Client{
 		http:          httpClient,
 		url:           strings.TrimRight(host, "/") + "/api/public/ingestion",
 		auth:          "Basic " + base64.StdEncoding.EncodeToString([]byte(publicKey+":"+secretKey)),
 		maxBatchBytes: MaxBatchBytes, maxContent: maxContentBytes,
-		bodies: bodies,
 	}
+	if buffers != nil {
+		c.bodies, c.answers = buffers.bodies, buffers.answers
+	}
+	return c
 }
 
-// Buffers lends request bodies to the clients that share it: a free list
-// of at most n, not a sync.Pool, which every garbage collection empties —
-// and a busy gateway collects every few milliseconds, so a batch body of
-// hundreds of KB was allocated afresh, growing by doubling, for nearly every
-// request. One list for all the process's clients bounds what idle
-// destinations keep.
+// Buffers lends request bodies and answer buffers to the clients that
+// share it: free lists of at most n each, not sync.Pools, which every
+// garbage collection empties — and a busy gateway collects every few
+// milliseconds, so a batch body of hundreds of KB was allocated afresh,
+// growing by doubling, for nearly every request. One Buffers for all the
+// process's clients bounds what idle destinations keep.
 type Buffers struct {
-	free chan *[]byte
+	bodies, answers freeList
 }
 
-// NewBuffers returns a free list that keeps at most n bodies.
-func NewBuffers(n int) *Buffers { return &Buffers{free: make(chan *[]byte, n)} }
+// NewBuffers returns free lists that keep at most n bodies and n answer
+// buffers.
+func NewBuffers(n int) *Buffers {
+	return &Buffers{bodies: make(freeList, n), answers: make(freeList, n)}
+}
 
-// maxKeptBody bounds the bodies a Buffers keeps: a batch's limit and room.
-const maxKeptBody = MaxBatchBytes + MaxBatchBytes/2
+// freeList is a bounded list of buffers to reuse. A nil one keeps none: its
+// channel is never ready.
+type freeList chan *[]byte
 
-func (b *Buffers) get() *[]byte {
-	if b != nil {
-		select {
-		case p := <-b.free:
-			return p
-		default:
-		}
+// maxKeptBuffer bounds the buffers a freeList keeps: a batch's limit and room.
+const maxKeptBuffer = MaxBatchBytes + MaxBatchBytes/2
+
+func (f freeList) get() *[]byte {
+	select {
+	case p := <-f:
+		return p
+	default:
+		return new([]byte)
 	}
-	return new([]byte)
 }
 
-func (b *Buffers) put(p *[]byte) {
-	if b == nil || cap(*p) > maxKeptBody {
+func (f freeList) put(p *[]byte) {
+	if cap(*p) > maxKeptBuffer {
 		return
 	}
 	select {
-	case b.free <- p:
+	case f <- p:
 	default:
 	}
 }
@@ -260,11 +268,8 @@ func (c *Client) post(ctx context.Context, body []byte, members []int, events []
 		fail(callbacks.ResponseError("Langfuse", resp))
 		return
 	}
-	answer, _ := c.answers.Get().(*[]byte)
-	if answer == nil {
-		answer = new([]byte)
-	}
-	defer c.answers.Put(answer)
+	answer := c.answers.get()
+	defer c.answers.put(answer)
 	refused, err := readErrors(io.LimitReader(resp.Body, maxAnswerBytes), answer)
 	if err != nil {
 		if resp.StatusCode == http.StatusMultiStatus {

@@ -334,7 +334,7 @@ func FuzzReadErrors(f *testing.F) {
 // A body given back is lent again; the list keeps at most its bound, and
 // no body past a batch's size.
 func TestBuffersLendWhatTheyKeep(t *testing.T) {
-	b := NewBuffers(1)
+	b := NewBuffers(1).bodies
 	first := b.get()
 	*first = make([]byte, 0, 1<<10)
 	b.put(first)
@@ -346,12 +346,12 @@ func TestBuffersLendWhatTheyKeep(t *testing.T) {
 		t.Errorf("the list kept %d bodies past its bound of 1", 2)
 	}
 	huge := new([]byte)
-	*huge = make([]byte, 0, maxKeptBody+1)
+	*huge = make([]byte, 0, maxKeptBuffer+1)
 	b.put(huge)
 	if got := b.get(); got == huge {
 		t.Error("a body larger than a batch was kept")
 	}
-	var none *Buffers // a client without one allocates
+	var none freeList // a client without Buffers allocates
 	if got := none.get(); got == nil {
 		t.Error("no body from a nil list")
 	}
