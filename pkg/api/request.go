@@ -98,12 +98,18 @@ func SetOverhead(h http.Header, ctx context.Context) {
 // NewRequestID makes a request id (req_…).
 func NewRequestID() string { return ids.New(ids.Request) }
 
-// StartRequest gives r a request id and a start time (so time spent in auth
-// counts as sluice's overhead), sets the id on the response, and returns the
-// request carrying both.
-func StartRequest(w http.ResponseWriter, r *http.Request) *http.Request {
+// Start gives a request's context a request id and a start time (so time
+// spent in auth counts as sluice's overhead), and sets the id on the
+// response.
+func Start(ctx context.Context, w http.ResponseWriter) context.Context {
 	start := time.Now()
 	id := NewRequestID()
 	w.Header().Set(RequestIDHeader, id)
-	return r.WithContext(WithStart(WithRequestID(r.Context(), id), start))
+	return WithStart(WithRequestID(ctx, id), start)
+}
+
+// StartRequest is Start for a request that needs nothing more in its
+// context: it returns r carrying the id and start.
+func StartRequest(w http.ResponseWriter, r *http.Request) *http.Request {
+	return r.WithContext(Start(r.Context(), w))
 }

@@ -169,3 +169,56 @@ func TestAnswerAfterTheBodyKeepsTheConnection(t *testing.T) {
 		t.Errorf("second: %d %s", resp.StatusCode, body)
 	}
 }
+
+// deadlineRecorder is a ResponseWriter that records the read deadlines set
+// through its http.ResponseController.
+type deadlineRecorder struct {
+	httptest.ResponseRecorder
+	deadlines []time.Time
+}
+
+func (d *deadlineRecorder) SetReadDeadline(t time.Time) error {
+	d.deadlines = append(d.deadlines, t)
+	return nil
+}
+
+// TestBodyReadsShareADeadline: quick reads of a body do not re-arm the
+// connection's deadline each (a timer operation a read); the one set
+// allows the idle limit and at most a sixty-fourth more.
+func TestBodyReadsShareADeadline(t *testing.T) {
+	const idle = 64 * time.Second
+	rec := &deadlineRecorder{}
+	b := &progressBody{ReadCloser: io.NopCloser(strings.NewReader(strings.Repeat("x", 100))), rc: http.NewResponseController(rec), idle: idle, minRate: 1 << 10}
+	start := time.Now()
+	p := make([]byte, 10)
+	for {
+		if _, err := b.Read(p); err != nil {
+			break
+		}
+	}
+	if len(rec.deadlines) != 1 {
+		t.Fatalf("%d deadlines set for 11 quick reads, want 1", len(rec.deadlines))
+	}
+	if d := rec.deadlines[0].Sub(start); d < idle || d > idle+idle/deadlineSlack+time.Second {
+		t.Errorf("deadline %s after the first read, want between %s and %s", d, idle, idle+idle/deadlineSlack)
+	}
+}
+
+// TestBodyDeadlineMovesWithTheHandlersTime: time the handler spends between
+// reads is not the client's; once it passes the slack, the next read's
+// deadline is set again, that much later.
+func TestBodyDeadlineMovesWithTheHandlersTime(t *testing.T) {
+	const idle = 640 * time.Millisecond
+	rec := &deadlineRecorder{}
+	b := &progressBody{ReadCloser: io.NopCloser(strings.NewReader("xx")), rc: http.NewResponseController(rec), idle: idle, minRate: 1 << 10}
+	p := make([]byte, 1)
+	b.Read(p)
+	time.Sleep(5 * idle / deadlineSlack) // forwarding what it read, say
+	b.Read(p)
+	if len(rec.deadlines) != 2 {
+		t.Fatalf("%d deadlines set, want 2", len(rec.deadlines))
+	}
+	if moved := rec.deadlines[1].Sub(rec.deadlines[0]); moved < 4*idle/deadlineSlack {
+		t.Errorf("the deadline moved %s, want about %s", moved, 5*idle/deadlineSlack)
+	}
+}

@@ -392,7 +392,9 @@ func (s *Service) callError(r *http.Request, ctx context.Context, limited *limit
 func (s *Service) answer(w http.ResponseWriter, r *http.Request, ctx context.Context, watch *watchdog, resp *http.Response, c *call) error {
 	copyResponseHeader(w.Header(), resp.Header, c.secrets)
 	c.status = resp.StatusCode
-	c.counts.addHeaders(resp.Header)
+	if c.provider == Bedrock {
+		c.counts.addHeaders(resp.Header)
+	}
 	mt := mediaType(resp.Header.Get("Content-Type"))
 	// Streaming is decided from the answer, never from the URL: an event
 	// stream, or a body of unknown length, is flushed as it arrives.
@@ -570,9 +572,11 @@ func (l *limitedBody) Read(p []byte) (int, error) {
 	}
 	n, err := l.r.Read(p)
 	l.left -= int64(n)
-	var refused *api.Error
-	if errors.As(err, &refused) {
-		l.refused.Store(refused)
+	if err != nil && err != io.EOF {
+		var refused *api.Error
+		if errors.As(err, &refused) {
+			l.refused.Store(refused)
+		}
 	}
 	return n, err
 }

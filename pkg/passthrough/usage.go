@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"mime"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -360,77 +359,101 @@ func (m *jsonMeter) finish(c *counts) {
 		c.addJSON(m.head)
 		return
 	}
-	if !m.overflow {
-		if members, ok := topLevel(m.head); ok {
-			readCounts(c, func(k []byte, decode func([]byte) bool) bool {
-				v := members[slices.IndexFunc(meterKeys[:], func(mk []byte) bool { return bytes.Equal(mk, k) })]
-				return v != nil && decode(v)
-			})
-			return
-		}
-	}
-	head, tail := m.head, m.head
+	var f meterFinds
 	if m.overflow {
-		tail = m.tail
+		f.head, f.tail = m.head, m.tail
+	} else {
+		f.whole = topLevel(m.head, &f.members)
+		f.head, f.tail = m.head, m.head
 	}
-	readCounts(c, func(k []byte, decode func([]byte) bool) bool {
-		if bytes.Equal(k, keyModel) {
-			return decodeAfterKey(head, k, decode, false)
-		}
-		return decodeAfterKey(tail, k, decode, true)
-	})
-}
-
-// readCounts adds to c the usage objects and the model that find finds:
-// find decodes the value of a key (one of the meter's keys, quoted) with
-// decode, and reports whether it found one that decode took.
-func readCounts(c *counts, find func(key []byte, decode func([]byte) bool) bool) {
-	// One value for every decode target: one allocation, not four.
-	var d struct {
-		usage   usageJSON
-		gemini  geminiUsageJSON
-		metrics metricsJSON
-		model   string
-	}
-	if find(keyUsage, d.usage.decode) {
+	var d decoded
+	if f.decode(keyUsage, &d) {
 		c.addUsage(&d.usage)
 	}
-	if find(keyUsageMetadata, d.gemini.decode) {
+	if f.decode(keyUsageMetadata, &d) {
 		c.addGemini(&d.gemini)
 	}
-	if find(keyInvocationMetrics, d.metrics.decode) {
+	if f.decode(keyInvocationMetrics, &d) {
 		c.addMetrics(&d.metrics)
 	}
-	model := func(v []byte) bool {
-		m, err := jsonscan.String(v)
-		if err != nil {
-			return false
-		}
-		d.model = m
-		return true
-	}
-	if find(keyModel, model) || find(keyModelVersion, model) {
+	if f.decode(keyModel, &d) || f.decode(keyModelVersion, &d) {
 		c.setModel(d.model)
 	}
 }
 
-// topLevel returns the values of the meter's keys (meterKeys, in its
-// order) among the top-level members of a whole answer that is one JSON
-// object, found in one pass (jsonscan.Members crosses the content's strings
-// a word at a time): the usage objects of the four providers and the model
-// are members of the answer itself, and a "usage" nested in the content is
-// not the answer's. ok is false for anything else (a cut or broken answer),
-// which the key search reads as well as it can.
-func topLevel(doc []byte) (members [len(meterKeys)][]byte, ok bool) {
+// meterFinds finds the values of the meter's keys in a JSON answer: among
+// its top-level members when it was whole and valid, else by searching
+// the text it kept — the first "model" in its head, the last of every other
+// key in its tail. (Concrete types and a switch, not closures: this runs on
+// every call and allocated seven times.)
+type meterFinds struct {
+	members    [meterKeyCount][]byte
+	whole      bool
+	head, tail []byte
+}
+
+// decode decodes into d the value of key k, and reports whether it found
+// one that decoded.
+func (f *meterFinds) decode(k meterKey, d *decoded) bool {
+	if f.whole {
+		v := f.members[k]
+		return v != nil && d.decode(k, v)
+	}
+	if k == keyModel {
+		return decodeAfterKey(f.head, k, d, false)
+	}
+	return decodeAfterKey(f.tail, k, d, true)
+}
+
+// decoded is what the meter decoded of an answer's values.
+type decoded struct {
+	usage   usageJSON
+	gemini  geminiUsageJSON
+	metrics metricsJSON
+	model   string
+}
+
+func (d *decoded) decode(k meterKey, v []byte) bool {
+	switch k {
+	case keyUsage:
+		return d.usage.decode(v)
+	case keyUsageMetadata:
+		return d.gemini.decode(v)
+	case keyInvocationMetrics:
+		return d.metrics.decode(v)
+	}
+	m, err := jsonscan.String(v)
+	if err != nil {
+		return false
+	}
+	d.model = m
+	return true
+}
+
+// topLevel sets members to the values of the meter's keys among the
+// top-level members of a whole answer that is one JSON object, found in one
+// pass (jsonscan.Members crosses the content's strings a word at a time):
+// the usage objects of the four providers and the model are members of the
+// answer itself, and a "usage" nested in the content is not the answer's.
+// It reports false for anything else (a cut or broken answer), which the
+// key search reads as well as it can.
+func topLevel(doc []byte, members *[meterKeyCount][]byte) bool {
 	err := jsonscan.Members(doc, func(name, v []byte) error {
-		for i, k := range meterKeys {
-			if string(name) == string(k[1:len(k)-1]) {
-				members[i] = v
-			}
+		switch string(name) {
+		case "usage":
+			members[keyUsage] = v
+		case "usageMetadata":
+			members[keyUsageMetadata] = v
+		case "amazon-bedrock-invocationMetrics":
+			members[keyInvocationMetrics] = v
+		case "model":
+			members[keyModel] = v
+		case "modelVersion":
+			members[keyModelVersion] = v
 		}
 		return nil
 	})
-	return members, err == nil
+	return err == nil
 }
 
 // The meter's decoders read a usage object as json.Unmarshal would into its
@@ -506,20 +529,32 @@ func matchField(fields []countField, name []byte) *countField {
 	return nil
 }
 
-// Keys the JSON meter looks for.
-var (
-	keyUsage             = []byte(`"usage"`)
-	keyUsageMetadata     = []byte(`"usageMetadata"`)
-	keyInvocationMetrics = []byte(`"amazon-bedrock-invocationMetrics"`)
-	keyModel             = []byte(`"model"`)
-	keyModelVersion      = []byte(`"modelVersion"`)
-	meterKeys            = [...][]byte{keyUsage, keyUsageMetadata, keyInvocationMetrics, keyModel, keyModelVersion}
+// meterKey names a key the JSON meter looks for: an index of meterKeys.
+type meterKey int
+
+const (
+	keyUsage meterKey = iota
+	keyUsageMetadata
+	keyInvocationMetrics
+	keyModel
+	keyModelVersion
+	meterKeyCount
 )
 
-// decodeAfterKey decodes with decode the value of the last (or first)
-// occurrence of key — a quoted JSON key, not text inside a string — in data
-// for which decode succeeds.
-func decodeAfterKey(data, k []byte, decode func(value []byte) bool, last bool) bool {
+// meterKeys are the meter's keys, quoted.
+var meterKeys = [meterKeyCount][]byte{
+	keyUsage:             []byte(`"usage"`),
+	keyUsageMetadata:     []byte(`"usageMetadata"`),
+	keyInvocationMetrics: []byte(`"amazon-bedrock-invocationMetrics"`),
+	keyModel:             []byte(`"model"`),
+	keyModelVersion:      []byte(`"modelVersion"`),
+}
+
+// decodeAfterKey decodes into d the value of the last (or first) occurrence
+// of key — a quoted JSON key, not text inside a string — in data that
+// decodes.
+func decodeAfterKey(data []byte, key meterKey, d *decoded, last bool) bool {
+	k := meterKeys[key]
 	lo, hi := 0, len(data)
 	for {
 		var i int
@@ -549,7 +584,7 @@ func decodeAfterKey(data, k []byte, decode func(value []byte) bool, last bool) b
 			continue
 		}
 		value := bytes.TrimLeft(rest[1:], " \t\r\n")
-		if n := valueEnd(value); n > 0 && decode(value[:n]) {
+		if n := valueEnd(value); n > 0 && d.decode(key, value[:n]) {
 			return true
 		}
 	}

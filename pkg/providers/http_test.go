@@ -5,8 +5,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/models"
 )
@@ -145,5 +147,64 @@ func TestRelayStream(t *testing.T) {
 	}
 	if _, err := relay("/busy"); !errors.As(err, &pe) || pe.Status != 429 || pe.RetryAfter.Seconds() != 3 {
 		t.Errorf("busy: %v", err)
+	}
+}
+
+// TestSendNeverFollowsARedirect: the direct path (NewHTTPClient's client)
+// and the client's own answer a redirect alike, with the redirect itself.
+func TestSendNeverFollowsARedirect(t *testing.T) {
+	var followed bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/elsewhere" {
+			followed = true
+			return
+		}
+		http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(srv.Close)
+	direct := NewHTTPClient()
+	withTimeout := NewHTTPClient()
+	withTimeout.Timeout = time.Minute // not the direct path
+	for name, c := range map[string]*http.Client{"direct": direct, "client": withTimeout} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/x", strings.NewReader("{}"))
+		resp, err := Send(c, req)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTemporaryRedirect || followed {
+			t.Errorf("%s: status %d, followed %v; want the 307 itself", name, resp.StatusCode, followed)
+		}
+	}
+}
+
+// TestSendHonoursTheClientsTimeout: a client with a timeout is used as it
+// is, not bypassed.
+func TestSendHonoursTheClientsTimeout(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	c := NewHTTPClient()
+	c.Timeout = 50 * time.Millisecond
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("{}"))
+	_, err := Send(c, req)
+	var uerr interface{ Timeout() bool }
+	if !errors.As(err, &uerr) || !uerr.Timeout() {
+		t.Fatalf("Send = %v, want the client's timeout", err)
+	}
+}
+
+// TestSendFailureNamesTheCall: a transport failure on the direct path reads
+// as the client's would (method and URL, the cause kept).
+func TestSendFailureNamesTheCall(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.URL
+	srv.Close()
+	req, _ := http.NewRequest(http.MethodPost, addr+"/v1/embeddings", strings.NewReader("{}"))
+	_, err := Send(NewHTTPClient(), req)
+	var uerr *url.Error
+	if !errors.As(err, &uerr) || uerr.Op != "Post" || uerr.URL != addr+"/v1/embeddings" {
+		t.Fatalf("Send = %#v, want a *url.Error for Post %s/v1/embeddings", err, addr)
 	}
 }

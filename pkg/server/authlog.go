@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"net/http"
@@ -41,7 +42,7 @@ func newAuthFailureLog(now func() time.Time) *authFailureLog {
 	return &authFailureLog{now: now}
 }
 
-func (l *authFailureLog) record(r *http.Request, key string, err error) {
+func (l *authFailureLog) record(ctx context.Context, r *http.Request, key string, err error) {
 	e := api.AsError(err)
 	if e.Status != http.StatusUnauthorized {
 		return
@@ -68,7 +69,7 @@ func (l *authFailureLog) record(r *http.Request, key string, err error) {
 	if suppressed > 0 {
 		attrs = append(attrs, "suppressed", suppressed)
 	}
-	slog.InfoContext(r.Context(), "authentication failed", attrs...)
+	slog.InfoContext(ctx, "authentication failed", attrs...)
 }
 
 // clientAddr is the client's IP address: the peer locally, API Gateway's

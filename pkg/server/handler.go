@@ -98,15 +98,16 @@ func rejectUncleanPaths(next http.Handler) http.Handler {
 func (s *Services) wrap(rt Route, h HandlerFunc, await bool) http.Handler {
 	publishes := slices.Contains(rt.Needs, EventsPublish)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r = api.StartRequest(w, r)
+		// The request's context is built whole, then the request copied
+		// once: each WithContext copies the whole request.
+		ctx := api.Start(r.Context(), w)
 		var pending *logevent.Pending
 		if publishes {
-			var ctx context.Context
-			ctx, pending = logevent.Deferred(r.Context())
-			r = r.WithContext(ctx)
+			ctx, pending = logevent.Deferred(ctx)
 		}
 		tw := &trackingWriter{ResponseWriter: w}
-		r, err := s.authorize(rt, r)
+		ctx, err := s.authorize(ctx, rt, r)
+		r = r.WithContext(ctx)
 		if err == nil {
 			err = h(tw, r)
 		}
@@ -131,27 +132,28 @@ func (s *Services) wrap(rt Route, h HandlerFunc, await bool) http.Handler {
 	})
 }
 
-// authorize finds the caller's key, resolves it to a principal stored in the
-// request's context, checks the route's access rule, and admits the request
-// against the key's and team's rpm/tpm limits (429) — before the handler
-// reads a byte of the body, so a caller over its limits costs no more.
-func (s *Services) authorize(rt Route, r *http.Request) (*http.Request, error) {
+// authorize finds the caller's key in r, resolves it to a principal stored
+// in the returned context (ctx, r's own), checks the route's access rule, and
+// admits the request against the key's and team's rpm/tpm limits (429) —
+// before the handler reads a byte of the body, so a caller over its limits
+// costs no more.
+func (s *Services) authorize(ctx context.Context, rt Route, r *http.Request) (context.Context, error) {
 	if rt.Access == Public {
-		return r, nil
+		return ctx, nil
 	}
 	key := auth.ExtractKey(r, rt.KeyInQuery)
-	p, err := s.Auth.Authenticate(r.Context(), key)
+	p, err := s.Auth.Authenticate(ctx, key)
 	if err != nil {
-		s.authFailures.record(r, key, err)
-		return r, err
+		s.authFailures.record(ctx, r, key, err)
+		return ctx, err
 	}
 	if rt.Access == AdminOnly && !p.Admin {
-		return r, api.Forbidden("This route needs the master key; team keys may not call %s %s.", rt.Method, rt.Pattern)
+		return ctx, api.Forbidden("This route needs the master key; team keys may not call %s %s.", rt.Method, rt.Pattern)
 	}
-	if err := s.Auth.Admit(r.Context(), p); err != nil {
-		return r, err
+	if err := s.Auth.Admit(ctx, p); err != nil {
+		return ctx, err
 	}
-	return r.WithContext(auth.WithPrincipal(r.Context(), p)), nil
+	return auth.WithPrincipal(ctx, p), nil
 }
 
 // trackingWriter records whether the response has started.

@@ -476,7 +476,7 @@ func (e *endpoint) control(ctx context.Context, method, path string, in, v any) 
 		u.Err = err
 		return u
 	}
-	resp, err := e.client.Do(hreq)
+	resp, err := providers.Send(e.client, hreq)
 	if err != nil {
 		return fmt.Errorf("bedrock %s: %w", path, err)
 	}

@@ -89,7 +89,7 @@ func (e *endpoint) send(ctx context.Context, url string, body []byte, accept str
 		u.Err = err
 		return nil, u
 	}
-	resp, err := e.client.Do(hreq)
+	resp, err := providers.Send(e.client, hreq)
 	if err != nil {
 		return nil, fmt.Errorf("bedrock %s: %w", hreq.URL.Path, err)
 	}

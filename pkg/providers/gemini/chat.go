@@ -66,7 +66,7 @@ func (e *ChatEndpoint) Chat(ctx context.Context, req *oai.ChatRequest) (*models.
 	if err := e.Authorize(ctx, hreq.Header); err != nil {
 		return nil, err
 	}
-	resp, err := e.Client.Do(hreq)
+	resp, err := providers.Send(e.Client, hreq)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", e.Provider, hreq.URL.Path, err)
 	}

@@ -211,7 +211,7 @@ func (b *BatchAPI) BatchResults(ctx context.Context, _ models.BatchRef, _, file 
 	}
 	req.Header = b.Header.Clone()
 	req.Header.Del("Content-Type")
-	resp, err := b.Client.Do(req)
+	resp, err := providers.Send(b.Client, req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", b.Provider, req.URL.Path, err)
 	}
