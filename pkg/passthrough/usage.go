@@ -44,6 +44,20 @@ func (c *counts) usage() oai.Usage {
 	return u
 }
 
+// merge folds o, counts of the same answer, into c.
+func (c *counts) merge(o *counts) {
+	c.input, c.output = max(c.input, o.input), max(c.output, o.output)
+	c.cacheWrite, c.cacheRead = max(c.cacheWrite, o.cacheWrite), max(c.cacheRead, o.cacheRead)
+	c.total, c.thoughts = max(c.total, o.total), max(c.thoughts, o.thoughts)
+	c.setModel(o.model)
+	if o.failure != "" {
+		c.failure = o.failure
+	}
+	if c.errMessage == "" {
+		c.errMessage = o.errMessage
+	}
+}
+
 func (c *counts) setModel(m string) {
 	if c.model == "" && m != "" {
 		c.model = m
@@ -238,11 +252,7 @@ func newMeter(mt string, contentLength int64, failed bool) meter {
 	case mt == contentEventStream:
 		return &eventStreamMeter{dec: eventstream.NewDecoder()}
 	case mt == contentJSON || strings.HasSuffix(mt, "+json"):
-		m := &jsonMeter{failed: failed}
-		if contentLength > 0 && contentLength <= maxJSONWhole {
-			m.head = make([]byte, 0, contentLength)
-		}
-		return m
+		return &jsonMeter{failed: failed, length: contentLength}
 	}
 	return nopMeter{}
 }
@@ -323,12 +333,30 @@ type jsonMeter struct {
 	head     []byte
 	tail     []byte
 	overflow bool
-	failed   bool // an error answer: decode it whole for its message
+	failed   bool  // an error answer: decode it whole for its message
+	length   int64 // the declared length, or -1
+
+	// An answer that arrives in one read is read as it passes, in the
+	// relay's buffer, instead of being copied to be read at the end: what
+	// it held waits here.
+	read   counts
+	inRead bool
 }
 
 func (m *jsonMeter) observe(p []byte) {
+	if m.inRead {
+		return // nothing follows a declared length
+	}
+	if !m.overflow && len(m.head) == 0 && int64(len(p)) == m.length {
+		m.readWhole(&m.read, p)
+		m.inRead = true
+		return
+	}
 	if !m.overflow {
 		if len(m.head)+len(p) <= maxJSONWhole {
+			if m.head == nil && m.length > 0 && m.length <= maxJSONWhole {
+				m.head = make([]byte, 0, m.length)
+			}
 			m.head = append(m.head, p...)
 			return
 		}
@@ -355,17 +383,29 @@ func (m *jsonMeter) observe(p []byte) {
 // top-level usage object after the content, so the last occurrence of its
 // key is the top-level one, and the first "model" is the top-level model.
 func (m *jsonMeter) finish(c *counts) {
-	if m.failed && !m.overflow {
-		c.addJSON(m.head)
+	switch {
+	case m.inRead:
+		c.merge(&m.read)
+	case m.overflow:
+		readFound(c, &meterFinds{head: m.head, tail: m.tail})
+	default:
+		m.readWhole(c, m.head)
+	}
+}
+
+// readWhole reads the usage of a whole answer.
+func (m *jsonMeter) readWhole(c *counts, doc []byte) {
+	if m.failed {
+		c.addJSON(doc)
 		return
 	}
-	var f meterFinds
-	if m.overflow {
-		f.head, f.tail = m.head, m.tail
-	} else {
-		f.whole = topLevel(m.head, &f.members)
-		f.head, f.tail = m.head, m.head
-	}
+	f := meterFinds{head: doc, tail: doc}
+	f.whole = topLevel(doc, &f.members)
+	readFound(c, &f)
+}
+
+// readFound adds to c the usage objects and the model f finds.
+func readFound(c *counts, f *meterFinds) {
 	var d decoded
 	if f.decode(keyUsage, &d) {
 		c.addUsage(&d.usage)

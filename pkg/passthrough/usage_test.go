@@ -78,10 +78,11 @@ func invokeStream(t testing.TB) []byte {
 }
 
 // feed runs data through a fresh meter in pieces of the given sizes
-// (cycled); size 0 means all at once.
-func feed(mt string, data []byte, sizes []int) counts {
+// (cycled); size 0 means all at once. length is the answer's declared
+// length (-1: none).
+func feed(mt string, data []byte, sizes []int, length int64) counts {
 	// Bodies with an error in them are metered as the error answers they are.
-	m := newMeter(mt, -1, bytes.Contains(data, []byte(`"error"`)))
+	m := newMeter(mt, length, bytes.Contains(data, []byte(`"error"`)))
 	for i := 0; len(data) > 0; i++ {
 		n := len(data)
 		if len(sizes) > 0 {
@@ -142,9 +143,11 @@ func TestMeters(t *testing.T) {
 				if len(tc.data) > 1<<20 && len(sizes) == 1 && sizes[0] == 1 {
 					continue
 				}
-				c := feed(tc.mt, tc.data, sizes)
-				if u := c.usage(); u != tc.want || c.model != tc.model || c.failure != tc.failure {
-					t.Fatalf("sizes %v: usage %+v model %q failure %q; want %+v %q %q", sizes[:min(len(sizes), 3)], u, c.model, c.failure, tc.want, tc.model, tc.failure)
+				for _, length := range []int64{-1, int64(len(tc.data))} {
+					c := feed(tc.mt, tc.data, sizes, length)
+					if u := c.usage(); u != tc.want || c.model != tc.model || c.failure != tc.failure {
+						t.Fatalf("sizes %v, length %d: usage %+v model %q failure %q; want %+v %q %q", sizes[:min(len(sizes), 3)], length, u, c.model, c.failure, tc.want, tc.model, tc.failure)
+					}
 				}
 			}
 		})
@@ -197,7 +200,7 @@ func FuzzMeters(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 20, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, uint16(2))
 	f.Fuzz(func(t *testing.T, data []byte, size uint16) {
 		for _, mt := range []string{contentSSE, contentJSON, contentEventStream} {
-			c := feed(mt, data, []int{int(size)})
+			c := feed(mt, data, []int{int(size)}, int64(len(data)))
 			if u := c.usage(); u.PromptTokens < 0 || u.CompletionTokens < 0 || u.TotalTokens < 0 {
 				t.Fatalf("%s: negative usage %+v", mt, u)
 			}
@@ -305,7 +308,7 @@ func TestJSONMeterReadsTopLevelMembers(t *testing.T) {
 		`{"candidates":[],"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":5,"totalTokenCount":17},"modelVersion":"gemini-2.5-flash"}`,
 		`{"output":{"message":{"content":[{"text":"x"}]}},"usage":{"inputTokens":12,"outputTokens":5,"totalTokens":17},"metrics":{"latencyMs":9}}`,
 	} {
-		got := feed(contentJSON, []byte(answer), nil)
+		got := feed(contentJSON, []byte(answer), nil, -1)
 		var want counts
 		want.addJSON([]byte(answer)) // encoding/json into the payload
 		if diff := cmp.Diff(want.usage(), got.usage()); diff != "" {
@@ -314,5 +317,23 @@ func TestJSONMeterReadsTopLevelMembers(t *testing.T) {
 		if got.model != want.model {
 			t.Errorf("%s: model %q, encoding/json %q", answer, got.model, want.model)
 		}
+	}
+}
+
+// An answer that arrives in one read, as a short answer of declared length
+// does, is read in the relay's buffer as it passes: the meter keeps no copy.
+func TestJSONMeterReadsAOneReadAnswerInPlace(t *testing.T) {
+	answer := []byte(`{"model":"claude-haiku-4-5","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":10,"output_tokens":3}}`)
+	buf := bytes.Clone(answer)
+	m := newMeter(contentJSON, int64(len(buf)), false).(*jsonMeter)
+	m.observe(buf)
+	clear(buf) // the relay's next read
+	if m.head != nil {
+		t.Errorf("the meter copied the answer (%d bytes)", len(m.head))
+	}
+	var c counts
+	m.finish(&c)
+	if diff := cmp.Diff(usage(10, 3, 13), c.usage()); diff != "" || c.model != "claude-haiku-4-5" {
+		t.Errorf("usage (-want +got):\n%s model %q", diff, c.model)
 	}
 }
