@@ -267,7 +267,7 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 	if r.Model, err = modelField(f, true); err != nil {
 		return nil, err
 	}
-	msgs, ok := f["messages"]
+	msgs, ok := f.get("messages")
 	if !ok || jsonscan.Null(msgs) {
 		return nil, api.MissingParam("messages")
 	}
@@ -278,7 +278,7 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 	if r.Stream, _, err = boolField(f, "stream"); err != nil {
 		return nil, err
 	}
-	if v, ok := f["stream_options"]; ok && !jsonscan.Null(v) {
+	if v, ok := f.get("stream_options"); ok && !jsonscan.Null(v) {
 		if !r.Stream {
 			return nil, api.InvalidValue("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.")
 		}
@@ -292,12 +292,12 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 	} else if given {
 		r.N = int(n)
 	}
-	if v, ok := f["tools"]; ok && !jsonscan.Null(v) {
+	if v, ok := f.get("tools"); ok && !jsonscan.Null(v) {
 		if r.Tools, err = parseTools(v); err != nil {
 			return nil, err
 		}
 	}
-	if v, ok := f["tool_choice"]; ok && !jsonscan.Null(v) {
+	if v, ok := f.get("tool_choice"); ok && !jsonscan.Null(v) {
 		if r.ToolChoice, err = parseToolChoice(v, r.Tools); err != nil {
 			return nil, err
 		}
@@ -307,7 +307,7 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 	} else if given {
 		r.ParallelToolCalls = &b
 	}
-	if v, ok := f["response_format"]; ok && !jsonscan.Null(v) {
+	if v, ok := f.get("response_format"); ok && !jsonscan.Null(v) {
 		if r.ResponseFormat, err = parseResponseFormat(v); err != nil {
 			return nil, err
 		}
@@ -318,7 +318,7 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 	if r.MaxCompletionTokens, _, err = intField(f, "max_completion_tokens", 1, math.MaxInt32); err != nil {
 		return nil, err
 	}
-	if v, ok := f["stop"]; ok && !jsonscan.Null(v) {
+	if v, ok := f.get("stop"); ok && !jsonscan.Null(v) {
 		if r.Stop, err = parseStop(v); err != nil {
 			return nil, err
 		}
@@ -366,7 +366,7 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 		return nil, err
 	}
 	for _, m := range litellmMembers {
-		if _, ok := f[m]; ok {
+		if _, ok := f.get(m); ok {
 			r.litellmOnly = true
 		}
 	}
@@ -387,7 +387,7 @@ func parseChatTop(body []byte) (fields, doc, []string, error) {
 	if body[i] != '{' {
 		return nil, d, nil, api.InvalidJSON("Request body must be a JSON object.")
 	}
-	f := make(fields, 8)
+	f := make(fields, 0, 8)
 	var others []string
 	err := jsonscan.Members(body, func(name, v []byte) error {
 		known := false
@@ -396,10 +396,10 @@ func parseChatTop(body []byte) (fields, doc, []string, error) {
 				continue
 			}
 			known = true
-			if _, dup := f[w]; dup {
+			if _, dup := f.get(w); dup {
 				return api.InvalidValue(w, "'%s' is given more than once.", w)
 			}
-			f[w] = v
+			f = append(f, field{w, v})
 			if w == "model" {
 				d.modelStart, d.modelEnd = jsonscan.Span(body, v)
 			}

@@ -640,7 +640,7 @@ func parseStop(v []byte) ([]string, error) {
 
 // boolField decodes an optional boolean member; absent and null give false.
 func boolField(f fields, name string) (value, given bool, err error) {
-	v, ok := f[name]
+	v, ok := f.get(name)
 	if !ok || jsonscan.Null(v) {
 		return false, false, nil
 	}
@@ -664,7 +664,7 @@ func jsonBool(v []byte) (bool, bool) {
 // intField decodes an optional integer member within [min, max]; absent and
 // null give 0.
 func intField(f fields, name string, min, max int64) (value int64, given bool, err error) {
-	v, ok := f[name]
+	v, ok := f.get(name)
 	if !ok || jsonscan.Null(v) {
 		return 0, false, nil
 	}
@@ -686,7 +686,7 @@ func intField(f fields, name string, min, max int64) (value int64, given bool, e
 // floatField decodes an optional number member within [min, max]; absent
 // and null give nil.
 func floatField(f fields, name string, min, max float64) (*float64, error) {
-	v, ok := f[name]
+	v, ok := f.get(name)
 	if !ok || jsonscan.Null(v) {
 		return nil, nil
 	}

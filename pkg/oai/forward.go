@@ -32,7 +32,7 @@ func ParseCompletionRequest(body []byte) (*CompletionRequest, error) {
 	if r.Model, err = modelField(f, true); err != nil {
 		return nil, err
 	}
-	p, ok := f["prompt"]
+	p, ok := f.get("prompt")
 	if !ok || jsonscan.Null(p) {
 		return nil, api.MissingParam("prompt")
 	}
@@ -43,7 +43,7 @@ func ParseCompletionRequest(body []byte) (*CompletionRequest, error) {
 	if r.Stream, _, err = boolField(f, "stream"); err != nil {
 		return nil, err
 	}
-	if v, ok := f["stream_options"]; ok && !jsonscan.Null(v) {
+	if v, ok := f.get("stream_options"); ok && !jsonscan.Null(v) {
 		if !r.Stream {
 			return nil, api.InvalidValue("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.")
 		}
@@ -90,7 +90,7 @@ func ParseResponsesRequest(body []byte) (*ResponsesRequest, error) {
 	if r.Model, err = modelField(f, true); err != nil {
 		return nil, err
 	}
-	if in, ok := f["input"]; ok && !jsonscan.Null(in) {
+	if in, ok := f.get("input"); ok && !jsonscan.Null(in) {
 		if in[0] != '"' && in[0] != '[' {
 			return nil, api.InvalidValue("input", "'input' must be a string or an array of input items.")
 		}

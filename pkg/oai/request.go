@@ -100,7 +100,7 @@ func (x Extras) String(name string) (value string, given bool, err error) {
 	if !ok {
 		return "", false, nil
 	}
-	return stringField(fields{name: v}, name)
+	return stringField(fields{{name, v}}, name)
 }
 
 // Bool returns the boolean member name; given is false when it is absent.
@@ -190,11 +190,27 @@ func quote(s string) []byte {
 	return b
 }
 
-// fields are the spans of the top-level members a parser asked for.
-type fields map[string][]byte
+// fields are the spans of the top-level members a parser asked for: a few,
+// searched in order (a map cost its allocations and a hash a member).
+type fields []field
+
+type field struct {
+	name  string
+	value []byte
+}
+
+// get returns the value of the member name, and whether it was given.
+func (f fields) get(name string) ([]byte, bool) {
+	for _, m := range f {
+		if m.name == name {
+			return m.value, true
+		}
+	}
+	return nil, false
+}
 
 // parseTop validates body as one JSON object and returns the values of the
-// wanted members (absent ones are missing from the map) and the span of
+// wanted members (absent ones are missing) and the span of
 // model. A wanted member given twice is refused: a provider could read
 // either copy.
 func parseTop(body []byte, wanted ...string) (fields, doc, error) {
@@ -209,16 +225,16 @@ func parseTop(body []byte, wanted ...string) (fields, doc, error) {
 	if body[i] != '{' {
 		return nil, d, api.InvalidJSON("Request body must be a JSON object.")
 	}
-	f := make(fields, len(wanted))
+	f := make(fields, 0, len(wanted))
 	err := jsonscan.Members(body, func(name, v []byte) error {
 		for _, w := range wanted {
 			if string(name) != w {
 				continue
 			}
-			if _, dup := f[w]; dup {
+			if _, dup := f.get(w); dup {
 				return api.InvalidValue(w, "'%s' is given more than once.", w)
 			}
-			f[w] = v
+			f = append(f, field{w, v})
 			if w == "model" {
 				d.modelStart, d.modelEnd = jsonscan.Span(body, v)
 			}
@@ -253,7 +269,7 @@ func invalidJSON(body []byte) error {
 
 // stringField decodes an optional string member; absent and null give "".
 func stringField(f fields, name string) (string, bool, error) {
-	v, ok := f[name]
+	v, ok := f.get(name)
 	if !ok || jsonscan.Null(v) {
 		return "", false, nil
 	}
@@ -300,7 +316,7 @@ func ParseEmbeddingRequest(body []byte) (*EmbeddingRequest, error) {
 	if req.Model, err = modelField(f, true); err != nil {
 		return nil, err
 	}
-	in, ok := f["input"]
+	in, ok := f.get("input")
 	if !ok || jsonscan.Null(in) {
 		return nil, api.MissingParam("input")
 	}
@@ -316,7 +332,7 @@ func ParseEmbeddingRequest(body []byte) (*EmbeddingRequest, error) {
 		return nil, api.InvalidValue("encoding_format", "'encoding_format' must be 'float' or 'base64', not %q.", format)
 	}
 	req.EncodingFormat = format
-	if v, ok := f["dimensions"]; ok && !jsonscan.Null(v) {
+	if v, ok := f.get("dimensions"); ok && !jsonscan.Null(v) {
 		n, err := strconv.ParseInt(string(v), 10, 32)
 		if err != nil || n < 1 {
 			return nil, api.InvalidValue("dimensions", "'dimensions' must be a positive integer, not %s.", truncate(string(v), 40))
@@ -326,7 +342,7 @@ func ParseEmbeddingRequest(body []byte) (*EmbeddingRequest, error) {
 	if req.User, _, err = stringField(f, "user"); err != nil {
 		return nil, err
 	}
-	if v, ok := f["mock_response"]; ok && !jsonscan.Null(v) {
+	if v, ok := f.get("mock_response"); ok && !jsonscan.Null(v) {
 		if req.MockResponse, err = parseMock(v); err != nil {
 			return nil, err
 		}
@@ -437,7 +453,7 @@ func ParseModerationRequest(body []byte) (*ModerationRequest, error) {
 	if req.Model, err = modelField(f, false); err != nil {
 		return nil, err
 	}
-	in, ok := f["input"]
+	in, ok := f.get("input")
 	if !ok || jsonscan.Null(in) {
 		return nil, api.MissingParam("input")
 	}

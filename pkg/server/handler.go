@@ -75,18 +75,30 @@ func unknownRoute(w http.ResponseWriter, r *http.Request) {
 // for them, and passthrough must never forward them.
 func rejectUncleanPaths(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := r.URL.Path
-		clean := path.Clean(p)
-		if strings.HasSuffix(p, "/") && clean != "/" {
-			clean += "/"
-		}
-		if p == "" || clean != p {
+		if p := r.URL.Path; !canonicalPath(p) {
 			r = api.StartRequest(w, r)
 			api.WriteError(w, r, api.InvalidValue("path", "The request path %q is not in canonical form (no '.', '..' or empty segments).", p))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// canonicalPath reports whether p is a path that path.Clean leaves as it
+// is (but for a trailing slash). An absolute path with neither a dot nor an
+// empty segment is, without Clean's pass over it.
+func canonicalPath(p string) bool {
+	if p == "" {
+		return false
+	}
+	if p[0] == '/' && strings.IndexByte(p, '.') < 0 && !strings.Contains(p, "//") {
+		return true
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean == p
 }
 
 // wrap adds the shared middleware to a route: request id, authentication and

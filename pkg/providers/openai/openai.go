@@ -114,6 +114,8 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if org != "" {
 		e.header.Set("OpenAI-Organization", org)
 	}
+	e.streamHeader = e.header.Clone()
+	e.streamHeader.Set("Accept", "text/event-stream")
 	if p.name == "openai" {
 		// Only OpenAI's own API (and servers copying it) has OpenAI's
 		// moderation shape; Mistral's, for one, differs.
@@ -127,7 +129,10 @@ type endpoint struct {
 	client   *http.Client
 	base     string
 	model    string
-	header   http.Header // sent on every call; never modified after Open
+	// The headers of every call, and of every streamed one: shared by the
+	// calls (neither the transport nor the client writes a request's
+	// headers), so never modified after Open.
+	header, streamHeader http.Header
 }
 
 func (e *endpoint) APIBase() string { return e.base }
@@ -169,11 +174,11 @@ func (e *endpoint) send(ctx context.Context, path string, body []byte, stream bo
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", e.provider, path, err)
 	}
-	hreq.Header = e.header.Clone()
 	if stream {
-		hreq.Header.Set("Accept", "text/event-stream")
+		hreq.Header = e.streamHeader
 		return providers.RelayStream(e.client, e.provider, hreq)
 	}
+	hreq.Header = e.header
 	return providers.Relay(e.client, e.provider, hreq)
 }
 
