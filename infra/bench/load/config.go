@@ -32,6 +32,8 @@ type config struct {
 	deadline     time.Duration
 	maxLag       time.Duration
 	retries      int
+	cpuSlices    int
+	cpuSlice     time.Duration
 
 	sluice      bool
 	profile     bool

@@ -46,6 +46,8 @@ func main() {
 	flag.IntVar(&cfg.maxInFlight, "max-in-flight", 512, "open loop: most requests outstanding at once")
 	flag.DurationVar(&cfg.maxLag, "max-lag", 10*time.Millisecond, "a measurement whose open loop sent its p99 request later than this is noisy (the machine stalled the load generator) and is measured again")
 	flag.IntVar(&cfg.retries, "retries", 1, "how many times a noisy measurement is measured again")
+	flag.IntVar(&cfg.cpuSlices, "cpu-slices", 12, "scenarios with a CPU target: after the rounds, this many slices of closed loop per target, alternating proxy and sluice, whose pooled CPU per request decides the check (0: the rounds' medians decide)")
+	flag.DurationVar(&cfg.cpuSlice, "cpu-slice", 2*time.Second, "the length of one CPU slice")
 	flag.DurationVar(&cfg.deadline, "deadline", 2*time.Hour, "the whole run stops after this long")
 	flag.BoolVar(&cfg.sluice, "sluice", true, "build and measure sluice (./functions/local) when it exists")
 	flag.BoolVar(&cfg.profile, "profile", false, "after the rounds of each HTTP scenario, one more closed loop per target (not counted) with a CPU profile of the proxy and of sluice, written to <out>/profiles/<scenario>-<target>.pprof, and its allocations to <scenario>-<target>.allocs.pprof")

@@ -149,6 +149,11 @@ func (b *bench) runHTTPScenario(ctx context.Context, sc httpScenario) *scenarioR
 				sumErrors(m.Closed.Errors)+sumErrors(m.Open.Errors))
 		}
 	}
+	if sc.cpuLimit > 0 && b.cfg.cpuSlices > 0 && ctx.Err() == nil {
+		if err := b.measureSlices(ctx, sc, targets, conc, rep); err != nil {
+			b.logf("  %-18s CPU slices: %v", sc.name, err)
+		}
+	}
 	if b.cfg.profile && ctx.Err() == nil {
 		rep.Profiles, rep.ProfileErrors = b.profileScenario(ctx, sc, targets, conc)
 	}
@@ -295,6 +300,58 @@ func (b *bench) measure(ctx context.Context, sc httpScenario, t target, round, c
 		ErrorSamples:    open.Samples,
 	}
 	return m, nil
+}
+
+// measureSlices measures the proxy's and sluice's CPU per request in short
+// closed loops that alternate between them (the order reversed every other
+// slice), so that both see the same states of the machine: its speed
+// changes for tens of seconds at a time, longer than a round's distance
+// between the proxy's loop and sluice's. Each target's slices are pooled
+// into rep.Slices.
+func (b *bench) measureSlices(ctx context.Context, sc httpScenario, targets []target, conc int, rep *scenarioReport) error {
+	var pair []target
+	for _, name := range []string{"proxy", "sluice"} {
+		for _, t := range targets {
+			if _, failed := rep.Failed[t.name]; t.name == name && !failed {
+				pair = append(pair, t)
+			}
+		}
+	}
+	if len(pair) != 2 {
+		return nil
+	}
+	pooled := map[string]*cpuSlices{}
+	for _, t := range pair {
+		pooled[t.name] = &cpuSlices{}
+		runClosed(ctx, conc, b.cfg.warmup/4, b.cfg.maxRequests, httpCall(b.client, sc.spec(t)))
+	}
+	for i := 0; i < b.cfg.cpuSlices && ctx.Err() == nil; i++ {
+		order := pair
+		if i%2 == 1 {
+			order = []target{pair[1], pair[0]}
+		}
+		for _, t := range order {
+			before, err := t.proc.sample()
+			if err != nil {
+				return err
+			}
+			res := runClosed(ctx, conc, b.cfg.cpuSlice, b.cfg.maxRequests, httpCall(b.client, sc.spec(t)))
+			after, err := t.proc.sample()
+			if err != nil {
+				return err
+			}
+			p := pooled[t.name]
+			p.Slices++
+			p.CPUSeconds += (after.CPU - before.CPU).Seconds()
+			p.OK += res.OK
+		}
+	}
+	for name, p := range pooled {
+		p.CPUPerRequestUS = perRequestUS(time.Duration(p.CPUSeconds*float64(time.Second)), p.OK)
+		b.logf("  %-18s CPU slices %-6s %d × %s: %.1f µs CPU/req over %d requests", sc.name, name, p.Slices, b.cfg.cpuSlice, p.CPUPerRequestUS, p.OK)
+	}
+	rep.Slices = pooled
+	return nil
 }
 
 func perRequestUS(cpu time.Duration, n int64) float64 {

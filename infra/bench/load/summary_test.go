@@ -241,3 +241,49 @@ func TestSummarizeCPUPerEvent(t *testing.T) {
 		t.Errorf("checks %+v", r.Checks)
 	}
 }
+
+// cpuCheck returns the scenario's CPU check.
+func cpuCheck(t *testing.T, r *scenarioReport) check {
+	t.Helper()
+	for _, c := range r.Checks {
+		if strings.HasPrefix(c.Name, "CPU/request") {
+			return c
+		}
+	}
+	t.Fatalf("no CPU check in %+v", r.Checks)
+	return check{}
+}
+
+// TestCPUSlicesDecideTheCheck: with slices measured, their pooled ratio
+// decides, however the rounds' medians read (sluice caught in a slow state
+// by every round here).
+func TestCPUSlicesDecideTheCheck(t *testing.T) {
+	r := newScenarioReport("embeddings", "test")
+	r.cpuLimit = 1.2
+	r.Measurements = []measurement{meas(1, "proxy", 70, 1, 2), meas(1, "sluice", 100, 1, 2), meas(2, "proxy", 72, 1, 2), meas(2, "sluice", 98, 1, 2)}
+	r.Slices = map[string]*cpuSlices{
+		"proxy":  {Slices: 12, CPUSeconds: 1.6, OK: 20000, CPUPerRequestUS: 80},
+		"sluice": {Slices: 12, CPUSeconds: 1.58, OK: 18000, CPUPerRequestUS: 88},
+	}
+	r.summarize()
+	c := cpuCheck(t, r)
+	if c.Status != statusPass || !strings.Contains(c.Detail, "1.10×") || !strings.Contains(c.Detail, "in 12 alternating slices") {
+		t.Fatalf("check %+v: want PASS on the slices' 1.10×", c)
+	}
+}
+
+// TestCPUSlicesCanFail: slices over the limit fail the check even when the
+// rounds' medians would pass.
+func TestCPUSlicesCanFail(t *testing.T) {
+	r := newScenarioReport("embeddings", "test")
+	r.cpuLimit = 1.2
+	r.Measurements = []measurement{meas(1, "proxy", 90, 1, 2), meas(1, "sluice", 95, 1, 2)}
+	r.Slices = map[string]*cpuSlices{
+		"proxy":  {Slices: 4, OK: 1000, CPUPerRequestUS: 70},
+		"sluice": {Slices: 4, OK: 1000, CPUPerRequestUS: 91},
+	}
+	r.summarize()
+	if c := cpuCheck(t, r); c.Status != statusFail {
+		t.Fatalf("check %+v: want FAIL on the slices' 1.30×", c)
+	}
+}
