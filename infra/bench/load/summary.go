@@ -49,7 +49,7 @@ type scenarioReport struct {
 	// alternate between them (-cpu-slices): when measured, their pooled
 	// ratio decides the CPU check, the figures above being reported beside.
 	Slices map[string]*cpuSlices `json:"cpu_slices,omitempty"`
-	Extra          any     `json:"extra,omitempty"`
+	Extra  any                   `json:"extra,omitempty"`
 	// Profiles are CPU profiles by target (-profile), taken in a closed
 	// loop of their own after the rounds.
 	Profiles      map[string]string `json:"profiles,omitempty"`
