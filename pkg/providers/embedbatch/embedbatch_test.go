@@ -111,7 +111,7 @@ func TestAppendVector(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(embedtest.Decode(t, out2), []float32{1, 2}) {
 		t.Errorf("reused scratch: %s %v", out2, err)
 	}
-	for _, bad := range []string{``, `{}`, `[]`, `[ ]`, `[1,]`, `[1 2]`, `["1"]`, `[1,[2]]`, `[01]`, `[1.]`, `[.5]`, `[+1]`, `[1e]`, `[1,null]`, `[true]`, `[1]x`, `[1`, `[NaN]`, `[1e39]`} {
+	for _, bad := range []string{``, `{}`, `[]`, `[ ]`, `[1,]`, `[1 2]`, `["1"]`, `[1,[2]]`, `[01]`, `[1.]`, `[.5]`, `[+1]`, `[1e]`, `[1,null]`, `[true]`, `[1]x`, `[1`, `[NaN]`, `[1e39]`, `[1e700]`, `[1,-1e309]`} {
 		for _, enc := range []string{oai.EncodingFloat, oai.EncodingBase64} {
 			got, _, _, err := AppendVector([]byte("keep"), json.RawMessage(bad), enc, nil)
 			if bad == `[1e39]` && enc == oai.EncodingFloat {

@@ -60,6 +60,7 @@ var (
 	errNotNumber = errors.New("embedding holds a value that is not a number")
 	errEmpty     = errors.New("embedding is empty")
 	errRange     = errors.New("embedding holds a value outside float32's range")
+	errNoFloat   = errors.New("embedding holds a number outside float64's range")
 )
 
 // AppendVector appends raw, a JSON array of numbers, to dst in encoding:
@@ -103,6 +104,13 @@ func AppendVector(dst, raw []byte, encoding string, scratch []byte) (out []byte,
 		} else {
 			if j = jsonscan.NumberEnd(raw, i); j < 0 {
 				return fail(errNotNumber)
+			}
+			if mayOverflow(raw[i:j]) {
+				// Relayed as written, but not beyond any float: a
+				// client's decoder would refuse the whole answer.
+				if _, err := strconv.ParseFloat(string(raw[i:j]), 64); err != nil {
+					return fail(errNoFloat)
+				}
 			}
 			if n > 0 {
 				dst = append(dst, ',')
@@ -220,6 +228,24 @@ func float32At(raw []byte, i int) (f float32, end int, err error) {
 	// string(...) does not escape (strconv clones what its errors keep).
 	v, err := strconv.ParseFloat(string(raw[start:i]), 32)
 	return float32(v), i, err
+}
+
+// mayOverflow reports whether num, a JSON number, could lie outside
+// float64's range: it has an exponent, or more than 308 digits before its
+// point. The numbers of a vector rarely do, so most are not parsed.
+func mayOverflow(num []byte) bool {
+	intDigits := 0
+	for _, c := range num {
+		switch {
+		case c == 'e' || c == 'E':
+			return true
+		case c == '.':
+			return intDigits > 308
+		case c >= '0' && c <= '9':
+			intDigits++
+		}
+	}
+	return intDigits > 308
 }
 
 // addDigit appends the decimal digit c to mant, a number of digits
