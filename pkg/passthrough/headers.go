@@ -79,14 +79,9 @@ func outboundHeader(in http.Header) http.Header {
 // that fold the two (CGI and WSGI environments, nginx with
 // underscores_in_headers) would read it as the header it imitates.
 func dropped(name string, named map[string]bool) bool {
-	if droppedRequestHeaders[name] || named[name] || strings.HasPrefix(name, "X-Amz-") {
-		return true
-	}
-	if strings.IndexByte(name, '_') < 0 {
-		return false // no other spelling to check
-	}
-	k := textproto.CanonicalMIMEHeaderKey(strings.ReplaceAll(name, "_", "-"))
-	return droppedRequestHeaders[k] || named[k] || strings.HasPrefix(k, "X-Amz-")
+	drops := func(k string) bool { return droppedRequestHeaders[k] || named[k] || strings.HasPrefix(k, "X-Amz-") }
+	return drops(name) ||
+		strings.IndexByte(name, '_') >= 0 && drops(textproto.CanonicalMIMEHeaderKey(strings.ReplaceAll(name, "_", "-")))
 }
 
 // injectedSecrets returns the credentials sluice put on an outbound request,

@@ -320,37 +320,41 @@ func (b *bench) measureSlices(ctx context.Context, sc httpScenario, targets []ta
 	if len(pair) != 2 {
 		return nil
 	}
-	pooled := map[string]*cpuSlices{}
-	for _, t := range pair {
-		pooled[t.name] = &cpuSlices{}
-		runClosed(ctx, conc, b.cfg.warmup/4, b.cfg.maxRequests, httpCall(b.client, sc.spec(t)))
+	// Per target: its request, its pooled figures and CPU time.
+	do := make([]call, len(pair))
+	pooled := make([]cpuSlices, len(pair))
+	cpu := make([]time.Duration, len(pair))
+	for k, t := range pair {
+		do[k] = httpCall(b.client, sc.spec(t))
+		runClosed(ctx, conc, b.cfg.warmup/4, b.cfg.maxRequests, do[k])
 	}
 	for i := 0; i < b.cfg.cpuSlices && ctx.Err() == nil; i++ {
-		order := pair
-		if i%2 == 1 {
-			order = []target{pair[1], pair[0]}
-		}
-		for _, t := range order {
-			before, err := t.proc.sample()
+		for j := range pair {
+			k := j
+			if i%2 == 1 {
+				k = len(pair) - 1 - j // every other slice in the other order
+			}
+			before, err := pair[k].proc.sample()
 			if err != nil {
 				return err
 			}
-			res := runClosed(ctx, conc, b.cfg.cpuSlice, b.cfg.maxRequests, httpCall(b.client, sc.spec(t)))
-			after, err := t.proc.sample()
+			res := runClosed(ctx, conc, b.cfg.cpuSlice, b.cfg.maxRequests, do[k])
+			after, err := pair[k].proc.sample()
 			if err != nil {
 				return err
 			}
-			p := pooled[t.name]
-			p.Slices++
-			p.CPUSeconds += (after.CPU - before.CPU).Seconds()
-			p.OK += res.OK
+			pooled[k].Slices++
+			pooled[k].OK += res.OK
+			cpu[k] += after.CPU - before.CPU
 		}
 	}
-	for name, p := range pooled {
-		p.CPUPerRequestUS = perRequestUS(time.Duration(p.CPUSeconds*float64(time.Second)), p.OK)
-		b.logf("  %-18s CPU slices %-6s %d × %s: %.1f µs CPU/req over %d requests", sc.name, name, p.Slices, b.cfg.cpuSlice, p.CPUPerRequestUS, p.OK)
+	rep.Slices = map[string]*cpuSlices{}
+	for k, t := range pair {
+		p := &pooled[k]
+		p.CPUSeconds, p.CPUPerRequestUS = cpu[k].Seconds(), perRequestUS(cpu[k], p.OK)
+		rep.Slices[t.name] = p
+		b.logf("  %-18s CPU slices %-6s %d × %s: %.1f µs CPU/req over %d requests", sc.name, t.name, p.Slices, b.cfg.cpuSlice, p.CPUPerRequestUS, p.OK)
 	}
-	rep.Slices = pooled
 	return nil
 }
 
