@@ -55,3 +55,7 @@ deploy-guided: ## First deployment: sam build, then sam deploy --guided (asks fo
 lint-template: ## cfn-lint template.yaml (with the SAM transform), informational checks included
 	@command -v $(CFN_LINT) >/dev/null 2>&1 || { echo "cfn-lint is not installed (pip install cfn-lint): make lint-template and make test need it"; exit 1; }
 	$(CFN_LINT) --include-checks I -- template.yaml
+
+.PHONY: template
+template: ## Write template.yaml's generated sections (functions, log groups, alarms, queue-job parameters) from the route and jobs tables
+	$(GO) run ./infra/template

@@ -71,7 +71,7 @@ func TestFunctionsMirrorTheTables(t *testing.T) {
 // the workers of later issues.
 func testJob() server.Job {
 	return server.Job{
-		Name: "batch-test", Queue: server.WorkQueue, Workers: 4,
+		Name: "batch-test", Queue: server.WorkQueue, Workers: 4, Timeout: 2 * time.Minute,
 		Needs: []server.Capability{server.RecordsWrite, server.RecordsRead},
 		Handle: func(*server.Services) server.MessageHandler {
 			return func(context.Context, store.Message) error { return nil }
@@ -88,8 +88,9 @@ func TestFunctionsOfAQueueJob(t *testing.T) {
 	}
 	got := fns[len(fns)-1]
 	want := deploy.Function{
-		Name: "batch-test", Queue: deploy.WorkQueueID, Env: deploy.CloudEnv(),
+		Name: "batch-test", Queue: deploy.WorkQueueID, Env: deploy.CloudEnv(), Workers: 4,
 		Capabilities: []server.Capability{server.RecordsRead, server.RecordsWrite, server.ConfigRead},
+		Memory:       deploy.DefaultMemory, Timeout: 2 * time.Minute,
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(server.Route{})); diff != "" {
 		t.Errorf("the test job's function (-want +got):\n%s", diff)
