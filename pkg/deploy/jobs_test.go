@@ -1,7 +1,7 @@
 package deploy_test
 
 import (
-		"slices"
+	"slices"
 	"strings"
 	"testing"
 
