@@ -368,8 +368,8 @@ func (c *checker) checkFunction(f Function, id string) {
 	c.checkSubscription(f)
 	c.checkEnv(f, props)
 	c.checkPolicies(f, props)
-	for _, metric := range []string{"Errors", "Throttles"} {
-		c.checkFunctionAlarm(f, id, metric)
+	if len(f.Routes) == 0 {
+		c.checkJobAlarm(f, id)
 	}
 }
 
@@ -741,17 +741,14 @@ func joinCaps(caps []server.Capability) string {
 	return strings.Join(s, ", ")
 }
 
-// checkFunctionAlarm: every function has an alarm on its errors and one on
-// its throttles.
-func (c *checker) checkFunctionAlarm(f Function, id, metric string) {
-	for _, a := range c.ofType("AWS::CloudWatch::Alarm") {
-		p := c.props(a)
-		if Render(get(p, "Namespace")) == "AWS/Lambda" && Render(get(p, "MetricName")) == metric &&
-			c.hasDimension(p, "FunctionName", "${"+id+"}") && len(list(get(p, "AlarmActions"))) > 0 {
-			return
-		}
+// checkJobAlarm: a job's errors are watched by an alarm (its own metric,
+// or one of a metric-math alarm's). A route function's failures are the
+// API's 5XX, and throttling anywhere is the account's Throttles alarm
+// (checkAlarms).
+func (c *checker) checkJobAlarm(f Function, id string) {
+	if !c.alarmWatches(metricRef{"AWS/Lambda", "Errors", map[string]string{"FunctionName": "${" + id + "}"}}) {
+		c.fail("function %s: no CloudWatch alarm watches AWS/Lambda Errors of %s (a job has no API whose 5XX alarm would show its failures)", f.Name, id)
 	}
-	c.fail("function %s: no CloudWatch alarm (with AlarmActions) on AWS/Lambda %s of %s", f.Name, metric, id)
 }
 
 func (c *checker) hasDimension(p any, name, value string) bool {

@@ -50,6 +50,7 @@ func Generate(text []byte, fns []Function) ([]byte, error) {
 			return nil, err
 		}
 	}
+	writeJobErrorAlarms(&res, fns)
 	out, err := splice(text, regionParameters, params.Bytes())
 	if err != nil {
 		return nil, err
@@ -158,19 +159,55 @@ func (c *checker) writeFunction(b *bytes.Buffer, f Function) error {
 	fmt.Fprintf(b, "  %sLogs:\n", base)
 	b.WriteString("    Type: AWS::Logs::LogGroup\n    DeletionPolicy: Delete\n    UpdateReplacePolicy: Delete\n")
 	fmt.Fprintf(b, "    Properties: {LogGroupName: !Sub \"/aws/lambda/sluice-${Stage}-%s\", RetentionInDays: !Ref LogRetentionDays}\n", f.Name)
-	for _, a := range []struct{ metric, says string }{
-		{"Errors", "failed (an error, a timeout or a crash)"},
-		{"Throttles", "was throttled (no concurrency was left for it)"},
-	} {
-		fmt.Fprintf(b, "  %s%s:\n", base, a.metric)
-		b.WriteString("    Type: AWS::CloudWatch::Alarm\n    Properties:\n")
-		fmt.Fprintf(b, "      AlarmDescription: !Sub \"sluice ${Stage}: %s %s\"\n", f.Name, a.says)
-		fmt.Fprintf(b, "      Namespace: AWS/Lambda\n      MetricName: %s\n", a.metric)
-		fmt.Fprintf(b, "      Dimensions: [{Name: FunctionName, Value: !Ref %s}]\n", id)
-		b.WriteString("      Statistic: Sum\n      Period: 300\n      EvaluationPeriods: 1\n      Threshold: 1\n")
-		b.WriteString("      ComparisonOperator: GreaterThanOrEqualToThreshold\n      TreatMissingData: notBreaching\n      AlarmActions: [!Ref Alarms]\n")
-	}
 	return nil
+}
+
+// MaxAlarmMetrics is how many metrics one CloudWatch alarm's metric math
+// may read (PutMetricAlarm).
+const MaxAlarmMetrics = 10
+
+// JobErrorsAlarmID names the i-th (from 0) alarm on the jobs' errors.
+func JobErrorsAlarmID(i int) string {
+	if i == 0 {
+		return "JobErrors"
+	}
+	return "JobErrors" + strconv.Itoa(i+1)
+}
+
+// writeJobErrorAlarms writes one metric-math alarm over the Errors of the
+// jobs (at most MaxAlarmMetrics each): a job has no API in front whose 5XX
+// alarm would show its failures. CloudWatch bills an alarm per metric it
+// reads, so one alarm per function and metric is what an idle stack paid
+// most for (docs/deploy-aws.md, "What it costs").
+func writeJobErrorAlarms(b *bytes.Buffer, fns []Function) {
+	var jobs []Function
+	for _, f := range fns {
+		if len(f.Routes) == 0 {
+			jobs = append(jobs, f)
+		}
+	}
+	for i := 0; len(jobs) > 0; i++ {
+		n := min(len(jobs), MaxAlarmMetrics)
+		group := jobs[:n]
+		jobs = jobs[n:]
+		names := make([]string, n)
+		ids := make([]string, n)
+		for j, f := range group {
+			names[j] = f.Name
+			ids[j] = "FILL(e" + strconv.Itoa(j) + ", 0)"
+		}
+		fmt.Fprintf(b, "\n  # Any error of a job (a failed run, a timeout, a crash).\n")
+		fmt.Fprintf(b, "  %s:\n", JobErrorsAlarmID(i))
+		b.WriteString("    Type: AWS::CloudWatch::Alarm\n    Properties:\n")
+		fmt.Fprintf(b, "      AlarmDescription: !Sub \"sluice ${Stage}: a job failed (%s): see its log group\"\n", strings.Join(names, ", "))
+		b.WriteString("      Metrics:\n")
+		for j, f := range group {
+			fmt.Fprintf(b, "        - {Id: e%d, ReturnData: false, MetricStat: {Metric: {Namespace: AWS/Lambda, MetricName: Errors, Dimensions: [{Name: FunctionName, Value: !Ref %s}]}, Period: 300, Stat: Sum}}\n", j, f.LogicalID())
+		}
+		fmt.Fprintf(b, "        - {Id: errors, Expression: %q, Label: job errors, ReturnData: true}\n", strings.Join(ids, " + "))
+		b.WriteString("      EvaluationPeriods: 1\n      Threshold: 1\n      ComparisonOperator: GreaterThanOrEqualToThreshold\n")
+		b.WriteString("      TreatMissingData: notBreaching\n      AlarmActions: [!Ref Alarms]\n")
+	}
 }
 
 // timeoutExpr is f's Timeout as the template writes it: !Ref its parameter,

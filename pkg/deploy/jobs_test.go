@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -101,5 +102,29 @@ func TestQueueJobDrift(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestJobErrorAlarmsSplit: past MaxAlarmMetrics jobs, the jobs' errors take
+// a second metric-math alarm, and the check passes.
+func TestJobErrorAlarmsSplit(t *testing.T) {
+	jobs := server.Jobs()
+	for i := 0; len(jobs) <= deploy.MaxAlarmMetrics; i++ {
+		j := testJob()
+		j.Name = fmt.Sprintf("batch-test-%d", i)
+		jobs = append(jobs, j)
+	}
+	fns, err := deploy.FunctionsOf(server.Routes(), jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := generated(t, fns)
+	for _, p := range deploy.Check(tmpl, fns) {
+		t.Error(p)
+	}
+	for _, id := range []string{deploy.JobErrorsAlarmID(0), deploy.JobErrorsAlarmID(1)} {
+		if n := len(props(tmpl, id)["Metrics"].([]any)); n > deploy.MaxAlarmMetrics+1 {
+			t.Errorf("alarm %s reads %d metrics", id, n-1)
+		}
 	}
 }

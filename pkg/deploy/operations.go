@@ -116,8 +116,9 @@ func (c *checker) checkAPIAccount() {
 }
 
 // checkAlarms: every alarm notifies the one alarm topic, and the stack has
-// alarms on API Gateway's 5XX and on DynamoDB's throttling (the functions'
-// errors and throttles and the dead-letter queues have theirs).
+// alarms on API Gateway's 5XX, on the account's Lambda throttles and on
+// DynamoDB's throttling (the jobs' errors and the dead-letter queues have
+// theirs).
 func (c *checker) checkAlarms() {
 	if c.typeOf(AlarmTopicID) != "AWS::SNS::Topic" {
 		c.fail("alarms: no SNS topic %s", AlarmTopicID)
@@ -131,6 +132,9 @@ func (c *checker) checkAlarms() {
 	apiDims := map[string]string{"ApiName": Render(get(api, "Name")), "Stage": Render(get(api, "StageName"))}
 	if !c.alarmWatches(metricRef{"AWS/ApiGateway", "5XXError", apiDims}) {
 		c.fail("alarms: none on AWS/ApiGateway 5XXError of the API (ApiName %s, Stage %s)", apiDims["ApiName"], apiDims["Stage"])
+	}
+	if !c.alarmWatches(metricRef{"AWS/Lambda", "Throttles", map[string]string{}}) {
+		c.fail("alarms: none on AWS/Lambda Throttles of the account (no dimensions): a throttled function would go unnoticed")
 	}
 	for _, m := range []string{"ReadThrottleEvents", "WriteThrottleEvents"} {
 		if !c.alarmWatches(metricRef{"AWS/DynamoDB", m, map[string]string{"TableName": "${" + TableID + "}"}}) {

@@ -277,8 +277,8 @@ func TestCheckCatchesDrift(t *testing.T) {
 			nil, []string{"dead-letter queue WorkDeadLetters (of WorkQueue): no CloudWatch alarm"}},
 		{"an alarm nobody hears", func(d deploy.Template) { delete(props(d, "DeliveryDeadLettersAlarm"), "AlarmActions") },
 			nil, []string{"dead-letter queue DeliveryDeadLetters (of DeliveryQueue): no CloudWatch alarm"}},
-		{"a function without an error alarm", func(d deploy.Template) { delete(resources(d), "FilesListErrors") },
-			nil, []string{"function files-list: no CloudWatch alarm (with AlarmActions) on AWS/Lambda Errors of FilesListFunction"}},
+		{"a job without an error alarm", func(d deploy.Template) { delete(resources(d), deploy.JobErrorsAlarmID(0)) },
+			nil, []string{"function files-sweep: no CloudWatch alarm watches AWS/Lambda Errors of FilesSweepFunction"}},
 
 		// The API.
 		{"a gateway response removed", func(d deploy.Template) { delete(m(props(d, "Api")["GatewayResponses"]), "THROTTLED") },
@@ -347,8 +347,8 @@ func TestCheckCatchesDrift(t *testing.T) {
 			nil, []string{"alarms: none on AWS/ApiGateway 5XXError of the API (ApiName sluice-${Stage}, Stage ${Stage})"}},
 		{"no alarm on DynamoDB throttling", func(d deploy.Template) { delete(resources(d), "RecordsThrottles") },
 			nil, []string{"alarms: none on AWS/DynamoDB ReadThrottleEvents of table Records", "alarms: none on AWS/DynamoDB WriteThrottleEvents"}},
-		{"a function without a throttles alarm", func(d deploy.Template) { delete(resources(d), "AdminThrottles") },
-			nil, []string{"function admin: no CloudWatch alarm (with AlarmActions) on AWS/Lambda Throttles of AdminFunction"}},
+		{"no alarm on the account's throttles", func(d deploy.Template) { delete(resources(d), "LambdaThrottles") },
+			nil, []string{"alarms: none on AWS/Lambda Throttles of the account"}},
 		{"an alarm on a topic of its own", func(d deploy.Template) { props(d, "ApiErrors")["AlarmActions"] = []any{ref("OpsTopic")} },
 			nil, []string{"alarm ApiErrors: AlarmActions [${OpsTopic}], want [!Ref Alarms]"}},
 
