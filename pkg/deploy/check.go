@@ -425,15 +425,14 @@ func (c *checker) checkEvents(f Function, props any, timeouts map[assignment]int
 				c.fail("%s (%s): a buffered route with ResponseTransferMode (the function answers buffered)", where, key)
 			}
 			ms := get(p, "TimeoutInMillis")
-			for a, timeout := range timeouts {
-				got, _ := c.intAt(ms, a)
-				switch {
-				case r.Stream && got != timeout*1000:
-					c.fail("%s (%s): TimeoutInMillis %s%s is %d, want the function's Timeout, %d (API Gateway ends a stream at its integration timeout)",
-						where, key, Render(ms), a, got, timeout*1000)
-				case !r.Stream && ms != nil && got > MaxBufferedTimeout*1000:
-					c.fail("%s (%s): TimeoutInMillis %d is over a buffered integration's %d", where, key, got, MaxBufferedTimeout*1000)
-				}
+			got := toInt(ms)
+			switch {
+			case r.Stream && (got != StreamIntegrationTimeout || Render(ms) != strconv.Itoa(StreamIntegrationTimeout)):
+				c.fail("%s (%s): TimeoutInMillis %s, want %d, written as a number: the function's own Timeout ends the stream, and SAM names the API deployment "+
+					"from the template before parameters are resolved, so an integration timeout that follows a parameter never reaches API Gateway",
+					where, key, Render(ms), StreamIntegrationTimeout)
+			case !r.Stream && ms != nil && got > MaxBufferedTimeout*1000:
+				c.fail("%s (%s): TimeoutInMillis %d is over a buffered integration's %d", where, key, got, MaxBufferedTimeout*1000)
 			}
 		case "Schedule":
 			schedules++

@@ -270,24 +270,11 @@ func (f Function) writeRouteEvents(b *bytes.Buffer) error {
 		taken[name] = true
 		fmt.Fprintf(b, "        %s: {Type: Api, Properties: {RestApiId: !Ref %s, Path: %q, Method: %s", name, APIID, path, strings.ToLower(r.Method))
 		if r.Stream {
-			fmt.Fprintf(b, ", ResponseTransferMode: %s, TimeoutInMillis: %s", StreamMode, f.streamMillis())
+			fmt.Fprintf(b, ", ResponseTransferMode: %s, TimeoutInMillis: %d", StreamMode, StreamIntegrationTimeout)
 		}
 		b.WriteString("}}\n")
 	}
 	return nil
-}
-
-// streamMillis is a streamed route's TimeoutInMillis: its function's
-// timeout (looked up in the Millis mapping when it is a parameter).
-func (f Function) streamMillis() string {
-	if p, ok := TimeoutParameters[f.Name]; ok {
-		return "!FindInMap [Millis, !Ref " + p + ", Value]"
-	}
-	timeout := DefaultTimeout * time.Second
-	if f.Timeout > 0 {
-		timeout = f.Timeout
-	}
-	return strconv.Itoa(int(timeout / time.Millisecond))
 }
 
 // EventName names a route's event: the method and the path's literal

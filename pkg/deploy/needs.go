@@ -33,8 +33,15 @@ const (
 	MaxTimeout = 900
 )
 
+// StreamIntegrationTimeout is every streamed route's integration timeout
+// (ms): API Gateway's and Lambda's maximum, so the function's own Timeout —
+// a parameter for some — ends the stream. A TimeoutInMillis that followed a
+// parameter would never reach API Gateway: SAM names the deployment from the
+// template text before parameters are resolved.
+const StreamIntegrationTimeout = MaxStreamingTimeout * 1000
+
 // TimeoutParameters are the functions whose Timeout is a template
-// parameter (with each streaming route's TimeoutInMillis looked up from it):
+// parameter:
 // model calls that stream for as long as a provider answers, where the
 // operator chooses how long a call may run (and be billed).
 var TimeoutParameters = map[string]string{

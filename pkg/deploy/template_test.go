@@ -1,8 +1,10 @@
 package deploy_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -171,9 +173,10 @@ func TestCheckCatchesDrift(t *testing.T) {
 		}, nil, []string{"GET /v1/files): a buffered route with ResponseTransferMode"}},
 		{"a stream cut at 29 s", func(d deploy.Template) {
 			event(d, "PassthroughBedrockFunction", "PostBedrock")["TimeoutInMillis"] = 29000
-		}, nil, []string{"TimeoutInMillis 29000 (with PassthroughTimeout=900) is 29000, want the function's Timeout, 900000"}},
-		{"a timeout the mapping gets wrong", func(d deploy.Template) { m(m(m(d["Mappings"])["Millis"])["600"])["Value"] = 60000 },
-			nil, []string{"(with PassthroughTimeout=600) is 60000, want the function's Timeout, 600000"}},
+		}, nil, []string{"function passthrough-bedrock: event PostBedrock (POST /bedrock/{endpoint+}): TimeoutInMillis 29000, want 900000"}},
+		{"an integration timeout that follows a parameter", func(d deploy.Template) {
+			event(d, "ChatCompletionsFunction", "PostV1ChatCompletions")["TimeoutInMillis"] = map[string]any{"Fn::FindInMap": []any{"Millis", ref("ChatTimeout"), "Value"}}
+		}, nil, []string{"never reaches API Gateway"}},
 		{"a passthrough timeout the operator cannot set", func(d deploy.Template) { props(d, "PassthroughGeminiFunction")["Timeout"] = 900 },
 			nil, []string{"function passthrough-gemini: Timeout 900, want !Ref PassthroughTimeout"}},
 		{"a timeout parameter past Lambda's limit", func(d deploy.Template) {
@@ -801,6 +804,46 @@ func TestDocsDescribeTheDeploy(t *testing.T) {
 	} {
 		if !strings.Contains(doc, fact) {
 			t.Errorf("docs/ does not say %q", fact)
+		}
+	}
+}
+
+// TestTimeoutParametersReachTheAPI transforms template.yaml with SAM's own
+// translator for two values of ChatTimeout and PassthroughTimeout: a value
+// that changes a streamed route's integration timeout must also change the
+// API deployment's logical ID (CloudFormation deploys the API again only
+// then).
+func TestTimeoutParametersReachTheAPI(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err == nil {
+		err = exec.Command(python, "-c", "import samtranslator").Run()
+	}
+	if err != nil {
+		if os.Getenv("SLUICE_REQUIRE_NODE") != "" {
+			t.Fatalf("python3 with samtranslator (installed with cfn-lint, which make test needs): %v", err)
+		}
+		t.Skipf("python3 with samtranslator is not installed (pip install cfn-lint): %v", err)
+	}
+	values := []string{"60", "900"}
+	out, err := exec.Command(python, append([]string{"testdata/samtransform.py", templatePath}, values...)...).Output()
+	if err != nil {
+		t.Fatalf("samtransform.py: %v", err)
+	}
+	var got map[string]struct {
+		Deployments []string
+		Timeouts    map[string]any
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("samtransform.py: %v: %s", err, out)
+	}
+	a, b := got[values[0]], got[values[1]]
+	if len(a.Timeouts) == 0 {
+		t.Fatalf("no streamed route in the transformed template: %s", out)
+	}
+	for route, ta := range a.Timeouts {
+		if fmt.Sprint(ta) != fmt.Sprint(b.Timeouts[route]) && slices.Equal(a.Deployments, b.Deployments) {
+			t.Errorf("%s: integration timeout %v with %s, %v with %s, but the same API deployment %v: the change would never reach API Gateway",
+				route, ta, values[0], b.Timeouts[route], values[1], a.Deployments)
 		}
 	}
 }
