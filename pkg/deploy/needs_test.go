@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"context"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -321,5 +322,48 @@ func TestBuildTargets(t *testing.T) {
 		if !strings.HasSuffix(builds[i], "./functions/"+f.Name) {
 			t.Errorf("build-%s builds %q", f.LogicalID(), builds[i])
 		}
+	}
+}
+
+// TestDeployScriptPlan: make deploy's script (infra/deploy.sh, dry run)
+// creates a stack with the records table unprotected and then protects it,
+// deletes a stack a failed first create left in ROLLBACK_COMPLETE before
+// creating it again (the retry is the same command), keeps the protection on
+// every later deploy, and keeps samconfig.toml's parameter overrides.
+func TestDeployScriptPlan(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	deploy := "sam deploy --config-env default --parameter-overrides Stage=dev ConfigParameterName=/sluice/dev/config MasterKeySecretName=sluice/dev/master-key ProviderSecretName=sluice/dev/providers EnableBedrock=false ProtectRecords="
+	for _, tc := range []struct {
+		status string
+		want   []string
+	}{
+		{"NONE", []string{deploy + "false", deploy + "true --no-confirm-changeset --no-fail-on-empty-changeset"}},
+		{"ROLLBACK_COMPLETE", []string{
+			"aws cloudformation delete-stack --stack-name sluice-dev",
+			"aws cloudformation wait stack-delete-complete --stack-name sluice-dev",
+			deploy + "false", deploy + "true --no-confirm-changeset --no-fail-on-empty-changeset",
+		}},
+		{"UPDATE_COMPLETE", []string{deploy + "true"}},
+		{"CREATE_COMPLETE", []string{deploy + "true"}},
+	} {
+		cmd := exec.Command("infra/deploy.sh")
+		cmd.Dir = "../.."
+		cmd.Env = append(os.Environ(), "SLUICE_DEPLOY_DRY_RUN=1", "SLUICE_STACK_STATUS="+tc.status, "SAM_CONFIG_ENV=default", "SAM_DEPLOY_FLAGS=", "SAM=sam", "AWS=aws")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Errorf("%s: %v", tc.status, err)
+			continue
+		}
+		if diff := cmp.Diff(tc.want, strings.Split(strings.TrimSpace(string(out)), "\n")); diff != "" {
+			t.Errorf("%s: the plan (-want +got):\n%s", tc.status, diff)
+		}
+	}
+	cmd := exec.Command("infra/deploy.sh")
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "SLUICE_DEPLOY_DRY_RUN=1", "SLUICE_STACK_STATUS=UPDATE_IN_PROGRESS")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "wait for it to end") {
+		t.Errorf("a stack in progress: %v, %s", err, out)
 	}
 }

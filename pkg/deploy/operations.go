@@ -50,8 +50,16 @@ func (c *checker) checkLifecycle() {
 // only).
 func (c *checker) checkTable() {
 	p := c.props(TableID)
-	if get(p, "DeletionProtectionEnabled") != true {
-		c.fail("table %s: DeletionProtectionEnabled is not true", TableID)
+	// A protected table refuses the delete of a failed first create's
+	// rollback (ROLLBACK_FAILED): protection follows a parameter that
+	// defaults to on, and make deploy (infra/deploy.sh) creates the stack
+	// with it off, then switches it on.
+	args, _ := get(p, "DeletionProtectionEnabled", "Fn::If").([]any)
+	if len(args) != 3 || args[1] != true || args[2] != false {
+		c.fail("table %s: DeletionProtectionEnabled %s, want !If [condition, true, false] on a parameter that defaults to \"true\": a table protected on its first create refuses the rollback's delete (ROLLBACK_FAILED)",
+			TableID, Render(get(p, "DeletionProtectionEnabled")))
+	} else if param, def := c.conditionParameter(Render(args[0])); def != "true" {
+		c.fail("table %s: DeletionProtectionEnabled follows %s, whose default %q is not \"true\"", TableID, param, def)
 	}
 	for _, g := range list(get(p, "GlobalSecondaryIndexes")) {
 		ix := store.Index(Render(get(g, "IndexName")))

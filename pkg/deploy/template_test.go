@@ -319,7 +319,11 @@ func TestCheckCatchesDrift(t *testing.T) {
 		{"file bytes lost on replacement", func(d deploy.Template) { delete(m(resources(d)["Files"]), "UpdateReplacePolicy") },
 			nil, []string{`resource Files (AWS::S3::Bucket): UpdateReplacePolicy "", want Retain`}},
 		{"the table deletable by accident", func(d deploy.Template) { delete(props(d, "Records"), "DeletionProtectionEnabled") },
-			nil, []string{"table Records: DeletionProtectionEnabled is not true"}},
+			nil, []string{"table Records: DeletionProtectionEnabled , want !If"}},
+		{"the table protected on its first create", func(d deploy.Template) { props(d, "Records")["DeletionProtectionEnabled"] = true },
+			nil, []string{"table Records: DeletionProtectionEnabled true, want !If [condition, true, false]", "ROLLBACK_FAILED"}},
+		{"the table unprotected by default", func(d deploy.Template) { m(m(d["Parameters"])["ProtectRecords"])["Default"] = "false" },
+			nil, []string{`table Records: DeletionProtectionEnabled follows ProtectRecords, whose default "false" is not "true"`}},
 		{"the sweep index copying whole items", func(d deploy.Template) {
 			m(m(props(d, "Records")["GlobalSecondaryIndexes"].([]any)[1])["Projection"])["ProjectionType"] = "ALL"
 		}, nil, []string{"table Records: index gsi2 projects ALL, want KEYS_ONLY"}},
