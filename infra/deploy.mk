@@ -60,3 +60,12 @@ lint-template: ## cfn-lint template.yaml (with the SAM transform), informational
 .PHONY: template
 template: ## Write template.yaml's generated sections (functions, log groups, alarms, queue-job parameters) from the route and jobs tables
 	$(GO) run ./infra/template
+
+# The stack of SAM_CONFIG_ENV, as samconfig.toml names it.
+STACK_NAME ?= $(shell awk -v sec='[$(SAM_CONFIG_ENV).global.parameters]' '/^\[/ { in_sec = ($$0 == sec) } in_sec && $$1 == "stack_name" { gsub(/"/, "", $$3); print $$3 }' samconfig.toml)
+
+.PHONY: env-json
+env-json: ## Write env.json (sam local invoke --env-vars env.json) from the deployed stack's outputs (SAM_CONFIG_ENV picks the stack)
+	@command -v aws >/dev/null 2>&1 || { echo "the AWS CLI (aws) is not installed"; exit 1; }
+	aws cloudformation describe-stacks --stack-name $(STACK_NAME) --output json | $(GO) run ./infra/envjson > env.json.tmp && mv env.json.tmp env.json
+	@echo "wrote env.json for stack $(STACK_NAME)"

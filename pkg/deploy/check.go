@@ -790,7 +790,9 @@ func (c *checker) checkQueues() {
 }
 
 // checkOutputs: the API URL, the table and the bucket are stack outputs
-// (integration tests and operators read them).
+// (integration tests and operators read them), and so is every variable of
+// CloudEnv, in an output whose Description is its name (make env-json
+// writes env.json for sam local invoke from them: EnvJSON).
 func (c *checker) checkOutputs() {
 	outputs := get(c.t, "Outputs")
 	if v := Render(get(outputs, "ApiURL", "Value")); !strings.Contains(v, "${"+APIID+"}.execute-api.") {
@@ -799,6 +801,21 @@ func (c *checker) checkOutputs() {
 	for k, want := range map[string]string{"Table": "${" + TableID + "}", "Bucket": "${" + BucketID + "}"} {
 		if v := Render(get(outputs, k, "Value")); v != want {
 			c.fail("outputs: %s %q, want %s", k, v, want)
+		}
+	}
+	byVar := map[string]string{}
+	om, _ := outputs.(map[string]any)
+	for _, o := range om {
+		byVar[Render(get(o, "Description"))] = Render(get(o, "Value"))
+	}
+	for _, v := range CloudEnv() {
+		got, ok := byVar[v.Name]
+		switch {
+		case v.Name == "SLUICE_BACKEND":
+		case !ok:
+			c.fail("outputs: none has the Description %s: sam local invoke's env.json (make env-json) could not set it", v.Name)
+		case got != v.Value:
+			c.fail("outputs: %s is %q, want %q (the functions' value)", v.Name, got, v.Value)
 		}
 	}
 }

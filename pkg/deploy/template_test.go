@@ -306,6 +306,8 @@ func TestCheckCatchesDrift(t *testing.T) {
 			nil, []string{"api: no stage throttling"}},
 		{"no access logs", func(d deploy.Template) { delete(props(d, "Api"), "AccessLogSetting") },
 			nil, []string{"api: no AccessLogSetting"}},
+		{"no output for a variable the functions read", func(d deploy.Template) { delete(m(d["Outputs"]), "DeliveryDLQURL") },
+			nil, []string{"outputs: none has the Description SLUICE_DELIVERY_DLQ_URL"}},
 		{"no API URL output", func(d deploy.Template) { delete(m(d["Outputs"]), "ApiURL") },
 			nil, []string{`outputs: ApiURL "" is not the API's invoke URL`}},
 		{"a master key written in the template", func(d deploy.Template) { props(d, "MasterKeySecret")["SecretString"] = "sk-123" },
@@ -849,5 +851,47 @@ func TestTimeoutParametersReachTheAPI(t *testing.T) {
 			t.Errorf("%s: integration timeout %v with %s, %v with %s, but the same API deployment %v: the change would never reach API Gateway",
 				route, ta, values[0], b.Timeouts[route], values[1], a.Deployments)
 		}
+	}
+}
+
+// TestEnvJSON: make env-json's transformation of describe-stacks (a sample
+// answer) gives every variable a function reads at start, and the start-up
+// readers accept it (sam local invoke with it opens the AWS store).
+func TestEnvJSON(t *testing.T) {
+	describe, err := os.ReadFile("testdata/describe-stacks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := deploy.EnvJSON(describe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env struct{ Parameters map[string]string }
+	if err := json.Unmarshal(out, &env); err != nil {
+		t.Fatalf("env.json: %v: %s", err, out)
+	}
+	for _, v := range deploy.CloudEnv() {
+		if env.Parameters[v.Name] == "" {
+			t.Errorf("env.json lacks %s", v.Name)
+		}
+	}
+	if got := env.Parameters["SLUICE_DELIVERY_DLQ_URL"]; got != "https://sqs.eu-west-1.amazonaws.com/123456789012/sluice-dev-DeliveryDeadLetters-GhI" {
+		t.Errorf("SLUICE_DELIVERY_DLQ_URL = %q", got)
+	}
+	if err := openEnv(t, env.Parameters); err != nil {
+		t.Errorf("the functions would not start with env.json: %v", err)
+	}
+}
+
+// TestEnvJSONNamesMissingOutputs: a stack deployed from a template without
+// an output a function needs is refused, naming it.
+func TestEnvJSONNamesMissingOutputs(t *testing.T) {
+	describe, err := os.ReadFile("testdata/describe-stacks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := strings.Replace(string(describe), `"Description": "SLUICE_DELIVERY_DLQ_URL"`, `"Description": "dead letters"`, 1)
+	if _, err := deploy.EnvJSON([]byte(old)); err == nil || !strings.Contains(err.Error(), "stack sluice-dev has no output for SLUICE_DELIVERY_DLQ_URL") {
+		t.Errorf("EnvJSON: %v, want the missing output named", err)
 	}
 }
