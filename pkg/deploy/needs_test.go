@@ -367,3 +367,22 @@ func TestDeployScriptPlan(t *testing.T) {
 		t.Errorf("a stack in progress: %v, %s", err, out)
 	}
 }
+
+// TestMissingObjectIs404: whatever reads objects may list the bucket with no
+// s3:prefix condition — S3 answers a missing key with 404 only to a caller
+// allowed s3:ListBucket, and a GetObject or HeadObject request carries no
+// s3:prefix, so a conditioned grant would leave it a 403 (a 500 to the
+// client).
+func TestMissingObjectIs404(t *testing.T) {
+	for _, c := range []server.Capability{server.FilesRead, server.ClaimCheckRead} {
+		listed := false
+		for _, g := range deploy.Grants(c) {
+			if slices.Contains(g.Actions, "s3:ListBucket") {
+				listed = slices.Equal(g.Resources, []string{"${" + deploy.BucketID + ".Arn}"}) && len(g.Condition) == 0 && g.When == ""
+			}
+		}
+		if !listed {
+			t.Errorf("%s: no unconditioned s3:ListBucket on the bucket: a missing object would be S3's 403", c)
+		}
+	}
+}
