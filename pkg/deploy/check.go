@@ -656,8 +656,9 @@ func (c *checker) checkPolicies(f Function, props any) {
 	if f.Queue != "" {
 		sam++ // AWSLambdaSQSQueueExecutionRole
 	}
-	if n := len(policies) + sam; n > MaxManagedPolicies {
-		c.fail("%s: %d managed policies with the %d SAM attaches, over the %d a role may have: bundle capabilities that go together into one policy", name, n, sam, MaxManagedPolicies)
+	if n := len(policies) + sam; n > MaxRolePolicies {
+		c.fail("%s: %d managed policies with the %d SAM attaches, over %d (IAM allows %d a role; the rest is headroom for a new capability): bundle capabilities that go together into one policy",
+			name, n, sam, MaxRolePolicies, MaxManagedPolicies)
 	}
 	var missing, extra []string
 	for k, caps := range want {
@@ -680,6 +681,11 @@ func (c *checker) checkPolicies(f Function, props any) {
 // MaxManagedPolicies is how many managed policies IAM lets a role have
 // (the default quota).
 const MaxManagedPolicies = 10
+
+// MaxRolePolicies is how many a function's role may have here, SAM's
+// included: three under IAM's quota, so one more capability (or SAM
+// attaching one more) never breaks a deploy.
+const MaxRolePolicies = MaxManagedPolicies - 3
 
 // statement adds what one policy statement grants to got, under template
 // condition when. !If [C, a, b] grants a when C holds and b when it does not.
