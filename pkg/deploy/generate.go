@@ -32,7 +32,8 @@ const (
 // Generate returns the template text with its generated regions rewritten
 // for fns: each function's resource (its events, memory, timeout and the
 // managed policies of the core that grant exactly its capabilities), its log
-// group, its alarms, and each queue job's concurrency parameter. The rest of
+// group, each queue job's concurrency parameter, and the alarms on the jobs'
+// errors. The rest of
 // the text is kept byte for byte.
 func Generate(text []byte, fns []Function) ([]byte, error) {
 	t, err := Parse(text)
@@ -88,9 +89,9 @@ func splice(text []byte, region string, body []byte) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// Generated splits the template text into the hand-written lines and the
+// CountLines counts the template text's hand-written lines and its
 // generated ones (markers included in neither).
-func Generated(text []byte) (handWritten, generated int) {
+func CountLines(text []byte) (handWritten, generated int) {
 	in := false
 	for _, l := range strings.Split(string(text), "\n") {
 		trimmed := strings.TrimSpace(l)
@@ -115,7 +116,7 @@ func writeConcurrencyParameter(b *bytes.Buffer, f Function) {
 	fmt.Fprintf(b, "    Description: Most %s invocations at once (the SQS event source's MaximumConcurrency).\n", f.Name)
 }
 
-// writeFunction writes f's function resource, log group and alarms.
+// writeFunction writes f's function resource and log group.
 func (c *checker) writeFunction(b *bytes.Buffer, f Function) error {
 	id := f.LogicalID()
 	base := strings.TrimSuffix(id, "Function")
@@ -126,7 +127,7 @@ func (c *checker) writeFunction(b *bytes.Buffer, f Function) error {
 	timeout := f.timeoutExpr()
 	fmt.Fprintf(b, "\n  %s:\n", id)
 	b.WriteString("    Type: AWS::Serverless::Function\n")
-	b.WriteString("    Metadata: {BuildMethod: makefile, ContextPath: ., ProjectRootDirectory: .}\n")
+	fmt.Fprintf(b, "    Metadata: {BuildMethod: %s, ContextPath: ., ProjectRootDirectory: .}\n", BuildMethod)
 	b.WriteString("    Properties:\n")
 	fmt.Fprintf(b, "      FunctionName: !Sub \"sluice-${Stage}-%s\"\n", f.Name)
 	fmt.Fprintf(b, "      Description: %s\n", strconv.Quote(f.description()))
