@@ -1,7 +1,7 @@
 # infra/deploy.mk — the SAM application (template.yaml, samconfig.toml); the
 # Makefile includes it after infra/lambda.mk.
 #
-#   make deploy          sam build + sam deploy (SAM_CONFIG_ENV=prod for the prod stack;
+#   make deploy          sam build + infra/deploy.sh (SAM_CONFIG_ENV=prod for the prod stack;
 #                        SAM_DEPLOY_FLAGS="--no-confirm-changeset --no-fail-on-empty-changeset" in CI)
 #   make deploy-guided   the first deployment: sam build + sam deploy --guided
 #   make lint-template   cfn-lint template.yaml (part of make test)
@@ -40,18 +40,32 @@ endef
 
 # MAKEFLAGS is cleared so the make that sam build runs is not this one's child.
 .PHONY: deploy
-deploy: ## Build every function with SAM and deploy the stack (SAM_CONFIG_ENV=prod for prod; first time: make deploy-guided)
+deploy: ## Build every function with SAM and deploy the stack (SAM_CONFIG_ENV=prod for prod); a first create, or its retry, switches the table's deletion protection on after it
 	$(need_sam)
 	MAKEFLAGS= $(SAM) build --config-env $(SAM_CONFIG_ENV)
-	$(SAM) deploy --config-env $(SAM_CONFIG_ENV) $(SAM_DEPLOY_FLAGS)
+	SAM="$(SAM)" SAM_CONFIG_ENV="$(SAM_CONFIG_ENV)" SAM_DEPLOY_FLAGS="$(SAM_DEPLOY_FLAGS)" infra/deploy.sh
 
 .PHONY: deploy-guided
-deploy-guided: ## First deployment: sam build, then sam deploy --guided (asks for the parameters, saves them in samconfig.toml)
+deploy-guided: ## First deployment: sam build, sam deploy --guided (asks for the parameters, saves them in samconfig.toml), then the table's deletion protection on
 	$(need_sam)
 	MAKEFLAGS= $(SAM) build --config-env $(SAM_CONFIG_ENV)
-	$(SAM) deploy --guided --config-env $(SAM_CONFIG_ENV)
+	$(SAM) deploy --guided --config-env $(SAM_CONFIG_ENV) --parameter-overrides ProtectRecords=false
+	SAM="$(SAM)" SAM_CONFIG_ENV="$(SAM_CONFIG_ENV)" SAM_DEPLOY_FLAGS="--no-confirm-changeset --no-fail-on-empty-changeset" infra/deploy.sh
 
 .PHONY: lint-template
 lint-template: ## cfn-lint template.yaml (with the SAM transform), informational checks included
 	@command -v $(CFN_LINT) >/dev/null 2>&1 || { echo "cfn-lint is not installed (pip install cfn-lint): make lint-template and make test need it"; exit 1; }
 	$(CFN_LINT) --include-checks I -- template.yaml
+
+.PHONY: template
+template: ## Write template.yaml's generated sections (functions, log groups, alarms, queue-job parameters) from the route and jobs tables
+	$(GO) run ./infra/template
+
+# The stack of SAM_CONFIG_ENV, as samconfig.toml names it.
+STACK_NAME ?= $(shell awk -v sec='[$(SAM_CONFIG_ENV).global.parameters]' '/^\[/ { in_sec = ($$0 == sec) } in_sec && $$1 == "stack_name" { gsub(/"/, "", $$3); print $$3 }' samconfig.toml)
+
+.PHONY: env-json
+env-json: ## Write env.json (sam local invoke --env-vars env.json) from the deployed stack's outputs (SAM_CONFIG_ENV picks the stack)
+	@command -v aws >/dev/null 2>&1 || { echo "the AWS CLI (aws) is not installed"; exit 1; }
+	aws cloudformation describe-stacks --stack-name $(STACK_NAME) --output json | $(GO) run ./infra/envjson > env.json.tmp && mv env.json.tmp env.json
+	@echo "wrote env.json for stack $(STACK_NAME)"

@@ -293,3 +293,58 @@ func TestLoad(t *testing.T) {
 		t.Errorf("empty location: %v, %v", cfg, err)
 	}
 }
+
+// TestCheckDeployedSecrets: a deployment's functions may read the stack's
+// master key secret (whole) and its provider secret (fields); any other
+// secretsmanager/ reference is refused when the config loads, naming where
+// it is, instead of failing with AccessDenied on first use.
+func TestCheckDeployedSecrets(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc string
+		want      []string // nil: accepted
+	}{
+		{"the stack's two secrets", `
+general_settings: {master_key: secretsmanager/sluice/dev/master-key}
+model_list:
+  - {model_name: a, litellm_params: {model: openai/a, api_key: secretsmanager/sluice/dev/providers#openai}}
+passthrough: {anthropic: {api_key: secretsmanager/sluice/dev/providers#anthropic}}
+environment_variables: {LANGSMITH_API_KEY: secretsmanager/sluice/dev/providers#langsmith}
+`, nil},
+		{"no secrets", "model_list:\n  - {model_name: a, litellm_params: {model: openai/a, api_key: os.environ/K}}\n", nil},
+		{"a second provider secret", `
+general_settings: {master_key: secretsmanager/sluice/dev/master-key}
+model_list:
+  - {model_name: a, litellm_params: {model: openai/a, api_key: secretsmanager/sluice/dev/providers#openai}}
+  - {model_name: b, litellm_params: {model: anthropic/b, api_key: secretsmanager/team-b/anthropic#key}}
+`, []string{"name 2 provider secrets", "team-b/anthropic (model_list[1].litellm_params.api_key)"}},
+		{"a whole secret as a provider key", `
+model_list:
+  - {model_name: a, litellm_params: {model: openai/a, api_key: secretsmanager/openai-key}}
+`, []string{"model_list[0].litellm_params.api_key: secretsmanager/openai-key names a whole secret"}},
+		{"a field of the master key secret", `
+general_settings: {master_key: secretsmanager/sluice/dev/master-key#key}
+`, []string{"general_settings.master_key: secretsmanager/sluice/dev/master-key#key: the stack's master key secret is a plain string"}},
+		{"provider keys in the master key secret", `
+general_settings: {master_key: secretsmanager/m}
+model_list:
+  - {model_name: a, litellm_params: {model: openai/a, api_key: secretsmanager/m#openai}}
+`, []string{"fields of the master key secret"}},
+	} {
+		cfg, err := Parse([]byte(tc.doc), env(nil))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		err = cfg.CheckDeployedSecrets()
+		switch {
+		case tc.want == nil && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.want != nil && err == nil:
+			t.Errorf("%s: accepted", tc.name)
+		}
+		for _, w := range tc.want {
+			if err != nil && !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %v does not say %q", tc.name, err, w)
+			}
+		}
+	}
+}

@@ -33,6 +33,8 @@ type Config struct {
 	// Warnings lists what was ignored or could not be resolved; main logs each once.
 	Warnings []string `yaml:"-"`
 	secrets  *secretCache
+	// refs are the secretsmanager/ references, for CheckDeployedSecrets.
+	refs []secretRef
 }
 
 // Deployment is one model_list entry: a public model name served by one
@@ -276,6 +278,7 @@ func Parse(data []byte, getenv func(string) string) (*Config, error) {
 		cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("config section %q is not used by sluice; ignored", name))
 	}
 	cfg.Warnings = append(cfg.Warnings, resolveEnv(doc, "", getenv)...)
+	cfg.refs = secretRefs(doc, "")
 	if err := doc.Decode(cfg); err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
 	}

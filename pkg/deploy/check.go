@@ -368,8 +368,8 @@ func (c *checker) checkFunction(f Function, id string) {
 	c.checkSubscription(f)
 	c.checkEnv(f, props)
 	c.checkPolicies(f, props)
-	for _, metric := range []string{"Errors", "Throttles"} {
-		c.checkFunctionAlarm(f, id, metric)
+	if len(f.Routes) == 0 {
+		c.checkJobAlarm(f, id)
 	}
 }
 
@@ -425,15 +425,14 @@ func (c *checker) checkEvents(f Function, props any, timeouts map[assignment]int
 				c.fail("%s (%s): a buffered route with ResponseTransferMode (the function answers buffered)", where, key)
 			}
 			ms := get(p, "TimeoutInMillis")
-			for a, timeout := range timeouts {
-				got, _ := c.intAt(ms, a)
-				switch {
-				case r.Stream && got != timeout*1000:
-					c.fail("%s (%s): TimeoutInMillis %s%s is %d, want the function's Timeout, %d (API Gateway ends a stream at its integration timeout)",
-						where, key, Render(ms), a, got, timeout*1000)
-				case !r.Stream && ms != nil && got > MaxBufferedTimeout*1000:
-					c.fail("%s (%s): TimeoutInMillis %d is over a buffered integration's %d", where, key, got, MaxBufferedTimeout*1000)
-				}
+			got := toInt(ms)
+			switch {
+			case r.Stream && (got != StreamIntegrationTimeout || Render(ms) != strconv.Itoa(StreamIntegrationTimeout)):
+				c.fail("%s (%s): TimeoutInMillis %s, want %d, written as a number: the function's own Timeout ends the stream, and SAM names the API deployment "+
+					"from the template before parameters are resolved, so an integration timeout that follows a parameter never reaches API Gateway",
+					where, key, Render(ms), StreamIntegrationTimeout)
+			case !r.Stream && ms != nil && got > MaxBufferedTimeout*1000:
+				c.fail("%s (%s): TimeoutInMillis %d is over a buffered integration's %d", where, key, got, MaxBufferedTimeout*1000)
 			}
 		case "Schedule":
 			schedules++
@@ -657,8 +656,9 @@ func (c *checker) checkPolicies(f Function, props any) {
 	if f.Queue != "" {
 		sam++ // AWSLambdaSQSQueueExecutionRole
 	}
-	if n := len(policies) + sam; n > MaxManagedPolicies {
-		c.fail("%s: %d managed policies with the %d SAM attaches, over the %d a role may have: bundle capabilities that go together into one policy", name, n, sam, MaxManagedPolicies)
+	if n := len(policies) + sam; n > MaxRolePolicies {
+		c.fail("%s: %d managed policies with the %d SAM attaches, over %d (IAM allows %d a role; the rest is headroom for a new capability): bundle capabilities that go together into one policy",
+			name, n, sam, MaxRolePolicies, MaxManagedPolicies)
 	}
 	var missing, extra []string
 	for k, caps := range want {
@@ -681,6 +681,11 @@ func (c *checker) checkPolicies(f Function, props any) {
 // MaxManagedPolicies is how many managed policies IAM lets a role have
 // (the default quota).
 const MaxManagedPolicies = 10
+
+// MaxRolePolicies is how many a function's role may have here, SAM's
+// included: three under IAM's quota, so one more capability (or SAM
+// attaching one more) never breaks a deploy.
+const MaxRolePolicies = MaxManagedPolicies - 3
 
 // statement adds what one policy statement grants to got, under template
 // condition when. !If [C, a, b] grants a when C holds and b when it does not.
@@ -741,17 +746,14 @@ func joinCaps(caps []server.Capability) string {
 	return strings.Join(s, ", ")
 }
 
-// checkFunctionAlarm: every function has an alarm on its errors and one on
-// its throttles.
-func (c *checker) checkFunctionAlarm(f Function, id, metric string) {
-	for _, a := range c.ofType("AWS::CloudWatch::Alarm") {
-		p := c.props(a)
-		if Render(get(p, "Namespace")) == "AWS/Lambda" && Render(get(p, "MetricName")) == metric &&
-			c.hasDimension(p, "FunctionName", "${"+id+"}") && len(list(get(p, "AlarmActions"))) > 0 {
-			return
-		}
+// checkJobAlarm: a job's errors are watched by an alarm (its own metric,
+// or one of a metric-math alarm's). A route function's failures are the
+// API's 5XX, and throttling anywhere is the account's Throttles alarm
+// (checkAlarms).
+func (c *checker) checkJobAlarm(f Function, id string) {
+	if !c.alarmWatches(metricRef{"AWS/Lambda", "Errors", map[string]string{"FunctionName": "${" + id + "}"}}) {
+		c.fail("function %s: no CloudWatch alarm watches AWS/Lambda Errors of %s (a job has no API whose 5XX alarm would show its failures)", f.Name, id)
 	}
-	c.fail("function %s: no CloudWatch alarm (with AlarmActions) on AWS/Lambda %s of %s", f.Name, metric, id)
 }
 
 func (c *checker) hasDimension(p any, name, value string) bool {
@@ -794,7 +796,9 @@ func (c *checker) checkQueues() {
 }
 
 // checkOutputs: the API URL, the table and the bucket are stack outputs
-// (integration tests and operators read them).
+// (integration tests and operators read them), and so is every variable of
+// CloudEnv, in an output whose Description is its name (make env-json
+// writes env.json for sam local invoke from them: EnvJSON).
 func (c *checker) checkOutputs() {
 	outputs := get(c.t, "Outputs")
 	if v := Render(get(outputs, "ApiURL", "Value")); !strings.Contains(v, "${"+APIID+"}.execute-api.") {
@@ -803,6 +807,21 @@ func (c *checker) checkOutputs() {
 	for k, want := range map[string]string{"Table": "${" + TableID + "}", "Bucket": "${" + BucketID + "}"} {
 		if v := Render(get(outputs, k, "Value")); v != want {
 			c.fail("outputs: %s %q, want %s", k, v, want)
+		}
+	}
+	byVar := map[string]string{}
+	om, _ := outputs.(map[string]any)
+	for _, o := range om {
+		byVar[Render(get(o, "Description"))] = Render(get(o, "Value"))
+	}
+	for _, v := range CloudEnv() {
+		got, ok := byVar[v.Name]
+		switch {
+		case v.Name == "SLUICE_BACKEND":
+		case !ok:
+			c.fail("outputs: none has the Description %s: sam local invoke's env.json (make env-json) could not set it", v.Name)
+		case got != v.Value:
+			c.fail("outputs: %s is %q, want %q (the functions' value)", v.Name, got, v.Value)
 		}
 	}
 }

@@ -87,14 +87,13 @@ var (
 	viaS3         = map[string]map[string][]string{"StringEquals": {"kms:ViaService": {"s3.${AWS::Region}.amazonaws.com"}}}
 )
 
-// filePatterns are the s3:prefix patterns of file bytes.
-func filePatterns() []string {
-	out := make([]string, len(FilePrefixes))
-	for i, p := range FilePrefixes {
-		out[i] = p + "*"
-	}
-	return out
-}
+// listBucket makes S3 answer a read of a missing object with 404, not the
+// 403 it gives a caller that may not list the bucket. It carries no
+// s3:prefix condition: a GetObject or HeadObject request has no prefix in
+// its context, so a conditioned grant does not apply to the missing-key
+// check and a missing object would still be a 403 (→ 500). Listing shows
+// keys (ids), never bytes.
+var listBucket = Grant{Actions: []string{"s3:ListBucket"}, Resources: []string{bucketARN}}
 
 func fileObjects() []string {
 	out := make([]string, len(FilePrefixes))
@@ -123,13 +122,9 @@ func Grants(c server.Capability) []Grant {
 			Condition: map[string]map[string][]string{"ForAllValues:StringLike": {"dynamodb:LeadingKeys": {"LIMIT#*"}}},
 		}}
 	case server.FilesRead:
-		// Listing (under the file prefixes only) makes S3 answer a missing
-		// object with 404, not the 403 it gives callers that may not list.
 		return []Grant{
 			{Actions: []string{"s3:GetObject"}, Resources: fileObjects()},
-			{Actions: []string{"s3:ListBucket"}, Resources: []string{bucketARN}, Condition: map[string]map[string][]string{
-				"StringLike": {"s3:prefix": filePatterns()},
-			}},
+			listBucket,
 			{Actions: []string{"kms:Decrypt"}, Resources: []string{keyARN}, Condition: viaS3},
 		}
 	case server.FilesWrite:
@@ -147,6 +142,7 @@ func Grants(c server.Capability) []Grant {
 	case server.ClaimCheckRead:
 		return []Grant{
 			{Actions: []string{"s3:GetObject"}, Resources: []string{bucketObjects(logevent.ClaimCheckPrefix)}},
+			listBucket,
 			{Actions: []string{"kms:Decrypt"}, Resources: []string{keyARN}, Condition: viaS3},
 		}
 	case server.DeliveryDeadLetter:

@@ -1,7 +1,7 @@
 package deploy_test
 
 import (
-	"os"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -10,34 +10,20 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/server"
 )
 
-// withQueueJob returns template.yaml with testdata/queue-job.yaml merged in,
-// and the functions with the test job (testJob) added to the jobs table.
+// withQueueJob returns template.yaml generated with the test job (testJob)
+// added to the jobs table, and the functions.
 func withQueueJob(t *testing.T) (deploy.Template, []deploy.Function) {
 	t.Helper()
-	data, err := os.ReadFile("testdata/queue-job.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	snippet, err := deploy.Parse(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := load(t)
-	for _, section := range []string{"Parameters", "Resources"} {
-		for k, v := range m(snippet[section]) {
-			m(tmpl[section])[k] = v
-		}
-	}
 	fns, err := deploy.FunctionsOf(server.Routes(), append(server.Jobs(), testJob()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tmpl, fns
+	return generated(t, fns), fns
 }
 
-// TestQueueJobTemplate: what testdata/queue-job.yaml declares is what a
-// queue job needs, so a worker of a later issue is one entry in the jobs
-// table, its handler, and that snippet under its own name.
+// TestQueueJobTemplate: what make template writes for a queue job is what
+// it needs, so a worker of a later issue is one entry in the jobs table and
+// its handler.
 func TestQueueJobTemplate(t *testing.T) {
 	tmpl, fns := withQueueJob(t)
 	for _, p := range deploy.Check(tmpl, fns) {
@@ -50,32 +36,32 @@ func TestQueueJobTemplate(t *testing.T) {
 // within Lambda's range, a visibility timeout that outlasts its retries, a
 // dead-letter queue, the topic's subscription for the delivery queue.
 func TestQueueJobDrift(t *testing.T) {
-	work := func(d deploy.Template) map[string]any { return event(d, "BatchTestFunction", "Work") }
+	work := func(d deploy.Template) map[string]any { return event(d, "BatchTestFunction", "Queue") }
 	for _, tc := range []struct {
 		name   string
 		mutate func(deploy.Template)
 		job    func(*server.Job)
 		want   []string
 	}{
-		{"no queue event", func(d deploy.Template) { delete(events(d, "BatchTestFunction"), "Work") }, nil,
+		{"no queue event", func(d deploy.Template) { delete(events(d, "BatchTestFunction"), "Queue") }, nil,
 			[]string{"function batch-test: 0 SQS events, want 1 (WorkQueue)"}},
 		{"another queue", func(d deploy.Template) { work(d)["Queue"] = getAtt("DeliveryQueue", "Arn") }, nil,
-			[]string{`function batch-test: event Work: Queue "${DeliveryQueue.Arn}", want !GetAtt WorkQueue.Arn`}},
+			[]string{`function batch-test: event Queue: Queue "${DeliveryQueue.Arn}", want !GetAtt WorkQueue.Arn`}},
 		{"a failed message failing the whole batch", func(d deploy.Template) { delete(work(d), "FunctionResponseTypes") }, nil,
-			[]string{"function batch-test: event Work: FunctionResponseTypes lacks ReportBatchItemFailures"}},
+			[]string{"function batch-test: event Queue: FunctionResponseTypes lacks ReportBatchItemFailures"}},
 		{"a concurrency cap the operator cannot set", func(d deploy.Template) {
 			work(d)["ScalingConfig"] = map[string]any{"MaximumConcurrency": 10}
-		}, nil, []string{`function batch-test: event Work: ScalingConfig.MaximumConcurrency "10", want !Ref BatchTestMaxConcurrency`}},
+		}, nil, []string{`function batch-test: event Queue: ScalingConfig.MaximumConcurrency "10", want !Ref BatchTestMaxConcurrency`}},
 		{"no concurrency cap", func(d deploy.Template) { delete(work(d), "ScalingConfig") }, nil,
 			[]string{`ScalingConfig.MaximumConcurrency "", want !Ref BatchTestMaxConcurrency`}},
 		{"a concurrency cap Lambda refuses", func(d deploy.Template) { m(m(d["Parameters"])["BatchTestMaxConcurrency"])["MinValue"] = 1 }, nil,
 			[]string{"parameter BatchTestMaxConcurrency: want 2 ≤ MinValue ≤ Default ≤ MaxValue ≤ 1000"}},
 		{"a queue that redelivers while a retry runs", func(d deploy.Template) { props(d, "WorkQueue")["VisibilityTimeout"] = 600 }, nil,
-			[]string{"function batch-test: event Work: queue WorkQueue VisibilityTimeout 600 s, want at least 6 × (Timeout + batching window) = 720 s"}},
+			[]string{"function batch-test: event Queue: queue WorkQueue VisibilityTimeout 600 s, want at least 6 × (Timeout + batching window) = 720 s"}},
 		{"a batching window the visibility does not cover", func(d deploy.Template) { work(d)["MaximumBatchingWindowInSeconds"] = 800 }, nil,
 			[]string{"want at least 6 × (Timeout + batching window) = 5520 s"}},
 		{"no dead-letter queue", func(d deploy.Template) { delete(props(d, "WorkQueue"), "RedrivePolicy") }, nil,
-			[]string{"function batch-test: event Work: queue WorkQueue has no RedrivePolicy"}},
+			[]string{"function batch-test: event Queue: queue WorkQueue has no RedrivePolicy"}},
 		{"a dead-letter queue nobody watches", func(d deploy.Template) { delete(resources(d), "WorkDeadLettersAlarm") }, nil,
 			[]string{"dead-letter queue WorkDeadLetters (of WorkQueue): no CloudWatch alarm"}},
 		{"a delivery consumer the topic does not feed", func(d deploy.Template) {
@@ -93,10 +79,10 @@ func TestQueueJobDrift(t *testing.T) {
 		{"grants beyond the job's needs", func(d deploy.Template) { addPolicy(d, "BatchTestFunction", ref("FilesDeletePolicy")) }, nil,
 			[]string{"function batch-test: is granted s3:DeleteObject on ${Files.Arn}/files/*"}},
 		{"the poller's policy counted", func(d deploy.Template) {
-			for _, p := range []string{"ModelCallPolicy", "AuthenticatedPolicy", "FilesReadPolicy", "FilesWritePolicy", "FilesDeletePolicy"} {
+			for _, p := range []string{"FilesReadPolicy", "FilesWritePolicy", "FilesDeletePolicy"} {
 				addPolicy(d, "BatchTestFunction", ref(p))
 			}
-		}, nil, []string{"function batch-test: 11 managed policies with the 3 SAM attaches, over the 10"}},
+		}, nil, []string{"function batch-test: 8 managed policies with the 3 SAM attaches, over 7"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, _ := withQueueJob(t)
@@ -116,5 +102,29 @@ func TestQueueJobDrift(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestJobErrorAlarmsSplit: past MaxAlarmMetrics jobs, the jobs' errors take
+// a second metric-math alarm, and the check passes.
+func TestJobErrorAlarmsSplit(t *testing.T) {
+	jobs := server.Jobs()
+	for i := 0; len(jobs) <= deploy.MaxAlarmMetrics; i++ {
+		j := testJob()
+		j.Name = fmt.Sprintf("batch-test-%d", i)
+		jobs = append(jobs, j)
+	}
+	fns, err := deploy.FunctionsOf(server.Routes(), jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := generated(t, fns)
+	for _, p := range deploy.Check(tmpl, fns) {
+		t.Error(p)
+	}
+	for _, id := range []string{deploy.JobErrorsAlarmID(0), deploy.JobErrorsAlarmID(1)} {
+		if n := len(props(tmpl, id)["Metrics"].([]any)); n > deploy.MaxAlarmMetrics+1 {
+			t.Errorf("alarm %s reads %d metrics", id, n-1)
+		}
 	}
 }

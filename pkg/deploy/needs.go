@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/server"
 )
@@ -32,8 +33,15 @@ const (
 	MaxTimeout = 900
 )
 
+// StreamIntegrationTimeout is every streamed route's integration timeout
+// (ms): API Gateway's and Lambda's maximum, so the function's own Timeout —
+// a parameter for some — ends the stream. A TimeoutInMillis that followed a
+// parameter would never reach API Gateway: SAM names the deployment from the
+// template text before parameters are resolved.
+const StreamIntegrationTimeout = MaxStreamingTimeout * 1000
+
 // TimeoutParameters are the functions whose Timeout is a template
-// parameter (with each streaming route's TimeoutInMillis looked up from it):
+// parameter:
 // model calls that stream for as long as a provider answers, where the
 // operator chooses how long a call may run (and be billed).
 var TimeoutParameters = map[string]string{
@@ -61,12 +69,29 @@ type Function struct {
 	// Queue is the logical ID of the SQS queue a queue job consumes ("" for
 	// the others).
 	Queue string
+	// Workers is how many messages a queue job handles at once.
+	Workers int
 	// Env are the environment variables the template must set for it.
 	Env []EnvVar
 	// Capabilities are what it touches, sorted as server.Capabilities
 	// lists them.
 	Capabilities []server.Capability
+	// Memory is its memory size (MB): what its declaration says, else
+	// DefaultMemory.
+	Memory int
+	// Timeout is what its declaration says (0: the template's default,
+	// DefaultTimeout, unless TimeoutParameters names a parameter for it).
+	Timeout time.Duration
 }
+
+// DefaultMemory is the memory size (MB) of a function whose route or job
+// declares none.
+const DefaultMemory = 512
+
+// DefaultTimeout is the timeout (seconds) of a function whose declaration
+// gives none (the template's Globals): a buffered route's, within API
+// Gateway's 29 s, so sluice answers its own 504 first.
+const DefaultTimeout = 28
 
 // Has reports whether f needs c.
 func (f Function) Has(c server.Capability) bool { return slices.Contains(f.Capabilities, c) }
@@ -133,6 +158,8 @@ func FunctionsOf(routes []server.Route, jobs []server.Job) ([]Function, error) {
 		}
 		f.Routes = append(f.Routes, r)
 		f.Capabilities = append(f.Capabilities, r.Capabilities()...)
+		f.Memory = max(f.Memory, r.Memory)
+		f.Timeout = max(f.Timeout, r.Timeout)
 	}
 	for _, j := range jobs {
 		if err := j.Validate(); err != nil {
@@ -145,10 +172,14 @@ func FunctionsOf(routes []server.Route, jobs []server.Job) ([]Function, error) {
 		fns = append(fns, Function{
 			Name: j.Name, Schedule: j.Schedule.Cloud, Queue: queueIDs[j.Queue], Env: CloudEnv(),
 			Capabilities: append(slices.Clone(every), j.Capabilities()...),
+			Memory:       j.Memory, Timeout: j.Timeout, Workers: j.Workers,
 		})
 	}
 	for i := range fns {
 		fns[i].Capabilities = server.SortCapabilities(fns[i].Capabilities)
+		if fns[i].Memory == 0 {
+			fns[i].Memory = DefaultMemory
+		}
 	}
 	return fns, nil
 }

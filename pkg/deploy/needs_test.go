@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"context"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -71,7 +72,7 @@ func TestFunctionsMirrorTheTables(t *testing.T) {
 // the workers of later issues.
 func testJob() server.Job {
 	return server.Job{
-		Name: "batch-test", Queue: server.WorkQueue, Workers: 4,
+		Name: "batch-test", Queue: server.WorkQueue, Workers: 4, Timeout: 2 * time.Minute,
 		Needs: []server.Capability{server.RecordsWrite, server.RecordsRead},
 		Handle: func(*server.Services) server.MessageHandler {
 			return func(context.Context, store.Message) error { return nil }
@@ -88,8 +89,9 @@ func TestFunctionsOfAQueueJob(t *testing.T) {
 	}
 	got := fns[len(fns)-1]
 	want := deploy.Function{
-		Name: "batch-test", Queue: deploy.WorkQueueID, Env: deploy.CloudEnv(),
+		Name: "batch-test", Queue: deploy.WorkQueueID, Env: deploy.CloudEnv(), Workers: 4,
 		Capabilities: []server.Capability{server.RecordsRead, server.RecordsWrite, server.ConfigRead},
+		Memory:       deploy.DefaultMemory, Timeout: 2 * time.Minute,
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(server.Route{})); diff != "" {
 		t.Errorf("the test job's function (-want +got):\n%s", diff)
@@ -319,6 +321,68 @@ func TestBuildTargets(t *testing.T) {
 		}
 		if !strings.HasSuffix(builds[i], "./functions/"+f.Name) {
 			t.Errorf("build-%s builds %q", f.LogicalID(), builds[i])
+		}
+	}
+}
+
+// TestDeployScriptPlan: make deploy's script (infra/deploy.sh, dry run)
+// creates a stack with the records table unprotected and then protects it,
+// deletes a stack a failed first create left in ROLLBACK_COMPLETE before
+// creating it again (the retry is the same command), keeps the protection on
+// every later deploy, and keeps samconfig.toml's parameter overrides.
+func TestDeployScriptPlan(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	deploy := "sam deploy --config-env default --parameter-overrides Stage=dev ConfigParameterName=/sluice/dev/config MasterKeySecretName=sluice/dev/master-key ProviderSecretName=sluice/dev/providers EnableBedrock=false ProtectRecords="
+	for _, tc := range []struct {
+		status string
+		want   []string
+	}{
+		{"NONE", []string{deploy + "false", deploy + "true --no-confirm-changeset --no-fail-on-empty-changeset"}},
+		{"ROLLBACK_COMPLETE", []string{
+			"aws cloudformation delete-stack --stack-name sluice-dev",
+			"aws cloudformation wait stack-delete-complete --stack-name sluice-dev",
+			deploy + "false", deploy + "true --no-confirm-changeset --no-fail-on-empty-changeset",
+		}},
+		{"UPDATE_COMPLETE", []string{deploy + "true"}},
+		{"CREATE_COMPLETE", []string{deploy + "true"}},
+	} {
+		cmd := exec.Command("infra/deploy.sh")
+		cmd.Dir = "../.."
+		cmd.Env = append(os.Environ(), "SLUICE_DEPLOY_DRY_RUN=1", "SLUICE_STACK_STATUS="+tc.status, "SAM_CONFIG_ENV=default", "SAM_DEPLOY_FLAGS=", "SAM=sam", "AWS=aws")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Errorf("%s: %v", tc.status, err)
+			continue
+		}
+		if diff := cmp.Diff(tc.want, strings.Split(strings.TrimSpace(string(out)), "\n")); diff != "" {
+			t.Errorf("%s: the plan (-want +got):\n%s", tc.status, diff)
+		}
+	}
+	cmd := exec.Command("infra/deploy.sh")
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "SLUICE_DEPLOY_DRY_RUN=1", "SLUICE_STACK_STATUS=UPDATE_IN_PROGRESS")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "wait for it to end") {
+		t.Errorf("a stack in progress: %v, %s", err, out)
+	}
+}
+
+// TestMissingObjectIs404: whatever reads objects may list the bucket with no
+// s3:prefix condition — S3 answers a missing key with 404 only to a caller
+// allowed s3:ListBucket, and a GetObject or HeadObject request carries no
+// s3:prefix, so a conditioned grant would leave it a 403 (a 500 to the
+// client).
+func TestMissingObjectIs404(t *testing.T) {
+	for _, c := range []server.Capability{server.FilesRead, server.ClaimCheckRead} {
+		listed := false
+		for _, g := range deploy.Grants(c) {
+			if slices.Contains(g.Actions, "s3:ListBucket") {
+				listed = slices.Equal(g.Resources, []string{"${" + deploy.BucketID + ".Arn}"}) && len(g.Condition) == 0 && g.When == ""
+			}
+		}
+		if !listed {
+			t.Errorf("%s: no unconditioned s3:ListBucket on the bucket: a missing object would be S3's 403", c)
 		}
 	}
 }

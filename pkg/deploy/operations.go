@@ -50,8 +50,16 @@ func (c *checker) checkLifecycle() {
 // only).
 func (c *checker) checkTable() {
 	p := c.props(TableID)
-	if get(p, "DeletionProtectionEnabled") != true {
-		c.fail("table %s: DeletionProtectionEnabled is not true", TableID)
+	// A protected table refuses the delete of a failed first create's
+	// rollback (ROLLBACK_FAILED): protection follows a parameter that
+	// defaults to on, and make deploy (infra/deploy.sh) creates the stack
+	// with it off, then switches it on.
+	args, _ := get(p, "DeletionProtectionEnabled", "Fn::If").([]any)
+	if len(args) != 3 || args[1] != true || args[2] != false {
+		c.fail("table %s: DeletionProtectionEnabled %s, want !If [condition, true, false] on a parameter that defaults to \"true\": a table protected on its first create refuses the rollback's delete (ROLLBACK_FAILED)",
+			TableID, Render(get(p, "DeletionProtectionEnabled")))
+	} else if param, def := c.conditionParameter(Render(args[0])); def != "true" {
+		c.fail("table %s: DeletionProtectionEnabled follows %s, whose default %q is not \"true\"", TableID, param, def)
 	}
 	for _, g := range list(get(p, "GlobalSecondaryIndexes")) {
 		ix := store.Index(Render(get(g, "IndexName")))
@@ -116,8 +124,9 @@ func (c *checker) checkAPIAccount() {
 }
 
 // checkAlarms: every alarm notifies the one alarm topic, and the stack has
-// alarms on API Gateway's 5XX and on DynamoDB's throttling (the functions'
-// errors and throttles and the dead-letter queues have theirs).
+// alarms on API Gateway's 5XX, on the account's Lambda throttles and on
+// DynamoDB's throttling (the jobs' errors and the dead-letter queues have
+// theirs).
 func (c *checker) checkAlarms() {
 	if c.typeOf(AlarmTopicID) != "AWS::SNS::Topic" {
 		c.fail("alarms: no SNS topic %s", AlarmTopicID)
@@ -131,6 +140,9 @@ func (c *checker) checkAlarms() {
 	apiDims := map[string]string{"ApiName": Render(get(api, "Name")), "Stage": Render(get(api, "StageName"))}
 	if !c.alarmWatches(metricRef{"AWS/ApiGateway", "5XXError", apiDims}) {
 		c.fail("alarms: none on AWS/ApiGateway 5XXError of the API (ApiName %s, Stage %s)", apiDims["ApiName"], apiDims["Stage"])
+	}
+	if !c.alarmWatches(metricRef{"AWS/Lambda", "Throttles", map[string]string{}}) {
+		c.fail("alarms: none on AWS/Lambda Throttles of the account (no dimensions): a throttled function would go unnoticed")
 	}
 	for _, m := range []string{"ReadThrottleEvents", "WriteThrottleEvents"} {
 		if !c.alarmWatches(metricRef{"AWS/DynamoDB", m, map[string]string{"TableName": "${" + TableID + "}"}}) {

@@ -2,10 +2,9 @@ package deploy
 
 import "strconv"
 
-// A setting may be a template parameter: a function's Timeout !Ref
-// PassthroughTimeout, its routes' TimeoutInMillis !FindInMap [Millis, !Ref
-// PassthroughTimeout, Value] (CloudFormation cannot multiply). The check
-// evaluates such values for every value the parameter may take.
+// A setting may be a template parameter (a function's Timeout !Ref
+// PassthroughTimeout). The check evaluates such values for every value the
+// parameter may take.
 
 // assignment is one value of one parameter ({} for none).
 type assignment struct{ param, value string }

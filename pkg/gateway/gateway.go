@@ -57,6 +57,10 @@ func OpenWith(ctx context.Context, settings config.Settings, getenv func(string)
 		return nil, err
 	}
 	cfg, err := config.Load(ctx, settings.ConfigLocation, cloud.fetch, getenv)
+	if err == nil && settings.Backend == config.BackendAWS {
+		// The stack's functions may read its two secrets only.
+		err = cfg.CheckDeployedSecrets()
+	}
 	if err != nil {
 		cloud.backend.Close()
 		return nil, err

@@ -32,6 +32,10 @@ type Job struct {
 	Workers int
 	// Needs is what the handler touches in the deployment.
 	Needs []Capability
+	// Memory (MB, 0: pkg/deploy's default) and Timeout size the job's
+	// Lambda function; `make template` writes them into template.yaml.
+	Memory  int
+	Timeout time.Duration
 	// Run builds a scheduled job's handler over the services.
 	Run func(*Services) RunFunc
 	// Handle builds a queue job's handler over the services.
@@ -101,27 +105,27 @@ func Jobs() []Job {
 	return []Job{
 		// Finishes file expiry and deletion: expired files and uploads lose
 		// their bytes and records, interrupted deletions complete.
-		{Name: "files-sweep", Schedule: Schedule{Cloud: "rate(1 hour)", Local: files.DefaultSweepInterval},
+		{Name: "files-sweep", Schedule: Schedule{Cloud: "rate(1 hour)", Local: files.DefaultSweepInterval}, Timeout: 10 * time.Minute,
 			Needs: []Capability{RecordsRead, RecordsWrite, FilesDelete}, Run: func(s *Services) RunFunc { return s.sweepFiles }},
 		// Plans, runs and finalizes batches: each message is a plan, a
 		// chunk of lines (run through the model operations as the
 		// creating key) or a finalize. Workers chunks at once share the
 		// process's SLUICE_BATCH_CONCURRENCY lines in flight.
-		{Name: "batch-worker", Queue: WorkQueue, Workers: batchWorkers, Needs: batchWork,
+		{Name: "batch-worker", Queue: WorkQueue, Workers: batchWorkers, Needs: batchWork, Memory: 1024, Timeout: 15 * time.Minute,
 			Handle: func(s *Services) MessageHandler { return s.Batches.Work }},
 		// Finds batches past their window (their finalize expires them) and
 		// resends what a stuck batch may have lost.
-		{Name: "batch-sweeper", Schedule: Schedule{Cloud: "rate(5 minutes)", Local: batches.DefaultSweepInterval},
+		{Name: "batch-sweeper", Schedule: Schedule{Cloud: "rate(5 minutes)", Local: batches.DefaultSweepInterval}, Timeout: 2 * time.Minute,
 			Needs: []Capability{RecordsRead, WorkSend}, Run: func(s *Services) RunFunc { return s.sweepBatches }},
 		// Polls the open native batches (oldest first, a bounded number a
 		// run), mirrors their state and copies the output and error files
 		// of those that ended, with a log event per line.
-		{Name: "batch-native-poll", Schedule: Schedule{Cloud: "rate(1 minute)", Local: batches.DefaultPollInterval},
+		{Name: "batch-native-poll", Schedule: Schedule{Cloud: "rate(1 minute)", Local: batches.DefaultPollInterval}, Timeout: 5 * time.Minute,
 			Needs: nativeBatch(RecordsRead, RecordsWrite, FilesRead, FilesWrite, FilesDelete), Run: func(s *Services) RunFunc { return s.pollNativeBatches }},
 		// Delivers log events to the logging callbacks (pkg/callbacks/delivery):
 		// a message at a time per worker, the destinations' requests shared
 		// between them.
-		{Name: "callback-delivery", Queue: DeliveryQueue, Workers: 32,
+		{Name: "callback-delivery", Queue: DeliveryQueue, Workers: 32, Timeout: 45 * time.Second,
 			Needs:  []Capability{RecordsRead, RecordsWrite, ClaimCheckRead, DeliveryDeadLetter, Seal, ProviderSecrets},
 			Handle: func(s *Services) MessageHandler { return s.Delivery.Handle },
 			Inline: func(s *Services) logevent.InlineHandler { return s.Delivery.HandleEvents }},

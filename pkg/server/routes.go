@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/passthrough"
 )
@@ -42,7 +43,13 @@ type Route struct {
 	KeyInQuery bool
 	// Needs is what the handler touches in the deployment, beyond what the
 	// middleware needs for Access (see Route.Capabilities).
-	Needs   []Capability
+	Needs []Capability
+	// Memory (MB) and Timeout size the route's Lambda function (0: the
+	// defaults of pkg/deploy). A function with several routes takes the
+	// largest value any of them declares, so set it on one. `make template`
+	// writes them into template.yaml.
+	Memory  int
+	Timeout time.Duration
 	handler func(*Services) HandlerFunc
 }
 
@@ -89,20 +96,20 @@ func Routes() []Route {
 
 		{Method: "GET", Pattern: "/v1/models", Function: "models", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.listModels }},
 
-		{Method: "POST", Pattern: "/v1/embeddings", Function: "embeddings", Access: AnyKey, Stream: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/embeddings") }},
+		{Method: "POST", Pattern: "/v1/embeddings", Function: "embeddings", Access: AnyKey, Stream: true, Needs: modelCall, Timeout: 300 * time.Second, handler: func(s *Services) HandlerFunc { return s.call("/v1/embeddings") }},
 		{Method: "POST", Pattern: "/v1/chat/completions", Function: "chat-completions", Access: AnyKey, Stream: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/chat/completions") }},
 		{Method: "POST", Pattern: "/chat/completions", Function: "chat-completions", Access: AnyKey, Stream: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/chat/completions") }},
 		{Method: "POST", Pattern: "/v1/completions", Function: "completions", Access: AnyKey, Stream: true, Needs: forwardedCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/completions") }},
 		{Method: "POST", Pattern: "/v1/responses", Function: "responses", Access: AnyKey, Stream: true, Needs: forwardedCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/responses") }},
-		{Method: "POST", Pattern: "/moderations", Function: "moderations", Access: AnyKey, Stream: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/moderations") }},
+		{Method: "POST", Pattern: "/moderations", Function: "moderations", Access: AnyKey, Stream: true, Needs: modelCall, Timeout: 300 * time.Second, handler: func(s *Services) HandlerFunc { return s.call("/v1/moderations") }},
 		{Method: "POST", Pattern: "/v1/moderations", Function: "moderations", Access: AnyKey, Stream: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/moderations") }},
 
-		{Method: "POST", Pattern: "/v1/files", Function: "files-upload", Access: AnyKey, Needs: []Capability{RecordsWrite, FilesWrite, FilesDelete}, handler: func(s *Services) HandlerFunc { return s.filesAPI().Upload }},
+		{Method: "POST", Pattern: "/v1/files", Function: "files-upload", Access: AnyKey, Needs: []Capability{RecordsWrite, FilesWrite, FilesDelete}, Memory: 1024, handler: func(s *Services) HandlerFunc { return s.filesAPI().Upload }},
 		{Method: "GET", Pattern: "/v1/files", Function: "files-list", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.filesAPI().List }},
 		{Method: "GET", Pattern: "/v1/files/{file_id}", Function: "file-get", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.filesAPI().Get }},
 		{Method: "DELETE", Pattern: "/v1/files/{file_id}", Function: "file-delete", Access: AnyKey, Needs: []Capability{RecordsWrite, FilesDelete}, handler: func(s *Services) HandlerFunc { return s.filesAPI().Delete }},
-		{Method: "GET", Pattern: "/v1/files/{file_id}/content", Function: "file-content", Access: AnyKey, Stream: true, Needs: []Capability{FilesRead}, handler: func(s *Services) HandlerFunc { return s.filesAPI().Content }},
-		{Method: "POST", Pattern: "/v1/uploads", Function: "uploads", Access: AnyKey, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.filesAPI().CreateUpload }},
+		{Method: "GET", Pattern: "/v1/files/{file_id}/content", Function: "file-content", Access: AnyKey, Stream: true, Needs: []Capability{FilesRead}, Memory: 1024, Timeout: 300 * time.Second, handler: func(s *Services) HandlerFunc { return s.filesAPI().Content }},
+		{Method: "POST", Pattern: "/v1/uploads", Function: "uploads", Access: AnyKey, Needs: []Capability{RecordsWrite}, Memory: 1024, handler: func(s *Services) HandlerFunc { return s.filesAPI().CreateUpload }},
 		{Method: "POST", Pattern: "/v1/uploads/{upload_id}/parts", Function: "uploads", Access: AnyKey, Needs: []Capability{RecordsWrite, FilesWrite, FilesDelete}, handler: func(s *Services) HandlerFunc { return s.filesAPI().AddPart }},
 		{Method: "POST", Pattern: "/v1/uploads/{upload_id}/complete", Function: "uploads", Access: AnyKey, Needs: []Capability{RecordsWrite, FilesRead, FilesDelete}, handler: func(s *Services) HandlerFunc { return s.filesAPI().CompleteUpload }},
 		{Method: "POST", Pattern: "/v1/uploads/{upload_id}/cancel", Function: "uploads", Access: AnyKey, Needs: []Capability{RecordsWrite, FilesDelete}, handler: func(s *Services) HandlerFunc { return s.filesAPI().CancelUpload }},
