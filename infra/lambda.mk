@@ -53,3 +53,7 @@ lambda-startup: $(RIE) ## Cold start of every function on its first sample event
 	  if [ -z "$$e" ]; then echo "$$f: no sample event"; continue; fi; \
 	  bin/.host/invoke -q -n $(LAMBDA_STARTUP_RUNS) -fn $$f -bin bin/.host/$$f -event $$e 2>&1 >/dev/null; \
 	done; rm -rf bin/.host
+
+.PHONY: sizing
+sizing: bench-tools rie ## Measure each relaying function's memory size under aws-lambda-rie in cgroups (root; SIZING_FLAGS="-fns embeddings -n 500"); figures in .bench/sizing.json
+	$(GO) run ./infra/sizing $(SIZING_FLAGS)

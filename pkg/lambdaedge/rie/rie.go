@@ -110,9 +110,10 @@ type Options struct {
 	// Timeout is the function's timeout (AWS_LAMBDA_FUNCTION_TIMEOUT,
 	// whole seconds; 30 s when zero).
 	Timeout time.Duration
-	// Wrap, when set, is the command line the emulator runs under (for
-	// example a cgroup runner); the emulator's own command line follows it.
-	Wrap []string
+	// Exec, when set, is the command the emulator runs in place of the
+	// bootstrap alone, with the bootstrap's path as its last argument (for
+	// example a shell that moves itself into a cgroup, then execs it).
+	Exec []string
 }
 
 // Emulator is one aws-lambda-rie process and the bootstrap it runs.
@@ -148,11 +149,15 @@ func Start(ctx context.Context, rieBin, path string, opts Options) (*Emulator, e
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	args := append(append([]string{}, opts.Wrap...), rieBin,
+	args := []string{
 		"--runtime-interface-emulator-address", invokeAddr,
 		"--runtime-api-address", apiAddr,
-		path) // the bootstrap alone: a further argument would be taken as a handler name
-	cmd := exec.Command(args[0], args[1:]...)
+	}
+	// The emulator runs its arguments as the bootstrap's command line; with
+	// more than one, it also takes the last as the handler name (_HANDLER),
+	// which a Go bootstrap does not read.
+	args = append(append(args, opts.Exec...), path)
+	cmd := exec.Command(rieBin, args...)
 	cmd.Dir = filepath.Dir(path) // LAMBDA_TASK_ROOT: where the bootstrap lives
 	cmd.Env = append(append([]string{}, opts.Env...),
 		"LAMBDA_TASK_ROOT="+cmd.Dir,
