@@ -35,21 +35,24 @@ var wantOperations = map[string]map[string]int{
 	"bare/embeddings":    {},
 	"bare/chat streamed": {},
 	"bare/passthrough":   {},
-	// The limiter's windows: the key's and the team's rpm and tpm, and the
-	// deployment's rpm and tpm, one UpdateItem each at admission, then one
-	// per tpm window for the tokens once the usage is known; and the log
-	// event's publish.
+	// The limiter's windows: the key's, the team's and the deployment's rpm
+	// windows take the request (an UpdateItem each); their tpm windows are
+	// checked for room with a read (GetItem) and take the call's tokens once
+	// the usage is known (an UpdateItem each); and the log event's publish.
 	"metered/embeddings": {
-		"DynamoDB UpdateItem": 9,
+		"DynamoDB GetItem":    3,
+		"DynamoDB UpdateItem": 6,
 		"SNS PublishBatch":    1,
 	},
 	"metered/chat streamed": {
-		"DynamoDB UpdateItem": 9,
+		"DynamoDB GetItem":    3,
+		"DynamoDB UpdateItem": 6,
 		"SNS PublishBatch":    1,
 	},
 	// A passthrough call has no deployment: the key's and team's windows.
 	"metered/passthrough": {
-		"DynamoDB UpdateItem": 6,
+		"DynamoDB GetItem":    2,
+		"DynamoDB UpdateItem": 4,
 		"SNS PublishBatch":    1,
 	},
 }
