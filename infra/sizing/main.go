@@ -261,13 +261,16 @@ func measure(ctx context.Context, cg *cgroups, rieBin, bin string, env []string,
 	}
 	slices.Sort(durations)
 	m.P50MS = ms(durations[len(durations)/2])
-	m.P99MS = ms(durations[(len(durations)*99+99)/100-1]) // the ⌈0.99·n⌉-th
+	m.P99MS = ms(durations[p99Index(len(durations))])
 	if m.PeakMB, err = g.peakMB(); err != nil {
 		return m, err
 	}
 	m.RSSMB = g.rssMB()
 	return m, nil
 }
+
+// p99Index is the index of the p99 of n sorted figures: the ⌈0.99·n⌉-th.
+func p99Index(n int) int { return (n*99+99)/100 - 1 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
