@@ -26,7 +26,9 @@ redrive: ## Re-drive the log events waiting in the delivery dead-letter queue (s
 
 .PHONY: test
 test: export SLUICE_REQUIRE_NODE = 1
-test: vet check-deps lint-template node-deps test-aws ## Everything: vet, dependency check, cfn-lint, every test (-race) on both backends, moto_server started and stopped
+test: export SLUICE_REQUIRE_RIE = 1
+test: export SLUICE_TEST_ALL_BOOTSTRAPS = 1
+test: vet check-deps lint-template node-deps rie test-aws ## Everything: vet, dependency check, cfn-lint, every test (-race) on both backends, moto_server started and stopped
 
 # The official openai Node client the tests drive, one copy per package that
 # uses it (pkg/*/testdata/node, at the version its package-lock.json pins):

@@ -3,8 +3,11 @@ package functions_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -13,8 +16,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sluice-gateway/sluice/pkg/lambdaedge/rie"
+	"github.com/sluice-gateway/sluice/pkg/lambdaedge/rie/rietest"
 	"github.com/sluice-gateway/sluice/pkg/lambdaedge/runtimeapi"
 	"github.com/sluice-gateway/sluice/pkg/server"
+	awsstore "github.com/sluice-gateway/sluice/pkg/store/aws"
 	"github.com/sluice-gateway/sluice/pkg/store/aws/awstest"
 )
 
@@ -25,10 +33,12 @@ import (
 // (files-upload) and a streamed download of it by another process
 // (file-content), a streamed SSE passthrough (passthrough-anthropic) and a
 // streamed chat completion (chat-completions, whose usage chunk the gateway
-// meters on its way). SLUICE_TEST_ALL_BOOTSTRAPS=1 builds and runs every
-// function; the in-process test runs every function's samples on every run
-// either way.
-var representative = []string{"admin", "files-upload", "file-content", "passthrough-anthropic", "chat-completions"}
+// meters on its way), and a batch created (batches-create), run by the
+// queue worker (batch-worker), read and cancelled (batch-get, batch-cancel).
+// SLUICE_TEST_ALL_BOOTSTRAPS=1 (make test sets it) builds and runs every
+// function and job; the in-process test runs every function's samples on
+// every run either way.
+var representative = []string{"admin", "files-upload", "file-content", "passthrough-anthropic", "chat-completions", "batches-create", "batch-worker", "batch-get", "batch-cancel"}
 
 // allBootstrapsEnv makes the bootstrap tests build and run every function.
 const allBootstrapsEnv = "SLUICE_TEST_ALL_BOOTSTRAPS"
@@ -62,7 +72,7 @@ func TestMain(m *testing.M) {
 func builtBootstraps(t *testing.T) map[string]string {
 	t.Helper()
 	buildOnce.Do(func() {
-		fns := server.Functions()
+		fns := append(server.Functions(), jobFunctions()...)
 		if os.Getenv(allBootstrapsEnv) != "1" {
 			fns = slices.DeleteFunc(slices.Clone(representative), func(fn string) bool { return !slices.Contains(fns, fn) })
 		}
@@ -76,7 +86,7 @@ func builtBootstraps(t *testing.T) map[string]string {
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		defer cancel()
 		start := time.Now()
-		bootstraps, buildErr = runtimeapi.Build(ctx, "..", buildDir, "", "", pkgs...)
+		bootstraps, buildErr = rie.Build(ctx, "..", buildDir, "", "", pkgs...)
 		buildTime = time.Since(start)
 	})
 	if buildErr != nil {
@@ -99,23 +109,32 @@ func TestBootstrapSizes(t *testing.T) {
 }
 
 // TestBootstrapsLocal runs the scenario's steps for the built functions
-// through their bootstraps, one process at a time over one local data dir,
-// the way Lambda runs them: exec, /next, answer. The streaming passthrough
-// and chat completion prove their first event reaches the Runtime API while
-// their handler still runs.
+// through their bootstraps under aws-lambda-rie, one process at a time over
+// one local data dir, the way Lambda runs them, then the other jobs' samples.
+// The emulator returns a streamed answer whole, after the handler returned:
+// TestBootstrapsStreamLive proves the streamed steps' first event leaves
+// while the handler runs.
 func TestBootstrapsLocal(t *testing.T) {
+	rieBin := rietest.Binary(t)
 	bins := builtBootstraps(t)
 	w := newWorld(t)
 	env := functionEnv(t, w, map[string]string{"SLUICE_BACKEND": "local", "SLUICE_DATA_DIR": t.TempDir()})
-	runBootstraps(t, w, bins, env)
+	runBootstraps(t, rieBin, bins, env)
+	runJobSamples(t, rieBin, bins, env)
 }
 
 // TestBootstrapsAWS is the same on the AWS adapters, against moto_server
 // (skipped without SLUICE_TEST_AWS_ENDPOINT).
 func TestBootstrapsAWS(t *testing.T) {
 	_, res := awstest.Resources(t)
+	rieBin := rietest.Binary(t)
 	bins := builtBootstraps(t)
 	w := newWorld(t)
+	runBootstraps(t, rieBin, bins, functionEnv(t, w, awsEnv(res)))
+}
+
+// awsEnv is a function's environment on the AWS adapters against moto_server.
+func awsEnv(res awsstore.Resources) map[string]string {
 	extra := map[string]string{
 		"SLUICE_BACKEND":        "aws",
 		"AWS_ENDPOINT_URL":      os.Getenv(awstest.EndpointEnv),
@@ -126,40 +145,66 @@ func TestBootstrapsAWS(t *testing.T) {
 		k, v, _ := strings.Cut(kv, "=")
 		extra[k] = v
 	}
-	runBootstraps(t, w, bins, functionEnv(t, w, extra))
+	return extra
+}
+
+// logSink collects the functions' output, shown when the test fails.
+func logSink(t *testing.T) io.Writer {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("function output:\n%s", logs.String())
+			mu.Unlock()
+		}
+	})
+	return writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	})
+}
+
+// emulators runs one function at a time under aws-lambda-rie (the local
+// store's file is locked by the process that has it open).
+type emulators struct {
+	t      *testing.T
+	rieBin string
+	env    map[string]string
+	out    io.Writer
+	fn     string
+	cur    *rie.Emulator
+}
+
+// get returns fn's emulator, starting it (and stopping the previous
+// function's) when needed; cold is true when it was started now.
+func (es *emulators) get(fn, bin string) (e *rie.Emulator, cold bool) {
+	if es.cur != nil && es.fn == fn {
+		return es.cur, false
+	}
+	es.stop()
+	e, err := rie.Start(context.Background(), es.rieBin, bin, rie.Options{
+		Env: processEnv(fn, es.env), Out: es.out, Timeout: 20 * time.Second,
+	})
+	if err != nil {
+		es.t.Fatal(err)
+	}
+	es.fn, es.cur = fn, e
+	return e, true
+}
+
+func (es *emulators) stop() {
+	if es.cur != nil {
+		es.cur.Stop()
+		es.cur = nil
+	}
 }
 
 // runBootstraps runs the scenario's steps whose function is built.
-func runBootstraps(t *testing.T, w *world, bins map[string]string, env map[string]string) {
-	var logs bytes.Buffer
-	var logsMu sync.Mutex
-	out := writerFunc(func(p []byte) (int, error) {
-		logsMu.Lock()
-		defer logsMu.Unlock()
-		return logs.Write(p)
-	})
-	defer func() {
-		if t.Failed() {
-			logsMu.Lock()
-			t.Logf("function output:\n%s", logs.String())
-			logsMu.Unlock()
-		}
-	}()
-
-	type proc struct {
-		fn string
-		s  *runtimeapi.Server
-		p  *runtimeapi.Process
-	}
-	var cur *proc
-	stop := func() {
-		if cur != nil {
-			cur.p.Stop()
-			cur.s.Close()
-			cur = nil
-		}
-	}
-	defer stop()
+func runBootstraps(t *testing.T, rieBin string, bins map[string]string, env map[string]string) {
+	es := &emulators{t: t, rieBin: rieBin, env: env, out: logSink(t)}
+	defer es.stop()
 	coldStarts := map[string]time.Duration{}
 	r := &run{ids: map[string]string{}}
 	ran := 0
@@ -169,59 +214,29 @@ func runBootstraps(t *testing.T, w *world, bins map[string]string, env map[strin
 		if !ok {
 			continue
 		}
-		first := false
-		if cur == nil || cur.fn != fn {
-			// One process at a time: the local store's file is locked by
-			// the process that has it open.
-			stop()
-			srv, err := runtimeapi.NewServer()
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv.Timeout = 20 * time.Second
-			p, err := srv.Exec(bin, processEnv(fn, env), out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cur, first = &proc{fn: fn, s: srv, p: p}, true
-		}
-		var onChunk func(runtimeapi.Chunk)
-		var firstEventAt time.Time
-		var seen bytes.Buffer
-		if s.firstEvent != "" {
-			release := w.holdNextStream()
-			defer release()
-			onChunk = func(c runtimeapi.Chunk) {
-				seen.Write(c.Data)
-				if firstEventAt.IsZero() && bytes.Contains(seen.Bytes(), []byte(s.firstEvent)) {
-					firstEventAt = c.At
-					release() // only now may the provider, and so the handler, go on
-				}
-			}
-		}
+		e, cold := es.get(fn, bin)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		res, err := cur.s.Invoke(ctx, r.event(t, s), onChunk)
+		res, err := e.Invoke(ctx, r.event(t, s))
 		cancel()
 		if err != nil {
-			if s.firstEvent != "" {
-				t.Fatalf("%s: %v — the first event never reached the Runtime API while the handler ran (seen: %q)", s.sample, err, seen.String())
-			}
 			t.Fatalf("%s: %v", s.sample, err)
 		}
 		if res.Error != nil {
-			t.Fatalf("%s: function error %v: %s", s.sample, res.Error, res.Body)
+			t.Fatalf("%s: function error %v: %s", s.sample, res.Error, res.Payload)
 		}
-		if first {
-			coldStarts[fn] = res.Done.Sub(cur.p.Started)
+		if cold {
+			coldStarts[fn] = res.Done.Sub(e.Started)
 		}
 		streams, _ := server.Streams(fn)
-		if res.Streamed != streams {
-			t.Errorf("%s: answered streamed=%v, the route table says %v", s.sample, res.Streamed, streams)
+		// A streamed answer decodes only as a stream (prelude, delimiter,
+		// body) and a buffered one only as a proxy response.
+		r.check(t, s, streams, res.Payload)
+		if s.firstEvent != "" {
+			first, last := bytes.Index(res.Payload, []byte(s.firstEvent)), bytes.Index(res.Payload, []byte(s.contains))
+			if first < 0 || last < first {
+				t.Errorf("%s: the first event %s is not before %s: out of order", s.sample, s.firstEvent, s.contains)
+			}
 		}
-		if s.firstEvent != "" && (firstEventAt.IsZero() || !firstEventAt.Before(res.Done) || len(res.Chunks) < 2) {
-			t.Errorf("%s: first event at %v, answer done at %v in %d chunks: not streamed", s.sample, firstEventAt, res.Done, len(res.Chunks))
-		}
-		r.check(t, s, res.Streamed, res.Body)
 		ran++
 	}
 	if ran == 0 {
@@ -230,9 +245,112 @@ func runBootstraps(t *testing.T, w *world, bins map[string]string, env map[strin
 	reportColdStarts(t, coldStarts)
 }
 
+// runJobSamples runs the samples of the built jobs the scenario does not
+// run: a scheduled run answers no error, a queue job no failed message.
+func runJobSamples(t *testing.T, rieBin string, bins map[string]string, env map[string]string) {
+	inScenario := map[string]bool{}
+	for _, s := range scenario {
+		inScenario[s.function()] = true
+	}
+	es := &emulators{t: t, rieBin: rieBin, env: env, out: logSink(t)}
+	defer es.stop()
+	for _, j := range server.Jobs() {
+		bin, ok := bins[j.Name]
+		if !ok || inScenario[j.Name] {
+			continue
+		}
+		samples, _ := filepath.Glob(filepath.Join("..", "events", j.Name, "*.json"))
+		for _, sample := range samples {
+			event, err := os.ReadFile(sample)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, _ := es.get(j.Name, bin)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			res, err := e.Invoke(ctx, event)
+			cancel()
+			if err != nil {
+				t.Fatalf("%s: %v", sample, err)
+			}
+			if res.Error != nil {
+				t.Fatalf("%s: function error %v", sample, res.Error)
+			}
+			if j.Queue == "" {
+				continue
+			}
+			var resp events.SQSEventResponse
+			if err := json.Unmarshal(res.Payload, &resp); err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Errorf("%s: answer %s (%v): want no failed message", sample, res.Payload, err)
+			}
+		}
+	}
+}
+
+// TestBootstrapsStreamLive runs the scenario's streamed steps under the
+// Runtime API harness (pkg/lambdaedge/runtimeapi), which sees an answer's
+// chunks as they arrive — the emulator does not: the first event must reach
+// the Runtime API while the handler still runs (the fake provider holds the
+// rest of its stream until then).
+func TestBootstrapsStreamLive(t *testing.T) {
+	bins := builtBootstraps(t)
+	w := newWorld(t)
+	env := functionEnv(t, w, map[string]string{"SLUICE_BACKEND": "local", "SLUICE_DATA_DIR": t.TempDir()})
+	out := logSink(t)
+	r := &run{ids: map[string]string{}}
+	ran := 0
+	for _, s := range scenario {
+		bin, ok := bins[s.function()]
+		if !ok || s.firstEvent == "" {
+			continue
+		}
+		srv, err := runtimeapi.NewServer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Timeout = 20 * time.Second
+		p, err := srv.Exec(bin, processEnv(s.function(), env), out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := w.holdNextStream()
+		var firstEventAt time.Time
+		var seen bytes.Buffer
+		onChunk := func(c runtimeapi.Chunk) {
+			seen.Write(c.Data)
+			if firstEventAt.IsZero() && bytes.Contains(seen.Bytes(), []byte(s.firstEvent)) {
+				firstEventAt = c.At
+				release() // only now may the provider, and so the handler, go on
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := srv.Invoke(ctx, r.event(t, s), onChunk)
+		cancel()
+		release()
+		p.Stop()
+		srv.Close()
+		if err != nil {
+			t.Fatalf("%s: %v — the first event never reached the Runtime API while the handler ran (seen: %q)", s.sample, err, seen.String())
+		}
+		if res.Error != nil {
+			t.Fatalf("%s: function error %v: %s", s.sample, res.Error, res.Body)
+		}
+		if !res.Streamed {
+			t.Errorf("%s: answered buffered, the route table says streamed", s.sample)
+		}
+		if firstEventAt.IsZero() || !firstEventAt.Before(res.Done) || len(res.Chunks) < 2 {
+			t.Errorf("%s: first event at %v, answer done at %v in %d chunks: not streamed", s.sample, firstEventAt, res.Done, len(res.Chunks))
+		}
+		r.check(t, s, true, res.Body)
+		ran++
+	}
+	if ran == 0 {
+		t.Fatal("no streamed step ran")
+	}
+}
+
 // processEnv is a function process's environment: Lambda's variables, then env.
 func processEnv(fn string, env map[string]string) []string {
-	out := runtimeapi.LambdaEnv(fn)
+	out := rie.LambdaEnv(fn)
 	for k, v := range env {
 		out = append(out, k+"="+v)
 	}

@@ -9,6 +9,10 @@
 //
 // The tests of this package hold the functions to both tables and run each
 // function on its sample events (events/<name>/*.json): in process through
-// aws-lambda-go's handler path, and as a built bootstrap under the Runtime
-// API harness (pkg/lambdaedge/runtimeapi), as Lambda runs it.
+// aws-lambda-go's handler path, and as a built bootstrap under AWS's Lambda
+// Runtime Interface Emulator (aws-lambda-rie, pkg/lambdaedge/rie), as Lambda
+// runs it — on the AWS adapters a batch runs from the SQS work queue on
+// moto_server. The emulator returns a streamed answer whole, so that the
+// streamed answers leave while their handler runs is checked under the
+// Runtime API harness (pkg/lambdaedge/runtimeapi).
 package functions

@@ -20,7 +20,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/gateway"
 	"github.com/sluice-gateway/sluice/pkg/gateway/lambdafn"
-	"github.com/sluice-gateway/sluice/pkg/lambdaedge/runtimeapi"
+	"github.com/sluice-gateway/sluice/pkg/lambdaedge/rie"
 	"github.com/sluice-gateway/sluice/pkg/server"
 )
 
@@ -274,7 +274,7 @@ func (r *run) check(t *testing.T, s step, streamed bool, out []byte) {
 		}
 		return
 	}
-	resp, err := runtimeapi.DecodeHTTP(streamed, out)
+	resp, err := rie.DecodeHTTP(streamed, out)
 	if err != nil {
 		t.Fatalf("%s: %v", s.sample, err)
 	}

@@ -17,7 +17,7 @@ bench-tools: ## Build the bench upstream, bare proxy, load generator and deliver
 	@mkdir -p $(BENCH_OUT)/bin
 	go build -o $(BENCH_OUT)/bin/ ./infra/bench/upstream ./infra/bench/proxy ./infra/bench/load ./infra/bench/delivery
 
-bench: bench-tools ## Run every benchmark scenario (a few minutes), the bootstrap sizes and the delivery bench; report in .bench/bench.{txt,json} and .bench/bench-delivery.json
+bench: bench-tools rie ## Run every benchmark scenario (a few minutes), the bootstrap sizes and the delivery bench; report in .bench/bench.{txt,json} and .bench/bench-delivery.json
 	$(BENCH_LOAD) -json $(BENCH_OUT)/bench.json -txt $(BENCH_OUT)/bench.txt $(BENCH_FLAGS)
 	$(BENCH_DELIVERY)
 

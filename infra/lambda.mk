@@ -26,13 +26,26 @@ sizes: build ## Size of each bootstrap (linux/arm64, stripped); fails over 20 MB
 	  awk -v max=$(LAMBDA_MAX_BYTES) '{ printf "  %-24s %10d bytes  %6.2f MB%s\n", $$1, $$2, $$2/1e6, ($$2 > max ? "  OVER THE LIMIT" : ""); if ($$2 > max) over = 1 } \
 	    END { printf "  limit %.0f MB ($(LAMBDA_GOOS)/$(LAMBDA_GOARCH), stripped)\n", max/1e6; exit over }'
 
+# AWS's Lambda Runtime Interface Emulator, built from its Go module into
+# bin/tools (not committed); tests and make invoke run bootstraps under it
+# (pkg/lambdaedge/rie). RIE_VERSION is a version the module proxy serves.
+RIE_VERSION ?= v0.0.0-20261030222936-bef5c4ba774d
+RIE := bin/tools/aws-lambda-rie
+
+.PHONY: rie
+rie: $(RIE) ## Install aws-lambda-rie (AWS's Lambda emulator) into bin/tools, once
+
+$(RIE):
+	@mkdir -p $(dir $(RIE))
+	GOBIN=$(CURDIR)/$(dir $(RIE)) CGO_ENABLED=0 $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
+
 .PHONY: invoke
-invoke: ## Run a function on an event under the Runtime API harness: make invoke FN=models EVENT=events/models/list.json
+invoke: $(RIE) ## Run a function on an event under aws-lambda-rie: make invoke FN=models EVENT=events/models/list.json
 	@if [ -z "$(FN)" ] || [ -z "$(EVENT)" ]; then echo "usage: make invoke FN=<function> EVENT=<event file>"; exit 2; fi
 	$(GO) run ./infra/invoke -fn $(FN) -event $(EVENT)
 
 .PHONY: lambda-startup
-lambda-startup: ## Cold start of every function on its first sample event, on this machine (median of LAMBDA_STARTUP_RUNS=5 execs)
+lambda-startup: $(RIE) ## Cold start of every function on its first sample event, on this machine under aws-lambda-rie (median of LAMBDA_STARTUP_RUNS=5 execs)
 	@rm -rf bin/.host && mkdir -p bin/.host
 	@CGO_ENABLED=0 $(GO) build $(LAMBDA_BUILD_FLAGS) -o bin/.host/ $(addprefix ./functions/,$(LAMBDA_FUNCTIONS)) ./infra/invoke
 	@for f in $(LAMBDA_FUNCTIONS); do \
@@ -40,3 +53,7 @@ lambda-startup: ## Cold start of every function on its first sample event, on th
 	  if [ -z "$$e" ]; then echo "$$f: no sample event"; continue; fi; \
 	  bin/.host/invoke -q -n $(LAMBDA_STARTUP_RUNS) -fn $$f -bin bin/.host/$$f -event $$e 2>&1 >/dev/null; \
 	done; rm -rf bin/.host
+
+.PHONY: sizing
+sizing: bench-tools rie ## Measure each relaying function's memory size under aws-lambda-rie in cgroups (root; SIZING_FLAGS="-fns embeddings -n 500"); figures in .bench/sizing.json
+	$(GO) run ./infra/sizing $(SIZING_FLAGS)

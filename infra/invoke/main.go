@@ -1,6 +1,6 @@
-// Command invoke runs a Lambda function's bootstrap on events under the
-// Runtime API harness (pkg/lambdaedge/runtimeapi): the Docker-free
-// `sam local invoke`. It builds the function for this machine with the
+// Command invoke runs a Lambda function's bootstrap on events under AWS's
+// Lambda Runtime Interface Emulator (aws-lambda-rie, pkg/lambdaedge/rie;
+// `make rie` installs it): the Docker-free `sam local invoke`. It builds the function for this machine with the
 // production flags (or takes -bin), starts it as Lambda would, sends each
 // -event in turn to the same warm process, and prints the answers; with -n it
 // repeats the cold start and reports start-up times.
@@ -16,6 +16,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,12 +26,16 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/sluice-gateway/sluice/pkg/lambdaedge/runtimeapi"
+	"github.com/sluice-gateway/sluice/pkg/lambdaedge/rie"
+	"github.com/sluice-gateway/sluice/pkg/server"
 )
 
 type listFlag []string
@@ -52,7 +57,8 @@ func run() error {
 	runs := flag.Int("n", 1, "cold starts: run the whole sequence this many times")
 	asJSON := flag.Bool("json", false, "print a JSON summary (timings, answers) instead of the answers")
 	quiet := flag.Bool("q", false, "do not show the function's own log output")
-	timeout := flag.Duration("timeout", runtimeapi.DefaultTimeout, "each invocation's deadline")
+	timeout := flag.Duration("timeout", 30*time.Second, "the function's timeout")
+	rieBin := flag.String("rie", "", "the aws-lambda-rie binary (default: $SLUICE_RIE, else bin/tools/aws-lambda-rie)")
 	flag.Var(&events, "event", "event file (repeatable: sent in order to the same process)")
 	flag.Var(&envs, "env", "NAME=value for the function (repeatable)")
 	flag.Parse()
@@ -78,6 +84,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if *rieBin == "" {
+		if *rieBin, err = rie.Find(); err != nil {
+			return err
+		}
+	}
 	name := *fn
 	if name == "" {
 		name = filepath.Base(filepath.Dir(*bin))
@@ -90,7 +101,7 @@ func run() error {
 		}
 		defer os.RemoveAll(dir)
 		start := time.Now()
-		built, err := runtimeapi.Build(ctx, root, dir, "", "", "./functions/"+name)
+		built, err := rie.Build(ctx, root, dir, "", "", "./functions/"+name)
 		if err != nil {
 			return err
 		}
@@ -114,7 +125,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		r, answers, err := coldStart(ctx, path, env, *timeout, logs, events, payloads)
+		r, answers, err := coldStart(ctx, *rieBin, path, env, *timeout, logs, events, payloads)
 		cleanup()
 		if err != nil {
 			return err
@@ -135,10 +146,10 @@ func run() error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(sum)
 	}
-	fmt.Fprintf(os.Stderr, "%s: bootstrap %.1f MB; init %.1f ms, first answer %.1f ms after exec (median of %d cold start(s))\n",
-		name, float64(sum.BootstrapBytes)/1e6, sum.InitMedianMS, sum.FirstAnswerMedianMS, len(sum.Runs))
+	fmt.Fprintf(os.Stderr, "%s: bootstrap %.1f MB; first answer %.1f ms after the emulator's exec (median of %d cold start(s))\n",
+		name, float64(sum.BootstrapBytes)/1e6, sum.FirstAnswerMedianMS, len(sum.Runs))
 	for _, r := range sum.Runs[0].Invokes {
-		fmt.Fprintf(os.Stderr, "  %s: %s in %.1f ms (first byte %.1f ms)\n", r.Event, r.Outcome, r.DurationMS, r.FirstByteMS)
+		fmt.Fprintf(os.Stderr, "  %s: %s in %.1f ms\n", r.Event, r.Outcome, r.DurationMS)
 	}
 	for _, r := range sum.Runs {
 		for _, inv := range r.Invokes {
@@ -162,19 +173,21 @@ type summary struct {
 
 // coldStartRun is one cold start.
 type coldStartRun struct {
-	// InitMS is exec → the first /next (the function's init).
+	// InitMS is the function's init as the emulator reports it (its
+	// "INIT REPORT(durationMs: …)" line): the bootstrap's exec → its
+	// first /next.
 	InitMS float64 `json:"init_ms"`
-	// FirstAnswerMS is exec → the first event fully answered.
+	// FirstAnswerMS is the emulator's exec → the first event fully
+	// answered (the emulator starts the bootstrap on the first event).
 	FirstAnswerMS float64  `json:"first_answer_ms"`
 	Invokes       []invoke `json:"invokes"`
 }
 
 type invoke struct {
-	Event       string  `json:"event"`
-	Outcome     string  `json:"outcome"` // "HTTP 200", "answered", "error"
-	Error       string  `json:"error,omitempty"`
-	DurationMS  float64 `json:"duration_ms"`   // /next → answer complete
-	FirstByteMS float64 `json:"first_byte_ms"` // /next → first byte of the answer
+	Event      string  `json:"event"`
+	Outcome    string  `json:"outcome"` // "HTTP 200", "answered", "error"
+	Error      string  `json:"error,omitempty"`
+	DurationMS float64 `json:"duration_ms"` // sent → answer complete
 }
 
 func (s *summary) finish() {
@@ -198,68 +211,112 @@ func median(v []float64) float64 {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// coldStart execs the bootstrap and sends every event to it.
-func coldStart(ctx context.Context, path string, env []string, timeout time.Duration, logs io.Writer,
-	names []string, payloads [][]byte) (coldStartRun, []*runtimeapi.Result, error) {
-	s, err := runtimeapi.NewServer()
+// answer is one event's result and how its payload decodes.
+type answer struct {
+	*rie.Result
+	streamed bool
+}
+
+// coldStart starts the emulator on the bootstrap and sends every event to it.
+func coldStart(ctx context.Context, rieBin, path string, env []string, timeout time.Duration, logs io.Writer,
+	names []string, payloads [][]byte) (coldStartRun, []answer, error) {
+	fn := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "AWS_LAMBDA_FUNCTION_NAME="); ok {
+			fn = v
+		}
+	}
+	streamed, _ := server.Streams(fn) // a job, or a function without routes, answers buffered
+	initLog := &initReport{w: logs}
+	e, err := rie.Start(ctx, rieBin, path, rie.Options{Env: env, Out: initLog, Timeout: timeout})
 	if err != nil {
 		return coldStartRun{}, nil, err
 	}
-	defer s.Close()
-	s.Timeout = timeout
-	p, err := s.Exec(path, env, logs)
-	if err != nil {
-		return coldStartRun{}, nil, err
-	}
-	defer p.Stop()
+	defer e.Stop()
 	var r coldStartRun
-	var results []*runtimeapi.Result
+	var results []answer
 	for i, payload := range payloads {
-		res, err := s.Invoke(ctx, payload, nil)
+		res, err := e.Invoke(ctx, payload)
 		if err != nil {
 			return r, results, fmt.Errorf("%s: %w", names[i], err)
 		}
+		a := answer{Result: res, streamed: streamed}
 		if i == 0 {
-			r.InitMS = ms(s.ReadyAt().Sub(p.Started))
-			r.FirstAnswerMS = ms(res.Done.Sub(p.Started))
+			r.FirstAnswerMS = ms(res.Done.Sub(e.Started))
 		}
-		inv := invoke{Event: names[i], Outcome: outcome(res), DurationMS: ms(res.Done.Sub(res.Taken))}
-		if !res.FirstByte.IsZero() {
-			inv.FirstByteMS = ms(res.FirstByte.Sub(res.Taken))
-		}
+		inv := invoke{Event: names[i], Outcome: outcome(a), DurationMS: ms(res.Done.Sub(res.Sent))}
 		if res.Error != nil {
 			inv.Error = res.Error.Error()
 		}
 		r.Invokes = append(r.Invokes, inv)
-		results = append(results, res)
+		results = append(results, a)
 	}
+	e.Stop()
+	r.InitMS = initLog.ms()
 	return r, results, nil
 }
 
-func outcome(res *runtimeapi.Result) string {
-	if res.Error != nil {
+// initReport passes the emulator's output on and keeps the init duration
+// it reports: "INIT REPORT(durationMs: 22.648000)".
+type initReport struct {
+	w    io.Writer
+	mu   sync.Mutex
+	line []byte
+	init float64
+}
+
+var initReportRE = regexp.MustCompile(`INIT REPORT\(durationMs: ([0-9.]+)\)`)
+
+func (r *initReport) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.line = append(r.line, p...)
+	for {
+		i := bytes.IndexByte(r.line, '\n')
+		if i < 0 {
+			break
+		}
+		if m := initReportRE.FindSubmatch(r.line[:i]); m != nil {
+			r.init, _ = strconv.ParseFloat(string(m[1]), 64)
+		}
+		r.line = r.line[i+1:]
+	}
+	if len(r.line) > 64<<10 { // a long line without a newline is no report
+		r.line = r.line[:0]
+	}
+	return r.w.Write(p)
+}
+
+func (r *initReport) ms() float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.init
+}
+
+func outcome(a answer) string {
+	if a.Error != nil {
 		return "error"
 	}
-	if h, err := runtimeapi.DecodeHTTP(res.Streamed, res.Body); err == nil {
+	if h, err := rie.DecodeHTTP(a.streamed, a.Payload); err == nil {
 		return fmt.Sprintf("HTTP %d", h.Status)
 	}
 	return "answered"
 }
 
 // printAnswer prints an HTTP answer as a response, anything else as it is.
-func printAnswer(w io.Writer, res *runtimeapi.Result) {
-	if res.Error != nil {
-		fmt.Fprintf(w, "function error: %s\n%s\n", res.Error, res.Body)
+func printAnswer(w io.Writer, a answer) {
+	if a.Error != nil {
+		fmt.Fprintf(w, "function error: %s\n%s\n", a.Error, a.Payload)
 		return
 	}
-	h, err := runtimeapi.DecodeHTTP(res.Streamed, res.Body)
+	h, err := rie.DecodeHTTP(a.streamed, a.Payload)
 	if err != nil {
-		fmt.Fprintf(w, "%s\n", res.Body)
+		fmt.Fprintf(w, "%s\n", a.Payload)
 		return
 	}
 	mode := "buffered"
-	if res.Streamed {
-		mode = fmt.Sprintf("streamed in %d piece(s)", len(res.Chunks))
+	if a.streamed {
+		mode = "streamed; the emulator returns it whole"
 	}
 	fmt.Fprintf(w, "HTTP %d (%s)\n", h.Status, mode)
 	keys := make([]string, 0, len(h.Header))
@@ -284,7 +341,7 @@ func printAnswer(w io.Writer, res *runtimeapi.Result) {
 // fresh one (removed by cleanup).
 func functionEnv(root, name string, extra []string) (env []string, cleanup func(), err error) {
 	cleanup = func() {}
-	env = runtimeapi.LambdaEnv(name)
+	env = rie.LambdaEnv(name)
 	set := map[string]string{}
 	add := func(kv string) error {
 		k, v, ok := strings.Cut(kv, "=")

@@ -57,18 +57,27 @@ func (s *Service) Admit(ctx context.Context, p Principal) error {
 			return err
 		}
 	}
-	// One token is taken now so that a window already full refuses the
-	// call; RecordTokens adds the rest once the usage is known.
+	// A tpm window already full refuses the call: checked with a read (a
+	// take of nothing that wants one token of room), not a write — a
+	// metered call's store operations are most of what it costs beyond
+	// Lambda and API Gateway. RecordTokens adds the tokens once the usage
+	// is known.
 	for _, l := range p.limits("tpm") {
-		if err := s.take(ctx, l, 1, api.TypeTokens, "tokens per minute"); err != nil {
+		if err := s.take(ctx, l, 0, api.TypeTokens, "tokens per minute"); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// take takes n units from l's window; n = 0 only checks that the window has
+// room for one more unit.
 func (s *Service) take(ctx context.Context, l limit, n int64, typ, unit string) error {
-	d, err := s.limiter.Take(ctx, l.scope, limitWindow, l.max, n)
+	limit := l.max
+	if n == 0 {
+		limit--
+	}
+	d, err := s.limiter.Take(ctx, l.scope, limitWindow, limit, n)
 	if err != nil {
 		return fmt.Errorf("rate limit %s: %w", l.scope, err)
 	}
@@ -83,11 +92,11 @@ func (s *Service) take(ctx context.Context, l limit, n int64, typ, unit string) 
 // call was already admitted, so the count may pass the limit: the next call
 // is refused until the window turns).
 func (s *Service) RecordTokens(ctx context.Context, p Principal, tokens int64) error {
-	if tokens <= 1 {
+	if tokens <= 0 {
 		return nil
 	}
 	for _, l := range p.limits("tpm") {
-		if _, err := s.limiter.Take(ctx, l.scope, limitWindow, math.MaxInt64, tokens-1); err != nil {
+		if _, err := s.limiter.Take(ctx, l.scope, limitWindow, math.MaxInt64, tokens); err != nil {
 			return fmt.Errorf("record tokens %s: %w", l.scope, err)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
-	"github.com/sluice-gateway/sluice/pkg/lambdaedge/runtimeapi"
+	"github.com/sluice-gateway/sluice/pkg/lambdaedge/rie"
 )
 
 // invoke runs a Lambda handler on event the way the runtime does: the event
@@ -29,13 +29,13 @@ func invoke(t *testing.T, h lambda.Handler, event any) ([]byte, error) {
 }
 
 // answer invokes h and decodes its HTTP answer.
-func answer(t *testing.T, h lambda.Handler, streamed bool, event any) *runtimeapi.HTTPResponse {
+func answer(t *testing.T, h lambda.Handler, streamed bool, event any) *rie.HTTPResponse {
 	t.Helper()
 	out, err := invoke(t, h, event)
 	if err != nil {
 		t.Fatalf("invoke: %v", err)
 	}
-	resp, err := runtimeapi.DecodeHTTP(streamed, out)
+	resp, err := rie.DecodeHTTP(streamed, out)
 	if err != nil {
 		t.Fatalf("%v\n%q", err, out)
 	}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sluice-gateway/sluice/pkg/lambdaedge/rie"
+	"github.com/sluice-gateway/sluice/pkg/lambdaedge/rie/rietest"
 	"github.com/sluice-gateway/sluice/pkg/lambdaedge/runtimeapi"
 )
 
@@ -45,7 +47,7 @@ func edgeBootstrap(t *testing.T) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		var paths map[string]string
-		paths, buildErr = runtimeapi.Build(ctx, ".", buildDir, "", "", "./testdata/edgefn")
+		paths, buildErr = rie.Build(ctx, ".", buildDir, "", "", "./testdata/edgefn")
 		edgefn = paths["edgefn"]
 	})
 	if buildErr != nil {
@@ -64,7 +66,7 @@ func startEdge(t *testing.T, mode string, env ...string) (*runtimeapi.Server, *r
 	}
 	t.Cleanup(func() { s.Close() })
 	var out bytes.Buffer // the function's logs; read only after Stop
-	p, err := s.Exec(bin, append(runtimeapi.LambdaEnv("edgefn"), append(env, "EDGE_MODE="+mode)...), &lockedWriter{w: &out})
+	p, err := s.Exec(bin, append(rie.LambdaEnv("edgefn"), append(env, "EDGE_MODE="+mode)...), &lockedWriter{w: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +77,28 @@ func startEdge(t *testing.T, mode string, env ...string) (*runtimeapi.Server, *r
 		}
 	})
 	return s, p, &out
+}
+
+// startEdgeRIE runs edgefn in mode under aws-lambda-rie.
+func startEdgeRIE(t *testing.T, mode string, env ...string) (*rie.Emulator, *bytes.Buffer) {
+	t.Helper()
+	rieBin := rietest.Binary(t)
+	bin := edgeBootstrap(t)
+	var out bytes.Buffer // the emulator's and function's logs; read only after Stop
+	e, err := rie.Start(context.Background(), rieBin, bin, rie.Options{
+		Env: append(rie.LambdaEnv("edgefn"), append(env, "EDGE_MODE="+mode)...),
+		Out: &lockedWriter{w: &out},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		e.Stop()
+		if t.Failed() {
+			t.Logf("emulator output:\n%s", out.String())
+		}
+	})
+	return e, &out
 }
 
 type lockedWriter struct {
@@ -134,13 +158,13 @@ func TestStreamReachesRuntimeAPIWhileHandlerRuns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (seen so far: %q) — a stream that is buffered to the end never shows its first piece, so the handler waits forever", err, seen.String())
 	}
-	if !res.Streamed || res.ContentType != runtimeapi.StreamContentType || res.Error != nil {
+	if !res.Streamed || res.ContentType != rie.StreamContentType || res.Error != nil {
 		t.Fatalf("answer streamed=%v content type %q error %v", res.Streamed, res.ContentType, res.Error)
 	}
 	if firstAt.IsZero() || !firstAt.Before(res.Done) || len(res.Chunks) < 2 {
 		t.Errorf("first piece at %v, done %v, %d chunks", firstAt, res.Done, len(res.Chunks))
 	}
-	resp, err := runtimeapi.DecodeHTTP(true, res.Body)
+	resp, err := rie.DecodeHTTP(true, res.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +191,7 @@ func TestStreamErrorTrailers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp, err := runtimeapi.DecodeHTTP(true, res.Body); err != nil || string(resp.Body) != "again" {
+	if resp, err := rie.DecodeHTTP(true, res.Body); err != nil || string(resp.Body) != "again" {
 		t.Errorf("next answer %v %q", err, res.Body)
 	}
 }
@@ -189,29 +213,29 @@ func TestAWSLambdaGoStreamsOffContract(t *testing.T) {
 	}
 }
 
-func TestBufferedUnderRuntimeAPI(t *testing.T) {
-	s, p, out := startEdge(t, "buffered")
+func TestBufferedUnderRIE(t *testing.T) {
+	e0, out := startEdgeRIE(t, "buffered")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	e := restEvent("POST", "/echo")
 	e.Body = "AAEC/w=="
 	e.IsBase64Encoded = true
 	e.MultiValueHeaders["Content-Type"] = []string{"application/octet-stream"}
-	res, err := s.Invoke(ctx, eventJSON(t, e), nil)
+	res, err := e0.Invoke(ctx, eventJSON(t, e))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Streamed || res.Error != nil {
-		t.Fatalf("streamed %v error %v", res.Streamed, res.Error)
+	if res.Error != nil {
+		t.Fatalf("error %v", res.Error)
 	}
-	resp, err := runtimeapi.DecodeHTTP(false, res.Body)
+	resp, err := rie.DecodeHTTP(false, res.Payload)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.Status != 200 || !bytes.Equal(resp.Body, []byte{0, 1, 2, 0xff}) {
 		t.Errorf("answer %d %q", resp.Status, resp.Body)
 	}
-	p.Stop()
+	e0.Stop()
 	// The function logs JSON with Lambda's request id on every record.
 	var rec map[string]any
 	for _, line := range strings.Split(out.String(), "\n") {
@@ -225,20 +249,67 @@ func TestBufferedUnderRuntimeAPI(t *testing.T) {
 	}
 }
 
-func TestSQSUnderRuntimeAPI(t *testing.T) {
-	s, _, _ := startEdge(t, "sqs")
+func TestSQSUnderRIE(t *testing.T) {
+	e, _ := startEdgeRIE(t, "sqs")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ev := events.SQSEvent{Records: []events.SQSMessage{sqsRecord("ok-1", "work", nil), sqsRecord("bad-2", "fail", nil)}}
-	res, err := s.Invoke(ctx, eventJSON(t, ev), nil)
+	res, err := e.Invoke(ctx, eventJSON(t, ev))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(res.Body) != `{"batchItemFailures":[{"itemIdentifier":"bad-2"}]}` {
-		t.Errorf("answer %s", res.Body)
+	if string(res.Payload) != `{"batchItemFailures":[{"itemIdentifier":"bad-2"}]}` {
+		t.Errorf("answer %s", res.Payload)
 	}
 }
 
+// TestStreamedUnderRIE: the emulator takes a streamed answer (response
+// mode streaming, chunked) and returns it whole, in order; it does not pass
+// chunks on as they come (TestStreamReachesRuntimeAPIWhileHandlerRuns
+// proves that under runtimeapi).
+func TestStreamedUnderRIE(t *testing.T) {
+	e0, _ := startEdgeRIE(t, "stream")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e := restEvent("POST", "/echo")
+	e.Body = strings.Repeat("data: 0123456789\n\n", 10000)
+	e.MultiValueHeaders["Content-Type"] = []string{"text/event-stream"}
+	res, err := e0.Invoke(ctx, eventJSON(t, e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Error != nil {
+		t.Fatalf("error %v", res.Error)
+	}
+	resp, err := rie.DecodeHTTP(true, res.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != 200 || string(resp.Body) != e.Body {
+		t.Errorf("answer %d, %d bytes, want the %d sent", resp.Status, len(resp.Body), len(e.Body))
+	}
+}
+
+func TestFunctionErrorsUnderRIE(t *testing.T) {
+	e, _ := startEdgeRIE(t, "raw")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := e.Invoke(ctx, []byte(`{"error":"no such batch"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Error == nil || res.Error.Message != "no such batch" {
+		t.Errorf("error %+v payload %s", res.Error, res.Payload)
+	}
+	res, err = e.Invoke(ctx, []byte(`{"hello":"world"}`))
+	if err != nil || res.Error != nil || string(res.Payload) != `{"hello":"world"}` {
+		t.Errorf("echo %v %+v", err, res)
+	}
+}
+
+// TestFunctionErrorsUnderRuntimeAPI keeps what the emulator hides: that
+// the process exits after a panic and no later event is answered by it
+// (the emulator restarts the function).
 func TestFunctionErrorsUnderRuntimeAPI(t *testing.T) {
 	s, p, _ := startEdge(t, "raw")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -295,7 +366,7 @@ func TestInitTimeoutUnderRuntimeAPI(t *testing.T) {
 	}
 	defer s.Close()
 	s.InitTimeout = 300 * time.Millisecond
-	p, err := s.Exec(bin, append(runtimeapi.LambdaEnv("edgefn"), "EDGE_MODE=hang"), io.Discard)
+	p, err := s.Exec(bin, append(rie.LambdaEnv("edgefn"), "EDGE_MODE=hang"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

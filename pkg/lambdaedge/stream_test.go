@@ -15,7 +15,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/sluice-gateway/sluice/pkg/lambdaedge/runtimeapi"
+	"github.com/sluice-gateway/sluice/pkg/lambdaedge/rie"
 )
 
 func TestStreamingFormat(t *testing.T) {
@@ -70,7 +70,7 @@ func TestStreamingFormat(t *testing.T) {
 		if string(body) != "data: hi\n\ndata: [DONE]\n\n" {
 			t.Errorf("body %q", body)
 		}
-		resp, err := runtimeapi.DecodeHTTP(true, out)
+		resp, err := rie.DecodeHTTP(true, out)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -572,7 +572,14 @@ func (r *Router) take(ctx context.Context, d *deployment) (*api.Error, error) {
 		if l.limit <= 0 {
 			continue
 		}
-		dec, err := r.limiter.Take(ctx, d.scope+":"+l.kind, limitWindow, l.limit, 1)
+		// rpm takes the request; tpm only checks that the window has room
+		// for a token (a take of nothing: a read, not a write), and Finish
+		// adds the call's tokens.
+		n, limit := int64(1), l.limit
+		if l.kind == "tpm" {
+			n, limit = 0, l.limit-1
+		}
+		dec, err := r.limiter.Take(ctx, d.scope+":"+l.kind, limitWindow, limit, n)
 		if err != nil {
 			return nil, fmt.Errorf("deployment %s %s: %w", d.target.DeploymentID, l.kind, err)
 		}
@@ -675,10 +682,9 @@ func (r *Router) Finish(ctx context.Context, p auth.Principal, rep *Reply, token
 	if tokens <= 0 {
 		return
 	}
-	if rep != nil && rep.d != nil && rep.d.tpm > 0 && tokens > 1 {
+	if rep != nil && rep.d != nil && rep.d.tpm > 0 {
 		d := rep.d
-		// One token was taken when the call was admitted.
-		if _, err := r.limiter.Take(ctx, d.scope+":tpm", limitWindow, math.MaxInt64, tokens-1); err != nil {
+		if _, err := r.limiter.Take(ctx, d.scope+":tpm", limitWindow, math.MaxInt64, tokens); err != nil {
 			slog.WarnContext(ctx, "deployment tokens not counted", "deployment", d.target.DeploymentID, "error", err)
 		}
 	}

@@ -210,7 +210,9 @@ type Decision struct {
 // Limiter counts units per fixed window, shared by every process using the store.
 type Limiter interface {
 	// Take takes n units from scope's current window of the given length,
-	// allowing at most limit units per window. A refused take takes nothing.
+	// allowing at most limit units per window. A refused take takes nothing;
+	// a take of 0 only checks that the window holds at most limit (an
+	// adapter may answer it with a read).
 	Take(ctx context.Context, scope string, window time.Duration, limit, n int64) (Decision, error)
 }
 

@@ -23,9 +23,9 @@ var startupCases = []struct{ fn, event string }{
 }
 
 // startupReport is the cold start of a few functions on this machine, as
-// infra/invoke measures it: the bootstrap exec'd under the Runtime API
-// harness, init = exec → first /next, first answer = exec → the first
-// event fully answered.
+// infra/invoke measures it: the bootstrap run under aws-lambda-rie, init =
+// the init the emulator reports (exec → first /next), first answer = the
+// emulator's exec → the first event fully answered.
 type startupReport struct {
 	Runs      int              `json:"cold_starts_per_function"`
 	Note      string           `json:"note,omitempty"`

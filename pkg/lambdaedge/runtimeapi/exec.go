@@ -19,25 +19,6 @@ type Process struct {
 	err     error
 }
 
-// LambdaEnv is the environment Lambda gives every function (besides
-// AWS_LAMBDA_RUNTIME_API, which Exec adds): name, memory, version, log
-// settings, region, task root. A function's own variables go after it.
-func LambdaEnv(function string) []string {
-	return []string{
-		"AWS_LAMBDA_FUNCTION_NAME=" + function,
-		"AWS_LAMBDA_FUNCTION_VERSION=$LATEST",
-		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=512",
-		"AWS_LAMBDA_LOG_GROUP_NAME=/aws/lambda/" + function,
-		"AWS_LAMBDA_LOG_STREAM_NAME=local",
-		"AWS_LAMBDA_LOG_FORMAT=JSON",
-		"AWS_REGION=us-east-1",
-		"AWS_DEFAULT_REGION=us-east-1",
-		"AWS_EXECUTION_ENV=AWS_Lambda_provided.al2023",
-		"_HANDLER=bootstrap",
-		"TZ=:UTC",
-	}
-}
-
 // Exec starts the bootstrap at path with env (and nothing else of this
 // process's environment, as in Lambda) pointed at s. Its stdout and stderr go
 // to out. When the process exits, s fails every invocation waiting on it.

@@ -1,10 +1,18 @@
-// Package runtimeapi runs a Lambda function's bootstrap the way Lambda (and
-// `sam local invoke`) does, without Docker or AWS: Server implements the
-// Lambda Runtime API (version 2018-06-01) on 127.0.0.1 — /next hands out
-// events, /response takes buffered and streamed answers (chunked, with the
-// error trailers), /error and /init/error take failures — and Exec starts a
-// built bootstrap pointed at it. Tests, `make invoke` and the start-up
-// benchmark all run functions through it.
+// Package runtimeapi implements the Lambda Runtime API (version 2018-06-01)
+// on 127.0.0.1 — /next hands out events, /response takes buffered and
+// streamed answers (chunked, with the error trailers), /error and
+// /init/error take failures — and Exec starts a built bootstrap pointed at
+// it.
+//
+// Functions run under AWS's own emulator (package rie) everywhere it can
+// show what is tested. This harness stays for what the emulator cannot:
+// it buffers a whole answer before it answers the invocation and hides the
+// Runtime API exchange, so only here can a test see a streamed answer's
+// chunks as they arrive (a first event leaving while the handler runs), a
+// streamed answer's error trailers, the response mode and content type the
+// runtime declared, a contract violation by the runtime, an init error or
+// init timeout as such, and a process exiting after a panic (the emulator
+// restarts it).
 //
 // Reference: https://docs.aws.amazon.com/lambda/latest/dg/runtimes-api.html
 package runtimeapi
@@ -25,6 +33,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/lambdaedge/rie"
 )
 
 // Runtime API paths and headers.
@@ -373,8 +383,8 @@ func streamingHeaders(r *http.Request, res *Result) error {
 	switch {
 	case mode != "" && mode != "streaming":
 		return fmt.Errorf("%s: %q is no response mode (want streaming)", HeaderResponseMode, mode)
-	case !res.Streamed && res.ContentType == StreamContentType:
-		return fmt.Errorf("an answer in the streaming HTTP integration format (%s) without %s: streaming", StreamContentType, HeaderResponseMode)
+	case !res.Streamed && res.ContentType == rie.StreamContentType:
+		return fmt.Errorf("an answer in the streaming HTTP integration format (%s) without %s: streaming", rie.StreamContentType, HeaderResponseMode)
 	case !res.Streamed:
 		return nil
 	case !slices.Contains(r.TransferEncoding, "chunked"):

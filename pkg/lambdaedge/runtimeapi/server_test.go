@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/lambdaedge/rie"
 )
 
 // runtime is a hand-written Runtime API client, as a custom runtime would be.
@@ -114,7 +116,7 @@ func TestStreamingResponseWithErrorTrailers(t *testing.T) {
 		trailer.Set(TrailerErrorBody, base64.StdEncoding.EncodeToString([]byte(`{"errorMessage":"upstream died","errorType":"Runtime.StreamError"}`)))
 		pw.Close()
 	}()
-	code := rt.post("invocation/"+id+"/response", pr, http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {StreamContentType}}, trailer)
+	code := rt.post("invocation/"+id+"/response", pr, http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {rie.StreamContentType}}, trailer)
 	if code != http.StatusAccepted {
 		t.Fatalf("answered %d", code)
 	}
@@ -169,49 +171,6 @@ func TestInvokeTimesOut(t *testing.T) {
 	}
 }
 
-func TestDecodeHTTP(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		streamed bool
-		payload  string
-		status   int
-		header   http.Header
-		body     string
-		wantErr  bool
-	}{
-		{name: "buffered", payload: `{"statusCode":201,"headers":{"A":"1"},"multiValueHeaders":{"B":["2","3"]},"body":"hi"}`,
-			status: 201, header: http.Header{"A": {"1"}, "B": {"2", "3"}}, body: "hi"},
-		{name: "buffered base64", payload: `{"statusCode":200,"body":"/wA=","isBase64Encoded":true}`, status: 200, header: http.Header{}, body: "\xff\x00"},
-		{name: "multiValueHeaders win", payload: `{"statusCode":200,"headers":{"A":"x"},"multiValueHeaders":{"A":["y"]}}`, status: 200, header: http.Header{"A": {"y"}}},
-		{name: "streamed", streamed: true, payload: `{"statusCode":200,"headers":{"Content-Type":"text/plain"}}` + "\x00\x00\x00\x00\x00\x00\x00\x00" + "body\x00bytes",
-			status: 200, header: http.Header{"Content-Type": {"text/plain"}}, body: "body\x00bytes"},
-		{name: "streamed without delimiter", streamed: true, payload: `{"statusCode":200}body`, wantErr: true},
-		{name: "no status", payload: `{"body":"x"}`, wantErr: true},
-		{name: "not JSON", payload: `nope`, wantErr: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r, err := DecodeHTTP(tc.streamed, []byte(tc.payload))
-			if tc.wantErr {
-				if err == nil {
-					t.Errorf("decoded %+v", r)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Status != tc.status || string(r.Body) != tc.body || len(r.Header) != len(tc.header) {
-				t.Errorf("got %d %v %q", r.Status, r.Header, r.Body)
-			}
-			for k, v := range tc.header {
-				if strings.Join(r.Header.Values(k), ",") != strings.Join(v, ",") {
-					t.Errorf("%s = %q, want %q", k, r.Header.Values(k), v)
-				}
-			}
-		})
-	}
-}
-
 // TestStreamingContract: a streamed answer that breaks the contract of
 // custom runtimes fails the invocation, naming what it broke.
 func TestStreamingContract(t *testing.T) {
@@ -224,28 +183,28 @@ func TestStreamingContract(t *testing.T) {
 		fail    func(trailer http.Header) // sets trailers once the body is sent
 		want    string
 	}{
-		{"no response mode", http.Header{"Content-Type": {StreamContentType}}, true, nil, nil,
+		{"no response mode", http.Header{"Content-Type": {rie.StreamContentType}}, true, nil, nil,
 			"without Lambda-Runtime-Function-Response-Mode: streaming"},
 		{"another response mode", http.Header{HeaderResponseMode: {"buffered"}, "Content-Type": {"application/json"}}, true, nil, nil,
 			`"buffered" is no response mode`},
-		{"not chunked", http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {StreamContentType}}, false, nil, nil,
+		{"not chunked", http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {rie.StreamContentType}}, false, nil, nil,
 			"not sent with Transfer-Encoding: chunked"},
 		{"no content type", http.Header{HeaderResponseMode: {"streaming"}}, true, http.Header{TrailerErrorType: nil, TrailerErrorBody: nil}, nil,
 			"without a Content-Type"},
-		{"trailers not declared", http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {StreamContentType}}, true,
+		{"trailers not declared", http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {rie.StreamContentType}}, true,
 			http.Header{TrailerErrorType: nil}, nil, "does not declare the trailer Lambda-Runtime-Function-Error-Body"},
-		{"an error type without its document", http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {StreamContentType}}, true,
+		{"an error type without its document", http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {rie.StreamContentType}}, true,
 			http.Header{TrailerErrorType: nil, TrailerErrorBody: nil},
 			func(tr http.Header) { tr.Set(TrailerErrorType, "Runtime.StreamError") }, "is no error document"},
-		{"an error document not in base64", http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {StreamContentType}}, true,
+		{"an error document not in base64", http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {rie.StreamContentType}}, true,
 			http.Header{TrailerErrorType: nil, TrailerErrorBody: nil}, func(tr http.Header) {
 				tr.Set(TrailerErrorType, "Runtime.StreamError")
 				tr.Set(TrailerErrorBody, `{"errorMessage":"upstream died","errorType":"Runtime.StreamError"}`)
 			}, "is not base64"},
-		{"an error document without its type", http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {StreamContentType}}, true,
+		{"an error document without its type", http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {rie.StreamContentType}}, true,
 			http.Header{TrailerErrorType: nil, TrailerErrorBody: nil},
 			func(tr http.Header) { tr.Set(TrailerErrorBody, errorBody) }, "without Lambda-Runtime-Function-Error-Type"},
-		{"an error document that is none", http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {StreamContentType}}, true,
+		{"an error document that is none", http.Header{HeaderResponseMode: {"streaming"}, "Content-Type": {rie.StreamContentType}}, true,
 			http.Header{TrailerErrorType: nil, TrailerErrorBody: nil}, func(tr http.Header) {
 				tr.Set(TrailerErrorType, "Runtime.StreamError")
 				tr.Set(TrailerErrorBody, base64.StdEncoding.EncodeToString([]byte("upstream died")))

@@ -25,7 +25,7 @@ const limiterTTLSlack = time.Minute
 // Limiter implements store.Limiter with one DynamoDB item per scope and
 // fixed window (pk LIMIT#<scope>#<window start, epoch ms>, sk LIMIT), taken
 // from with a conditional ADD: exact under any concurrency, one write per
-// take, and TTL removes old windows.
+// take (a check, n = 0, is a read), and TTL removes old windows.
 type Limiter struct {
 	db    *dynamodb.Client
 	table string
@@ -51,12 +51,18 @@ func (l *Limiter) Take(ctx context.Context, scope string, window time.Duration, 
 	refused := func(taken int64) store.Decision {
 		return store.Decision{Allowed: false, Remaining: max(limit-taken, 0), RetryAfter: end.Sub(now)}
 	}
-	if n > limit { // can never fit: report without writing
+	// A take of nothing only checks the window, and one that can never fit
+	// is refused: both are answered with a read, not a write.
+	if n == 0 || n > limit {
 		out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: key, ConsistentRead: aws.Bool(true)})
 		if err != nil {
 			return store.Decision{}, wrap(err, "limiter %s: read window", scope)
 		}
-		return refused(takenIn(out.Item)), nil
+		taken := takenIn(out.Item)
+		if n == 0 && taken <= limit {
+			return store.Decision{Allowed: true, Remaining: limit - taken}, nil
+		}
+		return refused(taken), nil
 	}
 	e := newExpr()
 	counter := e.name(limiterCounter)

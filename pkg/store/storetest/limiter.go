@@ -23,6 +23,7 @@ func Limiter(t *testing.T, open func(t *testing.T) store.Limiter) {
 	}{
 		{"ExactUnderConcurrency", limiterExact},
 		{"RefusedTakesNothing", limiterRefused},
+		{"TakeOfNothingChecks", limiterCheck},
 		{"NewWindowStartsFresh", limiterNewWindow},
 		{"ScopesAreIndependent", limiterScopes},
 	}
@@ -105,6 +106,32 @@ func limiterRefused(t *testing.T, ctx context.Context, l store.Limiter, p string
 			d := take(t, ctx, l, scope, time.Minute, 10, s.n)
 			if d.Allowed != s.allowed || d.Allowed && d.Remaining != s.remaining || d.Remaining < 0 || d.Remaining > 10 {
 				return fmt.Errorf("step %d, take %d from a limit of 10: got %+v, want allowed %v remaining %d", i, s.n, d, s.allowed, s.remaining)
+			}
+		}
+		return nil
+	})
+}
+
+// limiterCheck: a take of 0 is allowed while the window holds at most
+// limit, refused (with its RetryAfter) once it holds more, and takes nothing.
+func limiterCheck(t *testing.T, ctx context.Context, l store.Limiter, p string) {
+	inOneWindow(t, time.Minute, p, func(scope string) error {
+		steps := []struct {
+			limit, n  int64
+			allowed   bool
+			remaining int64 // checked when allowed
+		}{
+			{9, 0, true, 9},  // an empty window has room
+			{10, 9, true, 1}, // 9 taken
+			{9, 0, true, 0},  // 9 ≤ 9: room for one more under a limit of 10
+			{8, 0, false, 0}, // 9 > 8
+			{10, 1, true, 0}, // the checks took nothing: the 10th fits
+			{9, 0, false, 0},
+		}
+		for i, s := range steps {
+			d := take(t, ctx, l, scope, time.Minute, s.limit, s.n)
+			if d.Allowed != s.allowed || d.Allowed && d.Remaining != s.remaining {
+				return fmt.Errorf("step %d, take %d from a limit of %d: got %+v, want allowed %v remaining %d", i, s.n, s.limit, d, s.allowed, s.remaining)
 			}
 		}
 		return nil

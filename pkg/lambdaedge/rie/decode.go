@@ -1,4 +1,4 @@
-package runtimeapi
+package rie
 
 import (
 	"bytes"
@@ -52,7 +52,7 @@ type metadata struct {
 
 func (m metadata) response() (*HTTPResponse, error) {
 	if m.StatusCode < 100 || m.StatusCode > 999 {
-		return nil, fmt.Errorf("runtimeapi: statusCode %d is not an HTTP status", m.StatusCode)
+		return nil, fmt.Errorf("rie: statusCode %d is not an HTTP status", m.StatusCode)
 	}
 	r := &HTTPResponse{Status: m.StatusCode, Header: http.Header{}, Cookies: m.Cookies}
 	// As API Gateway does, multiValueHeaders and headers are merged.
@@ -72,7 +72,7 @@ func (m metadata) response() (*HTTPResponse, error) {
 func decodeBuffered(payload []byte) (*HTTPResponse, error) {
 	var m metadata
 	if err := json.Unmarshal(payload, &m); err != nil {
-		return nil, fmt.Errorf("runtimeapi: the answer is not an API Gateway proxy response: %w", err)
+		return nil, fmt.Errorf("rie: the answer is not an API Gateway proxy response: %w", err)
 	}
 	r, err := m.response()
 	if err != nil {
@@ -81,7 +81,7 @@ func decodeBuffered(payload []byte) (*HTTPResponse, error) {
 	r.Body = []byte(m.Body)
 	if m.IsBase64Encoded {
 		if r.Body, err = base64.StdEncoding.DecodeString(m.Body); err != nil {
-			return nil, fmt.Errorf("runtimeapi: isBase64Encoded body: %w", err)
+			return nil, fmt.Errorf("rie: isBase64Encoded body: %w", err)
 		}
 	}
 	return r, nil
@@ -90,11 +90,11 @@ func decodeBuffered(payload []byte) (*HTTPResponse, error) {
 func decodeStreamed(payload []byte) (*HTTPResponse, error) {
 	i := bytes.Index(payload, preludeDelimiter)
 	if i < 0 || i > maxPrelude {
-		return nil, errors.New("runtimeapi: no prelude delimiter (8 NUL bytes) in the first 16 KB of the streamed answer")
+		return nil, errors.New("rie: no prelude delimiter (8 NUL bytes) in the first 16 KB of the streamed answer")
 	}
 	var m metadata
 	if err := json.Unmarshal(payload[:i], &m); err != nil {
-		return nil, fmt.Errorf("runtimeapi: streamed answer prelude: %w", err)
+		return nil, fmt.Errorf("rie: streamed answer prelude: %w", err)
 	}
 	r, err := m.response()
 	if err != nil {

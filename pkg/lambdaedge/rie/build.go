@@ -1,4 +1,4 @@
-package runtimeapi
+package rie
 
 import (
 	"bytes"
@@ -30,7 +30,7 @@ func Build(ctx context.Context, dir, outDir, goos, goarch string, pkgs ...string
 	}
 	tmp, err := os.MkdirTemp(outDir, ".build-")
 	if err != nil {
-		return nil, fmt.Errorf("runtimeapi: build: %w", err)
+		return nil, fmt.Errorf("rie: build: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	args := append(append([]string{"build"}, BuildFlags...), "-o", tmp+string(filepath.Separator))
@@ -40,7 +40,7 @@ func Build(ctx context.Context, dir, outDir, goos, goarch string, pkgs ...string
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("runtimeapi: go build %v: %w\n%s", pkgs, err, out.String())
+		return nil, fmt.Errorf("rie: go build %v: %w\n%s", pkgs, err, out.String())
 	}
 	paths := map[string]string{}
 	for _, p := range pkgs {
@@ -50,7 +50,7 @@ func Build(ctx context.Context, dir, outDir, goos, goarch string, pkgs ...string
 			return nil, err
 		}
 		if err := os.Rename(filepath.Join(tmp, name), dst); err != nil {
-			return nil, fmt.Errorf("runtimeapi: build %s: %w", p, err)
+			return nil, fmt.Errorf("rie: build %s: %w", p, err)
 		}
 		paths[name] = dst
 	}

@@ -1,0 +1,470 @@
+// Command sizing measures what memory size each Lambda function needs: it
+// runs the function's bootstrap under aws-lambda-rie with the bootstrap in a
+// cgroup whose memory limit is the candidate size and whose CPU quota is
+// Lambda's share at that size (1,769 MB = one vCPU, proportional), drives
+// its bench workload (its sample event, repeated, against the bench
+// upstream), and records the cgroup's peak memory, the bootstrap's peak RSS
+// and the p50/p99 of an invocation. The size it picks is the smallest of
+// 128/256/512/1024 MB where the peak stays under 60 % of the size and the
+// p99 within 2 ms of the 1,769 MB figure.
+//
+//	make sizing                                   # every relaying function
+//	go run ./infra/sizing -fns embeddings -n 500  # one function, more calls
+//
+// It needs root (to make cgroups), cgroup v2 with the memory and cpu
+// controllers (memory.max, memory.peak, cpu.max) or cgroup v1's memory and
+// cpu hierarchies (memory.limit_in_bytes, memory.max_usage_in_bytes,
+// cpu.cfs_quota_us), aws-lambda-rie (make rie) and the bench upstream
+// (make bench-tools). Latency figures are only as quiet as the machine.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/lambdaedge/rie"
+)
+
+// oneVCPU is the memory size at which Lambda gives a function one vCPU.
+const oneVCPU = 1769
+
+// candidates are the sizes sizing chooses from; oneVCPU is the reference.
+var candidates = []int{128, 256, 512, 1024}
+
+// workloads are the functions sizing measures by default and the sample
+// event each is driven with: the relaying functions, whose bench workload is
+// one model call through the bench upstream.
+var workloads = []struct{ fn, event string }{
+	{"chat-completions", "events/chat-completions/create-stream.json"},
+	{"embeddings", "events/embeddings/create.json"},
+	{"moderations", "events/moderations/create.json"},
+	{"completions", "events/completions/create.json"},
+	{"passthrough-anthropic", "events/passthrough-anthropic/messages-stream.json"},
+	{"models", "events/models/list.json"},
+	{"health", "events/health/liveliness.json"},
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "sizing:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	fns := flag.String("fns", "", "comma-separated functions to measure (default: every relaying function)")
+	n := flag.Int("n", 200, "invocations per size, after one warm-up")
+	upstreamBin := flag.String("upstream", ".bench/bin/upstream", "the bench upstream binary (make bench-tools)")
+	out := flag.String("json", ".bench/sizing.json", "where to write the figures")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	cg, err := detectCgroups()
+	if err != nil {
+		return err
+	}
+	rieBin, err := rie.Find()
+	if err != nil {
+		return err
+	}
+	upstream, stopUpstream, err := startUpstream(ctx, *upstreamBin)
+	if err != nil {
+		return err
+	}
+	defer stopUpstream()
+	work, err := os.MkdirTemp("", "sluice-sizing-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	conf := filepath.Join(work, "sluice.yaml")
+	if err := os.WriteFile(conf, []byte(config(upstream)), 0o644); err != nil {
+		return err
+	}
+	selected := workloads
+	if *fns != "" {
+		want := strings.Split(*fns, ",")
+		selected = slices.DeleteFunc(slices.Clone(workloads), func(w struct{ fn, event string }) bool { return !slices.Contains(want, w.fn) })
+		if len(selected) != len(want) {
+			return fmt.Errorf("-fns %s: sizing knows workloads for %v", *fns, workloadNames())
+		}
+	}
+	pkgs := make([]string, len(selected))
+	for i, w := range selected {
+		pkgs[i] = "./functions/" + w.fn
+	}
+	fmt.Fprintf(os.Stderr, "building %d functions for this machine…\n", len(pkgs))
+	bins, err := rie.Build(ctx, ".", work, "", "", pkgs...)
+	if err != nil {
+		return err
+	}
+	sampleEnv, err := readEnvFile("events/sample.env")
+	if err != nil {
+		return err
+	}
+	rep := report{Cgroups: cg.version, Invocations: *n, Taken: time.Now().UTC().Format(time.RFC3339)}
+	for _, w := range selected {
+		event, err := os.ReadFile(w.event)
+		if err != nil {
+			return err
+		}
+		fr := functionReport{Function: w.fn, Event: w.event}
+		for _, size := range append(slices.Clone(candidates), oneVCPU) {
+			env := append(rie.LambdaEnv(w.fn), sampleEnv...)
+			env = append(env, "SLUICE_CONFIG="+conf, "SLUICE_BACKEND=local", "SLUICE_DATA_DIR="+filepath.Join(work, fmt.Sprintf("data-%s-%d", w.fn, size)),
+				"AWS_LAMBDA_FUNCTION_MEMORY_SIZE="+strconv.Itoa(size))
+			m, err := measure(ctx, cg, rieBin, bins[w.fn], env, event, size, *n)
+			if err != nil {
+				m = measurement{SizeMB: size, Error: err.Error()}
+			}
+			fmt.Fprintf(os.Stderr, "%s @ %d MB: peak %.1f MB (RSS %.1f MB), p50 %.2f ms, p99 %.2f ms %s\n",
+				w.fn, size, m.PeakMB, m.RSSMB, m.P50MS, m.P99MS, m.Error)
+			fr.Sizes = append(fr.Sizes, m)
+		}
+		fr.choose()
+		rep.Functions = append(rep.Functions, fr)
+	}
+	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	rep.print(os.Stdout)
+	return nil
+}
+
+func workloadNames() []string {
+	var names []string
+	for _, w := range workloads {
+		names = append(names, w.fn)
+	}
+	return names
+}
+
+// report is sizing's output.
+type report struct {
+	Taken       string           `json:"taken"`
+	Cgroups     string           `json:"cgroups"`
+	Invocations int              `json:"invocations_per_size"`
+	Functions   []functionReport `json:"functions"`
+}
+
+type functionReport struct {
+	Function string        `json:"function"`
+	Event    string        `json:"event"`
+	Sizes    []measurement `json:"sizes"`
+	// ChosenMB is the smallest candidate that passes (0: none does).
+	ChosenMB int    `json:"chosen_mb"`
+	Why      string `json:"why,omitempty"`
+}
+
+// measurement is one function at one size.
+type measurement struct {
+	SizeMB int `json:"size_mb"`
+	// PeakMB is the cgroup's peak memory (memory.peak, or v1's
+	// memory.max_usage_in_bytes): RSS and the page cache it charged.
+	PeakMB float64 `json:"peak_mb"`
+	// RSSMB is the bootstrap's peak resident set (VmHWM).
+	RSSMB float64 `json:"rss_mb"`
+	P50MS float64 `json:"p50_ms"`
+	P99MS float64 `json:"p99_ms"`
+	Error string  `json:"error,omitempty"`
+}
+
+// usedMB is what the 60 % rule holds to the size: the larger of the
+// cgroup's peak and the peak RSS. (Under cgroup v1 the bootstrap's text
+// pages, cached by an earlier run, are charged to the group that first read
+// them, so the RSS can be the larger.)
+func (m measurement) usedMB() float64 { return max(m.PeakMB, m.RSSMB) }
+
+// choose picks the smallest candidate whose peak is under 60 % of its size
+// and whose p99 is within 2 ms of the one-vCPU figure.
+func (f *functionReport) choose() {
+	ref := f.Sizes[len(f.Sizes)-1]
+	if ref.Error != "" {
+		f.Why = "no 1,769 MB reference: " + ref.Error
+		return
+	}
+	for _, m := range f.Sizes[:len(f.Sizes)-1] {
+		if m.Error == "" && m.usedMB() < 0.6*float64(m.SizeMB) && m.P99MS <= ref.P99MS+2 {
+			f.ChosenMB = m.SizeMB
+			return
+		}
+	}
+	f.Why = "no candidate within 60 % memory and p99 + 2 ms"
+}
+
+func (r report) print(w io.Writer) {
+	fmt.Fprintf(w, "sizing %s (cgroup %s, %d invocations per size after a warm-up)\n", r.Taken, r.Cgroups, r.Invocations)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "function\tsize\tpeak (cgroup)\tpeak RSS\tp50 / p99 at size\tp50 / p99 at 1,769 MB")
+	for _, f := range r.Functions {
+		ref := f.Sizes[len(f.Sizes)-1]
+		for _, m := range f.Sizes {
+			if m.SizeMB != f.ChosenMB {
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%d MB\t%.1f MB\t%.1f MB\t%.2f / %.2f ms\t%.2f / %.2f ms\n", f.Function, m.SizeMB, m.PeakMB, m.RSSMB, m.P50MS, m.P99MS, ref.P50MS, ref.P99MS)
+		}
+		if f.ChosenMB == 0 {
+			fmt.Fprintf(tw, "%s\t—\t\t\t\t%s\n", f.Function, f.Why)
+		}
+	}
+	tw.Flush()
+}
+
+// measure runs the bootstrap at size: one warm-up invocation (the cold
+// start), then n timed ones.
+func measure(ctx context.Context, cg *cgroups, rieBin, bin string, env []string, event []byte, size, n int) (measurement, error) {
+	m := measurement{SizeMB: size}
+	g, err := cg.create(fmt.Sprintf("sluice-sizing-%d-%d", os.Getpid(), size), size)
+	if err != nil {
+		return m, err
+	}
+	defer g.remove()
+	e, err := rie.Start(ctx, rieBin, bin, rie.Options{Env: env, Timeout: 30 * time.Second, Exec: g.exec()})
+	if err != nil {
+		return m, err
+	}
+	defer e.Stop()
+	durations := make([]time.Duration, 0, n)
+	for i := 0; i <= n; i++ {
+		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		res, err := e.Invoke(ictx, event)
+		cancel()
+		if err != nil {
+			return m, err
+		}
+		if res.Error != nil {
+			return m, fmt.Errorf("function error: %v", res.Error)
+		}
+		if i > 0 {
+			durations = append(durations, res.Done.Sub(res.Sent))
+		}
+	}
+	slices.Sort(durations)
+	m.P50MS = ms(durations[len(durations)/2])
+	m.P99MS = ms(durations[p99Index(len(durations))])
+	if m.PeakMB, err = g.peakMB(); err != nil {
+		return m, err
+	}
+	m.RSSMB = g.rssMB()
+	return m, nil
+}
+
+// p99Index is the index of the p99 of n sorted figures: the ⌈0.99·n⌉-th.
+func p99Index(n int) int { return (n*99+99)/100 - 1 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// cgroups is where sizing makes its groups: cgroup v2's unified hierarchy
+// when it has the memory and cpu controllers, else v1's memory and cpu
+// hierarchies.
+type cgroups struct {
+	version  string // "v2" or "v1"
+	v2       string
+	mem, cpu string // v1 hierarchy roots
+	periodUS int
+}
+
+func detectCgroups() (*cgroups, error) {
+	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		ctrl, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
+		if err == nil && strings.Contains(" "+string(ctrl)+" ", " memory ") && strings.Contains(" "+string(ctrl), " cpu") {
+			return &cgroups{version: "v2", v2: root, periodUS: 100000}, nil
+		}
+	}
+	mem, cpu := "/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu"
+	if _, err := os.Stat(filepath.Join(mem, "memory.limit_in_bytes")); err == nil {
+		if _, err := os.Stat(filepath.Join(cpu, "cpu.cfs_quota_us")); err == nil {
+			return &cgroups{version: "v1", mem: mem, cpu: cpu, periodUS: 100000}, nil
+		}
+	}
+	return nil, errors.New("no cgroup hierarchy with the memory and cpu controllers (v2 cgroup.controllers, or v1 memory and cpu mounts) under /sys/fs/cgroup")
+}
+
+// group is one candidate's cgroup (in v1, one in each hierarchy).
+type group struct {
+	cg   *cgroups
+	dirs []string // the group's directories; dirs[0] holds the memory files
+}
+
+func (c *cgroups) create(name string, sizeMB int) (*group, error) {
+	quota := c.periodUS * sizeMB / oneVCPU
+	limit := strconv.Itoa(sizeMB << 20)
+	var g group
+	g.cg = c
+	write := func(dir, file, v string) error {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0o644); err != nil {
+			return fmt.Errorf("cgroup %s: %w", filepath.Join(dir, file), err)
+		}
+		return nil
+	}
+	mk := func(dir string) error {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return fmt.Errorf("make cgroup (needs root): %w", err)
+		}
+		g.dirs = append(g.dirs, dir)
+		return nil
+	}
+	var err error
+	switch c.version {
+	case "v2":
+		dir := filepath.Join(c.v2, name)
+		if err = mk(dir); err == nil {
+			err = errors.Join(write(dir, "memory.max", limit), write(dir, "memory.swap.max", "0"),
+				write(dir, "cpu.max", fmt.Sprintf("%d %d", quota, c.periodUS)))
+		}
+	default:
+		mem, cpu := filepath.Join(c.mem, name), filepath.Join(c.cpu, name)
+		if err = mk(mem); err == nil {
+			err = write(mem, "memory.limit_in_bytes", limit)
+		}
+		if err == nil {
+			if err = mk(cpu); err == nil {
+				err = errors.Join(write(cpu, "cpu.cfs_period_us", strconv.Itoa(c.periodUS)), write(cpu, "cpu.cfs_quota_us", strconv.Itoa(quota)))
+			}
+		}
+	}
+	if err != nil {
+		g.remove()
+		return nil, err
+	}
+	return &g, nil
+}
+
+// exec is the command the emulator runs: a shell that moves itself into
+// the group, then execs the bootstrap (its last argument), so the group
+// holds the function and not the emulator.
+func (g *group) exec() []string {
+	script := ""
+	for _, d := range g.dirs {
+		script += fmt.Sprintf("echo $$ > %q/cgroup.procs && ", d)
+	}
+	return []string{"/bin/sh", "-c", script + `exec "$0"`}
+}
+
+func (g *group) peakMB() (float64, error) {
+	file := "memory.peak"
+	if g.cg.version == "v1" {
+		file = "memory.max_usage_in_bytes"
+	}
+	b, err := os.ReadFile(filepath.Join(g.dirs[0], file))
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", file, err)
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return float64(v) / (1 << 20), err
+}
+
+// rssMB is the peak RSS (VmHWM) of the group's processes, summed.
+func (g *group) rssMB() float64 {
+	b, _ := os.ReadFile(filepath.Join(g.dirs[0], "cgroup.procs"))
+	var kb float64
+	for _, pid := range strings.Fields(string(b)) {
+		f, err := os.Open(filepath.Join("/proc", pid, "status"))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+				x, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+				kb += x
+			}
+		}
+		f.Close()
+	}
+	return kb / 1024
+}
+
+// remove deletes the group's directories (empty once the emulator, and so
+// the bootstrap, was stopped).
+func (g *group) remove() {
+	for _, d := range g.dirs {
+		for range 50 {
+			if err := os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond) // the killed process is still being reaped
+		}
+	}
+}
+
+// startUpstream runs the bench upstream on a free 127.0.0.1 port and
+// returns its base URL (the first line it prints names it).
+func startUpstream(ctx context.Context, bin string) (string, func(), error) {
+	cmd := exec.CommandContext(ctx, bin, "-addr", "127.0.0.1:0")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("start the bench upstream %s (make bench-tools): %w", bin, err)
+	}
+	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		stop()
+		return "", nil, fmt.Errorf("bench upstream: %w", err)
+	}
+	_, url, ok := strings.Cut(strings.TrimSpace(line), "listening on ")
+	if !ok {
+		stop()
+		return "", nil, fmt.Errorf("bench upstream said %q", line)
+	}
+	go io.Copy(io.Discard, stdout)
+	return url, stop, nil
+}
+
+// config points every model the workloads' sample events name, and the
+// Anthropic passthrough, at the bench upstream.
+func config(upstream string) string {
+	return fmt.Sprintf(`# Generated by infra/sizing: every deployment is the bench upstream.
+model_list:
+  - model_name: text-embedding-3-small
+    litellm_params: {model: openai/text-embedding-3-small, api_base: %[1]s/v1, api_key: sk-upstream}
+  - model_name: gpt-4o-mini
+    litellm_params: {model: openai/gpt-4o-mini, api_base: %[1]s/v1, api_key: sk-upstream}
+  - model_name: gpt-3.5-turbo-instruct
+    litellm_params: {model: openai/gpt-3.5-turbo-instruct, api_base: %[1]s/v1, api_key: sk-upstream}
+  - model_name: omni-moderation-latest
+    litellm_params: {model: openai/omni-moderation-latest, api_base: %[1]s/v1, api_key: sk-upstream}
+passthrough:
+  anthropic: {api_base: %[1]s, api_key: sk-ant-upstream}
+`, upstream)
+}
+
+// readEnvFile reads NAME=value lines, skipping blanks and # comments.
+func readEnvFile(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "SLUICE_CONFIG=") {
+			out = append(out, line)
+		}
+	}
+	return out, nil
+}

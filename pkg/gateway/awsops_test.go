@@ -1,0 +1,345 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
+	"github.com/sluice-gateway/sluice/pkg/store"
+	awsstore "github.com/sluice-gateway/sluice/pkg/store/aws"
+	"github.com/sluice-gateway/sluice/pkg/store/aws/awstest"
+)
+
+// wantOperations are the AWS operations one call of each request kind makes
+// on the AWS backend, warm (its key, team and config read once before), as
+// the SDK sends them, in two setups: "bare" (no limits, no logging
+// callback) and "metered" (team and key rpm/tpm limits, deployment rpm/tpm,
+// a gateway-wide logging callback). docs/deploy-aws.md prices them; a kind
+// that gains an operation fails here, so the cost table changes with the
+// code.
+var wantOperations = map[string]map[string]int{
+	"bare/embeddings":    {},
+	"bare/chat streamed": {},
+	"bare/passthrough":   {},
+	// The limiter's windows: the key's, the team's and the deployment's rpm
+	// windows take the request (an UpdateItem each); their tpm windows are
+	// checked for room with a read (GetItem) and take the call's tokens once
+	// the usage is known (an UpdateItem each); and the log event's publish.
+	"metered/embeddings": {
+		"DynamoDB GetItem":    3,
+		"DynamoDB UpdateItem": 6,
+		"SNS PublishBatch":    1,
+	},
+	"metered/chat streamed": {
+		"DynamoDB GetItem":    3,
+		"DynamoDB UpdateItem": 6,
+		"SNS PublishBatch":    1,
+	},
+	// A passthrough call has no deployment: the key's and team's windows.
+	"metered/passthrough": {
+		"DynamoDB GetItem":    2,
+		"DynamoDB UpdateItem": 4,
+		"SNS PublishBatch":    1,
+	},
+}
+
+// TestAWSOperationsPerRequestKind counts, against moto_server, the AWS
+// operations each request kind performs, at the SDK's middleware (every
+// client the backend builds from the config goes through it).
+func TestAWSOperationsPerRequestKind(t *testing.T) {
+	cfg, res := awstest.Resources(t)
+	ops := awstest.CountOperations(&cfg)
+	b, err := awsstore.Open(context.Background(), cfg, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	up := httptest.NewServer(http.HandlerFunc(opsUpstream))
+	t.Cleanup(up.Close)
+	backend := gatewaytest.Backend{Name: config.BackendAWS, Open: func(testing.TB) *store.Backend { return b }}
+	models := func(limits string) string {
+		return "model_list:\n" +
+			"  - model_name: text-embedding-3-small\n    litellm_params: {model: openai/text-embedding-3-small, api_base: " + up.URL + "/v1, api_key: sk-up" + limits + "}\n" +
+			"  - model_name: gpt-4o-mini\n    litellm_params: {model: openai/gpt-4o-mini, api_base: " + up.URL + "/v1, api_key: sk-up" + limits + "}\n" +
+			"passthrough:\n  anthropic: {api_base: " + up.URL + ", api_key: sk-ant-up}\n"
+	}
+	for _, setup := range []struct {
+		name, config string
+		limits       map[string]any
+	}{
+		{"bare", models(""), nil},
+		{"metered", models(", rpm: 100000, tpm: 10000000") +
+			"litellm_settings:\n  callbacks: [langfuse]\nenvironment_variables: {LANGFUSE_PUBLIC_KEY: pk-lf, LANGFUSE_SECRET_KEY: sk-lf}\n",
+			map[string]any{"rpm_limit": 100000, "tpm_limit": 10000000}},
+	} {
+		g := gatewaytest.Start(t, backend, gatewaytest.Options{Config: setup.config})
+		fields := map[string]any{"team_alias": setup.name}
+		for k, v := range setup.limits {
+			fields[k] = v
+		}
+		team := g.NewTeam(fields)
+		delete(fields, "team_alias")
+		key := g.NewKey(team, fields)
+		for _, c := range []struct {
+			kind string
+			call func() gatewaytest.Response
+		}{
+			{"embeddings", func() gatewaytest.Response {
+				return g.Do("POST", "/v1/embeddings", key, `{"model":"text-embedding-3-small","input":"the quick brown fox"}`)
+			}},
+			{"chat streamed", func() gatewaytest.Response {
+				return g.Do("POST", "/v1/chat/completions", key, `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+			}},
+			{"passthrough", func() gatewaytest.Response {
+				return g.Do("POST", "/anthropic/v1/messages", key, `{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`,
+					"X-Api-Key", key, "Anthropic-Version", "2023-06-01")
+			}},
+		} {
+			name := setup.name + "/" + c.kind
+			t.Run(name, func(t *testing.T) {
+				if r := c.call(); r.Status != 200 { // warm: key, team, budgets read once
+					t.Fatalf("warm-up answered %d: %s", r.Status, r.Body)
+				}
+				settle(ops)
+				ops.Reset()
+				if r := c.call(); r.Status != 200 {
+					t.Fatalf("answered %d: %s", r.Status, r.Body)
+				}
+				settle(ops)
+				t.Logf("%s:\n%s", name, ops)
+				if diff := cmp.Diff(wantOperations[name], ops.Counts(), cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("AWS operations of one %s call (-want +got):\n%s\nUpdate wantOperations and the cost table in docs/deploy-aws.md together.", name, diff)
+				}
+			})
+		}
+	}
+}
+
+// settle waits until no operation has been counted for 300 ms: the call's
+// log event and counters are written after its answer.
+func settle(ops *awstest.Operations) {
+	last, quiet := fmt.Sprint(ops.Counts()), 0
+	for quiet < 3 {
+		time.Sleep(100 * time.Millisecond)
+		now := fmt.Sprint(ops.Counts())
+		if now == last {
+			quiet++
+		} else {
+			last, quiet = now, 0
+		}
+	}
+}
+
+// opsUpstream answers as OpenAI (embeddings, a streamed chat completion with
+// usage) and Anthropic (a message).
+func opsUpstream(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	switch r.URL.Path {
+	case "/v1/embeddings":
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2,0.3]}],"model":"text-embedding-3-small","usage":{"prompt_tokens":4,"total_tokens":4}}`)
+	case "/v1/chat/completions":
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, d := range []string{
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"}}]}`,
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]}`,
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`,
+		} {
+			fmt.Fprintf(w, "data: %s\n\n", d)
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	case "/v1/messages":
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hello"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}`)
+	default:
+		http.Error(w, strings.TrimSpace("no route "+r.URL.Path), http.StatusNotFound)
+	}
+}
+
+// wantBatchWrites are the AWS writes of one 1,000-line embeddings batch
+// (upload, create, plan, chunks, finalize, output file), bare setup. Reads
+// and queue receives depend on timing (polls, how SQS groups messages), so
+// they are logged and bounded, not matched.
+var wantBatchWrites = map[string]int{
+	"DynamoDB PutItem":            1, // the input file's record
+	"DynamoDB TransactWriteItems": 5,
+	"DynamoDB UpdateItem":         3,
+	"S3 PutObject":                2, // the input file, the output file
+	"SQS DeleteMessage":           3, // plan, chunk, finalize
+	"SQS SendMessageBatch":        3,
+}
+
+// TestAWSOperationsOfABatch counts the AWS operations of a 1,000-line
+// embeddings batch run by the batch worker against moto_server.
+func TestAWSOperationsOfABatch(t *testing.T) {
+	cfg, res := awstest.Resources(t)
+	ops := awstest.CountOperations(&cfg)
+	b, err := awsstore.Open(context.Background(), cfg, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	up := httptest.NewServer(http.HandlerFunc(opsUpstream))
+	t.Cleanup(up.Close)
+	conf := "model_list:\n" +
+		"  - model_name: text-embedding-3-small\n    litellm_params: {model: openai/text-embedding-3-small, api_base: " + up.URL + "/v1, api_key: sk-up}\n"
+	g := gatewaytest.Start(t, gatewaytest.Backend{Name: config.BackendAWS, Open: func(testing.TB) *store.Backend { return b }},
+		gatewaytest.Options{Config: conf, Jobs: []string{"batch-worker"}})
+	_, key := g.TeamKey()
+	var input strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&input, `{"custom_id":"r-%d","method":"POST","url":"/v1/embeddings","body":{"model":"text-embedding-3-small","input":"line %d"}}`+"\n", i, i)
+	}
+	settle(ops)
+	ops.Reset()
+	file := uploadFile(t, g, key, input.String())
+	r := g.Do("POST", "/v1/batches", key, map[string]any{"input_file_id": file, "endpoint": "/v1/embeddings", "completion_window": "24h"})
+	if r.Status != 200 {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
+	}
+	id := r.JSON(t)["id"].(string)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		time.Sleep(time.Second)
+		got := g.Do("GET", "/v1/batches/"+id, key, nil).JSON(t)
+		if got["status"] == "completed" {
+			break
+		}
+		if time.Now().After(deadline) || got["status"] == "failed" {
+			t.Fatalf("batch %v", got)
+		}
+	}
+	settle(ops)
+	t.Logf("1,000-line batch:\n%s", ops)
+	writes := map[string]int{}
+	for op, n := range ops.Counts() {
+		if awstest.IsWrite(op) {
+			writes[op] = n
+		}
+	}
+	if diff := cmp.Diff(wantBatchWrites, writes, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("AWS writes of a 1,000-line batch (-want +got):\n%s\nUpdate wantBatchWrites and the cost table in docs/deploy-aws.md together.", diff)
+	}
+}
+
+// uploadFile uploads content as a batch input file (multipart, as the
+// OpenAI clients send it) and returns its id.
+func uploadFile(t *testing.T, g *gatewaytest.Gateway, key, content string) string {
+	t.Helper()
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	mw.WriteField("purpose", "batch")
+	fw, _ := mw.CreateFormFile("file", "input.jsonl")
+	io.WriteString(fw, content)
+	mw.Close()
+	r := g.Do("POST", "/v1/files", key, body.Bytes(), "Content-Type", mw.FormDataContentType())
+	if r.Status != 200 {
+		t.Fatalf("upload: %d %s", r.Status, r.Body)
+	}
+	return r.JSON(t)["id"].(string)
+}
+
+// maxCallbackOperations bound the AWS operations of delivering 1,000 log
+// events to a logging callback: the calls' publishes and the delivery
+// worker's receives and acks, nothing else (no DynamoDB, no S3). How many
+// events share a publish or a receive depends on timing in one process (the
+// emitter's group commits; in Lambda each call publishes its own), so the
+// counts are bounded, at one of each per event, and the kinds matched.
+var maxCallbackOperations = map[string]int{
+	"SNS PublishBatch":   1000,
+	"SQS ReceiveMessage": 1000,
+	"SQS DeleteMessage":  1000,
+}
+
+// TestAWSOperationsOfCallbackEvents counts the AWS operations of 1,000 log
+// events published by 1,000 embeddings calls and delivered to Langfuse by
+// the delivery worker, against moto_server.
+func TestAWSOperationsOfCallbackEvents(t *testing.T) {
+	cfg, res := awstest.Resources(t)
+	ops := awstest.CountOperations(&cfg)
+	b, err := awsstore.Open(context.Background(), cfg, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	up := httptest.NewServer(http.HandlerFunc(opsUpstream))
+	t.Cleanup(up.Close)
+	var mu sync.Mutex
+	delivered := 0
+	langfuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var batch struct {
+			Batch []struct {
+				Type string `json:"type"`
+			} `json:"batch"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&batch); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		for _, it := range batch.Batch {
+			if it.Type == "trace-create" { // one per log event
+				delivered++
+			}
+		}
+		mu.Unlock()
+		w.WriteHeader(http.StatusMultiStatus)
+		io.WriteString(w, `{"successes":[],"errors":[]}`)
+	}))
+	t.Cleanup(langfuse.Close)
+	conf := "model_list:\n" +
+		"  - model_name: text-embedding-3-small\n    litellm_params: {model: openai/text-embedding-3-small, api_base: " + up.URL + "/v1, api_key: sk-up}\n" +
+		"litellm_settings:\n  callbacks: [langfuse]\n" +
+		"environment_variables: {LANGFUSE_PUBLIC_KEY: pk-lf, LANGFUSE_SECRET_KEY: sk-lf, LANGFUSE_HOST: '" + langfuse.URL + "'}\n" +
+		"callback_settings:\n  allow_hosts: [\"127.0.0.1\"]\n"
+	g := gatewaytest.Start(t, gatewaytest.Backend{Name: config.BackendAWS, Open: func(testing.TB) *store.Backend { return b }},
+		gatewaytest.Options{Config: conf, Jobs: []string{"callback-delivery"}})
+	_, key := g.TeamKey()
+	if r := g.Do("POST", "/v1/embeddings", key, `{"model":"text-embedding-3-small","input":"warm"}`); r.Status != 200 {
+		t.Fatalf("warm-up: %d %s", r.Status, r.Body)
+	}
+	settle(ops)
+	mu.Lock()
+	delivered = 0
+	mu.Unlock()
+	ops.Reset()
+	for i := range 1000 {
+		if r := g.Do("POST", "/v1/embeddings", key, fmt.Sprintf(`{"model":"text-embedding-3-small","input":"call %d"}`, i)); r.Status != 200 {
+			t.Fatalf("call %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		mu.Lock()
+		n := delivered
+		mu.Unlock()
+		if n >= 1000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 1,000 events delivered", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	settle(ops)
+	t.Logf("1,000 callback events:\n%s", ops)
+	for op, n := range ops.Counts() {
+		if limit, ok := maxCallbackOperations[op]; !ok || n > limit {
+			t.Errorf("1,000 callback events made %d %s (at most %d expected): update maxCallbackOperations and the cost table in docs/deploy-aws.md together", n, op, limit)
+		}
+	}
+}
