@@ -209,6 +209,12 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		slog.InfoContext(ctx, "request refused", "status", e.Status, "code", e.Code,
 			"method", r.Method, "path", r.URL.Path, "reason", e.Message)
 	}
+	if e.Status == http.StatusUnauthorized {
+		// A client without a valid key gets no keep-alive: idle sockets
+		// held by anyone would otherwise take the connection slots of
+		// those with one. (HTTP/2 turns it into a graceful GOAWAY.)
+		w.Header().Set("Connection", "close")
+	}
 	if e.RetryAfter > 0 {
 		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))

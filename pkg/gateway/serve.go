@@ -35,11 +35,19 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", g.Settings.Addr, err)
 	}
-	ln = limitConnections(ln, maxConns)
+	limited := limitConnections(ln, maxConns)
+	ln = limited
+	// HTTP/2 without TLS (h2c, prior knowledge) beside HTTP/1.1: SDKs such
+	// as AWS's for JavaScript speak HTTP/2 to an http:// URL.
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
 		Handler:           h,
+		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		ConnState:         limited.ConnState,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 	}
