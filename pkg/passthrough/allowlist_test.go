@@ -32,6 +32,8 @@ func allowListHarness(t *testing.T) (*harness, *upstreamRecorder) {
 	h := newHarness(t, cfg, map[string]string{"SA": tokens.ServiceAccountJSON("sa-project")}, nil)
 	p := teamPrincipal("fast", "sonnet", "vflash", "oss")
 	h.principal.Store(&p)
+	h.own(t, Gemini, "batches/b1", p.TeamID)
+	h.own(t, Anthropic, "batches/msgbatch_1", p.TeamID)
 	return h, up
 }
 
