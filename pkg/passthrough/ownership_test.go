@@ -60,11 +60,15 @@ var objectFamilies = []objectFamily{
 		actions: [][2]string{{"GET", ""}, {"POST", ":cancel"}, {"DELETE", ""}}},
 	{name: "vertex batch jobs", provider: VertexAI, collection: "/v1/projects/p/locations/us-central1/batchPredictionJobs", listMember: "batchPredictionJobs", idMember: "name",
 		// The answer names the project by number, the client's path by id.
-		objName: func(n int) string { return fmt.Sprintf("projects/123456/locations/us-central1/batchPredictionJobs/%d", 9000+n) },
+		objName: func(n int) string {
+			return fmt.Sprintf("projects/123456/locations/us-central1/batchPredictionJobs/%d", 9000+n)
+		},
 		path:    func(name string) string { return name[strings.LastIndex(name, "/"):] },
 		actions: [][2]string{{"GET", ""}, {"POST", ":cancel"}, {"DELETE", ""}}},
 	{name: "bedrock async invocations", provider: Bedrock, collection: "/async-invoke", listMember: "asyncInvokeSummaries", idMember: "invocationArn",
-		objName: func(n int) string { return fmt.Sprintf("arn:aws:bedrock:us-east-1:123456789012:async-invoke/inv%03d", n) },
+		objName: func(n int) string {
+			return fmt.Sprintf("arn:aws:bedrock:us-east-1:123456789012:async-invoke/inv%03d", n)
+		},
 		path:    func(name string) string { return "/" + url.PathEscape(name) },
 		actions: [][2]string{{"GET", ""}}},
 }
