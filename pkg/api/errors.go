@@ -33,6 +33,9 @@ type Error struct {
 	Message    string
 	RetryAfter time.Duration // sent as Retry-After on 429 and 503 when > 0
 	Err        error
+	// Quiet: the refusal was logged where it arose (load shed by design,
+	// logged there at a bounded rate), so WriteError does not log it again.
+	Quiet bool
 }
 
 func (e *Error) Error() string {
@@ -196,12 +199,22 @@ func AsError(err error) *Error {
 // cause; a client that has gone (ClientGone) is logged at info as a 499 and
 // sent nothing.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	if e := prepareError(w, r, err); e != nil {
+		WriteJSON(w, e.Status, e.Body())
+	}
+}
+
+// prepareError logs err as WriteError does and sets the headers every
+// rendering of it carries; it returns the error to render, or nil when the
+// client has gone and nothing is sent.
+func prepareError(w http.ResponseWriter, r *http.Request, err error) *Error {
 	ctx := r.Context()
 	e := AsError(ClientGone(ctx, err))
 	switch {
 	case e.Status == StatusClientClosed:
 		logClientClosed(r, err)
-		return // nobody reads the answer
+		return nil // nobody reads the answer
+	case e.Quiet:
 	case e.Status >= 500:
 		slog.ErrorContext(ctx, "request failed", "status", e.Status, "code", e.Code,
 			"method", r.Method, "path", r.URL.Path, "error", err)
@@ -209,11 +222,17 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		slog.InfoContext(ctx, "request refused", "status", e.Status, "code", e.Code,
 			"method", r.Method, "path", r.URL.Path, "reason", e.Message)
 	}
+	if e.Status == http.StatusUnauthorized {
+		// A client without a valid key gets no keep-alive: idle sockets
+		// held by anyone would otherwise take the connection slots of
+		// those with one. (HTTP/2 turns it into a graceful GOAWAY.)
+		w.Header().Set("Connection", "close")
+	}
 	if e.RetryAfter > 0 {
 		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	}
-	WriteJSON(w, e.Status, e.Body())
+	return e
 }
 
 // LogLateError logs an error that happened after the response began, when

@@ -95,8 +95,9 @@ func TestCancel(t *testing.T) {
 		if b.RequestCounts.Completed != int64(len(o.out)) || b.RequestCounts.Failed != 0 || b.RequestCounts.Total != 9 || b.CancelledAt == nil {
 			t.Errorf("%+v %+v", b.RequestCounts, b)
 		}
-		// Ended: cancelling again is a no-op, and the input is free.
-		if again := g.Do("POST", "/v1/batches/"+b.ID+"/cancel", key, nil); again.Status != 200 || decodeBatch(t, again.Body).Status != batches.StatusCancelled {
+		// Ended: cancelling again is OpenAI's 409, and the input is free.
+		if again := g.Do("POST", "/v1/batches/"+b.ID+"/cancel", key, nil); again.Status != 409 ||
+			!strings.Contains(string(again.Body), "Cannot cancel a batch with status 'cancelled'.") {
 			t.Errorf("cancel after: %d %s", again.Status, again.Body)
 		}
 		if resp := g.Do("DELETE", "/v1/files/"+b.InputFileID, key, nil); resp.Status != 200 {

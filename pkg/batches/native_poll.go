@@ -339,11 +339,11 @@ func callType(endpoint string) string {
 // cancelNative forwards a cancel to the provider and mirrors what it says.
 func (s *Service) cancelNative(ctx context.Context, st *state) (Batch, error) {
 	switch st.status {
-	case StatusCancelling, StatusCancelled:
+	case StatusCancelling:
 		return st.object(), nil
 	case StatusValidating, StatusInProgress:
 	default:
-		return Batch{}, api.Conflict("Batch %s is %s and cannot be cancelled.", st.doc.ID, st.status)
+		return Batch{}, cannotCancel(st.status)
 	}
 	b, err := s.openNative(ctx, st.doc.Native)
 	if err != nil {

@@ -402,6 +402,10 @@ func TestNativeCancelFailuresAzure(t *testing.T) {
 				if err != nil || got.Status != openai.BatchStatusCancelled || got.CancelledAt != 1700000200 || len(readLines(t, c, got.OutputFileID)) != 2 {
 					t.Fatalf("%s %v", got.RawJSON(), err)
 				}
+				// Cancelled: a further cancel is OpenAI's 409.
+				if _, err := c.Batches.Cancel(ctx, created.ID); !isStatus(err, 409) {
+					t.Errorf("cancel of a cancelled native batch: %v", err)
+				}
 				up.failing("POST /cancel", 400)
 				created, _ = c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(nativeChatLines("gpt-batch", "c3")))), native)
 				if _, err := c.Batches.Cancel(ctx, created.ID); !isStatus(err, 409) {

@@ -103,8 +103,9 @@ func (s *Service) List(ctx context.Context, p auth.Principal, limit int, after s
 // cancelling at once, its lines in flight finish and no new line starts;
 // the finalize that follows writes what finished, puts the lines that never
 // ran in the error file (batch_cancelled) and turns it cancelled. Cancelling
-// a batch already cancelling or cancelled answers it as it is; one that has
-// ended otherwise (or is finalizing) is a 409.
+// a batch already cancelling answers it as it is (a retried cancel); one
+// that has ended — cancelled included — or is finalizing is a 409, as
+// OpenAI answers ("Cannot cancel a batch with status 'cancelled'.").
 func (s *Service) Cancel(ctx context.Context, p auth.Principal, id string) (Batch, error) {
 	if st, err := s.visible(ctx, p, id); err != nil || st.doc.Native != nil {
 		if err != nil {
@@ -122,10 +123,10 @@ func (s *Service) Cancel(ctx context.Context, p auth.Principal, id string) (Batc
 			st.status = StatusCancelling
 			st.doc.Cancelling = s.now().UnixNano()
 			return true, nil
-		case StatusCancelling, StatusCancelled:
+		case StatusCancelling:
 			return false, nil
 		}
-		return false, api.Conflict("Batch %s is %s and cannot be cancelled.", id, st.status)
+		return false, cannotCancel(st.status)
 	})
 	if err != nil {
 		return Batch{}, err
@@ -153,4 +154,9 @@ func (s *Service) InUse(ctx context.Context, fileID string) (string, error) {
 		return "", nil
 	}
 	return strings.TrimPrefix(page.Records[0].Key.SK, batchPrefix), nil
+}
+
+// cannotCancel is OpenAI's refusal to cancel a batch in status.
+func cannotCancel(status string) error {
+	return api.Conflict("Cannot cancel a batch with status '%s'.", status)
 }

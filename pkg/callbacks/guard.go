@@ -163,6 +163,9 @@ func (g *Guard) CheckURL(ctx context.Context, param, raw string) (*url.URL, erro
 		}
 		return u, nil
 	}
+	if numericHost(host) {
+		return nil, api.InvalidValue(param, "%s names its host %q as a number: write an IP address in its standard dotted form (which must be public or allow-listed), or use a host name.", param, host)
+	}
 	lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	addrs, err := g.lookup(lctx, host)
@@ -175,6 +178,22 @@ func (g *Guard) CheckURL(ctx context.Context, param, raw string) (*url.URL, erro
 		}
 	}
 	return u, nil
+}
+
+// numericHost reports whether host, not a standard IP literal, is a name
+// whose last label is a number — decimal, octal or 0x-hex, as in 2130706433,
+// 0x7f000001, 0177.0.0.1 or 127.1. No DNS name ends so (top-level domains
+// are never numeric), while C's inet_aton, curl, browsers and proxies read
+// these as IPv4 addresses: such a host could reach loopback or the metadata
+// service by a spelling the address checks do not parse.
+func numericHost(host string) bool {
+	host = strings.TrimSuffix(host, ".")
+	last := host[strings.LastIndexByte(host, '.')+1:]
+	if l := strings.ToLower(last); strings.HasPrefix(l, "0x") {
+		last = l[2:]
+		return strings.Trim(last, "0123456789abcdef") == ""
+	}
+	return last != "" && strings.Trim(last, "0123456789") == ""
 }
 
 // DialContext connects like net.Dialer.DialContext, refusing addresses the

@@ -201,6 +201,23 @@ func TestCheckURL(t *testing.T) {
 		"//cloud.langfuse.com":                     false,
 		"https://":                                 false,
 		"https://cloud.langfuse.com:bad":           false,
+		// Numeric spellings of IPv4 addresses (inet_aton's): refused when
+		// the callback is added, not first at delivery.
+		"https://2130706433":       false,
+		"https://0x7f000001":       false,
+		"https://0X7F000001":       false,
+		"https://0177.0.0.1":       false,
+		"https://0177.0.0.01":      false,
+		"https://127.1":            false,
+		"https://0x7f.1":           false,
+		"https://169.254.43518":    false,
+		"https://2852039166":       false, // 169.254.169.254
+		"https://2130706433.":      false,
+		"https://0x":               false,
+		"https://8.8.8.8.":         false,
+		"https://1password.com":    true,
+		"https://x.0xcafe.example": true,
+		"https://langfuse.com":     true,
 	} {
 		_, err := g.CheckURL(context.Background(), "p", raw)
 		if (err == nil) != ok {

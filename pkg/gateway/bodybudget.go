@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -20,9 +21,31 @@ const budgetRetryAfter = time.Second
 type bodyBudget struct {
 	limit int64
 	used  atomic.Int64
+
+	// Refusals are load shed by design, and any key can cause them: they
+	// are logged at WARN, one line per refusalLogEvery with their count,
+	// never a line per refusal.
+	refused atomic.Int64 // since the last line
+	logged  atomic.Int64 // when the last line was written (unix nanos)
 }
 
+// refusalLogEvery is the most often a line about budget refusals is logged.
+const refusalLogEvery = 10 * time.Second
+
 func newBodyBudget(limit int64) *bodyBudget { return &bodyBudget{limit: limit} }
+
+// noteRefusal counts a refusal, and logs the count at most once per
+// refusalLogEvery.
+func (b *bodyBudget) noteRefusal() {
+	b.refused.Add(1)
+	now := time.Now().UnixNano()
+	last := b.logged.Load()
+	if now-last < int64(refusalLogEvery) || !b.logged.CompareAndSwap(last, now) {
+		return
+	}
+	slog.Warn("request bodies refused with 503: the gateway holds as many request bodies in memory as SLUICE_MAX_BUFFERED_BODY_BYTES allows",
+		"refused", b.refused.Swap(0), "budget_bytes", b.limit, "every", refusalLogEvery.String())
+}
 
 // take charges n bytes, or reports that the budget cannot hold them now.
 func (b *bodyBudget) take(n int64) bool {
@@ -49,8 +72,10 @@ func (b *progressBody) Charge(n int64) error {
 		return api.TooLarge("The request body is larger than this gateway holds in memory for one request (%d bytes).", b.bodies.limit)
 	}
 	if !b.bodies.take(n) {
+		b.bodies.noteRefusal()
 		e := api.Unavailable("The gateway is holding as many request bodies in memory as it may; retry shortly.")
 		e.RetryAfter = budgetRetryAfter
+		e.Quiet = true
 		return e
 	}
 	b.charged.Add(n)

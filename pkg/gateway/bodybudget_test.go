@@ -2,11 +2,14 @@ package gateway
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
 	"strings"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/logging"
 )
 
 // heapBytes is the heap's live objects (runtime/metrics: no stop-the-world).
@@ -172,4 +176,88 @@ func guardedWith(t *testing.T, h http.Handler, budget *bodyBudget) string {
 	srv := httptest.NewServer(guardBodies(h, time.Minute, 0, budget))
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// rssBytes is the process's resident set (Linux), or 0.
+func rssBytes() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// TestFullBudgetStaysUnderTheRSSBound fills the body budget with bodies
+// held whole (8 MiB each, their last byte never sent), then has more
+// clients refused: the process's RSS grows by less than the documented
+// bound (memoryBound), and the refusals are one WARN line,
+// never an ERROR per 503.
+func TestFullBudgetStaysUnderTheRSSBound(t *testing.T) {
+	if rssBytes() == 0 {
+		t.Skip("no /proc/self/status: RSS is measured on Linux")
+	}
+	if testing.Short() {
+		t.Skip("sends the budget's worth of bodies")
+	}
+	if raceEnabled {
+		t.Skip("the race detector multiplies memory use: RSS is measured without it")
+	}
+	logs := &syncBuffer{}
+	prev := slog.Default()
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	slog.SetDefault(logging.New(logs, "json", "info"))
+
+	const budget, body = 96 << 20, 8 << 20
+	g, addr, free, _ := budgetGateway(t, budget)
+	runtime.GC()
+	debug.FreeOSMemory()
+	before := rssBytes()
+	peak := before
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			peak = max(peak, rssBytes())
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	payload := strings.Repeat("x", body-2)
+	for range budget / body {
+		x := slowSocket(t, addr, "POST", "/bedrock/model/x/invoke", free, body)
+		if _, err := io.WriteString(x.conn, payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitForCharged(t, g.bodies, budget)
+	for range 20 {
+		if code, _ := probe(t, addr, free); code != http.StatusServiceUnavailable {
+			t.Fatalf("over the budget: %d, want 503", code)
+		}
+	}
+	close(stop)
+	<-sampled
+	growth := peak - before
+	bound := memoryBound(budget)
+	t.Logf("budget %d MiB held: RSS %d MiB → peak %d MiB (+%d MiB; bound +%d MiB)", budget>>20, before>>20, peak>>20, growth>>20, bound>>20)
+	if growth > bound {
+		t.Errorf("RSS grew by %d MiB, over the bound of %d MiB", growth>>20, bound>>20)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "request bodies refused"); n != 1 {
+		t.Errorf("%d log lines about 20 refusals, want 1:\n%s", n, out)
+	}
+	if strings.Contains(out, `"level":"ERROR"`) {
+		t.Errorf("a budget refusal was logged at ERROR:\n%s", out)
+	}
 }

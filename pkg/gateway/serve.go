@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -31,15 +33,32 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 		maxConns = config.DefaultMaxConnections
 	}
 	h = guardBodies(h, idle, g.Settings.BodyMinRate, g.bodies)
+	// The bodies held whole are bounded by the budget, but the garbage
+	// collector lets the heap grow to twice what is live before it runs:
+	// a full budget would cost twice its size. A soft memory limit of the
+	// budget plus memoryHeadroom makes it collect sooner instead (unless
+	// the operator set GOMEMLIMIT).
+	if debug.SetMemoryLimit(-1) == math.MaxInt64 {
+		prev := debug.SetMemoryLimit(memoryBound(g.bodies.limit))
+		defer debug.SetMemoryLimit(prev)
+	}
 	ln, err := net.Listen("tcp", g.Settings.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", g.Settings.Addr, err)
 	}
-	ln = limitConnections(ln, maxConns)
+	limited := limitConnections(ln, maxConns)
+	ln = limited
+	// HTTP/2 without TLS (h2c, prior knowledge) beside HTTP/1.1: SDKs such
+	// as AWS's for JavaScript speak HTTP/2 to an http:// URL.
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
 		Handler:           h,
+		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		ConnState:         limited.ConnState,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 	}
@@ -119,6 +138,16 @@ func (g *Gateway) background() []func(context.Context) {
 	}
 	return loops
 }
+
+// memoryHeadroom is the most memory the local process is allowed beside
+// the request bodies it holds (its own heap, connections' buffers, answers
+// relayed, the garbage of bodies' grown buffers): half the budget, at most
+// this. docs/operations.md states the resulting bound on RSS.
+const memoryHeadroom = 128 << 20
+
+// memoryBound is the soft memory limit of a process whose body budget is
+// budget.
+func memoryBound(budget int64) int64 { return budget + min(budget/2, memoryHeadroom) }
 
 // purgeInterval is how often the local process reclaims expired records.
 const purgeInterval = time.Hour

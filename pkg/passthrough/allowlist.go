@@ -49,14 +49,16 @@ type modelRule struct {
 var methodOverrides = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
 
 // modelRuleOf says how the request method ep names its model at provider,
-// pathModel being the model its path names ("" when none). Only POSTs run
-// models on the four APIs: every other method reads, updates or deletes
-// resources.
-func modelRuleOf(provider Provider, method string, ep endpoint, pathModel string) modelRule {
+// pathModel being the model its path names ("" when none), hasBody whether
+// the request has a body. A read or delete without a body runs no model;
+// any request with one — a PUT, a PATCH, a GET or DELETE with a body — is
+// read as a POST to its endpoint would be, since sluice cannot know what a
+// provider (or a proxy before it) does with a body on another method.
+func modelRuleOf(provider Provider, method string, ep endpoint, pathModel string, hasBody bool) modelRule {
 	switch {
 	case pathModel != "":
 		return modelRule{source: sourcePath}
-	case method != http.MethodPost:
+	case method != http.MethodPost && !hasBody:
 		return modelRule{source: sourceNone}
 	}
 	segs := ep.segs
@@ -137,7 +139,8 @@ func checkRestricted(r *http.Request, c *call, ep endpoint) (modelRule, error) {
 			return modelRule{}, api.InvalidValue(h, "A key limited to some models may not send %s on passthrough routes.", h)
 		}
 	}
-	rule := modelRuleOf(c.provider, r.Method, ep, c.model)
+	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+	rule := modelRuleOf(c.provider, r.Method, ep, c.model, hasBody)
 	switch rule.source {
 	case sourceUnknown:
 		return rule, api.Forbidden("This key is limited to some models, and sluice cannot tell which model %s %s would run (an endpoint id, a tuned model or an agent runs whatever it was set up with), so it is refused: only calls that name their model where the provider reads it are allowed.",

@@ -32,6 +32,8 @@ func allowListHarness(t *testing.T) (*harness, *upstreamRecorder) {
 	h := newHarness(t, cfg, map[string]string{"SA": tokens.ServiceAccountJSON("sa-project")}, nil)
 	p := teamPrincipal("fast", "sonnet", "vflash", "oss")
 	h.principal.Store(&p)
+	h.own(t, Gemini, "batches/b1", p.TeamID)
+	h.own(t, Anthropic, "batches/msgbatch_1", p.TeamID)
 	return h, up
 }
 
@@ -131,6 +133,22 @@ func TestRestrictedKeysAreCheckedWhereTheProviderReadsTheModel(t *testing.T) {
 		{"anthropic batch cancel", "POST", "/anthropic/v1/messages/batches/msgbatch_1/cancel", "", "", nil, 200, ""},
 		{"anthropic file upload", "POST", "/anthropic/v1/files", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\n\r\nhi\r\n--b--\r\n", nil, 200, ""},
 		{"anthropic models", "GET", "/anthropic/v1/models", "", "", nil, 200, ""},
+
+		// Every method with a body is checked as a POST would be, on all
+		// four prefixes: PUT, PATCH, GET and DELETE cannot carry a
+		// forbidden model past the list.
+		{"anthropic put forbidden", "PUT", "/anthropic/v1/messages", json, `{"model":"claude-opus-4"}`, nil, 403, "permission_denied"},
+		{"anthropic patch forbidden", "PATCH", "/anthropic/v1/messages", json, `{"model":"claude-opus-4"}`, nil, 403, "permission_denied"},
+		{"anthropic get with body forbidden", "GET", "/anthropic/v1/messages", json, `{"model":"claude-opus-4"}`, nil, 403, "permission_denied"},
+		{"anthropic put allowed", "PUT", "/anthropic/v1/messages", json, `{"model":"claude-sonnet-4-5"}`, nil, 200, ""},
+		{"gemini patch forbidden", "PATCH", "/gemini/v1beta/openai/chat/completions", json, `{"model":"gemini-2.5-pro"}`, nil, 403, "permission_denied"},
+		{"gemini delete with body forbidden", "DELETE", "/gemini/v1beta/cachedContents", json, `{"model":"models/gemini-2.5-pro"}`, nil, 403, "permission_denied"},
+		{"gemini put on a path model forbidden", "PUT", "/gemini/v1beta/models/gemini-2.5-pro:generateContent", json, `{}`, nil, 403, "permission_denied"},
+		{"vertex put forbidden", "PUT", vertexLoc + "/endpoints/openapi/chat/completions", json, `{"model":"google/gemini-2.5-pro"}`, nil, 403, "permission_denied"},
+		{"vertex patch on an endpoint id", "PATCH", vertexLoc + "/endpoints/123", json, `{"model":"google/gemini-2.0-flash-001"}`, nil, 403, "permission_denied"},
+		{"bedrock put forbidden", "PUT", "/bedrock/openai/v1/chat/completions", json, `{"model":"openai.gpt-oss-120b-1:0"}`, nil, 403, "permission_denied"},
+		{"bedrock get with body forbidden", "GET", "/bedrock/async-invoke", json, `{"modelId":"amazon.nova-reel-v1:0"}`, nil, 403, "permission_denied"},
+		{"vertex delete without body", "DELETE", vertexLoc + "/cachedContents/c1", "", "", nil, 200, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := up.hits.Load()

@@ -1,7 +1,10 @@
 package passthrough
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -98,5 +101,71 @@ func TestCredentialHeadersSpelledWithUnderscores(t *testing.T) {
 	}
 	if got.Get("X-Api-Key") != "sk-ant-provider" || got.Get("Anthropic_beta") != "kept" {
 		t.Errorf("forwarded %v", got)
+	}
+}
+
+// encodingEcho answers with every request header echoed in the spellings a
+// debugging upstream or proxy might use: lower- and upper-cased,
+// percent-encoded, in hex, base64 alone and inside a Basic credential.
+func encodingEcho(w http.ResponseWriter, r *http.Request, body []byte) {
+	for k, vs := range r.Header {
+		v := strings.Join(vs, ",")
+		w.Header().Set("X-Lower-"+k, strings.ToLower(v))
+		w.Header().Set("X-Upper-"+k, strings.ToUpper(v))
+		w.Header().Set("X-Pct-"+k, url.QueryEscape(v))
+		w.Header().Set("X-Hex-"+k, hex.EncodeToString([]byte(v)))
+		w.Header().Set("X-B64-"+k, base64.StdEncoding.EncodeToString([]byte(v)))
+		w.Header().Set("X-B64url-"+k, base64.RawURLEncoding.EncodeToString([]byte(v)))
+		for _, user := range []string{"u:", "us:", "usr:"} { // the three alignments
+			w.Header().Set("X-Basic-"+user[:len(user)-1]+"-"+k, "Basic "+base64.StdEncoding.EncodeToString([]byte(user+v)))
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write([]byte(`{}`))
+}
+
+// TestEncodedEchoOfTheCredentialIsNotHandedBack: the injected key, echoed
+// in another case or an encoding credentials travel in, is dropped too.
+func TestEncodedEchoOfTheCredentialIsNotHandedBack(t *testing.T) {
+	up := newUpstream(t, encodingEcho)
+	const key = "sk-ant-Provider-KEY-123"
+	h := newHarness(t, "passthrough:\n  anthropic: {api_base: "+up.srv.URL+", api_key: "+key+"}\n", nil, nil)
+	resp, body := h.do(t, "POST", "/anthropic/v1/messages", strings.NewReader(`{}`), "Content-Type", "application/json", "Anthropic-Version", "2023-06-01")
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if up.last(t).Header.Get("X-Api-Key") != key {
+		t.Fatal("the key was not injected")
+	}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			low := strings.ToLower(v)
+			if strings.Contains(low, strings.ToLower(key)) || strings.Contains(low, strings.ToLower(url.QueryEscape(key))) ||
+				strings.Contains(v, hex.EncodeToString([]byte(key))) || strings.Contains(k, "Api-Key") {
+				t.Errorf("answer header %s: %s hands back the injected key", k, v)
+			}
+			if dec, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(v, "Basic ")); err == nil && strings.Contains(string(dec), key) {
+				t.Errorf("answer header %s: %s hands back the injected key in base64", k, v)
+			}
+			if dec, err := base64.RawURLEncoding.DecodeString(v); err == nil && strings.Contains(string(dec), key) {
+				t.Errorf("answer header %s: %s hands back the injected key in base64url", k, v)
+			}
+		}
+	}
+	if resp.Header.Get("X-B64-Content-Type") == "" || resp.Header.Get("X-Lower-Anthropic-Version") != "2023-06-01" {
+		t.Errorf("harmless echoes were dropped too: %v", resp.Header)
+	}
+}
+
+func TestEchoFormsFindEveryAlignment(t *testing.T) {
+	forms := echoForms([]string{"secret-value-42"})
+	for _, prefix := range []string{"", "a", "ab", "abc", "abcd"} {
+		enc := base64.StdEncoding.EncodeToString([]byte(prefix + "secret-value-42" + "tail"))
+		if !revealsAny("X", []string{enc}, forms) {
+			t.Errorf("base64 after %q not recognised: %s", prefix, enc)
+		}
+	}
+	if revealsAny("X", []string{"application/json", base64.StdEncoding.EncodeToString([]byte("hello world"))}, forms) {
+		t.Error("innocent values taken for the secret")
 	}
 }

@@ -577,7 +577,7 @@ func TestAllMethodsOnAllPrefixes(t *testing.T) {
 			up                    *upstream
 		}{
 			{"/anthropic", "/v1/things/t%201?limit=2", "/v1/things/t%201?limit=2", w.anthropic},
-			{"/gemini", "/v1beta/cachedContents/c1?pageSize=3", "/v1beta/cachedContents/c1?pageSize=3", w.gemini},
+			{"/gemini", "/v1beta/tunedModels/c1?pageSize=3", "/v1beta/tunedModels/c1?pageSize=3", w.gemini},
 			{"/vertex-ai", "/v1/projects/p/locations/europe-west4/things/x@1?a=b", "/v1/projects/p/locations/europe-west4/things/x@1?a=b", w.vertex},
 			{"/vertex_ai", "/v1/projects/p/locations/global/things/y?a=b", "/v1/projects/p/locations/global/things/y?a=b", w.vertex},
 			{"/bedrock", "/sessions/s-1?nextToken=n", "/sessions/s-1?nextToken=n", w.bedrock},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/store"
+	"github.com/sluice-gateway/sluice/pkg/store/local"
 )
 
 // fakeLimits records token counts.
@@ -87,6 +89,31 @@ type harness struct {
 	principal atomic.Pointer[auth.Principal]
 	// wrapBody, when set, wraps each request's body before the service sees it.
 	wrapBody func(io.ReadCloser) io.ReadCloser
+	// records holds the provider objects' owners.
+	records store.Records
+}
+
+// localRecords is a records table on bbolt in the test's directory.
+func localRecords(t testing.TB) store.Records {
+	t.Helper()
+	db, err := local.OpenDB(filepath.Join(t.TempDir(), "records.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	recs, err := local.NewRecords(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// own records team as the creator of provider object id ("files/file_1").
+func (h *harness) own(t testing.TB, p Provider, id, team string) {
+	t.Helper()
+	if err := h.svc.owners.record(context.Background(), p, id, team); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func teamPrincipal(models ...string) auth.Principal {
@@ -103,11 +130,11 @@ func newHarness(t testing.TB, yaml string, env map[string]string, tune func(*Opt
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{limits: &fakeLimits{}, bus: &eventBus{}}
+	h := &harness{limits: &fakeLimits{}, bus: &eventBus{}, records: localRecords(t)}
 	listening := logevent.ListeningFunc(func(context.Context, string, string) (bool, error) { return true, nil })
 	opts := Options{
 		Config: cfg, Getenv: func(k string) string { return env[k] }, Client: providers.NewHTTPClient(),
-		Limits: h.limits, Events: logevent.NewEmitter(h.bus, nil, listening, 0),
+		Limits: h.limits, Records: h.records, Events: logevent.NewEmitter(h.bus, nil, listening, 0),
 	}
 	if tune != nil {
 		tune(&opts)

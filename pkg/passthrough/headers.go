@@ -1,8 +1,11 @@
 package passthrough
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"slices"
 	"strings"
 )
@@ -84,10 +87,15 @@ func dropped(name string, named map[string]bool) bool {
 		strings.IndexByte(name, '_') >= 0 && drops(textproto.CanonicalMIMEHeaderKey(strings.ReplaceAll(name, "_", "-")))
 }
 
-// injectedSecrets returns the credentials sluice put on an outbound request,
-// read after the client's own were dropped and sluice's injected: the API
-// key, the OAuth2 access token, the SigV4 signature and session token.
+// injectedSecrets returns the spellings (echoForms) of the credentials
+// sluice put on an outbound request, read after the client's own were
+// dropped and sluice's injected: the API key, the OAuth2 access token, the
+// SigV4 signature and session token.
 func injectedSecrets(h http.Header) []string {
+	return echoForms(injectedCredentials(h))
+}
+
+func injectedCredentials(h http.Header) []string {
 	var out []string
 	for _, k := range []string{"X-Api-Key", "X-Goog-Api-Key", "X-Amz-Security-Token"} {
 		if v := h.Get(k); v != "" {
@@ -154,12 +162,57 @@ func copyResponseHeader(dst, src http.Header, secrets []string) {
 	}
 }
 
-// revealsAny reports whether a header's name or values contain a secret.
-func revealsAny(name string, values, secrets []string) bool {
-	for _, secret := range secrets {
-		if strings.Contains(name, secret) || slices.ContainsFunc(values, func(v string) bool { return strings.Contains(v, secret) }) {
-			return true
+// revealsAny reports whether a header's name or values hold a secret in any
+// of the spellings echoForms lists, compared case-insensitively: an upstream
+// may echo a credential lower-cased, percent-encoded, base64-encoded (alone
+// or inside a Basic credential) or in hex.
+func revealsAny(name string, values, forms []string) bool {
+	if len(forms) == 0 {
+		return false
+	}
+	holds := func(v string) bool {
+		v = strings.ToLower(v)
+		for _, f := range forms {
+			if strings.Contains(v, f) {
+				return true
+			}
+		}
+		return false
+	}
+	return holds(name) || slices.ContainsFunc(values, holds)
+}
+
+// minEchoForm is the shortest spelling of a secret looked for: shorter
+// runs (the tail of a short base64 alignment) would match innocent text.
+const minEchoForm = 8
+
+// echoForms returns the lower-cased spellings in which an echo could carry
+// one of secrets: as is, percent-encoded, in hex, and in base64 (standard
+// and URL alphabets) at each of the three alignments it can have inside a
+// longer encoded value (as in "Basic base64(user:secret)"), trimmed to the
+// characters that depend on the secret alone.
+func echoForms(secrets []string) []string {
+	var out []string
+	add := func(f string) {
+		if f = strings.ToLower(f); len(f) >= minEchoForm && !slices.Contains(out, f) {
+			out = append(out, f)
 		}
 	}
-	return false
+	for _, s := range secrets {
+		add(s)
+		add(url.QueryEscape(s))
+		add(url.PathEscape(s))
+		add(hex.EncodeToString([]byte(s)))
+		for off := range 3 {
+			padded := append(make([]byte, off, off+len(s)), s...)
+			// Characters [first, last) hold only the secret's bits.
+			first, last := (off*8+5)/6, (off+len(s))*8/6
+			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+				if e := enc.EncodeToString(padded); last > first {
+					add(e[first:last])
+				}
+			}
+		}
+	}
+	return out
 }

@@ -90,6 +90,7 @@ func TestRedirectsThroughTheRelay(t *testing.T) {
 				w.WriteHeader(http.StatusFound)
 			})
 			h := newHarness(t, allPrefixes(up.srv.URL), nil, nil)
+			h.own(t, Gemini, "files/abc", "team-a")
 			client := h.srv.Client()
 			client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 			resp, err := client.Get(h.srv.URL + "/gemini/v1beta/files/abc")

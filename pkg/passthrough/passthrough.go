@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
 	"github.com/sluice-gateway/sluice/pkg/providers/google"
+	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
 // Defaults of Options.
@@ -62,7 +63,10 @@ type Options struct {
 	// Client calls the providers (providers.NewHTTPClient).
 	Client *http.Client
 	Limits Limits
-	Events *logevent.Emitter // nil: no events
+	// Records holds which team created each provider object that passed
+	// through (ownership.go).
+	Records store.Records
+	Events  *logevent.Emitter // nil: no events
 	// AWSDefaultChain finds AWS credentials when none are configured
 	// (bedrock.SDKDefaultChain); nil: none.
 	AWSDefaultChain bedrock.DefaultChain
@@ -83,6 +87,7 @@ type Service struct {
 	aliases   map[Provider]map[string][]string
 	buffers   sync.Pool
 	transport http.RoundTripper
+	owners    owners
 }
 
 // New builds the service. It does no I/O: credentials are resolved on a
@@ -99,6 +104,9 @@ func New(opts Options) (*Service, error) {
 	}
 	if opts.Limits == nil {
 		return nil, errors.New("passthrough: a limiter is required")
+	}
+	if opts.Records == nil {
+		return nil, errors.New("passthrough: a records store is required")
 	}
 	if opts.MaxBody <= 0 {
 		opts.MaxBody = DefaultMaxBody
@@ -118,6 +126,7 @@ func New(opts Options) (*Service, error) {
 		aliases:   map[Provider]map[string][]string{},
 		buffers:   sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }},
 		transport: opts.Client.Transport,
+		owners:    owners{records: opts.Records, now: time.Now},
 	}
 	if s.transport == nil {
 		s.transport = http.DefaultTransport
@@ -247,6 +256,11 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 		}
 	}
 
+	obj := classifyObject(c.provider, r.Method, ep)
+	if err := s.checkObjectAccess(ctx, c, obj); err != nil {
+		return err
+	}
+
 	// The body: Bedrock's is read whole (SigV4 signs its hash); so is one
 	// that names the model of a restricted key's call. Every other body
 	// streams up, within MaxBody.
@@ -305,6 +319,9 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 		return s.callError(r, cctx, limited, err)
 	}
 	defer resp.Body.Close()
+	if answersObjects(obj, c, resp) {
+		return s.answerObjects(w, r, cctx, watch, resp, c, obj)
+	}
 	return s.answer(w, r, cctx, watch, resp, c)
 }
 

@@ -123,12 +123,16 @@ func joinURL(base *url.URL, escapedPath, rawQuery string) *url.URL {
 var credentialParams = []string{"key", "access_token", "oauth_token", "$httpheaders"}
 
 // forwardQuery returns the raw query without credential parameters, keeping
-// every other parameter byte for byte and in order. Parameter names are
-// compared decoded and case-insensitively, so "k%65y=" or "KEY=" cannot
-// smuggle a key through.
+// every other parameter byte for byte and in order. Parameters are split at
+// '&' and at ';' (which some servers and proxies also take for a separator),
+// and names compared as isCredentialParam reads them, so "k%65y=", "KEY=",
+// ";key=" or "key[]=" cannot smuggle a key through.
 func forwardQuery(raw string) (string, error) {
 	if raw == "" {
 		return "", nil
+	}
+	if strings.ContainsFunc(raw, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return "", api.InvalidValue("query", "The query string contains a control character.")
 	}
 	var b strings.Builder
 	kept := 0
@@ -136,30 +140,56 @@ func forwardQuery(raw string) (string, error) {
 		if part == "" {
 			continue
 		}
-		name, _, _ := strings.Cut(part, "=")
-		dec, err := url.QueryUnescape(name)
-		if err != nil {
-			return "", api.InvalidValue("query", "The query parameter %q has a malformed percent-escape.", truncate(name, 100))
+		var sub strings.Builder
+		subs := 0
+		for p := range strings.SplitSeq(part, ";") {
+			name, _, _ := strings.Cut(p, "=")
+			dec, err := url.QueryUnescape(name)
+			if err != nil {
+				return "", api.InvalidValue("query", "The query parameter %q has a malformed percent-escape.", truncate(name, 100))
+			}
+			if isCredentialParam(dec) {
+				continue
+			}
+			if subs > 0 {
+				sub.WriteByte(';')
+			}
+			sub.WriteString(p)
+			subs++
 		}
-		if strings.ContainsFunc(part, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-			return "", api.InvalidValue("query", "The query string contains a control character.")
-		}
-		if isCredentialParam(dec) {
+		if subs == 0 || sub.Len() == 0 {
 			continue
 		}
 		if kept > 0 {
 			b.WriteByte('&')
 		}
-		b.WriteString(part)
+		b.WriteString(sub.String())
 		kept++
 	}
 	return b.String(), nil
 }
 
+// isCredentialParam reports whether a decoded query parameter name is one a
+// provider, a framework or a proxy could read as a credential parameter: in
+// any case, padded with spaces, decoded once more (a proxy that decodes
+// twice), prefixed with '$' (Google's system parameters), or as an array or
+// map member (key[], key[0], key.x: PHP, Rails, qs).
 func isCredentialParam(name string) bool {
-	n := strings.ToLower(strings.TrimSpace(name))
+	n := name
+	for range 3 {
+		d, err := url.QueryUnescape(n)
+		if err != nil || d == n {
+			break
+		}
+		n = d
+	}
+	n = strings.ToLower(strings.TrimSpace(n))
+	if i := strings.IndexAny(n, "[."); i >= 0 {
+		n = strings.TrimSpace(n[:i])
+	}
+	n = strings.TrimLeft(n, "$")
 	for _, c := range credentialParams {
-		if n == c {
+		if n == strings.TrimLeft(c, "$") {
 			return true
 		}
 	}

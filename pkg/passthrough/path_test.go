@@ -87,6 +87,18 @@ func TestForwardQuery(t *testing.T) {
 		{"q=a%20b+c&empty=&flag", "q=a%20b+c&empty=&flag"},
 		{"&&a=1&&", "a=1"},
 		{"key", ""},
+		// Every spelling a provider, framework or proxy could read as key.
+		{"alt=sse;key=sk-sluice", "alt=sse"},
+		{"key=sk-sluice;alt=sse&b=1", "alt=sse&b=1"},
+		{"key[]=sk-sluice&alt=sse", "alt=sse"},
+		{"key%5B%5D=sk-sluice&alt=sse", "alt=sse"},
+		{"key%255B%255D=sk-sluice&alt=sse", "alt=sse"},
+		{"key[0]=sk-sluice&key.x=y&alt=sse", "alt=sse"},
+		{"%24key=sk-sluice&alt=sse", "alt=sse"},
+		{"key+=sk-sluice&%20key=x&alt=sse", "alt=sse"},
+		{"ACCESS_TOKEN[]=ya29&alt=sse", "alt=sse"},
+		{"filter=a;b&q=x", "filter=a;b&q=x"},
+		{"keys=1&monkey=2&keyword=3", "keys=1&monkey=2&keyword=3"},
 	} {
 		got, err := forwardQuery(tc.in)
 		if err != nil || got != tc.want {
@@ -239,7 +251,7 @@ func FuzzParseEndpoint(f *testing.F) {
 		ep, err := parseEndpoint(rest)
 		q, qerr := forwardQuery(query)
 		if qerr == nil {
-			for part := range strings.SplitSeq(q, "&") {
+			for part := range strings.FieldsFuncSeq(q, func(r rune) bool { return r == '&' || r == ';' }) {
 				name, _, _ := strings.Cut(part, "=")
 				if dec, err := url.QueryUnescape(name); err == nil && isCredentialParam(dec) {
 					t.Fatalf("credential parameter %q forwarded from %q", name, query)

@@ -78,10 +78,10 @@ func TestBadPathsNeverReachTheUpstream(t *testing.T) {
 		t.Errorf("no endpoint: %d", code)
 	}
 	// Legitimate encoded characters pass unchanged.
-	if code, body := rawRequest(t, h, "/anthropic/v1/files/a%20b%3Ac@d"); code != 200 {
+	if code, body := rawRequest(t, h, "/anthropic/v1/things/a%20b%3Ac@d"); code != 200 {
 		t.Fatalf("encoded path refused: %d %s", code, body)
 	}
-	if got := up.last(t).RequestURI; got != "/v1/files/a%20b%3Ac@d" {
+	if got := up.last(t).RequestURI; got != "/v1/things/a%20b%3Ac@d" {
 		t.Errorf("forwarded %q", got)
 	}
 }

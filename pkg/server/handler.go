@@ -31,9 +31,13 @@ func Handler(s *Services, opts Options) (http.Handler, error) {
 	mux := http.NewServeMux()
 	methods := map[string][]string{} // pattern → methods, for 405s
 	mounted := 0
+	var aws awsPrefixes
 	for _, rt := range Routes() {
 		if opts.Function != "" && rt.Function != opts.Function {
 			continue
+		}
+		if rt.AWSErrors {
+			aws = append(aws, routePrefix(rt.Pattern))
 		}
 		mux.Handle(rt.Method+" "+rt.Pattern, s.wrap(rt, rt.handler(s), opts.AwaitPublishes))
 		methods[rt.Pattern] = append(methods[rt.Pattern], rt.Method)
@@ -47,7 +51,7 @@ func Handler(s *Services, opts Options) (http.Handler, error) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			r = api.StartRequest(w, r)
 			w.Header().Set("Allow", allow)
-			api.WriteError(w, r, api.MethodNotAllowed(r.Method, r.URL.Path))
+			aws.writeError(w, r, api.MethodNotAllowed(r.Method, r.URL.Path))
 		})
 	}
 	for pattern := range methods {
@@ -57,12 +61,36 @@ func Handler(s *Services, opts Options) (http.Handler, error) {
 			prefix := pattern[:i]
 			mux.HandleFunc(prefix, func(w http.ResponseWriter, r *http.Request) {
 				r = api.StartRequest(w, r)
-				api.WriteError(w, r, api.NotFound("Unknown route: %s %s. Name the endpoint after the prefix: %s/….", r.Method, r.URL.Path, prefix))
+				aws.writeError(w, r, api.NotFound("Unknown route: %s %s. Name the endpoint after the prefix: %s/….", r.Method, r.URL.Path, prefix))
 			})
 		}
 	}
 	mux.HandleFunc("/", unknownRoute)
-	return rejectUncleanPaths(mux), nil
+	return rejectUncleanPaths(mux, aws), nil
+}
+
+// awsPrefixes are the path prefixes whose errors are in AWS's shape
+// (Route.AWSErrors).
+type awsPrefixes []string
+
+// routePrefix is a pattern's first segment ("/bedrock/{endpoint...}" →
+// "/bedrock").
+func routePrefix(pattern string) string {
+	if i := strings.IndexByte(pattern[1:], '/'); i >= 0 {
+		return pattern[:i+1]
+	}
+	return pattern
+}
+
+// writeError renders err in the shape r's prefix uses.
+func (a awsPrefixes) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	for _, p := range a {
+		if r.URL.Path == p || strings.HasPrefix(r.URL.Path, p+"/") {
+			api.WriteAWSError(w, r, err)
+			return
+		}
+	}
+	api.WriteError(w, r, err)
 }
 
 func unknownRoute(w http.ResponseWriter, r *http.Request) {
@@ -73,11 +101,11 @@ func unknownRoute(w http.ResponseWriter, r *http.Request) {
 // rejectUncleanPaths answers 400 for paths with dot segments or empty
 // segments instead of letting the mux redirect them: a gateway has no use
 // for them, and passthrough must never forward them.
-func rejectUncleanPaths(next http.Handler) http.Handler {
+func rejectUncleanPaths(next http.Handler, aws awsPrefixes) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := r.URL.Path; !canonicalPath(p) {
 			r = api.StartRequest(w, r)
-			api.WriteError(w, r, api.InvalidValue("path", "The request path %q is not in canonical form (no '.', '..' or empty segments).", p))
+			aws.writeError(w, r, api.InvalidValue("path", "The request path %q is not in canonical form (no '.', '..' or empty segments).", p))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -109,6 +137,10 @@ func canonicalPath(p string) bool {
 // has), else left to finish in the background.
 func (s *Services) wrap(rt Route, h HandlerFunc, await bool) http.Handler {
 	publishes := slices.Contains(rt.Needs, EventsPublish)
+	writeError := api.WriteError
+	if rt.AWSErrors {
+		writeError = api.WriteAWSError
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The request's context is built whole, then the request copied
 		// once: each WithContext copies the whole request.
@@ -135,7 +167,7 @@ func (s *Services) wrap(rt Route, h HandlerFunc, await bool) http.Handler {
 			panic(http.ErrAbortHandler)
 		}
 		if err != nil {
-			api.WriteError(w, r, err)
+			writeError(w, r, err)
 		}
 		if await && pending != nil && pending.Waiting() {
 			http.NewResponseController(w).Flush()

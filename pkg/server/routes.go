@@ -41,6 +41,9 @@ type Route struct {
 	Stream bool
 	// KeyInQuery accepts the key in the ?key= query parameter (passthrough only).
 	KeyInQuery bool
+	// AWSErrors renders sluice's own errors in AWS's JSON error shape
+	// (api.WriteAWSError): the Bedrock prefix, whose clients are AWS SDKs.
+	AWSErrors bool
 	// Needs is what the handler touches in the deployment, beyond what the
 	// middleware needs for Access (see Route.Capabilities).
 	Needs []Capability
@@ -77,7 +80,7 @@ func passthroughRoutes() []Route {
 		for _, m := range passthroughMethods {
 			routes = append(routes, Route{
 				Method: m, Pattern: p.prefix + "/{endpoint...}", Function: p.function, Access: AnyKey,
-				Stream: true, KeyInQuery: true, Needs: p.needs,
+				Stream: true, KeyInQuery: true, Needs: p.needs, AWSErrors: p.provider == passthrough.Bedrock,
 				handler: func(s *Services) HandlerFunc { return s.Passthrough.Handler(p.provider) },
 			})
 		}

@@ -138,7 +138,7 @@ func NewServices(deps Deps) (*Services, error) {
 	s.buildBatches(deps)
 	if s.Passthrough, err = passthrough.New(passthrough.Options{
 		Config: deps.Config, Secrets: deps.Secrets, Getenv: deps.Getenv, Client: client,
-		Limits: a, Events: s.Events, AWSDefaultChain: bedrock.SDKDefaultChain, MaxBody: deps.Settings.MaxFileSize,
+		Limits: a, Records: deps.Backend.Records, Events: s.Events, AWSDefaultChain: bedrock.SDKDefaultChain, MaxBody: deps.Settings.MaxFileSize,
 	}); err != nil {
 		return nil, err
 	}
