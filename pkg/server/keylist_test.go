@@ -94,7 +94,7 @@ func TestKeyList(t *testing.T) {
 
 		for _, tc := range []struct {
 			query, code string
-			status     int
+			status      int
 		}{
 			{"", "missing_required_parameter", 400},
 			{"?team_id=team-nosuch", "", 404},
