@@ -20,6 +20,10 @@ help: ## List the targets
 run: ## Run the gateway locally on embedded storage (127.0.0.1:4000, data in ./.sluice; config: SLUICE_CONFIG, ./sluice.yaml or sluice.example.yaml)
 	SLUICE_CONFIG="$${SLUICE_CONFIG:-$$(test -f sluice.yaml && echo sluice.yaml || echo sluice.example.yaml)}" $(GO) run ./functions/local
 
+.PHONY: cli
+cli: ## Build the sluice command-line client into bin/sluice (go install ./infra/sluice installs it)
+	$(GO) build -o bin/sluice ./infra/sluice
+
 .PHONY: redrive
 redrive: ## Re-drive the log events waiting in the delivery dead-letter queue (stop `make run` first: it holds the data dir)
 	$(GO) run ./functions/local redrive

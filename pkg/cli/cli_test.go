@@ -386,7 +386,7 @@ func TestJSONOutputParses(t *testing.T) {
 	}
 	out, _, code := e.run(t, e.key, "", "--json", "batch", "run", e.input(t, 3))
 	var b struct {
-		Status        string `json:"status"`
+		Status        string                  `json:"status"`
 		RequestCounts struct{ Completed int } `json:"request_counts"`
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &b) != nil || b.Status != "completed" || b.RequestCounts.Completed != 3 {
