@@ -87,6 +87,9 @@ func Routes() []Route {
 		{Method: "GET", Pattern: "/health/liveliness", Function: "health", Access: Public, handler: func(s *Services) HandlerFunc { return s.liveliness }},
 		{Method: "GET", Pattern: "/health/readiness", Function: "health", Access: Public, Needs: []Capability{RecordsRead}, handler: func(s *Services) HandlerFunc { return s.readiness }},
 
+		{Method: "GET", Pattern: "/ui", Function: "ui", Access: Public, handler: func(s *Services) HandlerFunc { return s.page() }},
+		{Method: "GET", Pattern: "/ui/{asset}", Function: "ui", Access: Public, handler: func(s *Services) HandlerFunc { return s.page() }},
+
 		{Method: "GET", Pattern: "/v1/models", Function: "models", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.listModels }},
 
 		{Method: "POST", Pattern: "/v1/embeddings", Function: "embeddings", Access: AnyKey, Stream: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/embeddings") }},
