@@ -29,7 +29,7 @@ const CSP = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; b
 
 // asset is one embedded file, ready to serve.
 type asset struct {
-	body []byte
+	body  []byte
 	ctype string
 	etag  string
 }
