@@ -30,13 +30,20 @@ redrive: ## Re-drive the log events waiting in the delivery dead-letter queue (s
 
 .PHONY: test
 test: export SLUICE_REQUIRE_NODE = 1
-test: vet check-deps lint-template node-deps test-aws ## Everything: vet, dependency check, cfn-lint, every test (-race) on both backends, moto_server started and stopped
+test: export SLUICE_REQUIRE_CHROMIUM = 1
+test: vet check-deps lint-template node-deps chromium test-aws ## Everything: vet, dependency check, cfn-lint, every test (-race) on both backends, moto_server started and stopped
 
 # The official openai Node client the tests drive, one copy per package that
 # uses it (pkg/*/testdata/node, at the version its package-lock.json pins):
 # installed once into the ignored node_modules, again only when the lockfile
 # changes.
 NODE_CLIENT_DIRS := $(patsubst %/package-lock.json,%,$(wildcard pkg/*/testdata/node/package-lock.json))
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: chromium
+chromium: ## Install Debian's chromium, which the admin page's browser test drives (apt-get, once)
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends chromium; }
 
 .PHONY: node-deps
 node-deps: $(addsuffix /node_modules/.package-lock.json,$(NODE_CLIENT_DIRS)) ## Install the Node client the tests drive (npm ci, once)

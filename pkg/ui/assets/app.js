@@ -45,7 +45,12 @@ async function api(method, path, body) {
 }
 
 function say(msg) { document.getElementById("alert").textContent = msg || ""; }
-function status(msg) { document.getElementById("status").textContent = msg || ""; }
+let statusTimer = 0;
+function status(msg) {
+  document.getElementById("status").textContent = msg || "";
+  clearTimeout(statusTimer);
+  statusTimer = setTimeout(() => { document.getElementById("status").textContent = ""; }, 4000);
+}
 function fail(e) {
   if (e instanceof ApiError && e.status === 401) { signOut("Your key was refused (HTTP 401): sign in again."); return; }
   say(e.message || String(e));
