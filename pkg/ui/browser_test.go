@@ -75,7 +75,11 @@ func TestAdminPageInChromium(t *testing.T) {
 		"callback_settings:\n  allow_hosts: [\"127.0.0.1\"]\n"
 	g := gatewaytest.Start(t, gatewaytest.Backends()[0], gatewaytest.Options{
 		Config: cfg, Jobs: []string{"batch-worker"},
-		Batches: func(o *batches.Options) { o.Concurrency = 1; o.StatusEvery = 50 * time.Millisecond; o.RetryDelay = 10 * time.Millisecond },
+		Batches: func(o *batches.Options) {
+			o.Concurrency = 1
+			o.StatusEvery = 50 * time.Millisecond
+			o.RetryDelay = 10 * time.Millisecond
+		},
 	})
 	team, key := g.TeamKey()
 	const secret = "sk-lf-do-not-show"
@@ -242,6 +246,11 @@ func TestAdminPageInChromium(t *testing.T) {
 	for _, p := range []string{"teams", "keys", "spend", "batches", "callbacks"} {
 		do(p+" on a phone", chromedp.Click(link(strings.ToUpper(p[:1])+p[1:])), chromedp.WaitVisible(chromedp.CSS(`#title`)))
 		shot(p + "-390")
+		// Every control has an accessible name and is in the tab order.
+		bad := get(t, ctx, p+" controls", chromedp.Evaluate[[]string](unlabelled))
+		if len(bad) > 0 {
+			t.Errorf("%s: controls without a name or out of the tab order: %v", p, bad)
+		}
 	}
 	do("desktop", chromedp.EmulateViewport(1280, 800))
 
@@ -276,6 +285,14 @@ func TestAdminPageInChromium(t *testing.T) {
 		t.Error(p)
 	}
 }
+
+// unlabelled lists the page's controls that have no accessible name (a
+// label, text or aria-label) or that the keyboard cannot reach.
+const unlabelled = `[...document.querySelectorAll("input, select, button, a[href]")].filter(e => {
+  if (e.closest("[hidden]") || e.type === "hidden") return false;
+  const named = (e.labels && e.labels.length > 0) || e.textContent.trim() !== "" || e.getAttribute("aria-label");
+  return !named || e.tabIndex < 0;
+}).map(e => e.outerHTML.slice(0, 80))`
 
 // get runs one action that returns a value, failing the test if it fails.
 func get[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
