@@ -240,6 +240,23 @@ func TestAdminPageInChromium(t *testing.T) {
 		do("spend", chromedp.Click(link("Spend")), chromedp.WaitVisible(`//*[@role="img" and @aria-label="Spend over time"]|//*[@id="nospend"]`))
 	}
 	shot("spend-1280")
+	// The chart the Spend page draws from a report of the agreed shape
+	// (two teams over three days): one line per group, a point per day
+	// with spend, days on the x axis.
+	drawn := get(t, ctx, "chart", chromedp.Evaluate[map[string]any](`(() => {
+  const c = chart([
+    {date: "2026-11-25", group: "team-a", group_alias: "search", spend: 0.5, input_tokens: 1, output_tokens: 2, requests: 1},
+    {date: "2026-11-26", group: "team-a", group_alias: "search", spend: 1.25, input_tokens: 1, output_tokens: 2, requests: 1},
+    {date: "2026-11-27", group: "team-b", group_alias: "", spend: 2, input_tokens: 1, output_tokens: 2, requests: 1}]);
+  const s = c.querySelector('svg[role="img"][aria-label="Spend over time"]');
+  return {svg: !!s, lines: c.querySelectorAll("polyline").length, points: c.querySelectorAll("circle").length,
+    labels: [...c.querySelectorAll("text")].map(e => e.textContent), legend: c.querySelector(".legend").textContent};
+})()`))
+	if drawn["svg"] != true || drawn["lines"] != float64(2) || drawn["points"] != float64(3) ||
+		!strings.Contains(fmt.Sprint(drawn["labels"]), "11-25") || !strings.Contains(fmt.Sprint(drawn["labels"]), "$2.00") ||
+		drawn["legend"] != "searchteam-b" {
+		t.Errorf("the chart: %v", drawn)
+	}
 
 	// Every page at a phone's size.
 	do("phone", chromedp.EmulateViewport(390, 844))
