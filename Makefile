@@ -20,6 +20,10 @@ help: ## List the targets
 run: ## Run the gateway locally on embedded storage (127.0.0.1:4000, data in ./.sluice; config: SLUICE_CONFIG, ./sluice.yaml or sluice.example.yaml)
 	SLUICE_CONFIG="$${SLUICE_CONFIG:-$$(test -f sluice.yaml && echo sluice.yaml || echo sluice.example.yaml)}" $(GO) run ./functions/local
 
+.PHONY: cli
+cli: ## Build the sluice command-line client into bin/sluice (go install ./infra/sluice installs it)
+	$(GO) build -o bin/sluice ./infra/sluice
+
 .PHONY: redrive
 redrive: ## Re-drive the log events waiting in the delivery dead-letter queue (stop `make run` first: it holds the data dir)
 	$(GO) run ./functions/local redrive
@@ -28,7 +32,8 @@ redrive: ## Re-drive the log events waiting in the delivery dead-letter queue (s
 test: export SLUICE_REQUIRE_NODE = 1
 test: export SLUICE_REQUIRE_RIE = 1
 test: export SLUICE_TEST_ALL_BOOTSTRAPS = 1
-test: vet check-deps lint-template node-deps rie test-aws ## Everything: vet, dependency check, cfn-lint, every test (-race) on both backends, moto_server started and stopped
+test: export SLUICE_REQUIRE_CHROMIUM = 1
+test: vet check-deps lint-template node-deps rie chromium test-aws ## Everything: vet, dependency check, cfn-lint, every test (-race) on both backends, moto_server started and stopped
 
 # The Node clients the tests drive (the official openai one; the AWS SDK for
 # JavaScript's Bedrock client in pkg/gateway), one copy per package that
@@ -36,6 +41,12 @@ test: vet check-deps lint-template node-deps rie test-aws ## Everything: vet, de
 # installed once into the ignored node_modules, again only when the lockfile
 # changes.
 NODE_CLIENT_DIRS := $(patsubst %/package-lock.json,%,$(wildcard pkg/*/testdata/node/package-lock.json))
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: chromium
+chromium: ## Install Debian's chromium, which the admin page's browser test drives (apt-get, once)
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends chromium; }
 
 .PHONY: node-deps
 node-deps: $(addsuffix /node_modules/.package-lock.json,$(NODE_CLIENT_DIRS)) ## Install the Node client the tests drive (npm ci, once)

@@ -166,6 +166,11 @@ func TestFirstSession(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(binDir, "curl"), []byte(shim), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// The sluice command, as make cli builds it; its calls are its own,
+	// not the curl shim's.
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "sluice"), "../infra/sluice").CombinedOutput(); err != nil {
+		t.Fatalf("build the sluice command: %v\n%s", err, out)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bash, "-c", "set -euo pipefail\n"+text)

@@ -72,6 +72,7 @@ func (s step) function() string { return strings.SplitN(s.sample, "/", 2)[0] }
 var scenario = []step{
 	{sample: "health/liveliness.json", status: 200, contains: `"healthy"`},
 	{sample: "health/readiness.json", status: 200, contains: `"healthy"`},
+	{sample: "ui/page.json", status: 200, contains: `<label for="key">API key</label>`},
 	{sample: "models/list.json", status: 200, contains: `"text-embedding-3-small"`},
 	{sample: "admin/team-new.json", status: 200, capture: map[string]string{"team_id": sampleTeamID}},
 	{sample: "admin/key-generate.json", status: 200, capture: map[string]string{"key": sampleKey}},

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 )
@@ -80,6 +81,44 @@ func (h Handlers) KeyInfo(w http.ResponseWriter, r *http.Request) error {
 	}
 	api.WriteJSON(w, http.StatusOK, map[string]any{"key": info.Token, "info": info})
 	return nil
+}
+
+// KeyList serves GET /key/list?team_id=&page=&size=: a team key lists its
+// own team's keys (team_id may be left out), the master key any team's.
+func (h Handlers) KeyList(w http.ResponseWriter, r *http.Request) error {
+	p := FromContext(r.Context())
+	q := r.URL.Query()
+	id := q.Get("team_id")
+	if id == "" && !p.Admin {
+		id = p.TeamID
+	}
+	page, err := intParam(q.Get("page"), "page", 1, 1, 1<<20)
+	if err != nil {
+		return err
+	}
+	size, err := intParam(q.Get("size"), "size", 100, 1, MaxKeyListSize)
+	if err != nil {
+		return err
+	}
+	keys, err := h.Service.Keys(r.Context(), p, id, page, size)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, keys)
+	return nil
+}
+
+// intParam parses query parameter name: def when absent, an error unless
+// an integer in [lo, hi].
+func intParam(v, name string, def, lo, hi int) (int, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, api.InvalidValue(name, "%s must be an integer from %d to %d.", name, lo, hi)
+	}
+	return n, nil
 }
 
 // KeyDelete serves POST /key/delete.

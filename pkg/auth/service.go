@@ -366,6 +366,60 @@ func (s *Service) KeyInfo(ctx context.Context, p Principal, keyOrToken string) (
 	return info, nil
 }
 
+// MaxKeyListSize bounds one page of Keys.
+const MaxKeyListSize = 1000
+
+// KeyPage is one page of a team's keys, newest last (LiteLLM's /key/list
+// with return_full_object: the stored info, never the key itself).
+type KeyPage struct {
+	Keys        []*KeyInfo `json:"keys"`
+	TotalCount  int        `json:"total_count"`
+	CurrentPage int        `json:"current_page"`
+	TotalPages  int        `json:"total_pages"`
+}
+
+// Keys lists team id's keys, page page (from 1) of size: the admin may list
+// any team's, a team key only its own team's.
+func (s *Service) Keys(ctx context.Context, p Principal, id string, page, size int) (*KeyPage, error) {
+	if id == "" {
+		return nil, api.MissingParam("team_id")
+	}
+	if !p.CanAccessTeam(id) {
+		return nil, api.NotFound("Team %q not found.", id)
+	}
+	if _, err := s.team(ctx, id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, api.NotFound("Team %q not found.", id)
+		}
+		return nil, err
+	}
+	out := &KeyPage{Keys: []*KeyInfo{}, CurrentPage: page}
+	first := (page - 1) * size
+	q := store.Query{Index: store.GSI1, PK: "TEAM#" + id, SKPrefix: "KEY#", Limit: MaxKeyListSize}
+	for {
+		res, err := s.records.Query(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("list keys of %s: %w", id, err)
+		}
+		for _, rec := range res.Records {
+			if out.TotalCount >= first && len(out.Keys) < size {
+				k, err := decode[KeyInfo](rec.Body)
+				if err != nil {
+					return nil, fmt.Errorf("decode key %s: %w", rec.Key.PK, err)
+				}
+				out.Keys = append(out.Keys, k)
+			}
+			out.TotalCount++
+		}
+		if !res.More || len(res.Records) == 0 {
+			break
+		}
+		q.After = res.Records[len(res.Records)-1].GSI1.SK
+	}
+	out.TotalPages = (out.TotalCount + size - 1) / size
+	return out, nil
+}
+
 // DeleteKeys deletes keys given raw or as tokens and returns what it deleted,
 // in the form given. Unknown keys are a 404 naming them; nothing is deleted then.
 func (s *Service) DeleteKeys(ctx context.Context, keys []string) ([]string, error) {

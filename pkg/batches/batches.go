@@ -166,6 +166,11 @@ type Options struct {
 	// StatusEvery is how often a running chunk rereads its batch (a cancel,
 	// the expiry).
 	StatusEvery time.Duration
+	// ProgressEvery is how often a running chunk publishes the lines it
+	// finished since its last commit to the batch's counts (one write per
+	// run and interval, and only when lines finished), so progress moves
+	// while a chunk runs rather than when it ends.
+	ProgressEvery time.Duration
 	// StaleAfter is how long a batch may sit in validating, or with every
 	// chunk done and no finalize, before the sweep sends its message again.
 	StaleAfter time.Duration
@@ -188,7 +193,10 @@ const (
 	DefaultMaxRun      = 10 * time.Minute
 	DefaultRetryDelay  = 10 * time.Second
 	DefaultStatusEvery = 2 * time.Second
-	DefaultStaleAfter  = 5 * time.Minute
+	// DefaultProgressEvery keeps a batch's request_counts moving at least
+	// every 2 s while its lines finish (issue 34).
+	DefaultProgressEvery = time.Second
+	DefaultStaleAfter    = 5 * time.Minute
 	// DefaultWindow is OpenAI's completion window.
 	DefaultWindow = "24h"
 	// DefaultSweepInterval is how often the local process runs the sweep
@@ -244,6 +252,9 @@ func NewService(deps Deps, opts Options) *Service {
 	}
 	if opts.StatusEvery <= 0 {
 		opts.StatusEvery = DefaultStatusEvery
+	}
+	if opts.ProgressEvery <= 0 {
+		opts.ProgressEvery = DefaultProgressEvery
 	}
 	if opts.StaleAfter <= 0 {
 		opts.StaleAfter = DefaultStaleAfter

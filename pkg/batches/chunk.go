@@ -90,7 +90,9 @@ func (s *Service) acquire(ctx context.Context, st *state, c *chunk) (*chunkRun, 
 	if err != nil {
 		return nil, err
 	}
-	err = s.deps.Records.Update(ctx, rec, store.Cond{Version: c.version, StatusIn: []string{chunkPending}})
+	writes := append([]store.Write{{Kind: store.WriteUpdate, Record: rec, Cond: store.Cond{Version: c.version, StatusIn: []string{chunkPending}}}},
+		unshow(id, dead)...)
+	err = s.deps.Records.Transact(ctx, writes)
 	if errors.Is(err, store.ErrConditionFailed) {
 		return nil, errLost
 	}
@@ -396,6 +398,8 @@ func (r *chunkRun) monitor(ctx context.Context, dispatchEnd time.Time) {
 	defer renew.Stop()
 	status := time.NewTicker(s.opts.StatusEvery)
 	defer status.Stop()
+	show := time.NewTicker(s.opts.ProgressEvery)
+	defer show.Stop()
 	end := time.NewTimer(time.Until(dispatchEnd))
 	defer end.Stop()
 	for {
@@ -410,6 +414,12 @@ func (r *chunkRun) monitor(ctx context.Context, dispatchEnd time.Time) {
 		case <-status.C:
 			if st, err := s.load(ctx, r.batch.doc.ID); err == nil && !st.runnable(s.now()) {
 				r.halt(stopClosing)
+			}
+		case <-show.C:
+			if err := r.publish(ctx); errors.Is(err, errLost) {
+				r.fail(err)
+			} else if err != nil {
+				slog.WarnContext(ctx, "batches: could not show a chunk's progress", "batch", r.batch.doc.ID, "chunk", r.c.doc.N, "error", err)
 			}
 		case <-renew.C:
 			if err := r.renew(ctx); errors.Is(err, errLost) {
@@ -439,12 +449,16 @@ func (r *chunkRun) renew(ctx context.Context) error {
 	return nil
 }
 
-// release gives the lease back, having saved nothing.
+// release gives the lease back, having saved nothing (and taking back the
+// progress it showed).
 func (r *chunkRun) release(ctx context.Context) {
+	shown := r.c.doc.Lease
 	r.c.doc.Lease = nil
 	rec, err := r.c.record(r.batch.doc.ID)
 	if err == nil {
-		err = r.s.deps.Records.Update(context.WithoutCancel(ctx), rec, store.Cond{Version: r.c.version})
+		writes := append([]store.Write{{Kind: store.WriteUpdate, Record: rec, Cond: store.Cond{Version: r.c.version}}},
+			unshow(r.batch.doc.ID, shown)...)
+		err = r.s.deps.Records.Transact(context.WithoutCancel(ctx), writes)
 	}
 	if err != nil && !errors.Is(err, store.ErrConditionFailed) {
 		slog.WarnContext(ctx, "batches: could not give a chunk's lease back; it runs out", "batch", r.batch.doc.ID, "chunk", r.c.doc.N, "error", err)
@@ -499,6 +513,7 @@ func (r *chunkRun) commit(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	c.doc.Pieces = append(c.doc.Pieces, piece{Epoch: c.doc.Epoch, Out: out, Err: errp, Done: r.mine})
+	shown := c.doc.Lease.Shown
 	c.doc.Lease = nil
 	c.status = chunkPending
 	if complete {
@@ -514,6 +529,7 @@ func (r *chunkRun) commit(ctx context.Context, log *slog.Logger) error {
 		ctrInput: r.usage.PromptTokens, ctrOutput: r.usage.CompletionTokens, ctrTotal: r.usage.TotalTokens,
 		ctrCached: r.usage.PromptTokensDetails.CachedTokens, ctrReasoning: r.usage.CompletionTokensDetails.ReasoningTokens,
 	}
+	liveAdds(adds, shown, nil) // counted now: no longer live
 	if complete {
 		adds[ctrChunks] = 1
 	}

@@ -238,6 +238,7 @@ func (s *Service) change(ctx context.Context, id string, f func(st *state) (bool
 // object renders the Batch object.
 func (st *state) object() Batch {
 	d := st.doc
+	ctr := st.withLive()
 	b := Batch{
 		ID: d.ID, Object: "batch", Endpoint: d.Endpoint, InputFileID: d.InputFileID,
 		CompletionWindow: d.Window, Status: st.status, CreatedAt: seconds(d.Created),
@@ -248,14 +249,14 @@ func (st *state) object() Batch {
 		OutputFileID: optString(d.OutputFileID), ErrorFileID: optString(d.ErrorFileID),
 		Metadata: d.Metadata,
 		RequestCounts: RequestCounts{
-			Total: d.Total, Completed: st.counters[ctrCompleted], Failed: st.counters[ctrFailed],
+			Total: d.Total, Completed: ctr[ctrCompleted], Failed: ctr[ctrFailed],
 		},
 		Usage: Usage{
-			InputTokens:         st.counters[ctrInput],
-			InputTokensDetails:  InputTokensDetails{CachedTokens: st.counters[ctrCached]},
-			OutputTokens:        st.counters[ctrOutput],
-			OutputTokensDetails: OutputTokensDetails{ReasoningTokens: st.counters[ctrReasoning]},
-			TotalTokens:         st.counters[ctrTotal],
+			InputTokens:         ctr[ctrInput],
+			InputTokensDetails:  InputTokensDetails{CachedTokens: ctr[ctrCached]},
+			OutputTokens:        ctr[ctrOutput],
+			OutputTokensDetails: OutputTokensDetails{ReasoningTokens: ctr[ctrReasoning]},
+			TotalTokens:         ctr[ctrTotal],
 		},
 	}
 	if len(d.Errors) > 0 {
@@ -314,6 +315,9 @@ type lease struct {
 	Epoch    int64  `json:"epoch"`
 	Instance string `json:"instance"` // the process that holds it
 	Until    int64  `json:"until_ms"`
+	// Shown is the progress the run has added to the batch's live
+	// counters (progress.go).
+	Shown progress `json:"shown,omitempty"`
 }
 
 // chunk is a chunk record as read.

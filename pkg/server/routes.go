@@ -97,6 +97,9 @@ func Routes() []Route {
 		{Method: "GET", Pattern: "/health/liveliness", Function: "health", Access: Public, handler: func(s *Services) HandlerFunc { return s.liveliness }},
 		{Method: "GET", Pattern: "/health/readiness", Function: "health", Access: Public, Needs: []Capability{RecordsRead}, handler: func(s *Services) HandlerFunc { return s.readiness }},
 
+		{Method: "GET", Pattern: "/ui", Function: "ui", Access: Public, handler: func(s *Services) HandlerFunc { return s.page() }},
+		{Method: "GET", Pattern: "/ui/{asset}", Function: "ui", Access: Public, handler: func(s *Services) HandlerFunc { return s.page() }},
+
 		{Method: "GET", Pattern: "/v1/models", Function: "models", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.listModels }},
 
 		{Method: "POST", Pattern: "/v1/embeddings", Function: "embeddings", Access: AnyKey, Stream: true, Needs: modelCall, Timeout: 300 * time.Second, handler: func(s *Services) HandlerFunc { return s.call("/v1/embeddings") }},
@@ -127,6 +130,7 @@ func Routes() []Route {
 		{Method: "GET", Pattern: "/team/list", Function: "admin", Access: AdminOnly, handler: func(s *Services) HandlerFunc { return s.admin().TeamList }},
 		{Method: "POST", Pattern: "/key/generate", Function: "admin", Access: AdminOnly, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.admin().KeyGenerate }},
 		{Method: "GET", Pattern: "/key/info", Function: "admin", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.admin().KeyInfo }},
+		{Method: "GET", Pattern: "/key/list", Function: "admin", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.admin().KeyList }},
 		{Method: "POST", Pattern: "/key/delete", Function: "admin", Access: AdminOnly, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.admin().KeyDelete }},
 
 		// Team logging callbacks (the admin or a key of the team): one

@@ -32,6 +32,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/providers/openai"
 	"github.com/sluice-gateway/sluice/pkg/providers/vertex"
 	"github.com/sluice-gateway/sluice/pkg/store"
+	"github.com/sluice-gateway/sluice/pkg/ui"
 )
 
 // Deps is what a process brings to build its services: settings, the parsed
@@ -260,6 +261,15 @@ func (s *Services) batchesAPI() batches.Handlers {
 
 func (s *Services) admin() auth.Handlers {
 	return auth.Handlers{Service: s.Auth, JSONLimit: s.Settings.JSONBodyLimit}
+}
+
+// page serves the admin page's embedded assets (pkg/ui).
+func (s *Services) page() HandlerFunc {
+	h, err := ui.New()
+	if err != nil {
+		return func(http.ResponseWriter, *http.Request) error { return err }
+	}
+	return h.Serve
 }
 
 func (s *Services) filesAPI() files.Handlers {

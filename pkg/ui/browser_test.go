@@ -1,0 +1,354 @@
+package ui_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/sluice-gateway/sluice/pkg/batches"
+	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
+)
+
+// chromium is Debian's headless browser (make chromium installs it; make
+// test requires it through SLUICE_REQUIRE_CHROMIUM).
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("SLUICE_REQUIRE_CHROMIUM") != "" {
+		t.Fatal("chromium is not installed: run make chromium")
+	}
+	t.Skip("chromium is not installed (make chromium installs it)")
+	return ""
+}
+
+// slowChat is an OpenAI-compatible chat provider answering after 150 ms.
+func slowChat(t *testing.T) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		time.Sleep(150 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini",`+
+			`"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],`+
+			`"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// labelled is the form control whose label's text is name (its
+// accessible name).
+func labelled(name string) string {
+	return fmt.Sprintf(`//*[@id=//label[normalize-space()=%q]/@for]`, name)
+}
+
+func button(name string) string { return fmt.Sprintf(`//button[normalize-space()=%q]`, name) }
+func link(name string) string   { return fmt.Sprintf(`//nav//a[normalize-space()=%q]`, name) }
+
+// The "Done when" of issue 33, as a person would do it in the browser:
+// sign in with the master key, create a team and a key (shown once; it
+// works, then is deleted and refused), see a batch's progress bar reach its
+// total, see a team's callback with its secret masked, the spend page, then
+// a team key that sees only its team and no admin action. No request leaves
+// sluice's origin and no script error is logged; every page is captured at
+// 1280×800 and 390×844.
+func TestAdminPageInChromium(t *testing.T) {
+	exe := chromium(t)
+	cfg := "model_list:\n  - model_name: slow\n    litellm_params: {model: openai/gpt-4o-mini, api_base: " + slowChat(t) + "/v1, api_key: sk-up}\n" +
+		"callback_settings:\n  allow_hosts: [\"127.0.0.1\"]\n"
+	g := gatewaytest.Start(t, gatewaytest.Backends()[0], gatewaytest.Options{
+		Config: cfg, Jobs: []string{"batch-worker"},
+		Batches: func(o *batches.Options) {
+			o.Concurrency = 1
+			o.StatusEvery = 50 * time.Millisecond
+			o.RetryDelay = 10 * time.Millisecond
+		},
+	})
+	team, key := g.TeamKey()
+	const secret = "sk-lf-do-not-show"
+	if r := g.Do("POST", "/team/"+team+"/callback", key, map[string]any{"callback_name": "langfuse", "callback_type": "success",
+		"callback_vars": map[string]string{"langfuse_public_key": "pk-lf-1", "langfuse_secret_key": secret, "langfuse_host": "http://127.0.0.1:9"}}); r.Status != 200 {
+		t.Fatalf("callback: %d %s", r.Status, r.Body)
+	}
+
+	shots := os.Getenv("SLUICE_UI_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()))
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelT()
+
+	var mu sync.Mutex
+	var problems []string
+	err := chromedp.Listen(ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError {
+				args, _ := json.Marshal(e.Args)
+				problems = append(problems, "console error: "+string(args))
+			}
+		case *runtime.EventExceptionThrown:
+			d, _ := json.Marshal(e.ExceptionDetails)
+			problems = append(problems, "exception: "+string(d))
+		case *network.EventRequestWillBeSent:
+			u := e.Request.URL
+			if !strings.HasPrefix(u, g.URL+"/") && !strings.HasPrefix(u, "data:") && !strings.HasPrefix(u, "blob:"+g.URL) {
+				problems = append(problems, "a request outside sluice's origin: "+u)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			html, _ := chromedp.Run(ctx, chromedp.OuterHTML("main"))
+			t.Fatalf("%s: %v\nthe page:\n%s", what, err, html)
+		}
+	}
+	shot := func(name string) {
+		t.Helper()
+		do("settle", chromedp.Sleep(150*time.Millisecond))
+		png := get(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
+		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	start := time.Now()
+	do("open /ui", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(g.URL+"/ui"), chromedp.WaitVisible(labelled("API key")))
+	fcp := get(t, ctx, "first paint", chromedp.Evaluate[float64](`(performance.getEntriesByName("first-contentful-paint")[0] || {startTime: -1}).startTime`))
+	t.Logf("/ui: first contentful paint %.0f ms after navigation (%v including the browser's start)", fcp, time.Since(start).Round(time.Millisecond))
+	if fcp < 0 || fcp > 1000 {
+		t.Errorf("first contentful paint %.0f ms", fcp)
+	}
+	shot("signin-1280")
+
+	// Sign in with the master key.
+	do("sign in", chromedp.SendKeys(labelled("API key"), g.MasterKey), chromedp.Click(button("Sign in")), chromedp.WaitVisible(link("Teams")))
+
+	// Teams: create one through the form.
+	do("create a team", chromedp.Click(button("Create team")), chromedp.SendKeys(labelled("Team alias"), "ui-made"),
+		chromedp.SendKeys(labelled("RPM limit"), "120"), chromedp.Click(button("Create")), chromedp.WaitVisible(`//td[normalize-space()="ui-made"]`))
+	newTeam := teamID(t, g, "ui-made")
+	shot("teams-1280")
+
+	// Keys: create one, shown once; it works; delete it; it is refused.
+	do("create a key", chromedp.Click(link("Keys")), chromedp.WaitVisible(button("Create key")), chromedp.Click(button("Create key")),
+		chromedp.SendKeys(labelled("Key alias"), "ui-key"), chromedp.SetValue(labelled("Team"), newTeam), chromedp.SendKeys(labelled("Duration"), "1d"),
+		chromedp.Click(button("Create")), chromedp.WaitVisible(labelled("New key")))
+	newKey := get(t, ctx, "the new key", chromedp.Value(labelled("New key")))
+	if !strings.HasPrefix(newKey, "sk-") {
+		t.Fatalf("the new key field holds %q", newKey)
+	}
+	if r := g.Do("GET", "/v1/models", newKey, nil); r.Status != 200 {
+		t.Errorf("the key made in the page: %d %s", r.Status, r.Body)
+	}
+	shot("keys-1280")
+	do("keys again", chromedp.Click(link("Teams")), chromedp.WaitVisible(button("Create team")), chromedp.Click(link("Keys")),
+		chromedp.WaitVisible(`//td[normalize-space()="ui-key"]`))
+	text := get(t, ctx, "keys page", chromedp.Text(chromedp.CSS("body")))
+	if strings.Contains(text, newKey) || strings.Contains(text, "New key") {
+		t.Errorf("the new key is shown again")
+	}
+	do("delete the key", chromedp.Click(`//button[@aria-label="Delete ui-key"]`), chromedp.Click(button("Confirm delete")),
+		chromedp.WaitNotPresent(`//td[normalize-space()="ui-key"]`))
+	if r := g.Do("GET", "/v1/models", newKey, nil); r.Status != 401 {
+		t.Errorf("the deleted key: %d", r.Status)
+	}
+
+	// Batches: the bar of a batch started now moves while the page is
+	// open, and reaches the total.
+	const lines = 24
+	var input strings.Builder
+	for i := range lines {
+		fmt.Fprintf(&input, `{"custom_id":"l%d","method":"POST","url":"/v1/chat/completions","body":{"model":"slow","messages":[{"role":"user","content":"hi %d"}]}}`+"\n", i, i)
+	}
+	fileID := upload(t, g, key, input.String())
+	b := g.Do("POST", "/v1/batches", key, map[string]any{"input_file_id": fileID, "endpoint": "/v1/chat/completions", "completion_window": "24h"})
+	if b.Status != 200 {
+		t.Fatalf("batch: %d %s", b.Status, b.Body)
+	}
+	batchID := b.JSON(t)["id"].(string)
+	bar := fmt.Sprintf(`//*[@role="progressbar" and @aria-label="Progress of %s"]`, batchID)
+	do("batches", chromedp.Click(link("Batches")), chromedp.WaitVisible(bar))
+	seen := map[string]bool{}
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		now := get(t, ctx, "progress", chromedp.AttributeValue(bar, "aria-valuenow")).Value
+		max := get(t, ctx, "progress", chromedp.AttributeValue(bar, "aria-valuemax")).Value
+		seen[now] = true
+		if max == strconv.Itoa(lines) && now == max {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the progress bar stayed at %s of %s", now, max)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("the bar showed %d distinct values", len(seen))
+	if len(seen) < 3 {
+		t.Errorf("the bar showed %v: want it to move while the page is open", seen)
+	}
+	shot("batches-1280")
+
+	// Callbacks: the team's callback, its secret masked.
+	do("callbacks", chromedp.Click(link("Callbacks")), chromedp.SetValue(labelled("Callbacks of team"), team),
+		chromedp.WaitVisible(`//td[normalize-space()="langfuse"]`))
+	text = get(t, ctx, "callbacks page", chromedp.Text(chromedp.CSS("main")))
+	if strings.Contains(text, secret) || !strings.Contains(text, "langfuse_secret_key=") || !strings.Contains(text, "pk-lf-1") {
+		t.Errorf("callbacks page: %s", text)
+	}
+	shot("callbacks-1280")
+
+	// Spend: the chart from the report, or no spend recorded, never a made-up figure.
+	report := g.Do("GET", "/global/spend/report?group_by=team", g.MasterKey, nil)
+	if report.Status == 404 {
+		do("spend", chromedp.Click(link("Spend")), chromedp.WaitVisible(chromedp.CSS(`#nospend`)))
+		text = get(t, ctx, "spend page", chromedp.Text(chromedp.CSS("#nospend")))
+		if !strings.Contains(text, "no spend recorded") {
+			t.Errorf("spend page without a report: %q", text)
+		}
+	} else {
+		do("spend", chromedp.Click(link("Spend")), chromedp.WaitVisible(`//*[@role="img" and @aria-label="Spend over time"]|//*[@id="nospend"]`))
+	}
+	shot("spend-1280")
+	// The chart the Spend page draws from a report of the agreed shape
+	// (two teams over three days): one line per group, a point per day
+	// with spend, days on the x axis.
+	drawn := get(t, ctx, "chart", chromedp.Evaluate[map[string]any](`(() => {
+  const c = chart([
+    {date: "2026-11-25", group: "team-a", group_alias: "search", spend: 0.5, input_tokens: 1, output_tokens: 2, requests: 1},
+    {date: "2026-11-26", group: "team-a", group_alias: "search", spend: 1.25, input_tokens: 1, output_tokens: 2, requests: 1},
+    {date: "2026-11-27", group: "team-b", group_alias: "", spend: 2, input_tokens: 1, output_tokens: 2, requests: 1}]);
+  const s = c.querySelector('svg[role="img"][aria-label="Spend over time"]');
+  return {svg: !!s, lines: c.querySelectorAll("polyline").length, points: c.querySelectorAll("circle").length,
+    labels: [...c.querySelectorAll("text")].map(e => e.textContent), legend: c.querySelector(".legend").textContent};
+})()`))
+	if drawn["svg"] != true || drawn["lines"] != float64(2) || drawn["points"] != float64(3) ||
+		!strings.Contains(fmt.Sprint(drawn["labels"]), "11-25") || !strings.Contains(fmt.Sprint(drawn["labels"]), "$2.00") ||
+		drawn["legend"] != "searchteam-b" {
+		t.Errorf("the chart: %v", drawn)
+	}
+
+	// Every page at a phone's size.
+	do("phone", chromedp.EmulateViewport(390, 844))
+	for _, p := range []string{"teams", "keys", "spend", "batches", "callbacks"} {
+		do(p+" on a phone", chromedp.Click(link(strings.ToUpper(p[:1])+p[1:])), chromedp.WaitVisible(chromedp.CSS(`#title`)))
+		shot(p + "-390")
+		// Every control has an accessible name and is in the tab order.
+		bad := get(t, ctx, p+" controls", chromedp.Evaluate[[]string](unlabelled))
+		if len(bad) > 0 {
+			t.Errorf("%s: controls without a name or out of the tab order: %v", p, bad)
+		}
+	}
+	do("desktop", chromedp.EmulateViewport(1280, 800))
+
+	// A team key: its team only, no admin action.
+	do("sign out", chromedp.Click(button("Sign out")), chromedp.WaitVisible(labelled("API key")))
+	do("team key", chromedp.SendKeys(labelled("API key"), key), chromedp.Click(button("Sign in")), chromedp.WaitVisible(`//td[normalize-space()="`+team+`"]`))
+	text = get(t, ctx, "team key's teams", chromedp.Text(chromedp.CSS("main")))
+	if strings.Contains(text, "ui-made") || strings.Contains(text, newTeam) {
+		t.Errorf("a team key sees another team: %s", text)
+	}
+	const adminButtons = `[...document.querySelectorAll("button")].filter(b => /^(Create team|Create key|Delete)/.test(b.textContent)).length`
+	admin := get(t, ctx, "no admin action", chromedp.Evaluate[int](adminButtons))
+	if admin != 0 {
+		t.Errorf("a team key is offered %d admin actions", admin)
+	}
+	do("team key's keys", chromedp.Click(link("Keys")), chromedp.WaitVisible(chromedp.CSS(`#title`)))
+	admin = get(t, ctx, "team key's key actions", chromedp.Evaluate[int](adminButtons))
+	if admin != 0 {
+		t.Errorf("a team key is offered key actions")
+	}
+	// A wrong key is refused in words.
+	do("sign out again", chromedp.Click(button("Sign out")), chromedp.WaitVisible(labelled("API key")),
+		chromedp.SendKeys(labelled("API key"), "sk-wrong"), chromedp.Click(button("Sign in")), chromedp.WaitVisible(chromedp.CSS(`#alert:not(:empty)`)))
+	text = get(t, ctx, "the alert", chromedp.Text(chromedp.CSS("#alert")))
+	if !strings.Contains(text, "HTTP 401") || strings.Contains(text, "{") {
+		t.Errorf("a wrong key's error: %q", text)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// unlabelled lists the page's controls that have no accessible name (a
+// label, text or aria-label) or that the keyboard cannot reach.
+const unlabelled = `[...document.querySelectorAll("input, select, button, a[href]")].filter(e => {
+  if (e.closest("[hidden]") || e.type === "hidden") return false;
+  const named = (e.labels && e.labels.length > 0) || e.textContent.trim() !== "" || e.getAttribute("aria-label");
+  return !named || e.tabIndex < 0;
+}).map(e => e.outerHTML.slice(0, 80))`
+
+// get runs one action that returns a value, failing the test if it fails.
+func get[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		html, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("main")))
+		t.Fatalf("%s: %v\nthe page:\n%s", what, err, html)
+	}
+	return v
+}
+
+func upload(t *testing.T, g *gatewaytest.Gateway, key, content string) string {
+	t.Helper()
+	body := &strings.Builder{}
+	const boundary = "sluiceboundary"
+	fmt.Fprintf(body, "--%s\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"in.jsonl\"\r\nContent-Type: application/jsonl\r\n\r\n%s\r\n--%s--\r\n",
+		boundary, boundary, content, boundary)
+	r := g.Do("POST", "/v1/files", key, body.String(), "Content-Type", "multipart/form-data; boundary="+boundary)
+	if r.Status != 200 {
+		t.Fatalf("upload: %d %s", r.Status, r.Body)
+	}
+	return r.JSON(t)["id"].(string)
+}
+
+func teamID(t *testing.T, g *gatewaytest.Gateway, alias string) string {
+	t.Helper()
+	var teams []struct {
+		TeamID    string `json:"team_id"`
+		TeamAlias string `json:"team_alias"`
+	}
+	if err := json.Unmarshal(g.Do("GET", "/team/list", g.MasterKey, nil).Body, &teams); err != nil {
+		t.Fatal(err)
+	}
+	for _, tm := range teams {
+		if tm.TeamAlias == alias {
+			return tm.TeamID
+		}
+	}
+	t.Fatalf("no team %s", alias)
+	return ""
+}
