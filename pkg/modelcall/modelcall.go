@@ -381,6 +381,7 @@ func (r *Result) end(copyErr error) {
 	usage, merr := r.meter.End(ev)
 	r.usage = usage
 	ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = usage.PromptTokens, usage.CompletionTokens, usage.TotalTokens
+	ev.CachedTokens = usage.PromptTokensDetails.CachedTokens
 	switch {
 	case copyErr != nil:
 		ev.Fail(copyErr)
