@@ -59,7 +59,7 @@ type Emitter struct {
 	blobs      store.Blobs
 	listeners  Listeners
 	pricer     Pricer // nil: events are not priced, nor published for spend
-	claimCheck int // bodies above this many bytes go to the blob store
+	claimCheck int    // bodies above this many bytes go to the blob store
 
 	mu      sync.Mutex
 	running bool         // a run loop is publishing
