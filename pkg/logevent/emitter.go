@@ -157,12 +157,23 @@ func (p *publication) wait() {
 // and tokens, and settles what the call reserved against its budgets.
 type Pricer interface {
 	Price(ctx context.Context, ev *Event)
+	// Quote is what ev would cost, and whether its model has a price,
+	// changing and settling nothing (the x-litellm-response-cost header).
+	Quote(ev *Event) (cost float64, known bool)
 }
 
 // SetPricer has every event priced by p before it is published, and
 // published whether or not a callback listens: spend counts every call.
 // Call it before the first emit.
 func (e *Emitter) SetPricer(p Pricer) { e.pricer = p }
+
+// Quote is what ev would cost (Pricer.Quote); not known without a pricer.
+func (e *Emitter) Quote(ev *Event) (float64, bool) {
+	if e == nil || e.pricer == nil {
+		return 0, false
+	}
+	return e.pricer.Quote(ev)
+}
 
 func (e *Emitter) price(ctx context.Context, events []*Event) {
 	if e == nil || e.pricer == nil {

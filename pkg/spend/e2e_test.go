@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -126,26 +127,47 @@ func TestEveryCallIsPricedAndCountedOnce(t *testing.T) {
 	gatewaytest.Run(t, options(u, nil), func(t *testing.T, g *gatewaytest.Gateway) {
 		team, key := g.TeamKey()
 		want := 0.0
-		if r := g.Do("POST", "/v1/chat/completions", key, chat); r.Status != 200 {
+		header := func(what string, r gatewaytest.Response, want float64) {
+			t.Helper()
+			got, err := strconv.ParseFloat(r.Header.Get("x-litellm-response-cost"), 64)
+			if err != nil || !near(got, want) {
+				t.Errorf("%s: x-litellm-response-cost %q, want %v", what, r.Header.Get("x-litellm-response-cost"), want)
+			}
+		}
+		r := g.Do("POST", "/v1/chat/completions", key, chat)
+		if r.Status != 200 {
 			t.Fatalf("chat: %d %s", r.Status, r.Body)
 		}
+		header("chat", r, callCost)
 		want += callCost
-		if r := g.Do("POST", "/v1/chat/completions", key, chatWith(map[string]any{"stream": true})); r.Status != 200 || !strings.Contains(string(r.Body), "[DONE]") {
+		r = g.Do("POST", "/v1/chat/completions", key, chatWith(map[string]any{"stream": true}))
+		if r.Status != 200 || !strings.Contains(string(r.Body), "[DONE]") {
 			t.Fatalf("streamed chat: %d %s", r.Status, r.Body)
 		}
+		if v := r.Header.Values("x-litellm-response-cost"); len(v) != 0 {
+			t.Errorf("a stream's headers carry a cost %q before its usage is known", v)
+		}
 		want += callCost
-		r := g.Do("POST", "/v1/chat/completions", key, chatWith(map[string]any{"model": "mock-gpt"}))
+		r = g.Do("POST", "/v1/chat/completions", key, chatWith(map[string]any{"model": "mock-gpt"}))
 		if r.Status != 200 {
 			t.Fatalf("mock chat: %d %s", r.Status, r.Body)
 		}
-		want += usageCost(t, r.Body, 1.5e-7, 6e-7) // gpt-4o-mini in the shipped table
+		mock := usageCost(t, r.Body, 1.5e-7, 6e-7) // gpt-4o-mini in the shipped table
+		header("mock chat", r, mock)
+		want += mock
 		r = g.Do("POST", "/v1/embeddings", key, map[string]any{"model": "mock-embed", "input": []string{"one two three", "four"}})
 		if r.Status != 200 {
 			t.Fatalf("embeddings: %d %s", r.Status, r.Body)
 		}
+		// The mock's vectors are written as they are encoded (no length):
+		// no header, the log event has the cost.
 		want += usageCost(t, r.Body, 2e-8, 0)
-		if r := g.Do("POST", "/v1/chat/completions", key, chatWith(map[string]any{"model": "unpriced"})); r.Status != 200 {
+		r = g.Do("POST", "/v1/chat/completions", key, chatWith(map[string]any{"model": "unpriced"}))
+		if r.Status != 200 {
 			t.Fatalf("unpriced chat: %d %s", r.Status, r.Body)
+		}
+		if v := r.Header.Values("x-litellm-response-cost"); len(v) != 0 {
+			t.Errorf("an unpriced model's answer carries a cost %q", v)
 		}
 		rep := waitReport(t, g, key, "team", 5)
 		got := rep["total"].(map[string]any)["spend"].(float64)

@@ -182,17 +182,26 @@ func (p *Pricer) Lookup(deployment, model string) (Price, bool) {
 	return p.table.Lookup(model)
 }
 
+// Quote is what ev costs, and whether its model has a price.
+func (p *Pricer) Quote(ev *logevent.Event) (float64, bool) {
+	price, ok := p.Lookup(ev.ModelID, ev.Model)
+	if !ok {
+		return 0, false
+	}
+	return price.Cost(Usage{PromptTokens: ev.PromptTokens, CachedTokens: ev.CachedTokens,
+		CompletionTokens: ev.CompletionTokens, Batch: ev.NativeBatch}), true
+}
+
 // Price sets ev's ResponseCost from its tokens: 0 with CostUnknown when its
 // model has no price (logged once per model per process), CostEstimated
 // when its tokens were estimated. The cost is settled against what the
 // call reserved of its budgets (Budgets.Admit).
 func (p *Pricer) Price(ctx context.Context, ev *logevent.Event) {
 	ev.ResponseCost, ev.CostUnknown = 0, false
-	price, ok := p.Lookup(ev.ModelID, ev.Model)
+	cost, ok := p.Quote(ev)
 	switch {
 	case ok:
-		ev.ResponseCost = price.Cost(Usage{PromptTokens: ev.PromptTokens, CachedTokens: ev.CachedTokens,
-			CompletionTokens: ev.CompletionTokens, Batch: ev.NativeBatch})
+		ev.ResponseCost = cost
 		ev.CostEstimated = ev.UsageEstimated
 	case ev.TotalTokens == 0 && ev.PromptTokens == 0 && ev.CompletionTokens == 0:
 		// Nothing used (a refused or failed call): it costs 0 whatever
