@@ -139,7 +139,7 @@ func TestChatLogEvent(t *testing.T) {
 				CallType: "acompletion", Stream: stream, Status: "success", CustomLLMProvider: "openai",
 				PromptTokens: 19, CompletionTokens: 7, TotalTokens: 26, Model: "gpt-4o-mini", ModelGroup: "gpt",
 				ResponseCost: 19*1.5e-7 + 7*6e-7, // gpt-4o-mini in the price table
-				APIBase: up.URL + "/v1", EndUser: "u-7", FinishReason: "stop",
+				APIBase:      up.URL + "/v1", EndUser: "u-7", FinishReason: "stop",
 				Messages:        json.RawMessage(messages),
 				ModelParameters: map[string]any{"temperature": 0.2, "max_tokens": float64(50), "user": "u-7", "tools": float64(1), "tool_choice": "none"},
 			}

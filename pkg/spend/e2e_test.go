@@ -396,7 +396,7 @@ func TestATeamKeyReportsItsOwnTeamOnly(t *testing.T) {
 			"start_date=" + day + "&end_date=" + day + "&group_by=user": "invalid_value",
 			"start_date=2026-13-01&end_date=" + day:                     "invalid_value",
 			"start_date=" + day + "&end_date=2020-01-01":                "invalid_value",
-			"end_date=" + day:                                           "missing_required_parameter",
+			"end_date=" + day: "missing_required_parameter",
 		} {
 			if r := g.Do("GET", "/global/spend/report?"+q, keyA, nil); r.Status != 400 || r.ErrorCode(t) != code {
 				t.Errorf("%s: %d %s, want 400 %s", q, r.Status, r.Body, code)
