@@ -55,13 +55,31 @@ type Admitter interface {
 // times and overhead count from now) and a request id unless ctx has one,
 // and runs op.
 func Run(ctx context.Context, admit Admitter, p auth.Principal, op Operation, body []byte) (*Result, error) {
-	if err := admit.Admit(ctx, p); err != nil {
+	end := func() {}
+	if ca, ok := admit.(CallAdmitter); ok {
+		var err error
+		if ctx, end, err = ca.AdmitCall(ctx, p); err != nil {
+			return nil, err
+		}
+	} else if err := admit.Admit(ctx, p); err != nil {
 		return nil, err
 	}
 	if api.RequestID(ctx) == "" {
 		ctx = api.WithRequestID(ctx, api.NewRequestID())
 	}
-	return op(api.WithStart(ctx, time.Now()), p, body)
+	res, err := op(api.WithStart(ctx, time.Now()), p, body)
+	if err != nil {
+		end()
+	}
+	return res, err
+}
+
+// CallAdmitter is an Admitter that also reserves for the call (its
+// budgets, pkg/spend): the context it returns carries the reservation to
+// the call's log event, whose pricing settles it; end releases it when the
+// call fails before it has one.
+type CallAdmitter interface {
+	AdmitCall(ctx context.Context, p auth.Principal) (_ context.Context, end func(), err error)
 }
 
 // Handler is the HTTP shell of a model route: it reads the body (at most

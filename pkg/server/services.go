@@ -211,10 +211,19 @@ func (s *Services) buildSpend(deps Deps) error {
 type lineAdmitter struct{ s *Services }
 
 func (a lineAdmitter) Admit(ctx context.Context, p auth.Principal) error {
+	_, end, err := a.AdmitCall(ctx, p)
+	end()
+	return err
+}
+
+// AdmitCall admits a line and reserves its estimated cost against its
+// budgets until its log event is priced (modelcall.CallAdmitter).
+func (a lineAdmitter) AdmitCall(ctx context.Context, p auth.Principal) (context.Context, func(), error) {
 	if err := a.s.Auth.Admit(ctx, p); err != nil {
-		return err
+		return ctx, func() {}, err
 	}
-	return a.s.Budgets.Check(ctx, p)
+	ctx, err := a.s.Budgets.Admit(ctx, p)
+	return ctx, func() { spend.Settle(ctx) }, err
 }
 
 func (s *Services) callbacksAPI() callbacks.Handlers {

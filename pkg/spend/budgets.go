@@ -153,8 +153,8 @@ func budgetsOf(p auth.Principal) []budgeted {
 	return out
 }
 
-// Tab is what one admitted call reserved; the call's priced log events
-// (Pricer.Price) add their cost to it, and Settle ends it.
+// Tab is what one admitted call reserved; its priced log event
+// (Pricer.Price) settles it with its cost (Settle ends one that has none).
 type Tab struct {
 	b        *Budgets
 	scopes   []*scope
@@ -172,11 +172,13 @@ func tabOf(ctx context.Context) *Tab {
 	return t
 }
 
-func (t *Tab) add(cost float64) {
+// settleWith settles the call with the cost of its log event.
+func (t *Tab) settleWith(cost float64) {
 	t.mu.Lock()
 	t.cost += cost
 	t.priced = true
 	t.mu.Unlock()
+	t.settle()
 }
 
 // Admit checks p's budgets before a call: a scope whose spend has reached
@@ -229,22 +231,16 @@ func (b *Budgets) Admit(ctx context.Context, p auth.Principal) (context.Context,
 	return context.WithValue(ctx, tabKey{}, t), nil
 }
 
-// Check is Admit without a reservation: a batch line's check (the
-// batch's lines in flight are bounded by its concurrency).
-func (b *Budgets) Check(ctx context.Context, p auth.Principal) error {
-	ctx, err := b.Admit(ctx, p)
-	Settle(ctx)
-	return err
-}
-
 // Settle ends the call admitted with ctx (Admit): its reservation is
 // replaced by what its log events cost, counted until the stored spend
 // has it. Settling twice, or a ctx without a call, does nothing.
 func Settle(ctx context.Context) {
-	t := tabOf(ctx)
-	if t == nil {
-		return
+	if t := tabOf(ctx); t != nil {
+		t.settle()
 	}
+}
+
+func (t *Tab) settle() {
 	t.mu.Lock()
 	if t.settled {
 		t.mu.Unlock()

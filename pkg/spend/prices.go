@@ -215,6 +215,6 @@ func (p *Pricer) Price(ctx context.Context, ev *logevent.Event) {
 		}
 	}
 	if t := tabOf(ctx); t != nil {
-		t.add(ev.ResponseCost)
+		t.settleWith(ev.ResponseCost)
 	}
 }
