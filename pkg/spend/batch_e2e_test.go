@@ -60,7 +60,7 @@ func TestABatchStopsWhereItsBudgetEnds(t *testing.T) {
 		refused := 0
 		for _, line := range strings.Split(strings.TrimSpace(string(content.Body)), "\n") {
 			var l struct {
-				Error *struct{ Code string } `json:"error"`
+				Error    *struct{ Code string } `json:"error"`
 				Response *struct {
 					StatusCode int `json:"status_code"`
 					Body       struct {
