@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,6 +133,40 @@ func TestCounterGroupsConcurrentCountsIntoFewWrites(t *testing.T) {
 		}
 		if rep := report(t, records, now.UTC().Format(time.DateOnly), "api_key"); rep.Total.Requests != 40 {
 			t.Errorf("counted %d requests, want 40", rep.Total.Requests)
+		}
+	})
+}
+
+// Under a closed loop of one key's calls, each of its counters is written
+// at most once a linger (5 times a second): the writes a key costs do not
+// grow with its calls.
+func TestCounterWritesPerKeyUnderLoad(t *testing.T) {
+	each(t, func(t *testing.T, records store.Records) {
+		c := spend.NewCounter(records, principals{time.Now()}, spend.CounterOptions{})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		start := time.Now()
+		var wg sync.WaitGroup
+		var calls atomic.Int64
+		for w := range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ctx.Err() == nil; i++ {
+					if err := c.Count(ctx, []*logevent.Event{event(fmt.Sprintf("w%d-%d", w, i), start, 0.001)}); err != nil && ctx.Err() == nil {
+						t.Error(err)
+						return
+					}
+					calls.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		secs := time.Since(start).Seconds()
+		perCounter := float64(c.CounterWrites) / 5 / secs // 5 counters: 3 day rows, 2 period rows
+		t.Logf("%d calls in %.1f s: %d flushes, %.1f writes/s per counter of the key, %d item writes in all", calls.Load(), secs, c.Flushes, perCounter, c.Writes)
+		if perCounter > 5.5 {
+			t.Errorf("%.1f writes/s per counter, want ≤ 5", perCounter)
 		}
 	})
 }
