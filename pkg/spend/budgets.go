@@ -265,6 +265,19 @@ func (t *Tab) settle() {
 	}
 }
 
+// maxScopes bounds the budget states a process keeps; past it, the idle
+// ones (nothing in flight or recent) are dropped — re-read from the store
+// when their key comes back.
+const maxScopes = 10000
+
+func (b *Budgets) prune(now time.Time) {
+	for name, s := range b.scopes {
+		if s.inflight == 0 && s.recentCost(now, b.opts.Settle) == 0 {
+			delete(b.scopes, name)
+		}
+	}
+}
+
 func (s *scope) recentCost(now time.Time, settle time.Duration) float64 {
 	keep := s.recent[:0]
 	var sum float64
@@ -285,6 +298,9 @@ func (b *Budgets) fresh(ctx context.Context, bg budgeted, now time.Time) (*scope
 	b.mu.Lock()
 	s := b.scopes[bg.name]
 	if s == nil {
+		if len(b.scopes) >= maxScopes {
+			b.prune(now)
+		}
 		s = &scope{name: bg.name}
 		b.scopes[bg.name] = s
 	}
