@@ -1,8 +1,10 @@
 package auth
 
 import (
+	"context"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 )
@@ -11,6 +13,29 @@ import (
 type Handlers struct {
 	Service   *Service
 	JSONLimit int64
+	// Spend tells the info routes what a key or team has spent (pkg/spend);
+	// nil: they show no spend.
+	Spend SpendReader
+}
+
+// SpendReader tells what a key (scope "key:<token>") or a team
+// ("team:<id>") created at created has spent in its current budget period.
+type SpendReader interface {
+	Spent(ctx context.Context, scope string, created time.Time, b Budget) (BudgetState, error)
+}
+
+// BudgetState is a key's or team's spend in its current budget period, as
+// the info routes show it.
+type BudgetState struct {
+	Spend         float64    `json:"spend"`
+	BudgetResetAt *time.Time `json:"budget_reset_at"`
+}
+
+func (h Handlers) spent(ctx context.Context, scope string, created time.Time, b Budget) (BudgetState, error) {
+	if h.Spend == nil {
+		return BudgetState{}, nil
+	}
+	return h.Spend.Spent(ctx, scope, created, b)
 }
 
 // TeamNew serves POST /team/new.
@@ -38,7 +63,42 @@ func (h Handlers) TeamInfo(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	api.WriteJSON(w, http.StatusOK, map[string]any{"team_id": t.TeamID, "team_info": t})
+	st, err := h.spent(r.Context(), "team:"+t.TeamID, t.CreatedAt, t.Budget)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, map[string]any{"team_id": t.TeamID, "team_info": struct {
+		*Team
+		BudgetState
+	}{t, st}})
+	return nil
+}
+
+// TeamUpdate serves POST /team/update.
+func (h Handlers) TeamUpdate(w http.ResponseWriter, r *http.Request) error {
+	var in TeamUpdate
+	if err := api.DecodeJSON(w, r, h.JSONLimit, &in); err != nil {
+		return err
+	}
+	t, err := h.Service.UpdateTeam(r.Context(), in)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, map[string]any{"team_id": t.TeamID, "data": t})
+	return nil
+}
+
+// KeyUpdate serves POST /key/update.
+func (h Handlers) KeyUpdate(w http.ResponseWriter, r *http.Request) error {
+	var in KeyUpdate
+	if err := api.DecodeJSON(w, r, h.JSONLimit, &in); err != nil {
+		return err
+	}
+	info, err := h.Service.UpdateKey(r.Context(), in)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, info)
 	return nil
 }
 
@@ -79,7 +139,14 @@ func (h Handlers) KeyInfo(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	api.WriteJSON(w, http.StatusOK, map[string]any{"key": info.Token, "info": info})
+	st, err := h.spent(r.Context(), "key:"+info.Token, info.CreatedAt, info.Budget)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, map[string]any{"key": info.Token, "info": struct {
+		*KeyInfo
+		BudgetState
+	}{info, st}})
 	return nil
 }
 

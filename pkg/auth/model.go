@@ -16,23 +16,39 @@ type Team struct {
 	TPMLimit  *int64         `json:"tpm_limit"`
 	// MaxStorageBytes bounds the bytes of files and uploads the team may
 	// hold (pkg/files counts them); nil or 0 means no bound.
-	MaxStorageBytes *int64    `json:"max_storage_bytes"`
-	CreatedAt       time.Time `json:"created_at"`
+	MaxStorageBytes *int64 `json:"max_storage_bytes"`
+	Budget
+	CreatedAt time.Time `json:"created_at"`
 }
+
+// Budget is what a key or a team may spend (pkg/spend enforces it):
+// MaxBudget USD per BudgetDuration period (a LiteLLM duration: 30s, 1h,
+// 1d, 30d; "" is one period that never resets), periods counted from the
+// key's or team's creation; SoftBudget is the spend past which a warning
+// is logged. nil: none.
+type Budget struct {
+	MaxBudget      *float64 `json:"max_budget"`
+	BudgetDuration string   `json:"budget_duration"`
+	SoftBudget     *float64 `json:"soft_budget"`
+}
+
+// Budgeted reports whether b caps or watches spend.
+func (b Budget) Budgeted() bool { return b.MaxBudget != nil || b.SoftBudget != nil }
 
 // KeyInfo is a virtual key as stored: everything but the key itself.
 type KeyInfo struct {
-	Token     string         `json:"token"`
-	KeyAlias  string         `json:"key_alias"`
-	KeyName   string         `json:"key_name"` // a redacted hint: "sk-...abcd"
-	TeamID    string         `json:"team_id"`
-	Expires   *time.Time     `json:"expires"`
-	Models    []string       `json:"models"`
-	RPMLimit  *int64         `json:"rpm_limit"`
-	TPMLimit  *int64         `json:"tpm_limit"`
-	Metadata  map[string]any `json:"metadata"`
-	CreatedAt time.Time      `json:"created_at"`
-	CreatedBy string         `json:"created_by"`
+	Token    string         `json:"token"`
+	KeyAlias string         `json:"key_alias"`
+	KeyName  string         `json:"key_name"` // a redacted hint: "sk-...abcd"
+	TeamID   string         `json:"team_id"`
+	Expires  *time.Time     `json:"expires"`
+	Models   []string       `json:"models"`
+	RPMLimit *int64         `json:"rpm_limit"`
+	TPMLimit *int64         `json:"tpm_limit"`
+	Metadata map[string]any `json:"metadata"`
+	Budget
+	CreatedAt time.Time `json:"created_at"`
+	CreatedBy string    `json:"created_by"`
 }
 
 // Principal is who a request acts as: the admin (master key) or a team key.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -175,6 +176,7 @@ type NewTeam struct {
 	// MaxStorageBytes is the team's storage quota (files and uploads);
 	// absent, null or 0: none.
 	MaxStorageBytes *int64 `json:"max_storage_bytes"`
+	Budget
 }
 
 // CreateTeam stores a new team. A team_id already taken is a 409.
@@ -194,11 +196,14 @@ func (s *Service) CreateTeam(ctx context.Context, in NewTeam, teamID string) (*T
 	if in.MaxStorageBytes != nil && *in.MaxStorageBytes < 0 {
 		return nil, api.InvalidValue("max_storage_bytes", "max_storage_bytes must not be negative (0 or null: no quota).")
 	}
+	if err := checkBudget(in.Budget); err != nil {
+		return nil, err
+	}
 	t := &Team{
 		TeamID: teamID, TeamAlias: in.TeamAlias, Metadata: in.Metadata,
 		Models: nonNil(in.Models), RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit,
-		MaxStorageBytes: in.MaxStorageBytes,
-		CreatedAt:       s.opts.Now().UTC().Truncate(time.Millisecond),
+		MaxStorageBytes: in.MaxStorageBytes, Budget: in.Budget,
+		CreatedAt: s.opts.Now().UTC().Truncate(time.Millisecond),
 	}
 	if t.Metadata == nil {
 		t.Metadata = map[string]any{}
@@ -268,6 +273,7 @@ type NewKeyRequest struct {
 	RPMLimit *int64         `json:"rpm_limit"`
 	TPMLimit *int64         `json:"tpm_limit"`
 	Metadata map[string]any `json:"metadata"`
+	Budget
 }
 
 // GeneratedKey is the answer to POST /key/generate: the only time the raw
@@ -282,6 +288,7 @@ type GeneratedKey struct {
 	RPMLimit *int64         `json:"rpm_limit"`
 	TPMLimit *int64         `json:"tpm_limit"`
 	Metadata map[string]any `json:"metadata"`
+	Budget
 }
 
 // GenerateKey creates a virtual key for an existing team.
@@ -298,6 +305,9 @@ func (s *Service) GenerateKey(ctx context.Context, in NewKeyRequest, createdBy s
 	if err := checkLimits(in.RPMLimit, in.TPMLimit); err != nil {
 		return nil, err
 	}
+	if err := checkBudget(in.Budget); err != nil {
+		return nil, err
+	}
 	now := s.opts.Now().UTC().Truncate(time.Millisecond)
 	var expires *time.Time
 	if in.Duration != "" {
@@ -312,7 +322,7 @@ func (s *Service) GenerateKey(ctx context.Context, in NewKeyRequest, createdBy s
 	info := &KeyInfo{
 		Token: Token(key), KeyAlias: in.KeyAlias, KeyName: KeyPrefix + "..." + key[len(key)-4:],
 		TeamID: in.TeamID, Expires: expires, Models: nonNil(in.Models),
-		RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit, Metadata: in.Metadata,
+		RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit, Metadata: in.Metadata, Budget: in.Budget,
 		CreatedAt: now, CreatedBy: createdBy,
 	}
 	if info.Metadata == nil {
@@ -336,6 +346,7 @@ func (s *Service) GenerateKey(ctx context.Context, in NewKeyRequest, createdBy s
 	return &GeneratedKey{
 		Key: key, Token: info.Token, KeyAlias: info.KeyAlias, TeamID: info.TeamID, Expires: expires,
 		Models: info.Models, RPMLimit: info.RPMLimit, TPMLimit: info.TPMLimit, Metadata: info.Metadata,
+		Budget: info.Budget,
 	}, nil
 }
 
@@ -482,6 +493,25 @@ func ParseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("duration %q: must be positive", s)
 	}
 	return time.Duration(n) * unit, nil
+}
+
+// checkBudget checks budget fields as /key/generate, /team/new and the
+// updates take them.
+func checkBudget(b Budget) error {
+	for _, f := range []struct {
+		name string
+		v    *float64
+	}{{"max_budget", b.MaxBudget}, {"soft_budget", b.SoftBudget}} {
+		if f.v != nil && (*f.v < 0 || math.IsNaN(*f.v) || math.IsInf(*f.v, 0)) {
+			return api.InvalidValue(f.name, "%s must be a non-negative number of USD (null: none).", f.name)
+		}
+	}
+	if b.BudgetDuration != "" {
+		if _, err := ParseDuration(b.BudgetDuration); err != nil {
+			return api.InvalidValue("budget_duration", "Invalid budget_duration %q: use a positive number followed by s, m, h or d (e.g. 30d).", b.BudgetDuration)
+		}
+	}
+	return nil
 }
 
 func checkLimits(rpm, tpm *int64) error {

@@ -295,6 +295,8 @@ func (l *lineEvents) line(raw []byte) {
 	ev.CustomLLMProvider, ev.ModelGroup, ev.ModelID = n.Provider, n.ModelGroup, n.Deployment
 	ev.Model = model
 	ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = use.PromptTokens, use.CompletionTokens, use.TotalTokens
+	ev.CachedTokens = use.PromptTokensDetails.CachedTokens
+	ev.NativeBatch = true // priced at the batch prices
 	switch {
 	case o.Error != nil:
 		ev.Fail(api.Upstream(nil, "%s: %s", o.Error.Code, o.Error.Message))

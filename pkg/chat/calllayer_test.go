@@ -138,7 +138,8 @@ func TestChatLogEvent(t *testing.T) {
 			want := logevent.Event{
 				CallType: "acompletion", Stream: stream, Status: "success", CustomLLMProvider: "openai",
 				PromptTokens: 19, CompletionTokens: 7, TotalTokens: 26, Model: "gpt-4o-mini", ModelGroup: "gpt",
-				APIBase: up.URL + "/v1", EndUser: "u-7", FinishReason: "stop",
+				ResponseCost: 19*1.5e-7 + 7*6e-7, // gpt-4o-mini in the price table
+				APIBase:      up.URL + "/v1", EndUser: "u-7", FinishReason: "stop",
 				Messages:        json.RawMessage(messages),
 				ModelParameters: map[string]any{"temperature": 0.2, "max_tokens": float64(50), "user": "u-7", "tools": float64(1), "tool_choice": "none"},
 			}
@@ -146,7 +147,7 @@ func TestChatLogEvent(t *testing.T) {
 				want.ModelParameters["stream"] = true
 			}
 			ignore := cmpopts.IgnoreFields(logevent.Event{}, "ID", "TraceID", "StartTime", "EndTime", "CompletionStartTime", "ResponseTime", "ModelID", "Metadata", "RequestTags", "Response")
-			if diff := cmp.Diff(want, ev, ignore, cmp.Comparer(func(a, b json.RawMessage) bool { return jsonEqual(a, b) })); diff != "" {
+			if diff := cmp.Diff(want, ev, ignore, cmpopts.EquateApprox(0, 1e-15), cmp.Comparer(func(a, b json.RawMessage) bool { return jsonEqual(a, b) })); diff != "" {
 				t.Errorf("event (-want +got):\n%s", diff)
 			}
 			if ev.ModelID == "" || ev.Metadata.UserAPIKeyTeamID == "" || ev.Metadata.UserAPIKeyHash == "" || !strings.HasPrefix(ev.Metadata.RequestID, "req_") {

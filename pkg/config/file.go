@@ -45,8 +45,18 @@ type Deployment struct {
 	ModelInfo ModelInfo `yaml:"model_info"`
 }
 
+// ID is the id of the deployment at index i of model_list: its
+// model_info.id, else model_name#i.
+func (d Deployment) ID(i int) string {
+	if d.ModelInfo.ID != "" {
+		return d.ModelInfo.ID
+	}
+	return fmt.Sprintf("%s#%d", d.ModelName, i)
+}
+
 // Params are a deployment's litellm_params. Fields sluice does not know are
-// kept in Extra and passed to providers that understand them.
+// kept in Extra and passed to providers that understand them; its prices
+// (LiteLLM's input_cost_per_token, ...) are there too, read by pkg/spend.
 type Params struct {
 	Model              string  `yaml:"model"` // provider/name
 	APIKey             string  `yaml:"api_key"`
@@ -66,8 +76,6 @@ type Params struct {
 	VertexCredentials  string  `yaml:"vertex_credentials"`
 	UseInPassThrough   bool    `yaml:"use_in_pass_through"`
 	CustomLLMProvider  string  `yaml:"custom_llm_provider"`
-	InputCostPerToken  float64 `yaml:"input_cost_per_token"`
-	OutputCostPerToken float64 `yaml:"output_cost_per_token"`
 	// MockResponse is LiteLLM's mock_response (a text or an embedding
 	// vector): the deployment's calls are answered from it, never sent to
 	// its provider.

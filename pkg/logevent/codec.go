@@ -71,6 +71,18 @@ func appendEvent(b []byte, ev *Event) ([]byte, error) {
 	if ev.UsageEstimated {
 		o.Bool("usage_estimated", true)
 	}
+	if ev.CostUnknown {
+		o.Bool("cost_unknown", true)
+	}
+	if ev.CostEstimated {
+		o.Bool("estimated", true)
+	}
+	if ev.CachedTokens != 0 {
+		o.Int("cached_tokens", ev.CachedTokens)
+	}
+	if ev.NativeBatch {
+		o.Bool("native_batch", true)
+	}
 	o.StringOmitEmpty("claim_check", ev.ClaimCheck)
 	return o.End(), nil
 }
@@ -226,6 +238,14 @@ func decodeFast(doc []byte, ev *Event) error {
 			return str(v, &ev.FinishReason)
 		case "usage_estimated":
 			return boolean(v, &ev.UsageEstimated)
+		case "cost_unknown":
+			return boolean(v, &ev.CostUnknown)
+		case "estimated":
+			return boolean(v, &ev.CostEstimated)
+		case "cached_tokens":
+			return integer(v, &ev.CachedTokens)
+		case "native_batch":
+			return boolean(v, &ev.NativeBatch)
 		case "claim_check":
 			return str(v, &ev.ClaimCheck)
 		}
@@ -239,7 +259,7 @@ var fields = []string{"id", "trace_id", "call_type", "stream", "response_cost", 
 	"total_tokens", "prompt_tokens", "completion_tokens", "startTime", "endTime", "completionStartTime",
 	"response_time", "model", "model_id", "model_group", "api_base", "metadata", "request_tags", "end_user",
 	"messages", "response", "model_parameters", "error_str", "error_information", "passthrough",
-	"finish_reason", "usage_estimated", "claim_check"}
+	"finish_reason", "usage_estimated", "cost_unknown", "estimated", "cached_tokens", "native_batch", "claim_check"}
 
 func fieldIndex(name []byte) int {
 	for i, f := range fields {

@@ -58,7 +58,8 @@ type Emitter struct {
 	bus        store.Bus
 	blobs      store.Blobs
 	listeners  Listeners
-	claimCheck int // bodies above this many bytes go to the blob store
+	pricer     Pricer // nil: events are not priced, nor published for spend
+	claimCheck int    // bodies above this many bytes go to the blob store
 
 	mu      sync.Mutex
 	running bool         // a run loop is publishing
@@ -151,6 +152,38 @@ func (p *publication) wait() {
 	<-p.done
 }
 
+// Pricer prices a call's log event before it is published (pkg/spend): it
+// sets ResponseCost, CostUnknown and CostEstimated from the event's model
+// and tokens, and settles what the call reserved against its budgets.
+type Pricer interface {
+	Price(ctx context.Context, ev *Event)
+	// Quote is what ev would cost, and whether its model has a price,
+	// changing and settling nothing (the x-litellm-response-cost header).
+	Quote(ev *Event) (cost float64, known bool)
+}
+
+// SetPricer has every event priced by p before it is published, and
+// published whether or not a callback listens: spend counts every call.
+// Call it before the first emit.
+func (e *Emitter) SetPricer(p Pricer) { e.pricer = p }
+
+// Quote is what ev would cost (Pricer.Quote); not known without a pricer.
+func (e *Emitter) Quote(ev *Event) (float64, bool) {
+	if e == nil || e.pricer == nil {
+		return 0, false
+	}
+	return e.pricer.Quote(ev)
+}
+
+func (e *Emitter) price(ctx context.Context, events []*Event) {
+	if e == nil || e.pricer == nil {
+		return
+	}
+	for _, ev := range events {
+		e.pricer.Price(ctx, ev)
+	}
+}
+
 // NewEmitter builds an emitter. listeners may be nil: nobody listens.
 func NewEmitter(bus store.Bus, blobs store.Blobs, listeners Listeners, claimCheckBytes int) *Emitter {
 	return &Emitter{bus: bus, blobs: blobs, listeners: listeners, claimCheck: claimCheckBytes}
@@ -163,6 +196,7 @@ func NewEmitter(bus store.Bus, blobs store.Blobs, listeners Listeners, claimChec
 // is cached); nothing is started for an event nobody wants. Failures are
 // logged, never returned: logging must not fail a call.
 func (e *Emitter) Start(ctx context.Context, ev *Event) (wait func()) {
+	e.price(ctx, []*Event{ev})
 	return orNoWait(e.start(ctx, []*Event{ev}))
 }
 
@@ -171,6 +205,7 @@ func (e *Emitter) Start(ctx context.Context, ev *Event) (wait func()) {
 // events as their size allows (each holds up to MaxEventsPerMessage log
 // events, one JSON object a line), all sent in one publish.
 func (e *Emitter) StartAll(ctx context.Context, events []*Event) (wait func()) {
+	e.price(ctx, events)
 	return orNoWait(e.start(ctx, events))
 }
 
@@ -178,8 +213,11 @@ func (e *Emitter) StartAll(ctx context.Context, events []*Event) (wait func()) {
 // (StatusSuccess or StatusFailure): a call site whose event is built only
 // to be published asks first, and builds none for nobody.
 func (e *Emitter) Wants(ctx context.Context, team, status string) bool {
-	if e == nil || e.listeners == nil {
+	if e == nil || e.listeners == nil && e.pricer == nil {
 		return false
+	}
+	if e.pricer != nil {
+		return true // spend counts every call
 	}
 	ok, err := e.listeners.Listening(ctx, team, status)
 	return ok || err != nil // an error: let Emit report it
@@ -188,6 +226,7 @@ func (e *Emitter) Wants(ctx context.Context, team, status string) bool {
 // Emit publishes ev. It waits for the publish, unless ctx carries a Pending
 // (Deferred, Collect), which then holds it.
 func (e *Emitter) Emit(ctx context.Context, ev *Event) {
+	e.price(ctx, []*Event{ev})
 	if p, ok := ctx.Value(pendingKey{}).(*Pending); ok {
 		p.add(ctx, e, ev)
 		return
@@ -212,13 +251,17 @@ func orNoWait(wait func()) func() {
 // start filters events by their listeners and starts the publish of the
 // rest; nil when there is nothing to publish.
 func (e *Emitter) start(ctx context.Context, events []*Event) (wait func()) {
-	if e == nil || e.listeners == nil || len(events) == 0 {
+	if e == nil || e.listeners == nil && e.pricer == nil || len(events) == 0 {
 		return nil
 	}
 	// The request may be cancelled (client gone) while we publish: keep going.
 	ctx = context.WithoutCancel(ctx)
 	wanted := events[:0:0]
 	for _, ev := range events {
+		if e.pricer != nil {
+			wanted = append(wanted, ev) // spend counts every call
+			continue
+		}
 		team := ev.Metadata.UserAPIKeyTeamID
 		ok, err := e.listeners.Listening(ctx, team, ev.Status)
 		if err != nil {

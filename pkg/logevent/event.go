@@ -62,6 +62,18 @@ type Event struct {
 	// UsageEstimated is true when the provider reported no usage and sluice
 	// estimated the token counts.
 	UsageEstimated bool `json:"usage_estimated,omitempty"`
+	// CostUnknown is true when no price is known for the call's model: its
+	// ResponseCost of 0 is not a price (pkg/spend).
+	CostUnknown bool `json:"cost_unknown,omitempty"`
+	// CostEstimated is true when ResponseCost was counted from estimated
+	// token counts (UsageEstimated: a stream cut before its usage came).
+	CostEstimated bool `json:"estimated,omitempty"`
+	// CachedTokens are the prompt tokens read from the provider's cache
+	// (priced at the cached-input price), when the usage says.
+	CachedTokens int64 `json:"cached_tokens,omitempty"`
+	// NativeBatch marks a line of a provider-run batch: it is priced at
+	// the batch prices.
+	NativeBatch bool `json:"native_batch,omitempty"`
 	// ClaimCheck points at the blob holding Messages and Response when they
 	// were too large to travel on the bus.
 	ClaimCheck string `json:"claim_check,omitempty"`

@@ -12,6 +12,7 @@
 package modelcall
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
@@ -53,13 +55,31 @@ type Admitter interface {
 // times and overhead count from now) and a request id unless ctx has one,
 // and runs op.
 func Run(ctx context.Context, admit Admitter, p auth.Principal, op Operation, body []byte) (*Result, error) {
-	if err := admit.Admit(ctx, p); err != nil {
+	end := func() {}
+	if ca, ok := admit.(CallAdmitter); ok {
+		var err error
+		if ctx, end, err = ca.AdmitCall(ctx, p); err != nil {
+			return nil, err
+		}
+	} else if err := admit.Admit(ctx, p); err != nil {
 		return nil, err
 	}
 	if api.RequestID(ctx) == "" {
 		ctx = api.WithRequestID(ctx, api.NewRequestID())
 	}
-	return op(api.WithStart(ctx, time.Now()), p, body)
+	res, err := op(api.WithStart(ctx, time.Now()), p, body)
+	if err != nil {
+		end()
+	}
+	return res, err
+}
+
+// CallAdmitter is an Admitter that also reserves for the call (its
+// budgets, pkg/spend): the context it returns carries the reservation to
+// the call's log event, whose pricing settles it; end releases it when the
+// call fails before it has one.
+type CallAdmitter interface {
+	AdmitCall(ctx context.Context, p auth.Principal) (_ context.Context, end func(), err error)
 }
 
 // Handler is the HTTP shell of a model route: it reads the body (at most
@@ -86,10 +106,73 @@ func Handler(op Operation, jsonLimit int64) func(w http.ResponseWriter, r *http.
 		if res.ContentLength >= 0 {
 			h.Set("Content-Length", strconv.FormatInt(res.ContentLength, 10))
 		}
+		if res.readWhole() {
+			// The answer is read whole before its first byte goes out:
+			// its cost goes in the headers.
+			_, err = res.WriteTo(&costHeader{ResponseWriter: w, res: res})
+			return err
+		}
 		w.WriteHeader(http.StatusOK)
 		_, err = res.WriteTo(w)
 		return err
 	}
+}
+
+// CostHeader is LiteLLM's header of a call's cost in USD. It is set on
+// answers read whole before they are written (JSON answers up to the relay
+// buffer); a stream's headers go out before its usage is known, so a
+// stream (and a larger answer) has none: its log event has the cost.
+const CostHeader = "x-litellm-response-cost"
+
+// costHeader writes the status and headers of a whole answer with its
+// first (and only) write, once the answer's usage can be read from it.
+type costHeader struct {
+	http.ResponseWriter
+	res   *Result
+	wrote bool
+}
+
+func (c *costHeader) Write(b []byte) (int, error) {
+	if !c.wrote {
+		c.wrote = true
+		if cost, ok := c.res.quote(b); ok {
+			c.Header().Set(CostHeader, strconv.FormatFloat(cost, 'g', -1, 64))
+		}
+		c.ResponseWriter.WriteHeader(http.StatusOK)
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (c *costHeader) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// readWhole reports whether WriteTo reads the answer whole before writing.
+func (r *Result) readWhole() bool {
+	return !r.Streamed && r.ContentLength > 0 && r.ContentLength <= copyBufferSize
+}
+
+// quote prices the whole answer doc by the usage it carries (OpenAI's
+// names, or the Responses API's).
+func (r *Result) quote(doc []byte) (float64, bool) {
+	var raw []byte
+	jsonscan.Members(doc, func(name, value []byte) error {
+		if string(name) == "usage" {
+			raw = value
+		}
+		return nil
+	})
+	var u oai.Usage
+	if len(raw) > 0 {
+		if bytes.Contains(raw, []byte(`"input_tokens"`)) {
+			u, _ = oai.ParseResponseUsage(raw)
+		} else {
+			u, _ = oai.ParseUsage(raw)
+		}
+	}
+	ev := *r.call.Event
+	ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = u.PromptTokens, u.CompletionTokens, u.TotalTokens
+	ev.CachedTokens = u.PromptTokensDetails.CachedTokens
+	return r.call.calls.events.Quote(&ev)
 }
 
 // Tokens counts a finished call's tokens against its deployment's and its
@@ -294,7 +377,7 @@ func (r *Result) WriteTo(w io.Writer) (n int64, err error) {
 	defer r.call.calls.buffers.Put(bp)
 	buf := *bp
 	flush := flusherOf(w, r.Streamed)
-	whole := !r.Streamed && r.ContentLength > 0 && r.ContentLength <= int64(len(buf))
+	whole := r.readWhole() && r.ContentLength <= int64(len(buf))
 	for {
 		var (
 			k    int
@@ -381,6 +464,7 @@ func (r *Result) end(copyErr error) {
 	usage, merr := r.meter.End(ev)
 	r.usage = usage
 	ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = usage.PromptTokens, usage.CompletionTokens, usage.TotalTokens
+	ev.CachedTokens = usage.PromptTokensDetails.CachedTokens
 	switch {
 	case copyErr != nil:
 		ev.Fail(copyErr)

@@ -188,10 +188,7 @@ func NewRouter(opts Options) (*Router, error) {
 			r.groups[c.ModelName] = g
 			order = append(order, c.ModelName)
 		}
-		id := c.ModelInfo.ID
-		if id == "" {
-			id = fmt.Sprintf("%s#%d", c.ModelName, i)
-		}
+		id := c.ID(i)
 		d := &deployment{
 			cfg:   c,
 			index: len(g.deployments),

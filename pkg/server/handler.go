@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/spend"
 )
 
 // Options choose what a Handler serves.
@@ -154,6 +155,9 @@ func (s *Services) wrap(rt Route, h HandlerFunc, await bool) http.Handler {
 		r = r.WithContext(ctx)
 		if err == nil {
 			err = h(tw, r)
+			// The call's log events are priced by now: its budget
+			// reservation becomes their cost.
+			spend.Settle(ctx)
 		}
 		if err != nil && tw.wrote {
 			// The answer has begun (a stream) and cannot become an error
@@ -196,6 +200,11 @@ func (s *Services) authorize(ctx context.Context, rt Route, r *http.Request) (co
 	}
 	if err := s.Auth.Admit(ctx, p); err != nil {
 		return ctx, err
+	}
+	if rt.Spends {
+		if ctx, err = s.Budgets.Admit(ctx, p); err != nil {
+			return ctx, err
+		}
 	}
 	return auth.WithPrincipal(ctx, p), nil
 }

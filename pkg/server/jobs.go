@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/batches"
+	"github.com/sluice-gateway/sluice/pkg/callbacks/delivery"
 	"github.com/sluice-gateway/sluice/pkg/files"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/store"
@@ -127,9 +128,32 @@ func Jobs() []Job {
 		// between them.
 		{Name: "callback-delivery", Queue: DeliveryQueue, Workers: 32, Timeout: 45 * time.Second,
 			Needs:  []Capability{RecordsRead, RecordsWrite, ClaimCheckRead, DeliveryDeadLetter, Seal, ProviderSecrets},
-			Handle: func(s *Services) MessageHandler { return s.Delivery.Handle },
-			Inline: func(s *Services) logevent.InlineHandler { return s.Delivery.HandleEvents }},
+			Handle: func(s *Services) MessageHandler { return s.countThenDeliver },
+			Inline: func(s *Services) logevent.InlineHandler { return s.countThenDeliverEvents }},
 	}
+}
+
+// countThenDeliver counts the spend of a delivery message's log events
+// (pkg/spend: exactly once, however often the message comes), then
+// delivers them. A message that cannot be counted now is left for
+// redelivery; one that cannot be read goes to the delivery, which
+// dead-letters it.
+func (s *Services) countThenDeliver(ctx context.Context, m store.Message) error {
+	if msg, err := delivery.DecodeMessage(m); err == nil {
+		if err := s.Counter.Count(ctx, msg.Events); err != nil {
+			return err
+		}
+	}
+	return s.Delivery.Handle(ctx, m)
+}
+
+// countThenDeliverEvents is countThenDeliver for the events the local
+// emitter hands over in memory.
+func (s *Services) countThenDeliverEvents(ctx context.Context, m store.Message, events []*logevent.Event) error {
+	if err := s.Counter.Count(ctx, events); err != nil {
+		return err
+	}
+	return s.Delivery.HandleEvents(ctx, m, events)
 }
 
 // nativeBatch is what a function serving native batches needs besides

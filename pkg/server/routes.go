@@ -44,6 +44,9 @@ type Route struct {
 	// AWSErrors renders sluice's own errors in AWS's JSON error shape
 	// (api.WriteAWSError): the Bedrock prefix, whose clients are AWS SDKs.
 	AWSErrors bool
+	// Spends marks routes that make (or start) model calls: the caller's
+	// budgets admit each request (pkg/spend).
+	Spends bool
 	// Needs is what the handler touches in the deployment, beyond what the
 	// middleware needs for Access (see Route.Capabilities).
 	Needs []Capability
@@ -80,7 +83,7 @@ func passthroughRoutes() []Route {
 		for _, m := range passthroughMethods {
 			routes = append(routes, Route{
 				Method: m, Pattern: p.prefix + "/{endpoint...}", Function: p.function, Access: AnyKey,
-				Stream: true, KeyInQuery: true, Needs: p.needs, AWSErrors: p.provider == passthrough.Bedrock,
+				Stream: true, KeyInQuery: true, Spends: true, Needs: p.needs, AWSErrors: p.provider == passthrough.Bedrock,
 				handler: func(s *Services) HandlerFunc { return s.Passthrough.Handler(p.provider) },
 			})
 		}
@@ -102,13 +105,13 @@ func Routes() []Route {
 
 		{Method: "GET", Pattern: "/v1/models", Function: "models", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.listModels }},
 
-		{Method: "POST", Pattern: "/v1/embeddings", Function: "embeddings", Access: AnyKey, Stream: true, Needs: modelCall, Timeout: 300 * time.Second, handler: func(s *Services) HandlerFunc { return s.call("/v1/embeddings") }},
-		{Method: "POST", Pattern: "/v1/chat/completions", Function: "chat-completions", Access: AnyKey, Stream: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/chat/completions") }},
-		{Method: "POST", Pattern: "/chat/completions", Function: "chat-completions", Access: AnyKey, Stream: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/chat/completions") }},
-		{Method: "POST", Pattern: "/v1/completions", Function: "completions", Access: AnyKey, Stream: true, Needs: forwardedCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/completions") }},
-		{Method: "POST", Pattern: "/v1/responses", Function: "responses", Access: AnyKey, Stream: true, Needs: forwardedCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/responses") }},
-		{Method: "POST", Pattern: "/moderations", Function: "moderations", Access: AnyKey, Stream: true, Needs: modelCall, Timeout: 300 * time.Second, handler: func(s *Services) HandlerFunc { return s.call("/v1/moderations") }},
-		{Method: "POST", Pattern: "/v1/moderations", Function: "moderations", Access: AnyKey, Stream: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/moderations") }},
+		{Method: "POST", Pattern: "/v1/embeddings", Function: "embeddings", Access: AnyKey, Stream: true, Spends: true, Needs: modelCall, Timeout: 300 * time.Second, handler: func(s *Services) HandlerFunc { return s.call("/v1/embeddings") }},
+		{Method: "POST", Pattern: "/v1/chat/completions", Function: "chat-completions", Access: AnyKey, Stream: true, Spends: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/chat/completions") }},
+		{Method: "POST", Pattern: "/chat/completions", Function: "chat-completions", Access: AnyKey, Stream: true, Spends: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/chat/completions") }},
+		{Method: "POST", Pattern: "/v1/completions", Function: "completions", Access: AnyKey, Stream: true, Spends: true, Needs: forwardedCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/completions") }},
+		{Method: "POST", Pattern: "/v1/responses", Function: "responses", Access: AnyKey, Stream: true, Spends: true, Needs: forwardedCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/responses") }},
+		{Method: "POST", Pattern: "/moderations", Function: "moderations", Access: AnyKey, Stream: true, Spends: true, Needs: modelCall, Timeout: 300 * time.Second, handler: func(s *Services) HandlerFunc { return s.call("/v1/moderations") }},
+		{Method: "POST", Pattern: "/v1/moderations", Function: "moderations", Access: AnyKey, Stream: true, Spends: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/moderations") }},
 
 		{Method: "POST", Pattern: "/v1/files", Function: "files-upload", Access: AnyKey, Needs: []Capability{RecordsWrite, FilesWrite, FilesDelete}, Memory: 1024, handler: func(s *Services) HandlerFunc { return s.filesAPI().Upload }},
 		{Method: "GET", Pattern: "/v1/files", Function: "files-list", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.filesAPI().List }},
@@ -120,7 +123,7 @@ func Routes() []Route {
 		{Method: "POST", Pattern: "/v1/uploads/{upload_id}/complete", Function: "uploads", Access: AnyKey, Needs: []Capability{RecordsWrite, FilesRead, FilesDelete}, handler: func(s *Services) HandlerFunc { return s.filesAPI().CompleteUpload }},
 		{Method: "POST", Pattern: "/v1/uploads/{upload_id}/cancel", Function: "uploads", Access: AnyKey, Needs: []Capability{RecordsWrite, FilesDelete}, handler: func(s *Services) HandlerFunc { return s.filesAPI().CancelUpload }},
 
-		{Method: "POST", Pattern: "/v1/batches", Function: "batches-create", Access: AnyKey, Needs: nativeBatch(RecordsWrite, WorkSend, FilesRead, FilesWrite, FilesDelete), handler: func(s *Services) HandlerFunc { return s.batchesAPI().Create }},
+		{Method: "POST", Pattern: "/v1/batches", Function: "batches-create", Access: AnyKey, Spends: true, Needs: nativeBatch(RecordsWrite, WorkSend, FilesRead, FilesWrite, FilesDelete), handler: func(s *Services) HandlerFunc { return s.batchesAPI().Create }},
 		{Method: "GET", Pattern: "/v1/batches", Function: "batches-list", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.batchesAPI().List }},
 		{Method: "GET", Pattern: "/v1/batches/{batch_id}", Function: "batch-get", Access: AnyKey, Needs: nativeBatch(RecordsWrite, FilesRead, FilesWrite, FilesDelete), handler: func(s *Services) HandlerFunc { return s.batchesAPI().Get }},
 		{Method: "POST", Pattern: "/v1/batches/{batch_id}/cancel", Function: "batch-cancel", Access: AnyKey, Needs: nativeBatch(RecordsWrite, WorkSend), handler: func(s *Services) HandlerFunc { return s.batchesAPI().Cancel }},
@@ -132,6 +135,11 @@ func Routes() []Route {
 		{Method: "GET", Pattern: "/key/info", Function: "admin", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.admin().KeyInfo }},
 		{Method: "GET", Pattern: "/key/list", Function: "admin", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.admin().KeyList }},
 		{Method: "POST", Pattern: "/key/delete", Function: "admin", Access: AdminOnly, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.admin().KeyDelete }},
+		{Method: "POST", Pattern: "/key/update", Function: "admin", Access: AdminOnly, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.admin().KeyUpdate }},
+		{Method: "POST", Pattern: "/team/update", Function: "admin", Access: AdminOnly, Needs: []Capability{RecordsWrite}, handler: func(s *Services) HandlerFunc { return s.admin().TeamUpdate }},
+		// Spend per day and team, key or model (the admin: every team's;
+		// a team key: its own team's).
+		{Method: "GET", Pattern: "/global/spend/report", Function: "admin", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.Reports.Handler }},
 
 		// Team logging callbacks (the admin or a key of the team): one
 		// function each, so only the add seals secrets.

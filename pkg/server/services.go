@@ -31,6 +31,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/providers/gemini"
 	"github.com/sluice-gateway/sluice/pkg/providers/openai"
 	"github.com/sluice-gateway/sluice/pkg/providers/vertex"
+	"github.com/sluice-gateway/sluice/pkg/spend"
 	"github.com/sluice-gateway/sluice/pkg/store"
 	"github.com/sluice-gateway/sluice/pkg/ui"
 )
@@ -94,6 +95,12 @@ type Services struct {
 	// Batches serves the Batch API and runs batches (the batch-worker and
 	// batch-sweeper jobs).
 	Batches *batches.Service
+	// Budgets admits calls against their key's and team's budgets; Counter
+	// counts what they spent (the callback-delivery job hands it every
+	// log event); Reports reads the counts (pkg/spend).
+	Budgets *spend.Budgets
+	Counter *spend.Counter
+	Reports spend.Reports
 
 	authFailures *authFailureLog
 }
@@ -129,6 +136,9 @@ func NewServices(deps Deps) (*Services, error) {
 	}
 	s.authFailures = newAuthFailureLog(deps.Now)
 	if err := s.buildCallbacks(deps); err != nil {
+		return nil, err
+	}
+	if err := s.buildSpend(deps); err != nil {
 		return nil, err
 	}
 	// One client, so model calls and passthrough share one connection pool.
@@ -177,6 +187,44 @@ func (s *Services) buildCallbacks(deps Deps) error {
 		}),
 	}, delivery.Options{Now: deps.Now})
 	return err
+}
+
+// buildSpend builds the pricing of every log event, the budgets, the
+// spend counter and the reports.
+func (s *Services) buildSpend(deps Deps) error {
+	table, err := spend.ShippedTable()
+	if err != nil {
+		return err
+	}
+	pricer, err := spend.NewPricer(table, deps.Config)
+	if err != nil {
+		return err
+	}
+	s.Events.SetPricer(pricer)
+	s.Budgets = spend.NewBudgets(deps.Backend.Records, spend.BudgetOptions{Now: deps.Now})
+	s.Counter = spend.NewCounter(deps.Backend.Records, s.Auth, spend.CounterOptions{Now: deps.Now})
+	s.Reports = spend.Reports{Records: deps.Backend.Records, Names: s.Auth}
+	return nil
+}
+
+// lineAdmitter admits a batch line as the HTTP edge admits a request: the
+// key's and team's rate limits, then their budgets.
+type lineAdmitter struct{ s *Services }
+
+func (a lineAdmitter) Admit(ctx context.Context, p auth.Principal) error {
+	_, end, err := a.AdmitCall(ctx, p)
+	end()
+	return err
+}
+
+// AdmitCall admits a line and reserves its estimated cost against its
+// budgets until its log event is priced (modelcall.CallAdmitter).
+func (a lineAdmitter) AdmitCall(ctx context.Context, p auth.Principal) (context.Context, func(), error) {
+	if err := a.s.Auth.Admit(ctx, p); err != nil {
+		return ctx, func() {}, err
+	}
+	ctx, err := a.s.Budgets.Admit(ctx, p)
+	return ctx, func() { spend.Settle(ctx) }, err
 }
 
 func (s *Services) callbacksAPI() callbacks.Handlers {
@@ -236,7 +284,7 @@ func (s *Services) buildBatches(deps Deps) {
 	}
 	s.Batches = batches.NewService(batches.Deps{
 		Records: deps.Backend.Records, Blobs: deps.Backend.Blobs, Work: deps.Backend.Work,
-		Files: s.Files, Keys: s.Auth, Admit: s.Auth, Operations: s.Operations, Models: s.Models,
+		Files: s.Files, Keys: s.Auth, Admit: lineAdmitter{s}, Operations: s.Operations, Models: s.Models,
 	}, opts)
 	s.Files.Batches = s.Batches
 	s.Batches.EnableNative(batches.NativeDeps{
@@ -260,7 +308,7 @@ func (s *Services) batchesAPI() batches.Handlers {
 }
 
 func (s *Services) admin() auth.Handlers {
-	return auth.Handlers{Service: s.Auth, JSONLimit: s.Settings.JSONBodyLimit}
+	return auth.Handlers{Service: s.Auth, JSONLimit: s.Settings.JSONBodyLimit, Spend: s.Budgets}
 }
 
 // page serves the admin page's embedded assets (pkg/ui).

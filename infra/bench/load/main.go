@@ -154,6 +154,8 @@ func run(cfg *config) error {
 			s = b.runBatch(ctx)
 		case "callback":
 			s = b.runCallback(ctx, scenarios["embeddings"])
+		case "budget":
+			s = b.runBudget(ctx, scenarios["embeddings"])
 		case "titan-fanout":
 			s = b.runTitanFanout(ctx)
 		default:

@@ -1,0 +1,362 @@
+package spend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/store"
+)
+
+// CodeBudgetExceeded is the error type and code of a call refused by a
+// budget (LiteLLM's).
+const CodeBudgetExceeded = "budget_exceeded"
+
+// Period is the budget period of a key or team created at created, whose
+// budget resets every duration (a LiteLLM duration; "" never resets), at
+// time t: its id (the counter it is kept under) and when it ends (nil:
+// never). Periods are counted from creation, so every process agrees.
+func Period(created time.Time, duration string, t time.Time) (id string, resetAt *time.Time) {
+	if duration == "" {
+		return "all", nil
+	}
+	d, err := auth.ParseDuration(duration)
+	if err != nil {
+		return "all", nil // refused when set; an old record with a bad one never resets
+	}
+	k := int64(0)
+	if t.After(created) {
+		k = int64(t.Sub(created) / d)
+	}
+	reset := created.Add(time.Duration(k+1) * d).UTC()
+	return strconv.FormatInt(k, 10), &reset
+}
+
+// periodKey is the record counting a scope's spend in one budget period.
+func periodKey(scope, period string) store.Key {
+	return store.Key{PK: "SPEND#" + scope, SK: "PERIOD#" + period}
+}
+
+// The counters of spend records: cost in nano-USD (integers add exactly,
+// in both stores), tokens, requests.
+const (
+	counterCost     = "nusd"
+	counterInput    = "input_tokens"
+	counterOutput   = "output_tokens"
+	counterRequests = "requests"
+)
+
+func nanos(usd float64) int64 { return int64(usd*1e9 + 0.5) }
+func usd(nanos int64) float64 { return float64(nanos) / 1e9 }
+
+// BudgetOptions tune Budgets. Zero fields take the defaults.
+type BudgetOptions struct {
+	// Refresh is how old a stored spend may be before an admission reads
+	// it again.
+	Refresh time.Duration
+	// Settle is how long a finished call's cost is still added to the
+	// stored spend: about the time its count takes to reach the store
+	// (the delivery job's flush). Counted twice meanwhile, never missed.
+	Settle time.Duration
+	Now    func() time.Time
+}
+
+// Default budget options.
+const (
+	DefaultRefresh = time.Second
+	DefaultSettle  = 5 * time.Second
+)
+
+// Budgets admits calls against their key's and team's budgets: the spend
+// stored for the current period, plus the calls of this process still in
+// flight at their estimated cost, plus those that finished too recently to
+// be stored, must be below max_budget. The estimate is the scope's mean
+// cost per call in this process (else the process's); so N concurrent
+// calls on a budget admitting K admit about K, not N.
+type Budgets struct {
+	records store.Records
+	opts    BudgetOptions
+
+	mu     sync.Mutex
+	scopes map[string]*scope
+	mean   mean // every call of the process
+}
+
+// NewBudgets builds the budget admission over the spend records.
+func NewBudgets(records store.Records, opts BudgetOptions) *Budgets {
+	if opts.Refresh <= 0 {
+		opts.Refresh = DefaultRefresh
+	}
+	if opts.Settle <= 0 {
+		opts.Settle = DefaultSettle
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Budgets{records: records, opts: opts, scopes: map[string]*scope{}}
+}
+
+// scope is one key's or team's budget state in this process.
+type scope struct {
+	name       string // "key:<token>", "team:<id>"
+	period     string
+	stored     float64 // USD stored for period, as read at readAt
+	readAt     time.Time
+	inflight   float64 // estimates of the admitted calls not finished
+	recent     []ended // finished calls, until Settle has passed
+	mean       mean
+	softWarned string // the period whose soft budget crossing was logged
+}
+
+type ended struct {
+	cost float64
+	at   time.Time
+}
+
+// mean is a running mean of call costs, weighted to the recent ones.
+type mean struct {
+	v float64
+	n int
+}
+
+func (m *mean) add(cost float64) {
+	m.n++
+	w := max(1/float64(m.n), 0.1)
+	m.v += (cost - m.v) * w
+}
+
+// budgeted is a scope of a principal with its budget.
+type budgeted struct {
+	name    string
+	created time.Time
+	budget  auth.Budget
+	what    string // "key", "team": for messages
+}
+
+func budgetsOf(p auth.Principal) []budgeted {
+	if p.Admin {
+		return nil // the master key has no budget (LiteLLM's)
+	}
+	var out []budgeted
+	if k := p.Key; k != nil && k.Budgeted() {
+		out = append(out, budgeted{"key:" + k.Token, k.CreatedAt, k.Budget, "key"})
+	}
+	if t := p.Team; t != nil && t.Budgeted() {
+		out = append(out, budgeted{"team:" + t.TeamID, t.CreatedAt, t.Budget, "team"})
+	}
+	return out
+}
+
+// Tab is what one admitted call reserved; its priced log event
+// (Pricer.Price) settles it with its cost (Settle ends one that has none).
+type Tab struct {
+	b        *Budgets
+	scopes   []*scope
+	estimate float64
+	mu       sync.Mutex
+	cost     float64
+	priced   bool
+	settled  bool
+}
+
+type tabKey struct{}
+
+func tabOf(ctx context.Context) *Tab {
+	t, _ := ctx.Value(tabKey{}).(*Tab)
+	return t
+}
+
+// settleWith settles the call with the cost of its log event.
+func (t *Tab) settleWith(cost float64) {
+	t.mu.Lock()
+	t.cost += cost
+	t.priced = true
+	t.mu.Unlock()
+	t.settle()
+}
+
+// Admit checks p's budgets before a call: a scope whose spend has reached
+// its max_budget refuses it (400 budget_exceeded). An admitted call
+// reserves its estimated cost until Settle(ctx) with the returned context.
+// A principal without budgets costs nothing here.
+func (b *Budgets) Admit(ctx context.Context, p auth.Principal) (context.Context, error) {
+	list := budgetsOf(p)
+	if len(list) == 0 {
+		return ctx, nil
+	}
+	now := b.opts.Now()
+	scopes := make([]*scope, len(list))
+	for i, bg := range list {
+		s, err := b.fresh(ctx, bg, now)
+		if err != nil {
+			return ctx, err
+		}
+		scopes[i] = s
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, bg := range list {
+		s := scopes[i]
+		spent := s.stored + s.recentCost(now, b.opts.Settle)
+		if soft := bg.budget.SoftBudget; soft != nil && spent >= *soft && s.softWarned != s.period {
+			s.softWarned = s.period
+			slog.WarnContext(ctx, "spend: soft budget crossed", "scope", bg.what, "id", scopeID(bg.name),
+				"spend", spent, "soft_budget", *soft, "max_budget", fmtBudget(bg.budget.MaxBudget))
+		}
+		if max := bg.budget.MaxBudget; max != nil && spent+s.inflight >= *max {
+			msg := fmt.Sprintf("Budget has been exceeded! Current cost: %v, Max budget: %v (the %s's budget", spent, *max, bg.what)
+			if s.inflight > 0 {
+				msg += fmt.Sprintf("; calls in flight are estimated at %v more", s.inflight)
+			}
+			return ctx, &api.Error{Status: 400, Type: CodeBudgetExceeded, Code: CodeBudgetExceeded, Message: msg + ")."}
+		}
+	}
+	t := &Tab{b: b, scopes: scopes}
+	for _, s := range scopes {
+		est := b.mean.v
+		if s.mean.n > 0 {
+			est = s.mean.v
+		}
+		t.estimate = max(t.estimate, est)
+	}
+	for _, s := range scopes {
+		s.inflight += t.estimate
+	}
+	return context.WithValue(ctx, tabKey{}, t), nil
+}
+
+// Settle ends the call admitted with ctx (Admit): its reservation is
+// replaced by what its log events cost, counted until the stored spend
+// has it. Settling twice, or a ctx without a call, does nothing.
+func Settle(ctx context.Context) {
+	if t := tabOf(ctx); t != nil {
+		t.settle()
+	}
+}
+
+func (t *Tab) settle() {
+	t.mu.Lock()
+	if t.settled {
+		t.mu.Unlock()
+		return
+	}
+	t.settled = true
+	cost, priced := t.cost, t.priced
+	t.mu.Unlock()
+	b := t.b
+	now := b.opts.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range t.scopes {
+		s.inflight = max(s.inflight-t.estimate, 0)
+		if priced {
+			s.recent = append(s.recent, ended{cost: cost, at: now})
+			s.mean.add(cost)
+		}
+	}
+	if priced {
+		b.mean.add(cost)
+	}
+}
+
+// maxScopes bounds the budget states a process keeps; past it, the idle
+// ones (nothing in flight or recent) are dropped — re-read from the store
+// when their key comes back.
+const maxScopes = 10000
+
+func (b *Budgets) prune(now time.Time) {
+	for name, s := range b.scopes {
+		if s.inflight == 0 && s.recentCost(now, b.opts.Settle) == 0 {
+			delete(b.scopes, name)
+		}
+	}
+}
+
+func (s *scope) recentCost(now time.Time, settle time.Duration) float64 {
+	keep := s.recent[:0]
+	var sum float64
+	for _, e := range s.recent {
+		if now.Sub(e.at) < settle {
+			keep = append(keep, e)
+			sum += e.cost
+		}
+	}
+	s.recent = keep
+	return sum
+}
+
+// fresh returns bg's scope state for the period of now, its stored spend
+// read again when older than Refresh.
+func (b *Budgets) fresh(ctx context.Context, bg budgeted, now time.Time) (*scope, error) {
+	period, _ := Period(bg.created, bg.budget.BudgetDuration, now)
+	b.mu.Lock()
+	s := b.scopes[bg.name]
+	if s == nil {
+		if len(b.scopes) >= maxScopes {
+			b.prune(now)
+		}
+		s = &scope{name: bg.name}
+		b.scopes[bg.name] = s
+	}
+	if s.period != period {
+		// A new period: the spend of the old one no longer counts.
+		s.period, s.stored, s.readAt, s.recent = period, 0, time.Time{}, nil
+	}
+	stale := now.Sub(s.readAt) >= b.opts.Refresh
+	b.mu.Unlock()
+	if !stale {
+		return s, nil
+	}
+	stored, err := b.stored(ctx, bg.name, period)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	if s.period == period {
+		s.stored, s.readAt = stored, now
+	}
+	b.mu.Unlock()
+	return s, nil
+}
+
+// stored reads a scope's stored spend in period, USD.
+func (b *Budgets) stored(ctx context.Context, scope, period string) (float64, error) {
+	rec, err := b.records.Get(ctx, periodKey(scope, period))
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("spend: read %s's spend: %w", scope, err)
+	}
+	return usd(rec.Counters[counterCost]), nil
+}
+
+// Spent is what a scope ("key:<token>", "team:<id>") created at created
+// has spent in its budget period now, as stored (auth.SpendReader).
+func (b *Budgets) Spent(ctx context.Context, scope string, created time.Time, budget auth.Budget) (auth.BudgetState, error) {
+	period, reset := Period(created, budget.BudgetDuration, b.opts.Now())
+	v, err := b.stored(ctx, scope, period)
+	return auth.BudgetState{Spend: v, BudgetResetAt: reset}, err
+}
+
+func scopeID(name string) string {
+	for i := range name {
+		if name[i] == ':' {
+			return name[i+1:]
+		}
+	}
+	return name
+}
+
+func fmtBudget(v *float64) any {
+	if v == nil {
+		return nil
+	}
+	return *v
+}

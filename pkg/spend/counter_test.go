@@ -1,0 +1,172 @@
+package spend_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/spend"
+	"github.com/sluice-gateway/sluice/pkg/store"
+)
+
+// principals answers every key as one key of one team, both created at
+// created, with hourly budgets.
+type principals struct{ created time.Time }
+
+func (p principals) PrincipalOf(_ context.Context, token string) (auth.Principal, error) {
+	b := auth.Budget{BudgetDuration: "1h"}
+	return auth.Principal{TeamID: "t1",
+		Key:  &auth.KeyInfo{Token: token, TeamID: "t1", CreatedAt: p.created, Budget: b},
+		Team: &auth.Team{TeamID: "t1", CreatedAt: p.created, Budget: b}}, nil
+}
+
+func event(id string, at time.Time, cost float64) *logevent.Event {
+	return &logevent.Event{ID: id, Model: "gpt-x", ModelGroup: "gpt", ResponseCost: cost, PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15,
+		StartTime: float64(at.UnixNano()) / 1e9,
+		Metadata:  logevent.Metadata{UserAPIKeyHash: "tok1", UserAPIKeyTeamID: "t1", RequestID: id}}
+}
+
+// each runs f on every storage backend.
+func each(t *testing.T, f func(t *testing.T, records store.Records)) {
+	for _, b := range gatewaytest.Backends() {
+		t.Run(b.Name, func(t *testing.T) { f(t, b.Open(t).Records) })
+	}
+}
+
+func report(t *testing.T, records store.Records, day, groupBy string) *spend.Report {
+	t.Helper()
+	rep, err := spend.Reports{Records: records}.Report(context.Background(), auth.Principal{Admin: true, TeamID: auth.AdminTeam}, day, day, groupBy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+func TestCounterCountsEachEventOnceAcrossRedeliveries(t *testing.T) {
+	each(t, func(t *testing.T, records store.Records) {
+		created := time.Now().Add(-90 * time.Minute)
+		c := spend.NewCounter(records, principals{created}, spend.CounterOptions{Linger: time.Millisecond})
+		ctx := context.Background()
+		now := time.Now()
+		a, b := event("req-a", now, 0.25), event("req-b", now, 0.5)
+		if err := c.Count(ctx, []*logevent.Event{a, b}); err != nil {
+			t.Fatal(err)
+		}
+		// A redelivery of the same message, then one that also holds a new
+		// event: only the new one counts.
+		if err := c.Count(ctx, []*logevent.Event{a, b}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Count(ctx, []*logevent.Event{b, event("req-c", now, 1), event("req-c", now, 1)}); err != nil {
+			t.Fatal(err)
+		}
+		day := now.UTC().Format(time.DateOnly)
+		for _, groupBy := range []string{"team", "api_key", "model"} {
+			rep := report(t, records, day, groupBy)
+			if len(rep.Data) != 1 || !near(rep.Total.Spend, 1.75) || rep.Total.Requests != 3 || rep.Total.InputTokens != 30 || rep.Total.OutputTokens != 15 {
+				t.Errorf("group_by %s: %+v", groupBy, rep)
+			}
+		}
+		// The budget period: created 90 minutes ago, hourly → period 1.
+		b2 := spend.NewBudgets(records, spend.BudgetOptions{})
+		st, err := b2.Spent(ctx, "key:tok1", created, auth.Budget{BudgetDuration: "1h"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !near(st.Spend, 1.75) || st.BudgetResetAt == nil || !st.BudgetResetAt.Equal(created.Add(2*time.Hour).UTC()) {
+			t.Errorf("key period spend %v, reset %v", st.Spend, st.BudgetResetAt)
+		}
+	})
+}
+
+func TestCounterSplitsWhatOneTransactionCannotHold(t *testing.T) {
+	each(t, func(t *testing.T, records store.Records) {
+		c := spend.NewCounter(records, principals{time.Now()}, spend.CounterOptions{Linger: time.Millisecond})
+		now := time.Now()
+		var events []*logevent.Event
+		for i := range 250 {
+			events = append(events, event(fmt.Sprintf("req-%d", i), now, 0.001))
+		}
+		if err := c.Count(context.Background(), events); err != nil {
+			t.Fatal(err)
+		}
+		// Again, with half of them counted before.
+		more := append(events[125:], event("req-new", now, 0.001))
+		if err := c.Count(context.Background(), more); err != nil {
+			t.Fatal(err)
+		}
+		rep := report(t, records, now.UTC().Format(time.DateOnly), "team")
+		if rep.Total.Requests != 251 || !near(rep.Total.Spend, 0.251) {
+			t.Errorf("counted %d requests, %v USD; want 251, 0.251", rep.Total.Requests, rep.Total.Spend)
+		}
+	})
+}
+
+func TestCounterGroupsConcurrentCountsIntoFewWrites(t *testing.T) {
+	each(t, func(t *testing.T, records store.Records) {
+		c := spend.NewCounter(records, principals{time.Now()}, spend.CounterOptions{Linger: 100 * time.Millisecond})
+		now := time.Now()
+		var wg sync.WaitGroup
+		for i := range 40 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := c.Count(context.Background(), []*logevent.Event{event(fmt.Sprintf("req-%d", i), now, 0.01)}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		// 40 calls of one key, team and model: 5 counters (3 days, 2
+		// periods) written once a flush, not once a call.
+		if c.Flushes > 3 || c.CounterWrites > 5*c.Flushes {
+			t.Errorf("%d flushes, %d counter writes for 40 calls", c.Flushes, c.CounterWrites)
+		}
+		if rep := report(t, records, now.UTC().Format(time.DateOnly), "api_key"); rep.Total.Requests != 40 {
+			t.Errorf("counted %d requests, want 40", rep.Total.Requests)
+		}
+	})
+}
+
+// Under a closed loop of one key's calls, each of its counters is written
+// at most once a linger (5 times a second): the writes a key costs do not
+// grow with its calls.
+func TestCounterWritesPerKeyUnderLoad(t *testing.T) {
+	each(t, func(t *testing.T, records store.Records) {
+		c := spend.NewCounter(records, principals{time.Now()}, spend.CounterOptions{})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		start := time.Now()
+		var wg sync.WaitGroup
+		var calls atomic.Int64
+		for w := range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ctx.Err() == nil; i++ {
+					if err := c.Count(ctx, []*logevent.Event{event(fmt.Sprintf("w%d-%d", w, i), start, 0.001)}); err != nil && ctx.Err() == nil {
+						t.Error(err)
+						return
+					}
+					calls.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		secs := time.Since(start).Seconds()
+		perCounter := float64(c.CounterWrites) / 5 / secs // 5 counters: 3 day rows, 2 period rows
+		t.Logf("%d calls in %.1f s: %d flushes, %.1f writes/s per counter of the key, %d item writes in all", calls.Load(), secs, c.Flushes, perCounter, c.Writes)
+		if perCounter > 5.5 {
+			t.Errorf("%.1f writes/s per counter, want ≤ 5", perCounter)
+		}
+	})
+}
