@@ -196,6 +196,12 @@ func AsError(err error) *Error {
 // cause; a client that has gone (ClientGone) is logged at info as a 499 and
 // sent nothing.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	WriteErrorAs(w, r, err, func(e *Error) any { return e.Body() })
+}
+
+// WriteErrorAs is WriteError with the body another API's error shape
+// (Anthropic's, on /v1/messages): body renders the classified error.
+func WriteErrorAs(w http.ResponseWriter, r *http.Request, err error, body func(*Error) any) {
 	ctx := r.Context()
 	e := AsError(ClientGone(ctx, err))
 	switch {
@@ -213,7 +219,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	}
-	WriteJSON(w, e.Status, e.Body())
+	WriteJSON(w, e.Status, body(e))
 }
 
 // LogLateError logs an error that happened after the response began, when

@@ -109,6 +109,10 @@ func canonicalPath(p string) bool {
 // has), else left to finish in the background.
 func (s *Services) wrap(rt Route, h HandlerFunc, await bool) http.Handler {
 	publishes := slices.Contains(rt.Needs, EventsPublish)
+	writeError := api.WriteError
+	if rt.writeError != nil {
+		writeError = rt.writeError
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The request's context is built whole, then the request copied
 		// once: each WithContext copies the whole request.
@@ -135,7 +139,7 @@ func (s *Services) wrap(rt Route, h HandlerFunc, await bool) http.Handler {
 			panic(http.ErrAbortHandler)
 		}
 		if err != nil {
-			api.WriteError(w, r, err)
+			writeError(w, r, err)
 		}
 		if await && pending != nil && pending.Waiting() {
 			http.NewResponseController(w).Flush()
