@@ -263,4 +263,3 @@ func describe(err error) string {
 	}
 	return err.Error()
 }
-
