@@ -116,6 +116,29 @@ type Block struct {
 	Data      string `json:"data,omitempty"`
 
 	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+
+	// Raw is a block of a type sluice does not model (a server tool's
+	// result, a search result, …), as it came: only a native deployment
+	// takes it.
+	Raw json.RawMessage `json:"-"`
+}
+
+// UnmarshalJSON decodes the blocks sluice models; any other is kept raw,
+// whatever its members.
+func (b *Block) UnmarshalJSON(data []byte) error {
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return err
+	}
+	switch head.Type {
+	case BlockText, BlockImage, BlockDocument, BlockToolUse, BlockToolResult, BlockThinking, BlockRedactedThinking, "":
+		type plain Block
+		return json.Unmarshal(data, (*plain)(b))
+	}
+	*b = Block{Type: head.Type, Raw: append(json.RawMessage(nil), data...)}
+	return nil
 }
 
 // Source is an image's or a document's data.
