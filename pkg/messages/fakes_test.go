@@ -234,4 +234,3 @@ func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
-
