@@ -55,7 +55,7 @@ func readJSON(t testing.TB, r *http.Request) (map[string]any, []byte) {
 	return m, b
 }
 
-func sse(w http.ResponseWriter, events ...string) {
+func writeSSE(w http.ResponseWriter, events ...string) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	for _, e := range events {
 		io.WriteString(w, e)
@@ -99,7 +99,7 @@ func openAIFake(t testing.TB) http.HandlerFunc {
 			}
 			ev(`{"index":0,"delta":{},"finish_reason":"` + finish + `"}`)
 			evs = append(evs, "data: {"+id+`,"choices":[],"usage":{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18}}`+"\n\n", "data: [DONE]\n\n")
-			sse(w, evs...)
+			writeSSE(w, evs...)
 			return
 		}
 		msg := `{"role":"assistant","content":` + quote(text) + `}`
@@ -129,7 +129,7 @@ func geminiFake(t testing.TB) http.HandlerFunc {
 		usage := `"usageMetadata":{"promptTokenCount":11,"candidatesTokenCount":7,"totalTokenCount":18}`
 		answer := `{"candidates":[{"content":{"role":"model","parts":[` + part + `]},"finishReason":"STOP","index":0}],` + usage + `,"modelVersion":"gemini-fake"}`
 		if strings.HasSuffix(r.URL.Path, ":streamGenerateContent") {
-			sse(w, "data: "+answer+"\n\n")
+			writeSSE(w, "data: "+answer+"\n\n")
 			return
 		}
 		jsonAnswer(w, 200, answer)
@@ -219,7 +219,7 @@ func anthropicFake(t testing.TB, seen func(h http.Header, body []byte)) http.Han
 				"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
 				"event: message_delta\ndata: "+`{"type":"message_delta","delta":{"stop_reason":"`+stop+`","stop_sequence":null},"usage":{"output_tokens":7}}`+"\n\n",
 				"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
-			sse(w, evs...)
+			writeSSE(w, evs...)
 			return
 		}
 		content, stop := `{"type":"text","text":`+quote(text)+`}`, "end_turn"
