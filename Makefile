@@ -28,7 +28,7 @@ redrive: ## Re-drive the log events waiting in the delivery dead-letter queue (s
 test: export SLUICE_REQUIRE_NODE = 1
 test: vet check-deps lint-template node-deps test-aws ## Everything: vet, dependency check, cfn-lint, every test (-race) on both backends, moto_server started and stopped
 
-# The official openai Node client the tests drive, one copy per package that
+# The official Node clients the tests drive (openai, @anthropic-ai/sdk), one copy per package that
 # uses it (pkg/*/testdata/node, at the version its package-lock.json pins):
 # installed once into the ignored node_modules, again only when the lockfile
 # changes.
@@ -38,7 +38,7 @@ NODE_CLIENT_DIRS := $(patsubst %/package-lock.json,%,$(wildcard pkg/*/testdata/n
 node-deps: $(addsuffix /node_modules/.package-lock.json,$(NODE_CLIENT_DIRS)) ## Install the Node client the tests drive (npm ci, once)
 
 %/node_modules/.package-lock.json: %/package-lock.json
-	@command -v npm >/dev/null 2>&1 || { echo "npm is not installed: tests drive the official openai Node client (Node 20 or later)"; exit 1; }
+	@command -v npm >/dev/null 2>&1 || { echo "npm is not installed: tests drive the official Node clients (Node 20 or later)"; exit 1; }
 	npm ci --prefix $* --no-audit --no-fund
 	@touch $@
 

@@ -14,12 +14,14 @@ import (
 const NodeRequireEnv = "SLUICE_REQUIRE_NODE"
 
 // NodeClient returns dir, a package's testdata/node, once the official
-// openai Node client its package-lock.json pins is installed there (`make
-// node-deps`). Without it the test skips — or fails, under NodeRequireEnv.
+// Node client its package-lock.json pins (openai, @anthropic-ai/sdk) is
+// installed there (`make node-deps`: npm ci, which leaves
+// node_modules/.package-lock.json). Without it the test skips — or fails,
+// under NodeRequireEnv.
 func NodeClient(t testing.TB, dir string) string {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
-		msg := "the openai Node client is not installed in " + dir + ": run `make node-deps`"
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json")); err != nil {
+		msg := "the Node client is not installed in " + dir + ": run `make node-deps`"
 		if os.Getenv(NodeRequireEnv) == "1" {
 			t.Fatal(msg + " (" + NodeRequireEnv + "=1, so not skipping)")
 		}
