@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -249,6 +250,66 @@ func TestCountTokens(t *testing.T) {
 		var ae *anthropic.Error
 		if !errors.As(err, &ae) || ae.StatusCode != 404 {
 			t.Errorf("unknown model: %v", err)
+		}
+	})
+}
+
+// TestStreamFailingMidwayEndsWithAnthropicsErrorEvent: a translated stream
+// the provider cuts after its first chunk ends with Anthropic's event:
+// error, after the events already sent; the log event says it failed.
+func TestStreamFailingMidwayEndsWithAnthropicsErrorEvent(t *testing.T) {
+	up := providertest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		writeSSE(w, `data: {"id":"chatcmpl-cut","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Half"},"finish_reason":null}]}`+"\n\n")
+	})
+	cfg := fmt.Sprintf("model_list:\n  - model_name: cut\n    litellm_params: {model: openai/m, api_base: %s/v1, api_key: k, max_retries: 0}\n", up.URL)
+	chattest.Run(t, chattest.Options{Config: cfg}, func(t *testing.T, h *chattest.Harness) {
+		req, err := http.NewRequest("POST", h.Gateway.URL+"/v1/messages", strings.NewReader(`{"model":"cut","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Api-Key", h.Key)
+		resp, err := h.Gateway.Client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		// The gateway then cuts the connection, so the client sees a broken
+		// answer, never a clean end: read what came before.
+		b, _ := io.ReadAll(resp.Body)
+		body := string(b)
+		if resp.StatusCode != 200 || !strings.Contains(body, `"text":"Half"`) {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		want := "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"The provider's answer was cut off before it ended.\"}}\n\n"
+		if !strings.HasSuffix(body, want) || strings.Contains(body, "message_stop") {
+			t.Errorf("the stream does not end with Anthropic's error event:\n%s", body)
+		}
+		if ev := h.Event(t); ev.Status != "failure" {
+			t.Errorf("log event status %q", ev.Status)
+		}
+	})
+}
+
+// TestMockDeployment: a mock deployment answers Messages calls from its
+// text, streamed and not, with no provider.
+func TestMockDeployment(t *testing.T) {
+	cfg := "model_list:\n  - model_name: mock\n    litellm_params: {model: openai/gpt-4o, mock_response: \"A mock answer.\"}\n"
+	chattest.Run(t, chattest.Options{Config: cfg}, func(t *testing.T, h *chattest.Harness) {
+		c := client(h, h.Key)
+		params := anthropic.MessageNewParams{Model: "mock", MaxTokens: 50, Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Hi"))}}
+		m, err := c.Messages.New(context.Background(), params)
+		if err != nil || text(m) != "A mock answer." {
+			t.Fatalf("%v %+v", err, m)
+		}
+		s := c.Messages.NewStreaming(context.Background(), params)
+		var acc anthropic.Message
+		for s.Next() {
+			if err := acc.Accumulate(s.Current()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s.Err() != nil || text(&acc) != "A mock answer." || acc.StopReason != anthropic.StopReasonEndTurn {
+			t.Errorf("%v %q %q", s.Err(), text(&acc), acc.StopReason)
 		}
 	})
 }
