@@ -2,6 +2,7 @@ package messages_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -146,6 +147,30 @@ func bedrockFake(t testing.TB) http.HandlerFunc {
 			return
 		}
 		m, body := readJSON(t, r)
+		if p := r.URL.EscapedPath(); strings.HasSuffix(p, "/invoke") || strings.HasSuffix(p, "/invoke-with-response-stream") {
+			if m["anthropic_version"] != "bedrock-2023-05-31" || m["model"] != nil || m["stream"] != nil {
+				t.Errorf("fake: an InvokeModel body for Claude without Bedrock's anthropic_version, or with a model or stream: %s", body)
+			}
+			message, events := anthropicReply("claude-on-bedrock", body)
+			if strings.HasSuffix(p, "/invoke") {
+				jsonAnswer(w, 200, message)
+				return
+			}
+			w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
+			enc := eventstream.NewEncoder()
+			for _, e := range events {
+				var hs eventstream.Headers
+				hs.Set(":message-type", eventstream.StringValue("event"))
+				hs.Set(":event-type", eventstream.StringValue("chunk"))
+				hs.Set(":content-type", eventstream.StringValue("application/json"))
+				payload := `{"bytes":"` + base64.StdEncoding.EncodeToString([]byte(e[1])) + `"}`
+				if err := enc.Encode(w, eventstream.Message{Headers: hs, Payload: []byte(payload)}); err != nil {
+					t.Errorf("fake: encode: %v", err)
+				}
+				w.(http.Flusher).Flush()
+			}
+			return
+		}
 		c := conversation{tools: m["toolConfig"] != nil, result: bytes.Contains(body, []byte(`"toolResult"`)), image: bytes.Contains(body, []byte(`"image"`))}
 		text, tool := c.answer("bedrock")
 		if strings.HasSuffix(r.URL.Path, "/converse-stream") {
@@ -195,39 +220,51 @@ func anthropicFake(t testing.TB, seen func(h http.Header, body []byte)) http.Han
 		if seen != nil {
 			seen(r.Header, body)
 		}
-		c := conversation{tools: m["tools"] != nil, result: bytes.Contains(body, []byte(`"tool_result"`)), image: bytes.Contains(body, []byte(`"type":"image"`))}
-		text, tool := c.answer("anthropic")
 		model, _ := m["model"].(string)
-		usage := `{"input_tokens":11,"output_tokens":7,"cache_creation_input_tokens":0,"cache_read_input_tokens":3}`
-		if m["stream"] == true {
-			evs := []string{
-				"event: message_start\ndata: " + `{"type":"message_start","message":{"id":"msg_fake1","type":"message","role":"assistant","model":"` + model + `","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":11,"output_tokens":1,"cache_creation_input_tokens":0,"cache_read_input_tokens":3}}}` + "\n\n",
-				"event: ping\ndata: {\"type\":\"ping\"}\n\n",
-			}
-			stop := "end_turn"
-			if tool {
-				evs = append(evs,
-					"event: content_block_start\ndata: "+`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"`+toolName+`","input":{}}}`+"\n\n",
-					"event: content_block_delta\ndata: "+`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`+quote(toolArgs)+`}}`+"\n\n")
-				stop = "tool_use"
-			} else {
-				evs = append(evs,
-					"event: content_block_start\ndata: "+`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`+"\n\n",
-					"event: content_block_delta\ndata: "+`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+quote(text)+`}}`+"\n\n")
-			}
-			evs = append(evs,
-				"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
-				"event: message_delta\ndata: "+`{"type":"message_delta","delta":{"stop_reason":"`+stop+`","stop_sequence":null},"usage":{"output_tokens":7}}`+"\n\n",
-				"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
-			writeSSE(w, evs...)
+		message, events := anthropicReply(model, body)
+		if m["stream"] != true {
+			jsonAnswer(w, 200, message)
 			return
 		}
-		content, stop := `{"type":"text","text":`+quote(text)+`}`, "end_turn"
-		if tool {
-			content, stop = `{"type":"tool_use","id":"toolu_1","name":"`+toolName+`","input":`+toolArgs+`}`, "tool_use"
+		var evs []string
+		for _, e := range events {
+			evs = append(evs, "event: "+e[0]+"\ndata: "+e[1]+"\n\n")
 		}
-		jsonAnswer(w, 200, `{"id":"msg_fake1","type":"message","role":"assistant","model":"`+model+`","content":[`+content+`],"stop_reason":"`+stop+`","stop_sequence":null,"usage":`+usage+`}`)
+		writeSSE(w, evs...)
 	}
+}
+
+// anthropicReply is a Messages answer to body, whole and as its events
+// (type, data).
+func anthropicReply(model string, body []byte) (string, [][2]string) {
+	var m map[string]any
+	json.Unmarshal(body, &m)
+	c := conversation{tools: m["tools"] != nil, result: bytes.Contains(body, []byte(`"tool_result"`)), image: bytes.Contains(body, []byte(`"type":"image"`))}
+	text, tool := c.answer("anthropic")
+	usage := `{"input_tokens":11,"output_tokens":7,"cache_creation_input_tokens":0,"cache_read_input_tokens":3}`
+	content, stop := `{"type":"text","text":`+quote(text)+`}`, "end_turn"
+	if tool {
+		content, stop = `{"type":"tool_use","id":"toolu_1","name":"`+toolName+`","input":`+toolArgs+`}`, "tool_use"
+	}
+	message := `{"id":"msg_fake1","type":"message","role":"assistant","model":"` + model + `","content":[` + content + `],"stop_reason":"` + stop + `","stop_sequence":null,"usage":` + usage + `}`
+	events := [][2]string{
+		{"message_start", `{"type":"message_start","message":{"id":"msg_fake1","type":"message","role":"assistant","model":"` + model + `","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":11,"output_tokens":1,"cache_creation_input_tokens":0,"cache_read_input_tokens":3}}}`},
+		{"ping", `{"type":"ping"}`},
+	}
+	if tool {
+		events = append(events,
+			[2]string{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"` + toolName + `","input":{}}}`},
+			[2]string{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":` + quote(toolArgs) + `}}`})
+	} else {
+		events = append(events,
+			[2]string{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`},
+			[2]string{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":` + quote(text) + `}}`})
+	}
+	events = append(events,
+		[2]string{"content_block_stop", `{"type":"content_block_stop","index":0}`},
+		[2]string{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"` + stop + `","stop_sequence":null},"usage":{"output_tokens":7}}`},
+		[2]string{"message_stop", `{"type":"message_stop"}`})
+	return message, events
 }
 
 func quote(s string) string {

@@ -23,6 +23,6 @@ func TestAnthropicNodeClient(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		gatewaytest.RunNode(ctx, t, dir, "messages.mjs", "SLUICE_URL="+h.Gateway.URL, "SLUICE_KEY="+h.Key,
-			`SLUICE_MODELS=["openai-model","gemini-model","bedrock-model","claude-model"]`, "SLUICE_LIMITED_MODEL=limited")
+			`SLUICE_MODELS=["openai-model","gemini-model","bedrock-model","claude-model","bedrock-claude"]`, "SLUICE_LIMITED_MODEL=limited")
 	})
 }

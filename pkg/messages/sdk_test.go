@@ -52,6 +52,8 @@ func newWorld(t *testing.T) *world {
     litellm_params: {model: bedrock/amazon.nova-pro-v1:0, api_base: %[3]s, aws_region_name: us-east-1, aws_access_key_id: AKIDEXAMPLE, aws_secret_access_key: os.environ/AWS_SECRET}
   - model_name: claude-model
     litellm_params: {model: anthropic/claude-sonnet-4-5, api_base: %[4]s, api_key: os.environ/ANTHROPIC_KEY}
+  - model_name: bedrock-claude
+    litellm_params: {model: bedrock/anthropic.claude-sonnet-4-5-20250929-v1:0, api_base: %[3]s, aws_region_name: us-east-1, aws_access_key_id: AKIDEXAMPLE, aws_secret_access_key: os.environ/AWS_SECRET}
 `, oai.URL, gem.URL, bed.URL, ant.URL)
 	w.env = map[string]string{"OPENAI_KEY": "sk-openai", "GEMINI_KEY": "gemini-key", "AWS_SECRET": "secret", "ANTHROPIC_KEY": "anthropic-key"}
 	return w
@@ -69,14 +71,14 @@ var weatherTool = anthropic.ToolUnionParam{OfTool: &anthropic.ToolParam{
 
 // TestAnthropicSDK: the official Go SDK creates messages and streams on an
 // OpenAI-compatible, a Gemini, a Bedrock Converse and an Anthropic
-// deployment — a text, an image, a tool call, its result and the final
+// deployment, and Claude on Bedrock (InvokeModel, natively) — a text, an image, a tool call, its result and the final
 // answer — streamed and not.
 func TestAnthropicSDK(t *testing.T) {
 	w := newWorld(t)
 	chattest.Run(t, chattest.Options{Config: w.cfg, Env: w.env}, func(t *testing.T, h *chattest.Harness) {
 		c := client(h, h.Key)
 		ctx := context.Background()
-		for _, model := range []string{"openai-model", "gemini-model", "bedrock-model", "claude-model"} {
+		for _, model := range []string{"openai-model", "gemini-model", "bedrock-model", "claude-model", "bedrock-claude"} {
 			for _, stream := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/stream=%v", model, stream), func(t *testing.T) {
 					send := func(params anthropic.MessageNewParams) *anthropic.Message {
@@ -105,6 +107,10 @@ func TestAnthropicSDK(t *testing.T) {
 					m := send(anthropic.MessageNewParams{Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Hi"))}})
 					if got := text(m); !strings.HasPrefix(got, "Hello from ") || m.StopReason != anthropic.StopReasonEndTurn {
 						t.Errorf("greeting: %q, stop %q", got, m.StopReason)
+					}
+					// A native answer names the provider's model; a translated one the client's.
+					if native := model == "claude-model" || model == "bedrock-claude"; native == (string(m.Model) == model) {
+						t.Errorf("answer's model %q: native %v", m.Model, native)
 					}
 					if m.Usage.OutputTokens != 7 || m.Usage.InputTokens+m.Usage.CacheReadInputTokens != 11 && m.Usage.InputTokens != 11 {
 						t.Errorf("usage %+v", m.Usage)
