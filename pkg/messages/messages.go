@@ -60,13 +60,16 @@ func Handler(op modelcall.Operation, jsonLimit int64) func(w http.ResponseWriter
 
 // Messages is the Messages Operation (POST /v1/messages).
 func (s *Service) Messages(ctx context.Context, p auth.Principal, body []byte) (*modelcall.Result, error) {
-	var native bool
+	var (
+		native bool
+		parsed *Parsed
+	)
 	hs, _ := ctx.Value(headersKey{}).(headers)
 	c, req, rep, err := modelcall.Steps[*models.MessagesRequest]{
 		CallType: CallType,
 		Parse: func(body []byte) (*models.MessagesRequest, error) {
-			parsed, err := Parse(body)
-			if err != nil {
+			var err error
+			if parsed, err = Parse(body); err != nil {
 				return nil, err
 			}
 			return &models.MessagesRequest{
@@ -76,16 +79,11 @@ func (s *Service) Messages(ctx context.Context, p auth.Principal, body []byte) (
 		},
 		Describe: func(req *models.MessagesRequest, ev *logevent.Event) error {
 			ev.Model, ev.ModelGroup, ev.Stream = req.Model, req.Model, req.Stream
-			var top struct {
-				Messages json.RawMessage `json:"messages"`
-				Metadata *Metadata       `json:"metadata"`
+			ev.Messages = parsed.RawMessages
+			if parsed.Metadata != nil {
+				ev.EndUser = parsed.Metadata.UserID
 			}
-			if json.Unmarshal(req.Body, &top) == nil { // Parse read the body already
-				ev.Messages = top.Messages
-				if top.Metadata != nil {
-					ev.EndUser = top.Metadata.UserID
-				}
-			}
+			ev.ModelParameters = parameters(&parsed.Request)
 			return nil
 		},
 		Route: func(ctx context.Context, p auth.Principal, req *models.MessagesRequest) (*models.Reply, error) {
@@ -222,4 +220,35 @@ func (s *Service) CountHandler(jsonLimit int64) func(w http.ResponseWriter, r *h
 		api.WriteJSON(w, http.StatusOK, n)
 		return nil
 	}
+}
+
+// parameters are the request's parameters as the log event keeps them
+// (LiteLLM's model_parameters): the ones given.
+func parameters(r *Request) map[string]any {
+	m := map[string]any{"max_tokens": r.MaxTokens}
+	if r.Stream {
+		m["stream"] = true
+	}
+	if r.Temperature != nil {
+		m["temperature"] = *r.Temperature
+	}
+	if r.TopP != nil {
+		m["top_p"] = *r.TopP
+	}
+	if r.TopK != nil {
+		m["top_k"] = *r.TopK
+	}
+	if len(r.StopSequences) > 0 {
+		m["stop_sequences"] = r.StopSequences
+	}
+	if len(r.Tools) > 0 {
+		m["tools"] = len(r.Tools)
+	}
+	if r.ToolChoice != nil {
+		m["tool_choice"] = r.ToolChoice.Type
+	}
+	if r.Thinking != nil {
+		m["thinking"] = r.Thinking.Type
+	}
+	return m
 }

@@ -23,26 +23,24 @@ var known = map[string]bool{
 // Parsed is a checked request with what the translation needs beyond it.
 type Parsed struct {
 	Request
-	// Others are the top-level members sluice does not model, in the
-	// order given.
+	// Others are the top-level members sluice does not model, sorted.
 	Others []string
+	// RawMessages is messages as sent: what the log event keeps.
+	RawMessages json.RawMessage
 }
 
 // Parse reads and checks a Messages request body: every problem is a 400
 // naming the member (messages[1].content[0].source.data).
 func Parse(body []byte) (*Parsed, error) {
-	if !json.Valid(body) {
-		return nil, api.InvalidJSON("The request body is not valid JSON.")
-	}
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
 		return nil, api.InvalidJSON("The request body must be a JSON object.")
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
-		return nil, api.InvalidJSON("The request body must be a JSON object.")
+		return nil, api.InvalidJSON("The request body is not valid JSON.")
 	}
-	p := &Parsed{}
+	p := &Parsed{RawMessages: top["messages"]}
 	for name := range top {
 		if !known[name] {
 			p.Others = append(p.Others, name)

@@ -232,6 +232,12 @@ func TestNativeForwarding(t *testing.T) {
 		if !strings.Contains(string(res.Body), `"model":"claude-sonnet-4-5"`) {
 			t.Errorf("the answer is not Anthropic's as it came: %s", res.Body)
 		}
+		ev := h.Event(t)
+		if ev.CallType != "anthropic_messages" || ev.ModelGroup != "claude-model" || ev.Model != "claude-sonnet-4-5" ||
+			!strings.Contains(string(ev.Messages), `"text":"Hi"`) || ev.ModelParameters["max_tokens"] != float64(10) ||
+			ev.PromptTokens != 14 || ev.CompletionTokens != 7 || ev.FinishReason != "end_turn" || !strings.Contains(string(ev.Response), `"msg_fake1"`) {
+			t.Errorf("log event: %+v", ev)
+		}
 	})
 }
 
