@@ -1,10 +1,14 @@
 package messages
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"testing"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/sse"
 )
 
 // FuzzParse: Parse never panics, refuses with a 400 only, accepts only
@@ -38,5 +42,36 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("translation failed with %d for %q: %v", e.Status, body, err)
 			}
 		}
+	})
+}
+
+// FuzzStream: any chunk stream — the chat seam's relay of a provider's
+// bytes — translates without a panic into events whose data is JSON, or
+// stops with an error; the meter reads any bytes without a panic.
+func FuzzStream(f *testing.F) {
+	for _, s := range []string{
+		"data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n",
+		"data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"r\",\"tool_calls\":[{\"index\":0,\"id\":\"a\",\"function\":{\"name\":\"f\",\"arguments\":\"{\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":1}}\n\ndata: [DONE]\n\n",
+		"data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":3,\"function\":{\"arguments\":\"x\"}}]}}]}\n\n",
+		"data: nope\n\n", "event: x\n\n", "",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, _ := io.ReadAll(Stream(io.NopCloser(bytes.NewReader(in)), "m"))
+		m := newStreamMeter()
+		m.Write(out)
+		var ev logevent.Event
+		m.End(&ev)
+		p := sse.NewParser(sse.Limits{}, func(e sse.Event) {
+			if !json.Valid(e.Data) {
+				t.Fatalf("event %s data is not JSON: %q", e.Type, e.Data)
+			}
+		})
+		p.Write(out)
+		p.End()
+		jm := newJSONMeter()
+		jm.Write(in)
+		jm.End(&ev)
 	})
 }

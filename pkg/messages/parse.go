@@ -4,27 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 )
 
-// known are the top-level members the translation reads (or that are
-// sluice's own). Any other is Anthropic's alone: forwarded to a native
-// deployment, refused by a translated one unless drop_params.
-var known = map[string]bool{
-	"model": true, "max_tokens": true, "messages": true, "system": true, "stream": true,
-	"stop_sequences": true, "temperature": true, "top_p": true, "top_k": true, "tools": true,
-	"tool_choice": true, "thinking": true, "metadata": true, "service_tier": true,
-	"mock_response": true, "drop_params": true,
-}
-
 // Parsed is a checked request with what the translation needs beyond it.
 type Parsed struct {
 	Request
-	// Others are the top-level members sluice does not model, sorted.
-	Others []string
 	// RawMessages is messages as sent: what the log event keeps.
 	RawMessages json.RawMessage
 }
@@ -41,13 +28,6 @@ func Parse(body []byte) (*Parsed, error) {
 		return nil, api.InvalidJSON("The request body is not valid JSON.")
 	}
 	p := &Parsed{RawMessages: top["messages"]}
-	for name := range top {
-		if !known[name] {
-			p.Others = append(p.Others, name)
-		}
-	}
-	// Map order is random: name the first unknown member the same way each time.
-	slices.Sort(p.Others)
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&p.Request); err != nil {
 		return nil, api.InvalidValue(fieldOf(err), "Invalid request: %s.", describe(err))

@@ -91,11 +91,12 @@ func effort(budget int64) string {
 }
 
 // ChatBody translates the request into an OpenAI chat request body, for a
-// provider reached through the chat seam. Members Anthropic alone knows
-// (Others) are carried over as they are: an OpenAI-compatible provider
-// receives them, a translating one refuses them unless drop_params — the
-// chat seam's rule. cache_control marks and earlier turns' thinking blocks
-// have no OpenAI form and are left out.
+// provider reached through the chat seam. What configures Anthropic's own
+// features and has no chat form is left out: other top-level members
+// (container, mcp_servers, context_management, service_tier, …),
+// cache_control marks, earlier turns' thinking blocks. What the target
+// cannot honour of the rest (top_k, reasoning_effort, …) its chat
+// translation refuses, or drops with drop_params.
 func (p *Parsed) ChatBody() ([]byte, error) {
 	r := &p.Request
 	out := chatRequest{
@@ -155,21 +156,6 @@ func (p *Parsed) ChatBody() ([]byte, error) {
 	b, err := json.Marshal(out)
 	if err != nil {
 		return nil, fmt.Errorf("messages: encode the chat request: %w", err)
-	}
-	if len(p.Others) > 0 {
-		var top map[string]json.RawMessage
-		if err := json.Unmarshal(p.Body, &top); err != nil {
-			return nil, fmt.Errorf("messages: reread the request: %w", err)
-		}
-		b = b[:len(b)-1]
-		for _, name := range p.Others {
-			if string(top[name]) == "null" {
-				continue
-			}
-			k, _ := json.Marshal(name)
-			b = append(append(append(append(b, ','), k...), ':'), top[name]...)
-		}
-		b = append(b, '}')
 	}
 	return b, nil
 }

@@ -66,9 +66,9 @@ func TestChatBody(t *testing.T) {
 			want: `{"model":"m","max_tokens":5000,"messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":true},"reasoning_effort":"medium"}`,
 		},
 		{
-			name: "Anthropic's other members are carried over for the provider to take or refuse",
-			in:   `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"container":"c-1","mock_response":"hi","drop_params":true}`,
-			want: `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"mock_response":"hi","drop_params":true,"container":"c-1"}`,
+			name: "Anthropic's own members are left out; LiteLLM's are kept",
+			in:   `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"container":"c-1","context_management":{"edits":[]},"service_tier":"auto","mock_response":"hi","drop_params":true}`,
+			want: `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"mock_response":"hi","drop_params":true}`,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
