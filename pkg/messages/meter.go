@@ -3,7 +3,9 @@ package messages
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/sse"
@@ -61,8 +63,20 @@ func (m *jsonMeter) End(ev *logevent.Event) (oai.Usage, error) {
 		Usage      Usage  `json:"usage"`
 	}
 	if !m.over {
-		if err := json.Unmarshal(m.kept, &a); err != nil {
-			return oai.Usage{}, err
+		// Only the two members are decoded: the content is kept as it is.
+		err := jsonscan.Members(m.kept, func(name, v []byte) error {
+			switch string(name) {
+			case "usage":
+				return json.Unmarshal(v, &a.Usage)
+			case "stop_reason":
+				if !jsonscan.Null(v) {
+					return json.Unmarshal(v, &a.StopReason)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return oai.Usage{}, fmt.Errorf("messages: the answer is not a message: %w", err)
 		}
 		ev.Response = m.kept
 		ev.FinishReason = a.StopReason

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 )
 
 // Parsed is a checked request with what the translation needs beyond it.
@@ -23,11 +24,22 @@ func Parse(body []byte) (*Parsed, error) {
 	if len(body) == 0 || body[0] != '{' {
 		return nil, api.InvalidJSON("The request body must be a JSON object.")
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
+	// One structural pass names the members given (a required one may be
+	// absent, or null); the typed decode below checks the rest.
+	top := map[string]bool{}
+	p := &Parsed{}
+	err := jsonscan.Members(body, func(name, value []byte) error {
+		if !jsonscan.Null(value) {
+			top[string(name)] = true
+		}
+		if string(name) == "messages" {
+			p.RawMessages = value
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, api.InvalidJSON("The request body is not valid JSON.")
 	}
-	p := &Parsed{RawMessages: top["messages"]}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&p.Request); err != nil {
 		return nil, api.InvalidValue(fieldOf(err), "Invalid request: %s.", describe(err))
@@ -35,15 +47,15 @@ func Parse(body []byte) (*Parsed, error) {
 	p.Body = body
 	r := &p.Request
 	switch {
-	case top["model"] == nil:
+	case !top["model"]:
 		return nil, api.MissingParam("model")
 	case strings.TrimSpace(r.Model) == "":
 		return nil, api.InvalidValue("model", "'model' must name a model.")
-	case top["max_tokens"] == nil:
+	case !top["max_tokens"]:
 		return nil, api.MissingParam("max_tokens")
 	case r.MaxTokens < 1:
 		return nil, api.InvalidValue("max_tokens", "'max_tokens' must be at least 1.")
-	case top["messages"] == nil:
+	case !top["messages"]:
 		return nil, api.MissingParam("messages")
 	case r.Temperature != nil && (*r.Temperature < 0 || *r.Temperature > 1):
 		return nil, api.InvalidValue("temperature", "'temperature' must be between 0 and 1.")
