@@ -35,7 +35,7 @@ test: export SLUICE_TEST_ALL_BOOTSTRAPS = 1
 test: export SLUICE_REQUIRE_CHROMIUM = 1
 test: vet check-deps lint-template node-deps rie chromium test-aws ## Everything: vet, dependency check, cfn-lint, every test (-race) on both backends, moto_server started and stopped
 
-# The Node clients the tests drive (the official openai one; the AWS SDK for
+# The official Node clients the tests drive (openai, @anthropic-ai/sdk; the AWS SDK for
 # JavaScript's Bedrock client in pkg/gateway), one copy per package that
 # uses it (pkg/*/testdata/node, at the version its package-lock.json pins):
 # installed once into the ignored node_modules, again only when the lockfile
@@ -52,7 +52,7 @@ chromium: ## Install Debian's chromium, which the admin page's browser test driv
 node-deps: $(addsuffix /node_modules/.package-lock.json,$(NODE_CLIENT_DIRS)) ## Install the Node client the tests drive (npm ci, once)
 
 %/node_modules/.package-lock.json: %/package-lock.json
-	@command -v npm >/dev/null 2>&1 || { echo "npm is not installed: tests drive the official openai Node client and the AWS SDK for JavaScript (Node 20 or later)"; exit 1; }
+	@command -v npm >/dev/null 2>&1 || { echo "npm is not installed: tests drive the official Node clients (Node 20 or later)"; exit 1; }
 	npm ci --prefix $* --no-audit --no-fund
 	@touch $@
 

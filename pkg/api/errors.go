@@ -199,8 +199,14 @@ func AsError(err error) *Error {
 // cause; a client that has gone (ClientGone) is logged at info as a 499 and
 // sent nothing.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	WriteErrorAs(w, r, err, func(e *Error) any { return e.Body() })
+}
+
+// WriteErrorAs is WriteError with the body another API's error shape
+// (Anthropic's, on /v1/messages): body renders the classified error.
+func WriteErrorAs(w http.ResponseWriter, r *http.Request, err error, body func(*Error) any) {
 	if e := prepareError(w, r, err); e != nil {
-		WriteJSON(w, e.Status, e.Body())
+		WriteJSON(w, e.Status, body(e))
 	}
 }
 

@@ -28,7 +28,7 @@ const (
 )
 
 // endpoints are the url values a line may name.
-var endpoints = []string{"/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses", "/v1/moderations"}
+var endpoints = []string{"/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses", "/v1/moderations", "/v1/messages"}
 
 // Endpoints returns the batch endpoints a line's url may name.
 func Endpoints() []string { return slices.Clone(endpoints) }

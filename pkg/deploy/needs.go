@@ -46,6 +46,7 @@ const StreamIntegrationTimeout = MaxStreamingTimeout * 1000
 // operator chooses how long a call may run (and be billed).
 var TimeoutParameters = map[string]string{
 	"chat-completions":      "ChatTimeout",
+	"messages":              "ChatTimeout",
 	"completions":           "ChatTimeout",
 	"responses":             "ChatTimeout",
 	"passthrough-anthropic": "PassthroughTimeout",

@@ -149,7 +149,7 @@ func TestFunctionsOfRefusesBadDeclarations(t *testing.T) {
 // and the master key where a route takes a key.
 func TestLeastPrivilege(t *testing.T) {
 	callsModels := map[string]bool{
-		"embeddings": true, "moderations": true, "chat-completions": true, "completions": true, "responses": true, "batch-worker": true,
+		"embeddings": true, "moderations": true, "chat-completions": true, "completions": true, "responses": true, "messages": true, "batch-worker": true,
 		// Native batches: the provider's batch API, the mirrored lines' events.
 		"batches-create": true, "batch-get": true, "batch-cancel": true, "batch-native-poll": true,
 		"passthrough-vertex-ai": true, "passthrough-bedrock": true, "passthrough-anthropic": true, "passthrough-gemini": true,
@@ -158,7 +158,7 @@ func TestLeastPrivilege(t *testing.T) {
 	providerSecrets["callback-delivery"] = true
 	seals := map[string]bool{"team-callback-add": true, "callback-delivery": true}
 	// /v1/completions and /v1/responses go to OpenAI-family providers only.
-	bedrock := map[string]bool{"embeddings": true, "moderations": true, "chat-completions": true, "passthrough-bedrock": true, "batch-worker": true}
+	bedrock := map[string]bool{"embeddings": true, "moderations": true, "chat-completions": true, "messages": true, "passthrough-bedrock": true, "batch-worker": true}
 	// Who queues batch work, and who keeps its messages hidden.
 	sends := map[string]bool{"batches-create": true, "batch-cancel": true, "batch-worker": true, "batch-sweeper": true}
 	for _, f := range functions(t) {

@@ -302,10 +302,20 @@ func (c *Call) Stream(body io.ReadCloser, m Meter) *Result {
 	return c.result(body, "text/event-stream", -1, true, m)
 }
 
+// StreamAs is Stream for an answer in another API's event grammar:
+// errorEvent renders the event that ends a stream failing midway
+// (Anthropic's event: error) instead of OpenAI's.
+func (c *Call) StreamAs(body io.ReadCloser, m Meter, errorEvent func(error) []byte) *Result {
+	r := c.result(body, "text/event-stream", -1, true, m)
+	r.errorEvent = errorEvent
+	return r
+}
+
 func (c *Call) result(body io.ReadCloser, contentType string, length int64, streamed bool, m Meter) *Result {
 	r := &c.res
 	r.ContentType, r.ContentLength, r.Streamed = contentType, length, streamed
 	r.body, r.meter = body, m
+	r.errorEvent = errorEvent
 	return r
 }
 
@@ -349,13 +359,14 @@ type Result struct {
 	// Streamed marks an event stream, flushed event by event.
 	Streamed bool
 
-	call    *Call
-	body    io.ReadCloser
-	meter   Meter
-	first   time.Time
-	usage   oai.Usage
-	written bool
-	ended   bool
+	call       *Call
+	body       io.ReadCloser
+	meter      Meter
+	errorEvent func(error) []byte
+	first      time.Time
+	usage      oai.Usage
+	written    bool
+	ended      bool
 }
 
 // errWritten is WriteTo's error when the answer was already written.
@@ -417,7 +428,7 @@ func (r *Result) WriteTo(w io.Writer) (n int64, err error) {
 		if rerr != nil {
 			err := r.cut(rerr)
 			if r.Streamed && !errors.Is(err, errNotDelivered) {
-				m, _ := w.Write(errorEvent(err))
+				m, _ := w.Write(r.errorEvent(err))
 				n += int64(m)
 				if flush != nil {
 					flush()

@@ -139,7 +139,10 @@ func canonicalPath(p string) bool {
 func (s *Services) wrap(rt Route, h HandlerFunc, await bool) http.Handler {
 	publishes := slices.Contains(rt.Needs, EventsPublish)
 	writeError := api.WriteError
-	if rt.AWSErrors {
+	switch {
+	case rt.writeError != nil:
+		writeError = rt.writeError
+	case rt.AWSErrors:
 		writeError = api.WriteAWSError
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

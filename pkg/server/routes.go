@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-gateway/sluice/pkg/messages"
 	"github.com/sluice-gateway/sluice/pkg/passthrough"
 )
 
@@ -57,6 +58,9 @@ type Route struct {
 	Memory  int
 	Timeout time.Duration
 	handler func(*Services) HandlerFunc
+	// writeError renders the route's errors (nil: api.WriteError, OpenAI's
+	// shape); the Messages routes answer in Anthropic's.
+	writeError func(http.ResponseWriter, *http.Request, error)
 }
 
 // passthroughMethods are the methods every passthrough prefix accepts.
@@ -108,6 +112,12 @@ func Routes() []Route {
 		{Method: "POST", Pattern: "/v1/embeddings", Function: "embeddings", Access: AnyKey, Stream: true, Spends: true, Needs: modelCall, Timeout: 300 * time.Second, handler: func(s *Services) HandlerFunc { return s.call("/v1/embeddings") }},
 		{Method: "POST", Pattern: "/v1/chat/completions", Function: "chat-completions", Access: AnyKey, Stream: true, Spends: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/chat/completions") }},
 		{Method: "POST", Pattern: "/chat/completions", Function: "chat-completions", Access: AnyKey, Stream: true, Spends: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/chat/completions") }},
+		{Method: "POST", Pattern: "/v1/messages", Function: "messages", Access: AnyKey, Stream: true, Spends: true, Needs: modelCall, writeError: messages.WriteError, handler: func(s *Services) HandlerFunc {
+			return messages.Handler(s.Operations["/v1/messages"], s.Settings.JSONBodyLimit)
+		}},
+		{Method: "POST", Pattern: "/v1/messages/count_tokens", Function: "messages", Access: AnyKey, Stream: true, writeError: messages.WriteError, handler: func(s *Services) HandlerFunc {
+			return s.Messages.CountHandler(s.Settings.JSONBodyLimit)
+		}},
 		{Method: "POST", Pattern: "/v1/completions", Function: "completions", Access: AnyKey, Stream: true, Spends: true, Needs: forwardedCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/completions") }},
 		{Method: "POST", Pattern: "/v1/responses", Function: "responses", Access: AnyKey, Stream: true, Spends: true, Needs: forwardedCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/responses") }},
 		{Method: "POST", Pattern: "/moderations", Function: "moderations", Access: AnyKey, Stream: true, Spends: true, Needs: modelCall, Timeout: 300 * time.Second, handler: func(s *Services) HandlerFunc { return s.call("/v1/moderations") }},

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/embeddings"
 	"github.com/sluice-gateway/sluice/pkg/files"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/messages"
 	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/moderations"
@@ -85,6 +86,8 @@ type Services struct {
 	Moderations *moderations.Service
 	// Chat serves chat completions, completions and responses.
 	Chat *chat.Service
+	// Messages is Anthropic's Messages API over the same router.
+	Messages *messages.Service
 	// Operations are the model endpoints' operations by OpenAI path: the
 	// routes mount them, and the batch worker runs lines through them.
 	Operations modelcall.Operations
@@ -258,12 +261,14 @@ func (s *Services) buildModels(deps Deps, client *http.Client) error {
 	s.Embeddings = embeddings.New(router, s.Calls)
 	s.Moderations = moderations.New(router, s.Calls, deps.Config)
 	s.Chat = chat.New(router, s.Calls)
+	s.Messages = messages.New(router, s.Calls)
 	s.Operations = modelcall.Operations{
 		"/v1/embeddings":       s.Embeddings.Create,
 		"/v1/moderations":      s.Moderations.Create,
 		"/v1/chat/completions": s.Chat.Chat,
 		"/v1/completions":      s.Chat.Completions,
 		"/v1/responses":        s.Chat.Responses,
+		"/v1/messages":         s.Messages.Messages,
 	}
 	return nil
 }

@@ -106,9 +106,12 @@ func claudeChatBody(stream bool) []byte {
 	return mustJSON(body)
 }
 
-func anthropicBody(stream bool) []byte {
+func anthropicBody(stream bool) []byte { return anthropicBodyFor("claude-sonnet-4-5", stream) }
+
+// anthropicBodyFor is a Messages request for model.
+func anthropicBodyFor(model string, stream bool) []byte {
 	body := map[string]any{
-		"model":      "claude-sonnet-4-5",
+		"model":      model,
 		"max_tokens": 256,
 		"system":     systemPrompt,
 		"messages":   []map[string]string{{"role": "user", "content": "Summarise this for a new engineer: " + embedInput}},
@@ -202,6 +205,8 @@ func httpScenarios() []httpScenario {
 	chat, chatStream := chatBody(false), chatBody(true)
 	msgs, msgsStream := anthropicBody(false), anthropicBody(true)
 	claude, claudeStream := claudeChatBody(false), claudeChatBody(true)
+	// The Messages call sluice translates for the OpenAI-compatible deployment.
+	gptMsgs := anthropicBodyFor("gpt-4o-mini", false)
 	anthropicHeaders := func(t target) http.Header {
 		return http.Header{"X-Api-Key": {t.key}, "Anthropic-Version": {"2023-06-01"}}
 	}
@@ -293,6 +298,30 @@ func httpScenarios() []httpScenario {
 				}
 				return streamHas("text/event-stream", "event: message_stop")(t, h, body)
 			},
+		},
+		{
+			name: "messages-openai", about: "POST /v1/messages translated to an OpenAI-compatible chat call, non-streaming (direct and proxy: the /v1/chat/completions call)",
+			// Issue 30's target: at most twice the bare proxy's CPU.
+			concurrency: 32, rate: 800, cpuLimit: 2, reportOnly: true, upstreamRoute: "openai.chat",
+			spec: func(t target) requestSpec {
+				if t.sluice {
+					return post(t, "/v1/messages", anthropicHeaders(t), gptMsgs)
+				}
+				return post(t, "/v1/chat/completions", bearer(t), chat)
+			},
+			check: func(t target, h http.Header, body []byte) error {
+				if t.sluice {
+					return jsonHas("content")(t, h, body)
+				}
+				return jsonHas("choices")(t, h, body)
+			},
+		},
+		{
+			name: "messages-anthropic", about: "POST /v1/messages served natively by an Anthropic deployment, non-streaming (direct and proxy: /v1/messages)",
+			// Issue 30's target: at most 1.2 times the bare proxy's CPU.
+			concurrency: closedConcurrency, rate: 800, cpuLimit: 1.2, reportOnly: true, upstreamRoute: "anthropic.messages",
+			spec:  func(t target) requestSpec { return post(t, "/v1/messages", anthropicHeaders(t), msgs) },
+			check: jsonHas("content"),
 		},
 		{
 			name: "passthrough", about: "POST /anthropic/v1/messages (direct and proxy: /v1/messages), non-streaming",

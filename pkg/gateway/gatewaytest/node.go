@@ -14,8 +14,8 @@ import (
 const NodeRequireEnv = "SLUICE_REQUIRE_NODE"
 
 // NodeClient returns dir, a package's testdata/node, once the Node client
-// its package-lock.json pins (the official openai one, or an AWS SDK) is
-// installed there (`make node-deps`, which leaves npm's
+// its package-lock.json pins (openai, @anthropic-ai/sdk, an AWS SDK) is
+// installed there (`make node-deps`: npm ci, which leaves
 // node_modules/.package-lock.json). Without it the test skips — or fails,
 // under NodeRequireEnv.
 func NodeClient(t testing.TB, dir string) string {

@@ -1,0 +1,148 @@
+package messages
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/oai"
+)
+
+// stopReason maps an OpenAI finish reason onto Anthropic's stop reason.
+func stopReason(finish string) string {
+	switch finish {
+	case oai.FinishLength:
+		return StopMaxTokens
+	case oai.FinishToolCalls, oai.FinishFunctionCall:
+		return StopToolUse
+	case oai.FinishContentFilter:
+		return StopRefusal
+	}
+	return StopEndTurn
+}
+
+// messageID is the answer's id: the provider's, as a message id.
+func messageID(id string) string {
+	if strings.HasPrefix(id, "msg_") {
+		return id
+	}
+	id = strings.TrimPrefix(id, "chatcmpl-")
+	if id == "" {
+		return "msg_" + strings.TrimPrefix(oai.NewChatID(), "chatcmpl-")
+	}
+	return "msg_" + id
+}
+
+// usageOf is an OpenAI usage as Anthropic counts it: input_tokens without
+// the cache's reads and writes.
+func usageOf(u *oai.Usage) Usage {
+	if u == nil {
+		return Usage{}
+	}
+	read := u.PromptTokensDetails.CachedTokens
+	if u.CacheReadInputTokens > read {
+		read = u.CacheReadInputTokens
+	}
+	in := u.PromptTokens - read - u.CacheCreationInputTokens
+	if in < 0 {
+		in = 0
+	}
+	return Usage{InputTokens: in, OutputTokens: u.CompletionTokens, CacheReadInputTokens: read, CacheCreationInputTokens: u.CacheCreationInputTokens}
+}
+
+// FromChat translates an OpenAI chat.completion into a message answering
+// model: reasoning as a thinking block (no signature: only Anthropic signs),
+// the text, the tool calls as tool_use blocks; the first choice only.
+func FromChat(body []byte, model string) (*Response, error) {
+	var c oai.ChatCompletion
+	if err := json.Unmarshal(body, &c); err != nil {
+		return nil, api.Upstream(err, "The provider's answer is not a chat completion.")
+	}
+	if len(c.Choices) == 0 {
+		return nil, api.Upstream(nil, "The provider's answer has no choice.")
+	}
+	ch := &c.Choices[0]
+	m := &ch.Message
+	res := &Response{ID: messageID(c.ID), Type: "message", Role: "assistant", Model: model, Content: []Block{}, Usage: usageOf(c.Usage)}
+	if m.ReasoningContent != "" {
+		res.Content = append(res.Content, Block{Type: BlockThinking, Thinking: m.ReasoningContent})
+	}
+	switch {
+	case m.Content != nil && *m.Content != "":
+		res.Content = append(res.Content, Block{Type: BlockText, Text: *m.Content})
+	case m.Refusal != nil && *m.Refusal != "":
+		res.Content = append(res.Content, Block{Type: BlockText, Text: *m.Refusal})
+	}
+	for i, tc := range m.ToolCalls {
+		input := json.RawMessage(tc.Function.Arguments)
+		if strings.TrimSpace(tc.Function.Arguments) == "" {
+			input = json.RawMessage("{}")
+		}
+		if !isObject(input) || !json.Valid(input) {
+			return nil, api.Upstream(nil, "The provider's tool call %d has arguments that are not a JSON object.", i)
+		}
+		res.Content = append(res.Content, Block{Type: BlockToolUse, ID: tc.ID, Name: tc.Function.Name, Input: input})
+	}
+	stop := stopReason(ch.FinishReason)
+	if stop == StopEndTurn && len(m.ToolCalls) > 0 {
+		stop = StopToolUse
+	}
+	res.StopReason = &stop
+	return res, nil
+}
+
+// AnswerJSON encodes a message answer. A thinking block keeps its
+// (empty) signature and a text block its text, as Anthropic always sends
+// them.
+func AnswerJSON(r *Response) ([]byte, error) {
+	type wire struct {
+		Response
+		Content []json.RawMessage `json:"content"`
+	}
+	w := wire{Response: *r, Content: make([]json.RawMessage, 0, len(r.Content))}
+	for i := range r.Content {
+		b, err := blockJSON(&r.Content[i])
+		if err != nil {
+			return nil, err
+		}
+		w.Content = append(w.Content, b)
+	}
+	b, err := json.Marshal(w)
+	if err != nil {
+		return nil, fmt.Errorf("messages: encode the answer: %w", err)
+	}
+	return b, nil
+}
+
+// blockJSON encodes an answer's block with the members its type always has.
+func blockJSON(b *Block) ([]byte, error) {
+	var v any
+	switch b.Type {
+	case BlockText:
+		v = struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}{b.Type, b.Text}
+	case BlockThinking:
+		v = struct {
+			Type      string `json:"type"`
+			Thinking  string `json:"thinking"`
+			Signature string `json:"signature"`
+		}{b.Type, b.Thinking, b.Signature}
+	case BlockToolUse:
+		input := b.Input
+		if len(input) == 0 {
+			input = json.RawMessage("{}")
+		}
+		v = struct {
+			Type  string          `json:"type"`
+			ID    string          `json:"id"`
+			Name  string          `json:"name"`
+			Input json.RawMessage `json:"input"`
+		}{b.Type, b.ID, b.Name, input}
+	default:
+		v = b
+	}
+	return json.Marshal(v)
+}

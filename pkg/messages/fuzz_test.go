@@ -1,0 +1,77 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"testing"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/sse"
+)
+
+// FuzzParse: Parse never panics, refuses with a 400 only, accepts only
+// JSON objects encoding/json reads, and what it accepts translates for the
+// chat seam or is refused with a 400.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"Hi"}]}`,
+		`{"model":"m","max_tokens":10,"system":"s","messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://x/a.png"}}]}]}`,
+		`{"model":"m","max_tokens":10,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":{"x":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"ok"}]}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"}}`,
+		`{"model":"m","max_tokens":5000,"messages":[],"thinking":{"type":"enabled","budget_tokens":1024},"stream":true,"metadata":{"user_id":"u"}}`,
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"web_search_tool_result","tool_use_id":"x","content":{"a":1}}]}]}`,
+		`{"model":1}`, `[]`, `{`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := Parse(body)
+		if err != nil {
+			if e := api.AsError(err); e.Status != 400 {
+				t.Fatalf("status %d for %q: %v", e.Status, body, err)
+			}
+			return
+		}
+		var v map[string]any
+		if json.Unmarshal(body, &v) != nil {
+			t.Fatalf("accepted what encoding/json refuses: %q", body)
+		}
+		if _, err := p.Chat(); err != nil {
+			if e := api.AsError(err); e.Status != 400 {
+				t.Fatalf("translation failed with %d for %q: %v", e.Status, body, err)
+			}
+		}
+	})
+}
+
+// FuzzStream: any chunk stream — the chat seam's relay of a provider's
+// bytes — translates without a panic into events whose data is JSON, or
+// stops with an error; the meter reads any bytes without a panic.
+func FuzzStream(f *testing.F) {
+	for _, s := range []string{
+		"data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n",
+		"data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"r\",\"tool_calls\":[{\"index\":0,\"id\":\"a\",\"function\":{\"name\":\"f\",\"arguments\":\"{\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":1}}\n\ndata: [DONE]\n\n",
+		"data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":3,\"function\":{\"arguments\":\"x\"}}]}}]}\n\n",
+		"data: nope\n\n", "event: x\n\n", "",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, _ := io.ReadAll(Stream(io.NopCloser(bytes.NewReader(in)), "m"))
+		m := newStreamMeter()
+		m.Write(out)
+		var ev logevent.Event
+		m.End(&ev)
+		p := sse.NewParser(sse.Limits{}, func(e sse.Event) {
+			if !json.Valid(e.Data) {
+				t.Fatalf("event %s data is not JSON: %q", e.Type, e.Data)
+			}
+		})
+		p.Write(out)
+		p.End()
+		jm := newJSONMeter()
+		jm.Write(in)
+		jm.End(&ev)
+	})
+}

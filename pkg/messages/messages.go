@@ -1,0 +1,254 @@
+package messages
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/modelcall"
+	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/providers"
+)
+
+// Router is what the service needs of pkg/models.
+type Router interface {
+	Messages(ctx context.Context, p auth.Principal, req *models.MessagesRequest) (*models.Reply, bool, error)
+	Has(model string) bool
+}
+
+// Service is the Messages API's operations, transport-free.
+type Service struct {
+	router Router
+	calls  *modelcall.Calls
+}
+
+// New builds the service over router, its calls ending through calls.
+func New(router Router, calls *modelcall.Calls) *Service {
+	return &Service{router: router, calls: calls}
+}
+
+type headersKey struct{}
+
+// headers are the client's anthropic-version and anthropic-beta.
+type headers struct{ version, beta string }
+
+// WithHeaders returns ctx carrying the client's anthropic-version and
+// anthropic-beta headers, which a native deployment receives.
+func WithHeaders(ctx context.Context, version, beta string) context.Context {
+	return context.WithValue(ctx, headersKey{}, headers{version, beta})
+}
+
+// Handler is modelcall.Handler for a Messages operation: the client's
+// Anthropic headers ride in the context to the native deployments.
+func Handler(op modelcall.Operation, jsonLimit int64) func(w http.ResponseWriter, r *http.Request) error {
+	h := modelcall.Handler(op, jsonLimit)
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if v, b := r.Header.Get("Anthropic-Version"), r.Header.Get("Anthropic-Beta"); v != "" || b != "" {
+			r = r.WithContext(WithHeaders(r.Context(), v, b))
+		}
+		return h(w, r)
+	}
+}
+
+// Messages is the Messages Operation (POST /v1/messages).
+func (s *Service) Messages(ctx context.Context, p auth.Principal, body []byte) (*modelcall.Result, error) {
+	var (
+		native bool
+		parsed *Parsed
+	)
+	hs, _ := ctx.Value(headersKey{}).(headers)
+	c, req, rep, err := modelcall.Steps[*models.MessagesRequest]{
+		CallType: CallType,
+		Parse: func(body []byte) (*models.MessagesRequest, error) {
+			var err error
+			if parsed, err = Parse(body); err != nil {
+				return nil, err
+			}
+			return &models.MessagesRequest{
+				Model: parsed.Model, Body: parsed.Body, Stream: parsed.Stream, Version: hs.version, Beta: hs.beta,
+				Mock: len(parsed.MockResponse) > 0, Chat: sync.OnceValues(parsed.Chat),
+			}, nil
+		},
+		Describe: func(req *models.MessagesRequest, ev *logevent.Event) error {
+			ev.Model, ev.ModelGroup, ev.Stream = req.Model, req.Model, req.Stream
+			ev.Messages = parsed.RawMessages
+			if parsed.Metadata != nil {
+				ev.EndUser = parsed.Metadata.UserID
+			}
+			ev.ModelParameters = parameters(&parsed.Request)
+			return nil
+		},
+		Route: func(ctx context.Context, p auth.Principal, req *models.MessagesRequest) (*models.Reply, error) {
+			rep, n, err := s.router.Messages(ctx, p, req)
+			native = n
+			return rep, err
+		},
+	}.Start(ctx, s.calls, p, body)
+	if err != nil {
+		return nil, err
+	}
+	ans := rep.Answer
+	c.Event.UsageEstimated = ans.UsageEstimated
+	switch {
+	case native && req.Stream:
+		return c.StreamAs(ans.Body, newStreamMeter(), ErrorEvent), nil
+	case native:
+		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter()), nil
+	case req.Stream:
+		return c.StreamAs(Stream(ans.Body, req.Model), newStreamMeter(), ErrorEvent), nil
+	}
+	b, err := readAnswer(ans.Body)
+	if err == nil {
+		var res *Response
+		if res, err = FromChat(b, req.Model); err == nil {
+			b, err = AnswerJSON(res)
+		}
+	}
+	if err != nil {
+		return nil, c.Fail(err)
+	}
+	return c.Answer(io.NopCloser(bytes.NewReader(b)), int64(len(b)), newJSONMeter()), nil
+}
+
+// readAnswer reads a translated provider's whole JSON answer (to be
+// translated again), within providers.MaxAnswerBytes.
+func readAnswer(body io.ReadCloser) ([]byte, error) {
+	defer body.Close()
+	b, err := io.ReadAll(io.LimitReader(body, providers.MaxAnswerBytes+1))
+	if err != nil {
+		return nil, api.Upstream(err, "The provider's answer was cut off before it ended.")
+	}
+	if len(b) > providers.MaxAnswerBytes {
+		return nil, api.Upstream(nil, "The provider's answer is larger than %d bytes.", providers.MaxAnswerBytes)
+	}
+	return b, nil
+}
+
+// CountTokens is POST /v1/messages/count_tokens: the request checked as a
+// Messages request (max_tokens may be left out), the model one p may use,
+// and the prompt's tokens estimated — no model's tokenizer ships offline —
+// and marked so.
+func (s *Service) CountTokens(ctx context.Context, p auth.Principal, body []byte) (*TokenCount, error) {
+	parsed, err := parseCount(body)
+	if err != nil {
+		return nil, err
+	}
+	if !p.AllowsModel(parsed.Model) {
+		return nil, api.Forbidden("This key may not use model '%s'.", parsed.Model)
+	}
+	if !s.router.Has(parsed.Model) {
+		return nil, api.ModelNotFound(parsed.Model)
+	}
+	return &TokenCount{InputTokens: Estimate(&parsed.Request), Estimated: true}, nil
+}
+
+// parseCount parses a count_tokens body: a Messages request without
+// max_tokens.
+func parseCount(body []byte) (*Parsed, error) {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) == nil && top != nil && top["max_tokens"] == nil {
+		top["max_tokens"] = json.RawMessage("1")
+		if _, ok := top["thinking"]; ok {
+			top["max_tokens"] = json.RawMessage("1000000")
+		}
+		b, err := json.Marshal(top)
+		if err != nil {
+			return nil, fmt.Errorf("messages: re-encode the request: %w", err)
+		}
+		body = b
+	}
+	return Parse(body)
+}
+
+// imageTokens stands in for an image's tokens: Anthropic's count for an
+// image at its largest size before it is scaled down (about 1.15 megapixels
+// / 750).
+const imageTokens = 1600
+
+// Estimate estimates a request's input tokens: its texts, tool
+// definitions, tool inputs and results at oai.EstimateTokens' 4 bytes a
+// token, each image and document at imageTokens.
+func Estimate(r *Request) int64 {
+	var n int64
+	for _, b := range r.System.Blocks {
+		n += oai.EstimateTokens(b.Text)
+	}
+	var blocks func([]Block)
+	blocks = func(bs []Block) {
+		for i := range bs {
+			b := &bs[i]
+			switch b.Type {
+			case BlockImage, BlockDocument:
+				n += imageTokens
+			default:
+				n += oai.EstimateTokens(b.Text) + oai.EstimateTokens(b.Thinking) + oai.EstimateTokens(string(b.Input)) + oai.EstimateTokens(b.Name)
+			}
+			if b.Content != nil {
+				blocks(b.Content.Blocks)
+			}
+		}
+	}
+	for i := range r.Messages {
+		n += 3 // the turn's framing
+		blocks(r.Messages[i].Content.Blocks)
+	}
+	for _, t := range r.Tools {
+		n += oai.EstimateTokens(t.Name) + oai.EstimateTokens(t.Description) + oai.EstimateTokens(string(t.InputSchema))
+	}
+	return n
+}
+
+// CountHandler is the HTTP handler of count_tokens.
+func (s *Service) CountHandler(jsonLimit int64) func(w http.ResponseWriter, r *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		body, err := api.ReadBody(w, r, jsonLimit)
+		if err != nil {
+			return err
+		}
+		n, err := s.CountTokens(r.Context(), auth.FromContext(r.Context()), body)
+		if err != nil {
+			return err
+		}
+		api.WriteJSON(w, http.StatusOK, n)
+		return nil
+	}
+}
+
+// parameters are the request's parameters as the log event keeps them
+// (LiteLLM's model_parameters): the ones given.
+func parameters(r *Request) map[string]any {
+	m := map[string]any{"max_tokens": r.MaxTokens}
+	if r.Stream {
+		m["stream"] = true
+	}
+	if r.Temperature != nil {
+		m["temperature"] = *r.Temperature
+	}
+	if r.TopP != nil {
+		m["top_p"] = *r.TopP
+	}
+	if r.TopK != nil {
+		m["top_k"] = *r.TopK
+	}
+	if len(r.StopSequences) > 0 {
+		m["stop_sequences"] = r.StopSequences
+	}
+	if len(r.Tools) > 0 {
+		m["tools"] = len(r.Tools)
+	}
+	if r.ToolChoice != nil {
+		m["tool_choice"] = r.ToolChoice.Type
+	}
+	if r.Thinking != nil {
+		m["thinking"] = r.Thinking.Type
+	}
+	return m
+}
