@@ -27,7 +27,6 @@ package models
 import (
 	"context"
 	"io"
-	"strings"
 
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/oai"
@@ -41,27 +40,6 @@ type Provider interface {
 	// call tries again. A missing credential should be an api.Unavailable
 	// error (503) saying what to configure.
 	Open(ctx context.Context, d config.Deployment, resolve Resolver) (Endpoint, error)
-}
-
-// Resolver resolves a config value that may be a secretsmanager/ reference.
-type Resolver func(ctx context.Context, value string) (string, error)
-
-// Setting resolves a deployment setting and, when it is empty, falls back to
-// the first of envs that getenv finds set (LiteLLM's environment names for
-// provider credentials). The result is trimmed; "" means none anywhere.
-func (r Resolver) Setting(ctx context.Context, value string, getenv func(string) string, envs ...string) (string, error) {
-	v, err := r(ctx, value)
-	if err != nil {
-		return "", err
-	}
-	v = strings.TrimSpace(v)
-	for _, env := range envs {
-		if v != "" {
-			break
-		}
-		v = strings.TrimSpace(getenv(env))
-	}
-	return v, nil
 }
 
 // Endpoint is an opened deployment. It implements one or more of Embedder,

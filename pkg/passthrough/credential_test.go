@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluice-gateway/sluice/pkg/providers/google/googletest"
+	"github.com/sluice-gateway/sluice/pkg/providers/vendors"
 )
 
 // echoHeaders answers with every request header echoed back, as a
@@ -98,5 +99,13 @@ func TestCredentialHeadersSpelledWithUnderscores(t *testing.T) {
 	}
 	if got.Get("X-Api-Key") != "sk-ant-provider" || got.Get("Anthropic_beta") != "kept" {
 		t.Errorf("forwarded %v", got)
+	}
+}
+
+func TestEveryPassthroughIsAVendor(t *testing.T) {
+	for _, p := range providerList {
+		if _, ok := vendors.Lookup(string(p)); !ok {
+			t.Errorf("passthrough %q has no row in the vendor table", p)
+		}
 	}
 }

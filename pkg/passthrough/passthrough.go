@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
 	"github.com/sluice-gateway/sluice/pkg/providers/google"
 )
@@ -134,10 +135,10 @@ func New(opts Options) (*Service, error) {
 		s.resolvers[p] = &resolver{
 			provider: p,
 			src:      src,
-			resolve: func(ctx context.Context, v string) (string, error) {
-				return cfg.Resolve(ctx, opts.Secrets, v)
+			resolve: models.Resolver{
+				Secret: func(ctx context.Context, v string) (string, error) { return cfg.Resolve(ctx, opts.Secrets, v) },
+				Getenv: opts.Getenv,
 			},
-			getenv:   opts.Getenv,
 			chain:    opts.AWSDefaultChain,
 			tokenOpt: google.Options{HTTPClient: opts.Client, FetchTimeout: opts.TokenTimeout},
 		}
