@@ -152,40 +152,13 @@ func finishReason(stop string) string {
 	return oai.FinishStop // end_turn, stop_sequence, and what else may come
 }
 
-// parseUsage reads Converse's TokenUsage. Prompt tokens include the cache's
-// reads and writes (which Bedrock counts apart, as Anthropic does), as
-// LiteLLM reports them; reads are also the cached tokens.
+// parseUsage reads Converse's TokenUsage (ConverseUsage.OpenAI).
 func parseUsage(raw []byte) (oai.Usage, error) {
-	var input, output, read, write int64
-	err := jsonscan.Members(raw, func(name, v []byte) error {
-		var dst *int64
-		switch string(name) {
-		case "inputTokens":
-			dst = &input
-		case "outputTokens":
-			dst = &output
-		case "cacheReadInputTokens":
-			dst = &read
-		case "cacheWriteInputTokens":
-			dst = &write
-		default:
-			return nil
-		}
-		n, ok := jsonscan.Count(v)
-		if !ok && !jsonscan.Null(v) {
-			return errors.New("a token count is not a count")
-		}
-		*dst = n
-		return nil
-	})
-	if err != nil {
-		return oai.Usage{}, fmt.Errorf("usage: %w", err)
+	var u ConverseUsage
+	if !u.Decode(raw) || !jsonscan.NonNegative(u.Fields()) {
+		return oai.Usage{}, errors.New("usage: a token count is not a count")
 	}
-	u := oai.Usage{PromptTokens: input + read + write, CompletionTokens: output,
-		CacheReadInputTokens: read, CacheCreationInputTokens: write}
-	u.PromptTokensDetails.CachedTokens = read
-	u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	return u, nil
+	return u.OpenAI(), nil
 }
 
 // thinkingBlock is a reasoning block in LiteLLM's thinking_blocks shape,
