@@ -25,6 +25,7 @@
 package models
 
 import (
+	"bytes"
 	"context"
 	"io"
 
@@ -108,4 +109,17 @@ type Answer struct {
 	// UsageEstimated is true when the provider reported no token counts
 	// and the usage in Body is sluice's estimate (the log event says so).
 	UsageEstimated bool
+	// Usage is the answer's usage when the call layer need not read it
+	// from Body: a translated (not forwarded) answer, whose translator
+	// knows it. nil: meter Body (a forwarded OpenAI body, a stream).
+	Usage *oai.Usage
+	// FinishReason is the first choice's finish reason, with Usage.
+	FinishReason string
+}
+
+// Translated is a translator's whole chat answer: the chat.completion body
+// out, with the usage and finish reason the translator read (usage nil:
+// the provider gave none, and the body is metered as forwarded ones are).
+func Translated(out []byte, usage *oai.Usage, finish string) *Answer {
+	return &Answer{Body: io.NopCloser(bytes.NewReader(out)), ContentLength: int64(len(out)), Usage: usage, FinishReason: finish}
 }

@@ -48,11 +48,15 @@ func (e *endpoint) Chat(ctx context.Context, req *oai.ChatRequest) (*models.Answ
 		if err != nil {
 			return nil, err
 		}
-		out, err := e.completion(raw, t.jsonMode)
+		cc, err := e.completion(raw, t.jsonMode)
 		if err != nil {
 			return nil, err
 		}
-		return &models.Answer{Body: io.NopCloser(bytes.NewReader(out)), ContentLength: int64(len(out))}, nil
+		out, err := json.Marshal(cc)
+		if err != nil {
+			return nil, fmt.Errorf("bedrock: encode the answer: %w", err)
+		}
+		return models.Translated(out, cc.Usage, cc.Choices[0].FinishReason), nil
 	}
 	resp, err := e.send(ctx, e.streamURL, body, EventStreamType)
 	if err != nil {
@@ -171,7 +175,7 @@ type thinkingBlock struct {
 }
 
 // completion translates a Converse answer into a chat.completion.
-func (e *endpoint) completion(raw []byte, jsonMode bool) ([]byte, error) {
+func (e *endpoint) completion(raw []byte, jsonMode bool) (*oai.ChatCompletion, error) {
 	var (
 		msg      []byte
 		stop     string
@@ -261,15 +265,11 @@ func (e *endpoint) completion(raw []byte, jsonMode bool) ([]byte, error) {
 			return nil, fmt.Errorf("bedrock: encode thinking blocks: %w", err)
 		}
 	}
-	out, err := json.Marshal(oai.ChatCompletion{
+	return &oai.ChatCompletion{
 		ID: oai.NewChatID(), Object: oai.ObjectChatCompletion, Created: time.Now().Unix(), Model: e.model,
 		Choices: []oai.ChatChoice{{Message: m, FinishReason: finish}},
 		Usage:   usage,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("bedrock: encode the answer: %w", err)
-	}
-	return out, nil
+	}, nil
 }
 
 // toolCall reads a toolUse block ({toolUseId, name, input}) as an OpenAI
