@@ -393,23 +393,10 @@ func (e *endpoint) embedCohere(ctx context.Context, req *oai.EmbeddingRequest, t
 	if req.Dimensions > 0 && !cohereDimensions(e.model) {
 		return nil, embedbatch.Unsupported("dimensions", "Model '%s' (Bedrock %s) does not take 'dimensions': Cohere Embed v3 models have a fixed size; Cohere Embed v4 takes it.", req.Model, e.model)
 	}
-	tmpl := cohereRequest{
-		InputType: e.defaults.inputType, Truncate: e.defaults.truncate,
-		EmbeddingTypes: []string{"float"}, OutputDimension: req.Dimensions,
-	}
-	if v, given, err := x.String("input_type"); err != nil {
+	tmpl := cohereRequest{EmbeddingTypes: []string{"float"}, OutputDimension: req.Dimensions}
+	var err error
+	if tmpl.InputType, tmpl.Truncate, err = embedbatch.CohereOptions(x, e.defaults.inputType, e.defaults.truncate, DefaultCohereInputType); err != nil {
 		return nil, err
-	} else if given {
-		tmpl.InputType = v
-	}
-	if tmpl.InputType == "" {
-		tmpl.InputType = DefaultCohereInputType
-	}
-	tmpl.InputType = embedbatch.CohereInputType(tmpl.InputType)
-	if v, given, err := x.String("truncate"); err != nil {
-		return nil, err
-	} else if given {
-		tmpl.Truncate = v
 	}
 	return embedbatch.Run(ctx, texts, embedbatch.Limits{MaxInputs: CohereMaxTexts}, out, func(ctx context.Context, b embedbatch.Batch) (embedbatch.Result, error) {
 		body := tmpl

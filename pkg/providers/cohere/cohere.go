@@ -120,20 +120,9 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 	if err != nil {
 		return nil, err
 	}
-	tmpl := embedRequest{Model: e.model, InputType: e.inputType, Truncate: e.truncate, EmbeddingTypes: []string{"float"}, OutputDimension: req.Dimensions}
-	if v, given, err := x.String("input_type"); err != nil {
+	tmpl := embedRequest{Model: e.model, EmbeddingTypes: []string{"float"}, OutputDimension: req.Dimensions}
+	if tmpl.InputType, tmpl.Truncate, err = embedbatch.CohereOptions(x, e.inputType, e.truncate, DefaultInputType); err != nil {
 		return nil, err
-	} else if given {
-		tmpl.InputType = v
-	}
-	if tmpl.InputType == "" {
-		tmpl.InputType = DefaultInputType
-	}
-	tmpl.InputType = embedbatch.CohereInputType(tmpl.InputType)
-	if v, given, err := x.String("truncate"); err != nil {
-		return nil, err
-	} else if given {
-		tmpl.Truncate = v
 	}
 	out := embedbatch.Output{Provider: Name, Model: e.model, Encoding: req.Encoding(), Dimensions: req.Dimensions}
 	return embedbatch.Run(ctx, texts, embedbatch.Limits{MaxInputs: MaxTexts}, out, func(ctx context.Context, b embedbatch.Batch) (embedbatch.Result, error) {
