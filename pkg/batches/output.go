@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/files"
 	"github.com/sluice-gateway/sluice/pkg/ids"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -37,7 +38,7 @@ func appendResponseStart(b []byte, customID, requestID string, status int) []byt
 	b = append(b, `{"id":"`...)
 	b = append(b, ids.New(ids.BatchRequest)...)
 	b = append(b, `","custom_id":`...)
-	b = appendString(b, customID)
+	b = jsonscan.AppendString(b, customID)
 	b = append(b, `,"response":{"status_code":`...)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b = append(b, `,"request_id":"`...)
@@ -73,11 +74,11 @@ func neverRunLine(b []byte, batchID string, line int, customID, code string) []b
 	b = append(b, `{"id":"`...)
 	b = append(b, derivedID(batchID, line)...)
 	b = append(b, `","custom_id":`...)
-	b = appendString(b, customID)
+	b = jsonscan.AppendString(b, customID)
 	b = append(b, `,"response":null,"error":{"code":"`...)
 	b = append(b, code...)
 	b = append(b, `","message":`...)
-	b = appendString(b, msg)
+	b = jsonscan.AppendString(b, msg)
 	return append(b, "}}\n"...)
 }
 
@@ -100,12 +101,6 @@ func derivedID(batchID string, line int) string {
 		}
 	}
 	return string(out)
-}
-
-// appendString appends s as a JSON string.
-func appendString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s) // a string always encodes
-	return append(b, q...)
 }
 
 // stream writes lines into one object of the blob store as they come,

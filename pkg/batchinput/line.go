@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
-)
 
-// maxQuoted bounds how much of a bad value an error message repeats.
-const maxQuoted = 64
+	"github.com/sluice-gateway/sluice/pkg/api"
+)
 
 // parseLine checks one line (terminator and a trailing CR already removed)
 // and fills l's request fields. It returns the reason the line is bad, or "".
@@ -64,7 +62,7 @@ func parseLine(data []byte, l *Line) string {
 		return "'method' must be \"POST\", got " + jsonKind(method)
 	}
 	if l.Method, _ = unquote(method); l.Method != "POST" {
-		return fmt.Sprintf("'method' must be \"POST\", got %s", quoteShort(l.Method))
+		return fmt.Sprintf("'method' must be \"POST\", got %s", api.Quote(l.Method))
 	}
 	switch {
 	case url == nil:
@@ -73,7 +71,7 @@ func parseLine(data []byte, l *Line) string {
 		return "'url' must be a string, got " + jsonKind(url)
 	}
 	if l.URL, _ = unquote(url); !IsEndpoint(l.URL) {
-		return fmt.Sprintf("'url' must be one of %s; got %s", quoteList(endpoints), quoteShort(l.URL))
+		return fmt.Sprintf("'url' must be one of %s; got %s", quoteList(endpoints), api.Quote(l.URL))
 	}
 	switch {
 	case body == nil:
@@ -205,16 +203,4 @@ func jsonKind(raw []byte) string {
 		return "null"
 	}
 	return "a number"
-}
-
-// quoteShort quotes s for a message, cut to maxQuoted bytes on a rune boundary.
-func quoteShort(s string) string {
-	if len(s) <= maxQuoted {
-		return fmt.Sprintf("%q", s)
-	}
-	cut := maxQuoted
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%q…", s[:cut])
 }

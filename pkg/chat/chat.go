@@ -91,7 +91,9 @@ func (s *Service) Completions(ctx context.Context, p auth.Principal, body []byte
 // the usage chunk.
 func relay(c *modelcall.Call, ans *models.Answer, k kind, stream, includeUsage bool, prompt func() int64) *modelcall.Result {
 	if !stream {
-		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter(k, prompt, ans.ContentLength))
+		m := newJSONMeter(k, prompt, ans.ContentLength)
+		m.usage, m.finish = ans.Usage, ans.FinishReason
+		return c.Answer(ans.Body, ans.ContentLength, m)
 	}
 	obs := newChunks(k, prompt)
 	if includeUsage {

@@ -47,6 +47,10 @@ type jsonMeter struct {
 	tail   []byte // ring of the last tailSize bytes, once over
 	at     int    // next write in tail
 	over   bool
+	// usage and finish are a translated answer's, known already: the
+	// meter then parses nothing (only forwarded OpenAI bodies are read).
+	usage  *oai.Usage
+	finish string
 }
 
 // newJSONMeter meters an answer of length bytes (-1: unknown), whose
@@ -95,6 +99,15 @@ func (m *jsonMeter) ring(p []byte) {
 }
 
 func (m *jsonMeter) End(ev *logevent.Event) (oai.Usage, error) {
+	if m.usage != nil {
+		if ev.FinishReason == "" {
+			ev.FinishReason = m.finish
+		}
+		if !m.over {
+			ev.Response = m.buf // the translator's own encoding/json output
+		}
+		return *m.usage, nil
+	}
 	if m.over {
 		tail := append(append([]byte(nil), m.tail[m.at:]...), m.tail[:m.at]...)
 		usage, ok := tailUsage(tail, m.kind)

@@ -440,3 +440,17 @@ func FuzzResponseStreamMeter(f *testing.F) {
 		}
 	})
 }
+
+// A translated answer's usage and finish reason come with it: the meter
+// takes them and reads nothing of the body for them.
+func TestJSONMeterTakesATranslatorsUsage(t *testing.T) {
+	body := []byte(`{"choices":[{"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+	m := newJSONMeter(kindChat, func() int64 { return 0 }, int64(len(body)))
+	m.usage, m.finish = &oai.Usage{PromptTokens: 7, CompletionTokens: 3, TotalTokens: 10}, oai.FinishStop
+	m.Write(body)
+	var ev logevent.Event
+	u, err := m.End(&ev)
+	if err != nil || u.TotalTokens != 10 || ev.FinishReason != oai.FinishStop || string(ev.Response) != string(body) || ev.UsageEstimated {
+		t.Errorf("usage %+v, %v; event finish %q, response %s", u, err, ev.FinishReason, ev.Response)
+	}
+}

@@ -112,7 +112,7 @@ func uploadParams(r *http.Request, fields map[string]string, sawFile bool) (File
 // omitted) and a whole number of seconds, which the service bounds.
 func expiresAfter(anchorParam, anchor, secondsParam, seconds string, hasSeconds bool) (time.Duration, error) {
 	if anchor != "" && anchor != "created_at" {
-		return 0, api.InvalidValue(anchorParam, "Invalid anchor %s; the only supported anchor is 'created_at'.", quote(anchor))
+		return 0, api.InvalidValue(anchorParam, "Invalid anchor %s; the only supported anchor is 'created_at'.", api.Quote(anchor))
 	}
 	if !hasSeconds {
 		return 0, api.MissingParam(secondsParam)
@@ -150,7 +150,7 @@ func parseListParams(r *http.Request) (ListParams, error) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxListLimit {
-			return lp, api.InvalidValue("limit", "Invalid limit %s: expected an integer from 1 to %d.", quote(v), maxListLimit)
+			return lp, api.InvalidValue("limit", "Invalid limit %s: expected an integer from 1 to %d.", api.Quote(v), maxListLimit)
 		}
 		lp.Limit = n
 	}
@@ -159,13 +159,13 @@ func parseListParams(r *http.Request) (ListParams, error) {
 	case "asc":
 		lp.Desc = false
 	default:
-		return lp, api.InvalidValue("order", "Invalid order %s: expected 'asc' or 'desc'.", quote(o))
+		return lp, api.InvalidValue("order", "Invalid order %s: expected 'asc' or 'desc'.", api.Quote(o))
 	}
 	if lp.Purpose != "" && !slices.Contains(objectPurposes, lp.Purpose) {
-		return lp, api.InvalidValue("purpose", "Invalid purpose %s; expected one of: %s.", quote(lp.Purpose), strings.Join(objectPurposes, ", "))
+		return lp, api.InvalidValue("purpose", "Invalid purpose %s; expected one of: %s.", api.Quote(lp.Purpose), strings.Join(objectPurposes, ", "))
 	}
 	if lp.After != "" && !ids.Valid(ids.File, lp.After) {
-		return lp, api.InvalidValue("after", "Invalid after %s: expected a file id (file-…).", quote(lp.After))
+		return lp, api.InvalidValue("after", "Invalid after %s: expected a file id (file-…).", api.Quote(lp.After))
 	}
 	return lp, nil
 }
@@ -209,7 +209,7 @@ func (h Handlers) Content(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", f.Bytes))
 			return &api.Error{
 				Status: http.StatusRequestedRangeNotSatisfiable, Type: api.TypeInvalidRequest, Code: "range_not_satisfiable",
-				Message: fmt.Sprintf("The range %s is not satisfiable: the file is %d bytes.", quote(rh), f.Bytes),
+				Message: fmt.Sprintf("The range %s is not satisfiable: the file is %d bytes.", api.Quote(rh), f.Bytes),
 			}
 		}
 		if !partial {

@@ -294,7 +294,7 @@ func checkUploadPurpose(purpose string) error {
 		return api.MissingParam(fieldPurpose)
 	}
 	if !slices.Contains(uploadPurposes, purpose) {
-		return api.InvalidValue(fieldPurpose, "Invalid purpose %s; expected one of: %s.", quote(purpose), strings.Join(uploadPurposes, ", "))
+		return api.InvalidValue(fieldPurpose, "Invalid purpose %s; expected one of: %s.", api.Quote(purpose), strings.Join(uploadPurposes, ", "))
 	}
 	return nil
 }
@@ -328,16 +328,7 @@ func checkExpiresAfter(param string, d time.Duration) error {
 // expiresAfterError refuses an expires_after seconds value given as shown.
 func expiresAfterError(param, shown string) error {
 	return api.InvalidValue(param, "Invalid %s %s: expected an integer from %d (1 hour) to %d (30 days).",
-		param, quote(shown), MinExpiresAfter, MaxExpiresAfter)
-}
-
-// quote quotes a client's value for an error message, cut short if long.
-func quote(s string) string {
-	const max = 64
-	if len(s) > max {
-		return strconv.Quote(s[:max]) + "…"
-	}
-	return strconv.Quote(s)
+		param, api.Quote(shown), MinExpiresAfter, MaxExpiresAfter)
 }
 
 // deleteBlobs removes parts' objects, logging (not returning) failures: it

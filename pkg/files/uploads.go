@@ -167,7 +167,7 @@ func (s *Service) checkNewUpload(in NewUpload) error {
 		return api.TooLarge("A batch input file may be at most %d bytes; this one would be %d.", batchinput.MaxBytes, in.Bytes)
 	}
 	if _, _, err := mime.ParseMediaType(in.MimeType); err != nil || len(in.MimeType) > 255 {
-		return api.InvalidValue("mime_type", "Invalid mime_type %s: expected a media type such as text/jsonl.", quote(in.MimeType))
+		return api.InvalidValue("mime_type", "Invalid mime_type %s: expected a media type such as text/jsonl.", api.Quote(in.MimeType))
 	}
 	if in.ExpiresAfter != 0 {
 		return checkExpiresAfter("expires_after.seconds", in.ExpiresAfter)
@@ -419,7 +419,7 @@ func (s *Service) CompleteUpload(ctx context.Context, p auth.Principal, uploadID
 	}
 	wantMD5 := strings.ToLower(md5sum)
 	if b, err := hex.DecodeString(wantMD5); md5sum != "" && (err != nil || len(b) != md5.Size) {
-		return Upload{}, api.InvalidValue("md5", "Invalid md5 %s: expected 32 hexadecimal digits.", quote(md5sum))
+		return Upload{}, api.InvalidValue("md5", "Invalid md5 %s: expected 32 hexadecimal digits.", api.Quote(md5sum))
 	}
 	u, rec, err := s.loadUpload(ctx, p, uploadID)
 	if err != nil {
@@ -490,9 +490,9 @@ func (s *Service) manifest(ctx context.Context, u uploadDoc, partIDs []string) (
 		p, ok := byID[id]
 		switch {
 		case seen[id]:
-			return nil, api.InvalidValue("part_ids", "part_ids lists %s more than once.", quote(id))
+			return nil, api.InvalidValue("part_ids", "part_ids lists %s more than once.", api.Quote(id))
 		case !ok:
-			return nil, api.InvalidValue("part_ids", "Upload %s has no part %s.", u.ID, quote(id))
+			return nil, api.InvalidValue("part_ids", "Upload %s has no part %s.", u.ID, api.Quote(id))
 		}
 		seen[id] = true
 		out = append(out, Part{Key: p.Key, Size: p.Size})

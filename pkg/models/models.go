@@ -25,9 +25,9 @@
 package models
 
 import (
+	"bytes"
 	"context"
 	"io"
-	"strings"
 
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/oai"
@@ -41,27 +41,6 @@ type Provider interface {
 	// call tries again. A missing credential should be an api.Unavailable
 	// error (503) saying what to configure.
 	Open(ctx context.Context, d config.Deployment, resolve Resolver) (Endpoint, error)
-}
-
-// Resolver resolves a config value that may be a secretsmanager/ reference.
-type Resolver func(ctx context.Context, value string) (string, error)
-
-// Setting resolves a deployment setting and, when it is empty, falls back to
-// the first of envs that getenv finds set (LiteLLM's environment names for
-// provider credentials). The result is trimmed; "" means none anywhere.
-func (r Resolver) Setting(ctx context.Context, value string, getenv func(string) string, envs ...string) (string, error) {
-	v, err := r(ctx, value)
-	if err != nil {
-		return "", err
-	}
-	v = strings.TrimSpace(v)
-	for _, env := range envs {
-		if v != "" {
-			break
-		}
-		v = strings.TrimSpace(getenv(env))
-	}
-	return v, nil
 }
 
 // Endpoint is an opened deployment. It implements one or more of Embedder,
@@ -130,4 +109,17 @@ type Answer struct {
 	// UsageEstimated is true when the provider reported no token counts
 	// and the usage in Body is sluice's estimate (the log event says so).
 	UsageEstimated bool
+	// Usage is the answer's usage when the call layer need not read it
+	// from Body: a translated (not forwarded) answer, whose translator
+	// knows it. nil: meter Body (a forwarded OpenAI body, a stream).
+	Usage *oai.Usage
+	// FinishReason is the first choice's finish reason, with Usage.
+	FinishReason string
+}
+
+// Translated is a translator's whole chat answer: the chat.completion body
+// out, with the usage and finish reason the translator read (usage nil:
+// the provider gave none, and the body is metered as forwarded ones are).
+func Translated(out []byte, usage *oai.Usage, finish string) *Answer {
+	return &Answer{Body: io.NopCloser(bytes.NewReader(out)), ContentLength: int64(len(out)), Usage: usage, FinishReason: finish}
 }

@@ -58,6 +58,9 @@ type KeyTokens interface {
 type Options struct {
 	Config  *config.Config
 	Secrets config.Secrets // resolves secretsmanager/ references; nil locally
+	// Getenv reads the credentials' environment fallbacks (os.Getenv in
+	// main); nil: none.
+	Getenv func(string) string
 	// Limiter holds the per-deployment rpm/tpm windows (shared by every
 	// process using the store).
 	Limiter   store.Limiter
@@ -151,11 +154,14 @@ func NewRouter(opts Options) (*Router, error) {
 	}
 	rs := cfg.RouterSettings
 	r := &Router{
-		groups:       map[string]*group{},
-		fallbacks:    map[string][]string{},
-		limiter:      opts.Limiter,
-		keyTokens:    opts.KeyTokens,
-		resolve:      func(ctx context.Context, v string) (string, error) { return cfg.Resolve(ctx, opts.Secrets, v) },
+		groups:    map[string]*group{},
+		fallbacks: map[string][]string{},
+		limiter:   opts.Limiter,
+		keyTokens: opts.KeyTokens,
+		resolve: Resolver{
+			Secret: func(ctx context.Context, v string) (string, error) { return cfg.Resolve(ctx, opts.Secrets, v) },
+			Getenv: opts.Getenv,
+		},
 		cooldown:     seconds(rs.CooldownTime, DefaultCooldown),
 		allowedFails: rs.AllowedFails,
 		minWait:      seconds(rs.RetryAfter, 0),

@@ -41,7 +41,7 @@ func (f *fakeProvider) Open(ctx context.Context, d config.Deployment, resolve Re
 	if f.openErr != nil {
 		return nil, f.openErr
 	}
-	key, err := resolve(ctx, d.Params.APIKey)
+	key, err := resolve.Value(ctx, d.Params.APIKey)
 	if err != nil {
 		return nil, err
 	}

@@ -486,7 +486,7 @@ func withIncludeUsage(opts []byte) []byte {
 	jsonscan.Members(opts, func(name, v []byte) error {
 		if string(name) != "include_usage" {
 			out = append(out, ',')
-			out = append(out, quote(string(name))...)
+			out = append(out, jsonscan.AppendString(nil, string(name))...)
 			out = append(out, ':')
 			out = append(out, v...)
 		}

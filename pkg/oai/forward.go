@@ -143,7 +143,7 @@ func rebuild(d doc, model string, usage bool, streamOptions []byte, strip []stri
 		}
 		switch string(name) {
 		case "model":
-			member(lit, quote(model))
+			member(lit, jsonscan.AppendString(nil, model))
 		case "stream_options":
 			switch {
 			case !usage:

@@ -148,7 +148,7 @@ func (d doc) Body(model string) []byte {
 	if d.modelStart >= 0 && plainLiteral(d.body[d.modelStart:d.modelEnd], model) {
 		return d.body // the usual case: the model goes on under its own name
 	}
-	lit := quote(model)
+	lit := jsonscan.AppendString(nil, model)
 	if d.modelStart >= 0 {
 		if bytes.Equal(d.body[d.modelStart:d.modelEnd], lit) {
 			return d.body
@@ -183,11 +183,6 @@ func plainLiteral(lit []byte, s string) bool {
 		}
 	}
 	return true
-}
-
-func quote(s string) []byte {
-	b, _ := json.Marshal(s) // a string always encodes
-	return b
 }
 
 // fields are the spans of the top-level members a parser asked for: a few,

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluice-gateway/sluice/pkg/providers/google/googletest"
+	"github.com/sluice-gateway/sluice/pkg/providers/vendors"
 )
 
 // echoHeaders answers with every request header echoed back, as a
@@ -167,5 +168,13 @@ func TestEchoFormsFindEveryAlignment(t *testing.T) {
 	}
 	if revealsAny("X", []string{"application/json", base64.StdEncoding.EncodeToString([]byte("hello world"))}, forms) {
 		t.Error("innocent values taken for the secret")
+	}
+}
+
+func TestEveryPassthroughIsAVendor(t *testing.T) {
+	for _, p := range providerList {
+		if _, ok := vendors.Lookup(string(p)); !ok {
+			t.Errorf("passthrough %q has no row in the vendor table", p)
+		}
 	}
 }

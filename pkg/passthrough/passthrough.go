@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
 	"github.com/sluice-gateway/sluice/pkg/providers/google"
 	"github.com/sluice-gateway/sluice/pkg/store"
@@ -143,10 +144,10 @@ func New(opts Options) (*Service, error) {
 		s.resolvers[p] = &resolver{
 			provider: p,
 			src:      src,
-			resolve: func(ctx context.Context, v string) (string, error) {
-				return cfg.Resolve(ctx, opts.Secrets, v)
+			resolve: models.Resolver{
+				Secret: func(ctx context.Context, v string) (string, error) { return cfg.Resolve(ctx, opts.Secrets, v) },
+				Getenv: opts.Getenv,
 			},
-			getenv:   opts.Getenv,
 			chain:    opts.AWSDefaultChain,
 			tokenOpt: google.Options{HTTPClient: opts.Client, FetchTimeout: opts.TokenTimeout},
 		}
@@ -453,11 +454,11 @@ func (s *Service) answer(w http.ResponseWriter, r *http.Request, ctx context.Con
 			case r.Context().Err() != nil:
 				return fmt.Errorf("passthrough: client gone: %w", context.Canceled)
 			case errors.Is(cause, errIdleTimeout):
-				return fmt.Errorf("upstream sent nothing for %s: %w", s.opts.IdleTimeout, rerr)
+				return api.UpstreamTimeout(rerr, "The provider sent nothing for %s.", s.opts.IdleTimeout)
 			case errors.Is(cause, errCallTimeout):
-				return fmt.Errorf("upstream answer took longer than %s: %w", s.opts.Timeout, rerr)
+				return api.UpstreamTimeout(rerr, "The provider's answer took longer than %s.", s.opts.Timeout)
 			}
-			return fmt.Errorf("read upstream answer: %w", rerr)
+			return api.Upstream(rerr, "The provider's answer broke off: reading it failed.")
 		}
 	}
 }
@@ -476,9 +477,9 @@ func (s *Service) finish(r *http.Request, c *call, err error) {
 	if status == 0 && err != nil {
 		status = api.AsError(api.ClientGone(r.Context(), err)).Status
 	}
-	msg := failure(c, err)
+	fail := failure(c, api.ClientGone(r.Context(), err))
 	outcome := logevent.StatusSuccess
-	if msg != "" {
+	if fail != nil {
 		outcome = logevent.StatusFailure
 	}
 	if !s.opts.Events.Wants(ctx, c.principal.TeamID, outcome) {
@@ -499,30 +500,22 @@ func (s *Service) finish(r *http.Request, c *call, err error) {
 		first = time.Time{}
 	}
 	ev.SetTimes(c.start, first, end)
-	if msg != "" {
-		ev.Status = logevent.StatusFailure
-		ev.ErrorStr = msg
-		ev.ErrorInformation = &logevent.ErrorInfo{
-			ErrorCode:    fmt.Sprint(status),
-			LLMProvider:  string(c.provider),
-			ErrorMessage: msg,
-		}
-		if err != nil {
-			ev.ErrorInformation.ErrorClass = fmt.Sprintf("%T", err)
-		}
+	if fail != nil {
+		// Event.Fail: the team sees the failure's message and code, never
+		// a Go error's text or type.
+		ev.Fail(fail)
 	}
 	s.opts.Events.Emit(ctx, ev)
 }
 
-// failure describes why a call failed, or "" when it succeeded.
-func failure(c *call, err error) string {
+// failure is why a call failed, as the team's log event shows it: an
+// *api.Error (a raw error becomes AsError's, which names no internals), or
+// the upstream's own error status with what its answer said; nil when the
+// call succeeded.
+func failure(c *call, err error) *api.Error {
 	switch {
 	case err != nil:
-		var e *api.Error
-		if errors.As(err, &e) {
-			return e.Message
-		}
-		return err.Error()
+		return api.AsError(err)
 	case c.status >= 400:
 		msg := c.counts.failure
 		if msg == "" {
@@ -531,11 +524,11 @@ func failure(c *call, err error) string {
 		if msg == "" {
 			msg = http.StatusText(c.status)
 		}
-		return fmt.Sprintf("upstream answered %d: %s", c.status, msg)
+		return &api.Error{Status: c.status, Type: api.TypeServer, Code: "upstream_error", Message: fmt.Sprintf("upstream answered %d: %s", c.status, msg)}
 	case c.counts.failure != "":
-		return "upstream stream error: " + c.counts.failure
+		return api.Upstream(nil, "upstream stream error: %s", c.counts.failure)
 	}
-	return ""
+	return nil
 }
 
 // allowsModel reports whether p may use model of provider: by its own name,

@@ -182,7 +182,7 @@ func TestVertexTarget(t *testing.T) {
 }
 
 func TestBedrockTarget(t *testing.T) {
-	auth, err := bedrock.NewAuth(t.Context(), bedrock.Keys{Region: "eu-central-1", AccessKeyID: "A", SecretAccessKey: "s"}, nil, nil)
+	auth, err := bedrock.NewAuth(t.Context(), bedrock.Keys{Region: "eu-central-1", AccessKeyID: "A", SecretAccessKey: "s"}, bedrock.Keys{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

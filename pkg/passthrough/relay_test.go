@@ -104,7 +104,13 @@ func TestACutAnswerLooksCut(t *testing.T) {
 		t.Fatalf("read %q, %v; want the first event, then io.ErrUnexpectedEOF", got, err)
 	}
 	ev := h.bus.last(t)
-	if ev.Status != logevent.StatusFailure || !strings.Contains(ev.ErrorStr, "read upstream answer") {
+	if ev.Status != logevent.StatusFailure || !strings.Contains(ev.ErrorStr, "broke off") {
 		t.Errorf("event of the cut answer: %s %q", ev.Status, ev.ErrorStr)
+	}
+	// The team's event says what failed in its own words: no Go error text
+	// or type name.
+	if info := ev.ErrorInformation; info == nil || info.ErrorClass != "upstream_error" || info.ErrorCode != "502" ||
+		strings.Contains(ev.ErrorStr, "EOF") || strings.Contains(info.ErrorMessage, "EOF") {
+		t.Errorf("error information %+v, message %q", info, ev.ErrorStr)
 	}
 }

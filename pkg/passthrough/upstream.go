@@ -13,11 +13,9 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
-	"github.com/sluice-gateway/sluice/pkg/providers"
-	"github.com/sluice-gateway/sluice/pkg/providers/anthropic"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
-	"github.com/sluice-gateway/sluice/pkg/providers/gemini"
 	"github.com/sluice-gateway/sluice/pkg/providers/google"
+	"github.com/sluice-gateway/sluice/pkg/providers/vendors"
 	"github.com/sluice-gateway/sluice/pkg/providers/vertex"
 )
 
@@ -49,8 +47,9 @@ var prefixes = map[Provider][]string{
 // passthrough section, the first model_list entry of that provider with
 // use_in_pass_through: true, and default_vertex_config (Vertex AI). The
 // environment fallbacks, and everything after — resolving, checking,
-// building the credential — are the provider package's (anthropic.Resolve,
-// gemini.Resolve, vertex.Resolve, bedrock.Resolve), shared with model calls.
+// building the credential — are models.Resolver's over the vendor table's
+// key (Anthropic, Gemini), or vertex.Resolve and bedrock.Resolve: shared
+// with model calls.
 type sources struct {
 	apiBase           string
 	apiKey            string
@@ -142,7 +141,6 @@ type resolver struct {
 	provider Provider
 	src      sources
 	resolve  models.Resolver
-	getenv   func(string) string
 	chain    bedrock.DefaultChain
 	tokenOpt google.Options
 
@@ -179,7 +177,7 @@ func (r *resolver) unavailable(err error) *api.Error {
 	case errors.Is(err, bedrock.ErrNoCredentials):
 		// These messages name settings, never secret values.
 		e = api.Unavailable("The /%s passthrough has no usable AWS credentials: %v.", prefixes[p][0], err)
-	case providers.IsBadSetting(err):
+	case models.IsBadSetting(err):
 		e = api.Unavailable("The /%s passthrough is not usable: %v.", prefixes[p][0], err)
 	default:
 		e = api.Unavailable("The /%s passthrough is not usable: its configuration could not be loaded. See the gateway log.", prefixes[p][0])
@@ -198,32 +196,26 @@ func (r *resolver) build(ctx context.Context) (*upstream, error) {
 	}
 	var err error
 	switch r.provider {
-	case Anthropic:
-		var c anthropic.Credential
-		if c, err = anthropic.Resolve(ctx, anthropic.Settings{APIKey: src.apiKey, APIBase: src.apiBase}, r.resolve, r.getenv); err == nil {
+	case Anthropic, Gemini:
+		v, _ := vendors.Lookup(string(r.provider))
+		var c models.Key
+		if c, err = r.resolve.Key(ctx, *v.Key, src.apiKey, src.apiBase); err == nil {
 			u.setKey, err = c.Authorize, setBase(c.APIBase)
-		} else if errors.Is(err, anthropic.ErrNoKey) {
-			err = errNotConfigured
-		}
-	case Gemini:
-		var c gemini.Credential
-		if c, err = gemini.Resolve(ctx, gemini.Settings{APIKey: src.apiKey, APIBase: src.apiBase}, r.resolve, r.getenv); err == nil {
-			u.setKey, err = c.Authorize, setBase(c.APIBase)
-		} else if errors.Is(err, gemini.ErrNoKey) {
+		} else if errors.Is(err, models.ErrNoKey) {
 			err = errNotConfigured
 		}
 	case VertexAI:
 		var c vertex.Credential
 		s := vertex.Settings{Credentials: src.vertexCredentials, Project: src.vertexProject, Location: src.vertexLocation}
 		newTokens := func(creds string) (*google.TokenSource, error) { return google.NewTokenSource(creds, r.tokenOpt) }
-		if c, err = vertex.Resolve(ctx, s, vertex.PassthroughEnv(), r.resolve, r.getenv, newTokens); err == nil {
+		if c, err = vertex.Resolve(ctx, s, vertex.PassthroughEnv(), r.resolve, newTokens); err == nil {
 			u.tokens, u.project, u.location = c.Tokens, c.Project, c.Location
 			err = r.optionalBase(ctx, u)
 		} else if errors.Is(err, vertex.ErrNoCredentials) {
 			err = errNotConfigured
 		}
 	case Bedrock:
-		if u.aws, err = bedrock.Resolve(ctx, src.aws, r.resolve, r.getenv, r.chain); err == nil {
+		if u.aws, err = bedrock.Resolve(ctx, src.aws, r.resolve, r.chain); err == nil {
 			err = r.optionalBase(ctx, u)
 		}
 	}
@@ -236,7 +228,7 @@ func (r *resolver) build(ctx context.Context) (*upstream, error) {
 // optionalBase sets the api_base of a provider whose base is otherwise chosen
 // per request (Vertex AI, Bedrock), when one is configured.
 func (r *resolver) optionalBase(ctx context.Context, u *upstream) error {
-	base, err := r.resolve(ctx, r.src.apiBase)
+	base, err := r.resolve.Value(ctx, r.src.apiBase)
 	if err != nil {
 		return fmt.Errorf("api_base: %w", err)
 	}

@@ -6,13 +6,15 @@ import (
 	"encoding/json"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/providers/anthropic"
+	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
+	"github.com/sluice-gateway/sluice/pkg/providers/gemini"
 	"github.com/sluice-gateway/sluice/pkg/sse"
 )
 
@@ -65,35 +67,22 @@ func (c *counts) setModel(m string) {
 }
 
 // usageJSON is a "usage" object: Anthropic's (snake_case) or Bedrock
-// Converse's (camelCase).
+// Converse's (camelCase), decoded in one pass by the vendors' schemas.
 type usageJSON struct {
-	InputTokens              int64 `json:"input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-	ConverseInput            int64 `json:"inputTokens"`
-	ConverseOutput           int64 `json:"outputTokens"`
-	ConverseTotal            int64 `json:"totalTokens"`
-	ConverseCacheRead        int64 `json:"cacheReadInputTokens"`
-	ConverseCacheWrite       int64 `json:"cacheWriteInputTokens"`
+	anthropic.Usage
+	bedrock.ConverseUsage
+}
+
+func (u *usageJSON) decode(v []byte) bool {
+	return jsonscan.Counts(v, append(u.Usage.Fields(), u.ConverseUsage.Fields()...))
 }
 
 // geminiUsageJSON is Gemini's and Vertex AI's usageMetadata.
-type geminiUsageJSON struct {
-	PromptTokenCount     int64 `json:"promptTokenCount"`
-	CandidatesTokenCount int64 `json:"candidatesTokenCount"`
-	ThoughtsTokenCount   int64 `json:"thoughtsTokenCount"`
-	TotalTokenCount      int64 `json:"totalTokenCount"`
-}
+type geminiUsageJSON = gemini.UsageMetadata
 
 // metricsJSON is the amazon-bedrock-invocationMetrics Bedrock adds to the
 // last chunk of InvokeModelWithResponseStream.
-type metricsJSON struct {
-	InputTokenCount           int64 `json:"inputTokenCount"`
-	OutputTokenCount          int64 `json:"outputTokenCount"`
-	CacheReadInputTokenCount  int64 `json:"cacheReadInputTokenCount"`
-	CacheWriteInputTokenCount int64 `json:"cacheWriteInputTokenCount"`
-}
+type metricsJSON = bedrock.InvocationMetrics
 
 // payloadJSON is every top-level field any of the four providers reports
 // usage, model or an error in.
@@ -104,16 +93,17 @@ type payloadJSON struct {
 	Usage         *usageJSON       `json:"usage"`
 	Message       json.RawMessage  `json:"message"` // Anthropic message_start: an object; AWS errors: a string
 	UsageMetadata *geminiUsageJSON `json:"usageMetadata"`
-	Metrics       *metricsJSON     `json:"amazon-bedrock-invocationMetrics"`
+	Metrics       *metricsJSON     `json:"amazon-bedrock-invocationMetrics"` // bedrock.InvocationMetricsKey
 	Error         json.RawMessage  `json:"error"`
 }
 
 func (c *counts) addUsage(u *usageJSON) {
-	c.input = max(c.input, u.InputTokens, u.ConverseInput)
-	c.output = max(c.output, u.OutputTokens, u.ConverseOutput)
-	c.cacheWrite = max(c.cacheWrite, u.CacheCreationInputTokens, u.ConverseCacheWrite)
-	c.cacheRead = max(c.cacheRead, u.CacheReadInputTokens, u.ConverseCacheRead)
-	c.total = max(c.total, u.ConverseTotal)
+	a, b := &u.Usage, &u.ConverseUsage
+	c.input = max(c.input, a.InputTokens, b.InputTokens)
+	c.output = max(c.output, a.OutputTokens, b.OutputTokens)
+	c.cacheWrite = max(c.cacheWrite, a.CacheCreationInputTokens, b.CacheWriteInputTokens)
+	c.cacheRead = max(c.cacheRead, a.CacheReadInputTokens, b.CacheReadInputTokens)
+	c.total = max(c.total, b.TotalTokens)
 }
 
 func (c *counts) addGemini(u *geminiUsageJSON) {
@@ -183,13 +173,10 @@ func (c *counts) add(p *payloadJSON) {
 		}
 	}
 	if len(p.Error) > 0 && p.Error[0] == '{' {
-		var e struct {
-			Type    string `json:"type"`
-			Status  string `json:"status"`
-			Message string `json:"message"`
-		}
-		if json.Unmarshal(p.Error, &e) == nil {
-			if msg := joinNonEmpty(e.Type, e.Status, e.Message); msg != "" {
+		if jsonscan.Valid(p.Error) {
+			typ, msg := anthropic.ParseError(p.Error)
+			status, _ := gemini.ParseError(p.Error)
+			if msg := joinNonEmpty(typ, status, msg); msg != "" {
 				c.failure = msg
 			}
 		}
@@ -200,18 +187,8 @@ func (c *counts) add(p *payloadJSON) {
 
 // addHeaders reads the token counts Bedrock's InvokeModel puts in headers.
 func (c *counts) addHeaders(h http.Header) {
-	num := func(name string) int64 {
-		v := h.Get(name)
-		if v == "" {
-			return 0
-		}
-		n, _ := strconv.ParseInt(v, 10, 64)
-		return max(n, 0)
-	}
-	c.input = max(c.input, num("X-Amzn-Bedrock-Input-Token-Count"))
-	c.output = max(c.output, num("X-Amzn-Bedrock-Output-Token-Count"))
-	c.cacheRead = max(c.cacheRead, num("X-Amzn-Bedrock-Cache-Read-Input-Token-Count"))
-	c.cacheWrite = max(c.cacheWrite, num("X-Amzn-Bedrock-Cache-Write-Input-Token-Count"))
+	m := bedrock.HeaderMetrics(h)
+	c.addMetrics(&m)
 }
 
 // meter watches an answer go by and extracts its usage, holding a bounded
@@ -458,9 +435,9 @@ func (d *decoded) decode(k meterKey, v []byte) bool {
 	case keyUsage:
 		return d.usage.decode(v)
 	case keyUsageMetadata:
-		return d.gemini.decode(v)
+		return d.gemini.Decode(v)
 	case keyInvocationMetrics:
-		return d.metrics.decode(v)
+		return d.metrics.Decode(v)
 	}
 	m, err := jsonscan.String(v)
 	if err != nil {
@@ -484,7 +461,7 @@ func topLevel(doc []byte, members *[meterKeyCount][]byte) bool {
 			members[keyUsage] = v
 		case "usageMetadata":
 			members[keyUsageMetadata] = v
-		case "amazon-bedrock-invocationMetrics":
+		case bedrock.InvocationMetricsKey:
 			members[keyInvocationMetrics] = v
 		case "model":
 			members[keyModel] = v
@@ -494,79 +471,6 @@ func topLevel(doc []byte, members *[meterKeyCount][]byte) bool {
 		return nil
 	})
 	return err == nil
-}
-
-// The meter's decoders read a usage object as json.Unmarshal would into its
-// struct (a fuzz test holds them to it), without reflection: names matched
-// exactly or else case-insensitively, the last copy winning, null leaving a
-// count as it was, and anything but an integer failing the whole decode
-// after the counts before it were set.
-
-func (u *usageJSON) decode(v []byte) bool {
-	return decodeCounts(v, []countField{
-		{"input_tokens", &u.InputTokens}, {"output_tokens", &u.OutputTokens},
-		{"cache_creation_input_tokens", &u.CacheCreationInputTokens}, {"cache_read_input_tokens", &u.CacheReadInputTokens},
-		{"inputTokens", &u.ConverseInput}, {"outputTokens", &u.ConverseOutput}, {"totalTokens", &u.ConverseTotal},
-		{"cacheReadInputTokens", &u.ConverseCacheRead}, {"cacheWriteInputTokens", &u.ConverseCacheWrite},
-	})
-}
-
-func (u *geminiUsageJSON) decode(v []byte) bool {
-	return decodeCounts(v, []countField{
-		{"promptTokenCount", &u.PromptTokenCount}, {"candidatesTokenCount", &u.CandidatesTokenCount},
-		{"thoughtsTokenCount", &u.ThoughtsTokenCount}, {"totalTokenCount", &u.TotalTokenCount},
-	})
-}
-
-func (m *metricsJSON) decode(v []byte) bool {
-	return decodeCounts(v, []countField{
-		{"inputTokenCount", &m.InputTokenCount}, {"outputTokenCount", &m.OutputTokenCount},
-		{"cacheReadInputTokenCount", &m.CacheReadInputTokenCount}, {"cacheWriteInputTokenCount", &m.CacheWriteInputTokenCount},
-	})
-}
-
-// countField is one int64 member of a usage object.
-type countField struct {
-	name string
-	dst  *int64
-}
-
-// decodeCounts decodes the JSON object v into fields (see above).
-func decodeCounts(v []byte, fields []countField) bool {
-	if len(v) == 0 || v[0] != '{' || !jsonscan.Valid(v) {
-		return false
-	}
-	ok := true
-	jsonscan.Members(v, func(name, value []byte) error {
-		f := matchField(fields, name)
-		if f == nil || jsonscan.Null(value) {
-			return nil
-		}
-		n, err := strconv.ParseInt(string(value), 10, 64)
-		if err != nil {
-			ok = false // a fraction, a string, an object...: as a type error, the decode goes on
-			return nil
-		}
-		*f.dst = n
-		return nil
-	})
-	return ok
-}
-
-// matchField finds name's field as encoding/json does: exactly, else
-// case-insensitively.
-func matchField(fields []countField, name []byte) *countField {
-	for i := range fields {
-		if fields[i].name == string(name) {
-			return &fields[i]
-		}
-	}
-	for i := range fields {
-		if bytes.EqualFold([]byte(fields[i].name), name) {
-			return &fields[i]
-		}
-	}
-	return nil
 }
 
 // meterKey names a key the JSON meter looks for: an index of meterKeys.
@@ -585,7 +489,7 @@ const (
 var meterKeys = [meterKeyCount][]byte{
 	keyUsage:             []byte(`"usage"`),
 	keyUsageMetadata:     []byte(`"usageMetadata"`),
-	keyInvocationMetrics: []byte(`"amazon-bedrock-invocationMetrics"`),
+	keyInvocationMetrics: []byte(`"` + bedrock.InvocationMetricsKey + `"`),
 	keyModel:             []byte(`"model"`),
 	keyModelVersion:      []byte(`"modelVersion"`),
 }

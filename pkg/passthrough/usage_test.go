@@ -13,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/providers/anthropic"
+	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
 )
 
 const anthropicSSE = "event: message_start\n" +
@@ -219,10 +221,10 @@ func TestDecodeCountsAsEncodingJSON(t *testing.T) {
 		want usageJSON
 		ok   bool
 	}{
-		{`{"input_tokens":12,"output_tokens":3,"other":{"x":[1]}}`, usageJSON{InputTokens: 12, OutputTokens: 3}, true},
-		{`{"INPUT_TOKENS":5,"input_tokens":6}`, usageJSON{InputTokens: 6}, true},
-		{`{"input_tokens":null,"inputTokens":-2}`, usageJSON{ConverseInput: -2}, true},
-		{`{"input_tokens":1.5,"output_tokens":4}`, usageJSON{OutputTokens: 4}, false},
+		{`{"input_tokens":12,"output_tokens":3,"other":{"x":[1]}}`, usageJSON{Usage: anthropic.Usage{InputTokens: 12, OutputTokens: 3}}, true},
+		{`{"INPUT_TOKENS":5,"input_tokens":6}`, usageJSON{Usage: anthropic.Usage{InputTokens: 6}}, true},
+		{`{"input_tokens":null,"inputTokens":-2}`, usageJSON{ConverseUsage: bedrock.ConverseUsage{InputTokens: -2}}, true},
+		{`{"input_tokens":1.5,"output_tokens":4}`, usageJSON{Usage: anthropic.Usage{OutputTokens: 4}}, false},
 		{`{"input_tokens":"7"}`, usageJSON{}, false},
 		{`{"input_tokens":1,}`, usageJSON{}, false},
 		{`"usage"`, usageJSON{}, false},
@@ -236,7 +238,7 @@ func TestDecodeCountsAsEncodingJSON(t *testing.T) {
 	}
 }
 
-// FuzzDecodeCounts holds the meter's usage decoders to json.Unmarshal into
+// FuzzDecodeCounts holds the vendors' usage decoders, as the meter uses them, to json.Unmarshal into
 // their structs: the same verdict and the same counts, from counts already
 // set.
 func FuzzDecodeCounts(f *testing.F) {
@@ -245,17 +247,17 @@ func FuzzDecodeCounts(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		start := usageJSON{InputTokens: 1, ConverseTotal: 2}
+		start := usageJSON{Usage: anthropic.Usage{InputTokens: 1}, ConverseUsage: bedrock.ConverseUsage{TotalTokens: 2}}
 		got, want := start, start
 		if ok, wantOK := got.decode(doc), json.Unmarshal(doc, &want) == nil; ok != wantOK || got != want {
 			t.Fatalf("usage %q: %+v %v; encoding/json %+v %v", doc, got, ok, want, wantOK)
 		}
 		g, wg := geminiUsageJSON{TotalTokenCount: 3}, geminiUsageJSON{TotalTokenCount: 3}
-		if ok, wantOK := g.decode(doc), json.Unmarshal(doc, &wg) == nil; ok != wantOK || g != wg {
+		if ok, wantOK := g.Decode(doc), json.Unmarshal(doc, &wg) == nil; ok != wantOK || g != wg {
 			t.Fatalf("gemini %q: %+v %v; encoding/json %+v %v", doc, g, ok, wg, wantOK)
 		}
 		var m, wm metricsJSON
-		if ok, wantOK := m.decode(doc), json.Unmarshal(doc, &wm) == nil; ok != wantOK || m != wm {
+		if ok, wantOK := m.Decode(doc), json.Unmarshal(doc, &wm) == nil; ok != wantOK || m != wm {
 			t.Fatalf("metrics %q: %+v %v; encoding/json %+v %v", doc, m, ok, wm, wantOK)
 		}
 	})

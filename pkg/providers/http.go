@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -104,46 +103,6 @@ func Send(client *http.Client, req *http.Request) (*http.Response, error) {
 		return nil, &url.Error{Op: req.Method[:1] + strings.ToLower(req.Method[1:]), URL: req.URL.Redacted(), Err: err}
 	}
 	return resp, nil
-}
-
-// Base checks an api_base for a provider of this package and returns it
-// without a trailing slash. As in LiteLLM, it is the scheme and host that
-// replace the provider's default endpoint; the provider's own paths follow
-// it (a path in api_base, e.g. a proxy's prefix, is kept before them).
-func Base(raw string) (string, error) {
-	s := strings.TrimRight(strings.TrimSpace(raw), "/")
-	u, err := url.Parse(s)
-	switch {
-	case err != nil:
-		return "", BadSetting("api_base is not a URL")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return "", BadSetting("api_base must be an http:// or https:// URL")
-	case u.Host == "":
-		return "", BadSetting("api_base has no host")
-	case u.User != nil:
-		return "", BadSetting("api_base must not hold credentials")
-	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
-		return "", BadSetting("api_base must not have a query or fragment")
-	}
-	return s, nil
-}
-
-// SettingError is a configured setting that cannot be used (an api_base that
-// is not a URL, a location that names none): the operator must fix it. Its
-// message names the setting, never a secret value.
-type SettingError struct{ msg string }
-
-func (e *SettingError) Error() string { return e.msg }
-
-// BadSetting makes a *SettingError.
-func BadSetting(format string, args ...any) error {
-	return &SettingError{msg: fmt.Sprintf(format, args...)}
-}
-
-// IsBadSetting reports whether err is (or wraps) a *SettingError.
-func IsBadSetting(err error) bool {
-	var se *SettingError
-	return errors.As(err, &se)
 }
 
 // Relay sends a call whose JSON answer is relayed as it comes: the Answer's

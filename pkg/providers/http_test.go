@@ -56,23 +56,6 @@ func TestDo(t *testing.T) {
 	}
 }
 
-func TestBase(t *testing.T) {
-	for in, want := range map[string]string{
-		"https://bedrock-runtime.us-east-1.amazonaws.com/": "https://bedrock-runtime.us-east-1.amazonaws.com",
-		"http://127.0.0.1:9000":                            "http://127.0.0.1:9000",
-		" https://proxy.internal/prefix/ ":                 "https://proxy.internal/prefix",
-	} {
-		if got, err := Base(in); err != nil || got != want {
-			t.Errorf("Base(%q) = %q, %v", in, got, err)
-		}
-	}
-	for _, bad := range []string{"", "ftp://x", "https://", "https://u:p@host", "https://host/?a=1", "https://host/#f", "::"} {
-		if _, err := Base(bad); err == nil {
-			t.Errorf("Base(%q) accepted", bad)
-		}
-	}
-}
-
 func TestRelay(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {

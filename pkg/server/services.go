@@ -25,13 +25,8 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/moderations"
 	"github.com/sluice-gateway/sluice/pkg/passthrough"
 	"github.com/sluice-gateway/sluice/pkg/providers"
-	"github.com/sluice-gateway/sluice/pkg/providers/anthropic"
-	"github.com/sluice-gateway/sluice/pkg/providers/azure"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
-	"github.com/sluice-gateway/sluice/pkg/providers/cohere"
-	"github.com/sluice-gateway/sluice/pkg/providers/gemini"
-	"github.com/sluice-gateway/sluice/pkg/providers/openai"
-	"github.com/sluice-gateway/sluice/pkg/providers/vertex"
+	"github.com/sluice-gateway/sluice/pkg/providers/vendors"
 	"github.com/sluice-gateway/sluice/pkg/spend"
 	"github.com/sluice-gateway/sluice/pkg/store"
 	"github.com/sluice-gateway/sluice/pkg/ui"
@@ -237,21 +232,9 @@ func (s *Services) callbacksAPI() callbacks.Handlers {
 // buildModels builds the router over the provider registry, the call layer,
 // and the model operations on them.
 func (s *Services) buildModels(deps Deps, client *http.Client) error {
-	getenv := deps.Getenv
-	registry := map[string]models.Provider{
-		anthropic.Name: anthropic.New(client, getenv),
-		azure.Name:     azure.New(client, getenv),
-		bedrock.Name:   bedrock.NewProvider(client, getenv, bedrock.SDKDefaultChain),
-		vertex.Name:    vertex.New(client, getenv),
-		gemini.Name:    gemini.New(client, getenv),
-		cohere.Name:    cohere.New(client, getenv),
-	}
-	for _, name := range openai.Names() {
-		registry[name] = openai.New(name, client, getenv)
-	}
 	router, err := models.NewRouter(models.Options{
-		Config: deps.Config, Secrets: deps.Secrets, Limiter: deps.Backend.Limiter,
-		KeyTokens: s.Auth, Providers: registry,
+		Config: deps.Config, Secrets: deps.Secrets, Getenv: deps.Getenv, Limiter: deps.Backend.Limiter,
+		KeyTokens: s.Auth, Providers: vendors.Providers(vendors.Deps{Client: client, AWSDefaultChain: bedrock.SDKDefaultChain}),
 	})
 	if err != nil {
 		return err

@@ -1,11 +1,9 @@
 package anthropic
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -113,7 +111,7 @@ func (c *Call) Answer(body []byte) (*models.Answer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: encode the answer: %w", c.provider, err)
 	}
-	return &models.Answer{Body: io.NopCloser(bytes.NewReader(out)), ContentLength: int64(len(out))}, nil
+	return models.Translated(out, cc.Usage, cc.Choices[0].FinishReason), nil
 }
 
 // completion reads a Messages answer: its text blocks become the content,

@@ -3,7 +3,6 @@ package anthropic
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -18,32 +17,20 @@ import (
 // Provider opens anthropic/ deployments.
 type Provider struct {
 	client *http.Client
-	getenv func(string) string
 }
 
-// New returns the provider, calling out through client. getenv (nil: none)
-// supplies ANTHROPIC_API_KEY and ANTHROPIC_API_BASE.
-func New(client *http.Client, getenv func(string) string) *Provider {
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
-	return &Provider{client: client, getenv: getenv}
-}
+// New returns the provider, calling out through client.
+func New(client *http.Client) *Provider { return &Provider{client: client} }
 
-// Open resolves the deployment's credential (Resolve) and builds its
+var _ models.Chatter = (*endpoint)(nil)
+
+// Open resolves the deployment's credential (Key) and builds its
 // Messages URL: {api_base}/v1/messages, or api_base itself when it already
 // ends so (LiteLLM accepts both).
 func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
-	cred, err := Resolve(ctx, Settings{APIKey: d.Params.APIKey, APIBase: d.Params.APIBase}, resolve, p.getenv)
-	switch {
-	case errors.Is(err, ErrNoKey):
-		return nil, api.Unavailable("Model '%s' (provider anthropic) has no api_key configured: set litellm_params.api_key, or %s.", d.ModelName, KeyEnv)
-	case providers.IsBadSetting(err):
-		e := api.Unavailable("Model '%s' (provider anthropic): %v.", d.ModelName, err)
-		e.Err = err
-		return nil, e
-	case err != nil:
-		return nil, err
+	cred, err := resolve.Key(ctx, Key, d.Params.APIKey, d.Params.APIBase)
+	if err != nil {
+		return nil, Key.Unavailable(d.ModelName, err)
 	}
 	model := d.Params.ProviderModel()
 	if model == "" {

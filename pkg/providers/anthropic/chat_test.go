@@ -17,7 +17,7 @@ import (
 
 func open(t *testing.T, params config.Params, getenv func(string) string) (models.Endpoint, error) {
 	t.Helper()
-	return New(http.DefaultClient, getenv).Open(context.Background(), config.Deployment{ModelName: "claude", Params: params}, identity)
+	return New(http.DefaultClient).Open(context.Background(), config.Deployment{ModelName: "claude", Params: params}, models.Resolver{Getenv: getenv})
 }
 
 func chatRequest(t *testing.T, body string) *oai.ChatRequest {
@@ -61,7 +61,7 @@ func TestChatCallsMessages(t *testing.T) {
 		})
 	}
 
-	ep, err := open(t, config.Params{Model: "anthropic/claude-sonnet-4-5"}, env(map[string]string{KeyEnv: "sk-env", BaseEnv: up.URL}))
+	ep, err := open(t, config.Params{Model: "anthropic/claude-sonnet-4-5"}, func(k string) string { return map[string]string{KeyEnv: "sk-env", BaseEnv: up.URL}[k] })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -384,16 +384,7 @@ func (s *streamer) End(dst []byte) ([]byte, error) {
 // providerError is an error event's error, for the client's final error
 // event: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}.
 func (s *streamer) providerError(raw []byte) error {
-	var typ, msg string
-	jsonscan.Members(raw, func(k, v []byte) error {
-		switch string(k) {
-		case "type":
-			typ, _ = jsonscan.String(v)
-		case "message":
-			msg, _ = jsonscan.String(v)
-		}
-		return nil
-	})
+	typ, msg := ParseError(raw)
 	if msg == "" {
 		msg = "no message"
 	}

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
@@ -36,42 +35,39 @@ const DefaultAPIVersion = "2024-10-21"
 // Provider opens Azure OpenAI deployments.
 type Provider struct {
 	client *http.Client
-	getenv func(string) string
 }
 
-// New returns the provider, calling out through client. getenv (nil: none)
-// supplies LiteLLM's fallbacks for what a deployment leaves unset:
-// AZURE_API_BASE, AZURE_API_KEY, AZURE_API_VERSION.
-func New(client *http.Client, getenv func(string) string) *Provider {
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
-	return &Provider{client: client, getenv: getenv}
+// New returns the provider, calling out through client.
+func New(client *http.Client) *Provider { return &Provider{client: client} }
+
+// Key is Azure OpenAI's credential: an api-key header for a resource
+// endpoint, both required.
+var Key = models.KeySpec{
+	Vendor: Name, KeyEnv: []string{"AZURE_API_KEY"}, BaseEnv: []string{"AZURE_API_BASE"},
+	BaseHint: " to the resource endpoint, https://<resource>.openai.azure.com",
+	Header:   "Api-Key",
 }
 
-// Open resolves the deployment's api_base, api_key and api_version (each
-// falling back to its AZURE_ variable); Azure needs the first two (503
-// without them).
+// VersionEnv is api_version's environment fallback (LiteLLM's).
+const VersionEnv = "AZURE_API_VERSION"
+
+var (
+	_ models.Embedder  = (*endpoint)(nil)
+	_ models.Chatter   = (*endpoint)(nil)
+	_ models.Completer = (*endpoint)(nil)
+	_ models.Responder = (*endpoint)(nil)
+	_ models.Batcher   = (*endpoint)(nil)
+)
+
+// Open resolves the deployment's api_base, api_key (Key) and api_version
+// (else VersionEnv, else DefaultAPIVersion).
 func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
-	base, err := resolve(ctx, or(d.Params.APIBase, p.getenv("AZURE_API_BASE")))
+	cred, err := resolve.Key(ctx, Key, d.Params.APIKey, d.Params.APIBase)
 	if err != nil {
-		return nil, fmt.Errorf("azure: resolve api_base: %w", err)
+		return nil, Key.Unavailable(d.ModelName, err)
 	}
-	base = strings.TrimRight(base, "/")
-	if base == "" {
-		return nil, api.Unavailable("Model '%s' (provider azure) has no api_base configured: set litellm_params.api_base to the resource endpoint, https://<resource>.openai.azure.com, or AZURE_API_BASE.", d.ModelName)
-	}
-	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, api.Unavailable("Model '%s' has an api_base that is not an http(s) URL.", d.ModelName)
-	}
-	key, err := resolve(ctx, or(d.Params.APIKey, p.getenv("AZURE_API_KEY")))
-	if err != nil {
-		return nil, fmt.Errorf("azure: resolve api_key: %w", err)
-	}
-	if key == "" {
-		return nil, api.Unavailable("Model '%s' has no api_key configured for provider azure: set litellm_params.api_key, or AZURE_API_KEY.", d.ModelName)
-	}
-	version, err := resolve(ctx, or(d.Params.APIVersion, p.getenv("AZURE_API_VERSION")))
+	base := cred.APIBase
+	version, err := resolve.Setting(ctx, d.Params.APIVersion, VersionEnv)
 	if err != nil {
 		return nil, fmt.Errorf("azure: resolve api_version: %w", err)
 	}
@@ -87,19 +83,13 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 		base:       base,
 		deployment: deployment,
 		query:      "?api-version=" + url.QueryEscape(version),
-		header:     http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}, "User-Agent": {"sluice"}, "Api-Key": {key}},
+		header:     http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}, "User-Agent": {"sluice"}},
 	}
+	cred.Authorize(e.header)
 	// Azure serves OpenAI's Files and Batch APIs under /openai, naming
 	// endpoints without /v1.
 	e.BatchAPI = &openai.BatchAPI{Provider: Name, Client: p.client, Base: base + "/openai", Query: e.query, Header: e.header, NoV1: true}
 	return e, nil
-}
-
-func or(v, fallback string) string {
-	if v != "" {
-		return v
-	}
-	return fallback
 }
 
 type endpoint struct {

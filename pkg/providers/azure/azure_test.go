@@ -45,7 +45,7 @@ func server(t *testing.T, status int, body string) (*httptest.Server, *received)
 
 func TestEmbed(t *testing.T) {
 	srv, got := server(t, 200, embeddingAnswer)
-	ep, err := New(http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "small", Params: config.Params{
+	ep, err := New(http.DefaultClient).Open(context.Background(), config.Deployment{ModelName: "small", Params: config.Params{
 		Model: "azure/my embeddings", APIBase: srv.URL + "/", APIKey: "azure-key", APIVersion: "2024-06-01",
 	}}, embedtest.NoSecrets)
 	if err != nil {
@@ -84,7 +84,7 @@ func TestEmbed(t *testing.T) {
 
 func TestDefaultAPIVersion(t *testing.T) {
 	srv, got := server(t, 200, embeddingAnswer)
-	ep, err := New(http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{
+	ep, err := New(http.DefaultClient).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{
 		Model: "azure/emb", APIBase: srv.URL, APIKey: "k",
 	}}, embedtest.NoSecrets)
 	if err != nil {
@@ -108,7 +108,7 @@ func TestErrors(t *testing.T) {
 		code   string
 	}{{401, accessDenied, "401"}, {404, notFound, "DeploymentNotFound"}} {
 		srv, _ := server(t, tc.status, tc.body)
-		ep, err := New(http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{
+		ep, err := New(http.DefaultClient).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{
 			Model: "azure/emb", APIBase: srv.URL, APIKey: "k",
 		}}, embedtest.NoSecrets)
 		if err != nil {
@@ -130,9 +130,9 @@ func TestOpenRefusals(t *testing.T) {
 	}{
 		{config.Params{Model: "azure/emb", APIKey: "k"}, "no api_base"},
 		{config.Params{Model: "azure/emb", APIBase: "https://r.openai.azure.com"}, "no api_key"},
-		{config.Params{Model: "azure/emb", APIBase: "r.openai.azure.com", APIKey: "k"}, "not an http(s) URL"},
+		{config.Params{Model: "azure/emb", APIBase: "r.openai.azure.com", APIKey: "k"}, "not a usable http(s) URL"},
 	} {
-		_, err := New(http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "m", Params: tc.params}, embedtest.NoSecrets)
+		_, err := New(http.DefaultClient).Open(context.Background(), config.Deployment{ModelName: "m", Params: tc.params}, embedtest.NoSecrets)
 		if e := api.AsError(err); e.Status != 503 || !strings.Contains(e.Message, tc.msg) {
 			t.Errorf("%+v: %v", tc.params, err)
 		}
@@ -142,7 +142,7 @@ func TestOpenRefusals(t *testing.T) {
 func TestEnvironmentFallbacks(t *testing.T) {
 	srv, got := server(t, 200, embeddingAnswer)
 	env := map[string]string{"AZURE_API_BASE": srv.URL, "AZURE_API_KEY": "env-key", "AZURE_API_VERSION": "2024-02-01"}
-	ep, err := New(http.DefaultClient, func(k string) string { return env[k] }).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "azure/emb"}}, embedtest.NoSecrets)
+	ep, err := New(http.DefaultClient).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "azure/emb"}}, embedtest.Env(env))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,31 +42,39 @@ type Keys struct {
 	SessionToken    string
 }
 
+// Environment fallbacks: LiteLLM's region name, then the AWS SDK's names
+// (in Lambda these hold the function role's credentials and region).
+var (
+	RegionEnv       = []string{"AWS_REGION_NAME", "AWS_REGION", "AWS_DEFAULT_REGION"}
+	AccessKeyEnv    = []string{"AWS_ACCESS_KEY_ID"}
+	SecretKeyEnv    = []string{"AWS_SECRET_ACCESS_KEY"}
+	SessionTokenEnv = []string{"AWS_SESSION_TOKEN"}
+)
+
 // Resolve resolves keys as configured (each may be a secretsmanager/
-// reference; a region falls back to LiteLLM's AWS_REGION_NAME) and builds
-// their Auth with NewAuth: the one place model calls and the /bedrock
-// passthrough get AWS credentials.
-func Resolve(ctx context.Context, keys Keys, resolve models.Resolver, getenv func(string) string, chain DefaultChain) (*Auth, error) {
-	var resolved Keys
+// reference) and builds their Auth with NewAuth: the one place model calls
+// and the /bedrock passthrough get AWS credentials. The environment's
+// keys (RegionEnv, AccessKeyEnv, …) are read through resolve.
+func Resolve(ctx context.Context, keys Keys, resolve models.Resolver, chain DefaultChain) (*Auth, error) {
+	var conf, env Keys
 	for _, f := range []struct {
 		name, value string
-		dst         *string
+		envs        []string
+		dst, envDst *string
 	}{
-		{"aws_region_name", keys.Region, &resolved.Region},
-		{"aws_access_key_id", keys.AccessKeyID, &resolved.AccessKeyID},
-		{"aws_secret_access_key", keys.SecretAccessKey, &resolved.SecretAccessKey},
-		{"aws_session_token", keys.SessionToken, &resolved.SessionToken},
+		{"aws_region_name", keys.Region, RegionEnv, &conf.Region, &env.Region},
+		{"aws_access_key_id", keys.AccessKeyID, AccessKeyEnv, &conf.AccessKeyID, &env.AccessKeyID},
+		{"aws_secret_access_key", keys.SecretAccessKey, SecretKeyEnv, &conf.SecretAccessKey, &env.SecretAccessKey},
+		{"aws_session_token", keys.SessionToken, SessionTokenEnv, &conf.SessionToken, &env.SessionToken},
 	} {
-		v, err := resolve(ctx, f.value)
+		v, err := resolve.Value(ctx, f.value)
 		if err != nil {
 			return nil, fmt.Errorf("bedrock: resolve %s: %w", f.name, err)
 		}
-		*f.dst = strings.TrimSpace(v)
+		*f.dst = v
+		*f.envDst, _ = resolve.Setting(ctx, "", f.envs...)
 	}
-	if resolved.Region == "" && getenv != nil {
-		resolved.Region = strings.TrimSpace(getenv("AWS_REGION_NAME")) // LiteLLM's name
-	}
-	return NewAuth(ctx, resolved, getenv, chain)
+	return NewAuth(ctx, conf, env, chain)
 }
 
 // DefaultChain finds credentials and a region the way the AWS SDK does when
@@ -104,17 +112,12 @@ type Auth struct {
 var regionPattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 
 // NewAuth picks credentials and a region: keys from the config first, then
-// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN and
-// AWS_REGION / AWS_DEFAULT_REGION read through getenv (in Lambda these hold
-// the function role's credentials), then chain (nil: none). The chain's
-// credentials are retrieved at signing time, so a chain that finds nothing
-// fails there with ErrNoCredentials.
-func NewAuth(ctx context.Context, keys Keys, getenv func(string) string, chain DefaultChain) (*Auth, error) {
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
+// the environment's env (read by Resolve), then chain (nil: none). The
+// chain's credentials are retrieved at signing time, so a chain that finds
+// nothing fails there with ErrNoCredentials.
+func NewAuth(ctx context.Context, keys, env Keys, chain DefaultChain) (*Auth, error) {
 	a := &Auth{signer: v4.NewSigner(), now: time.Now}
-	a.Region = firstNonEmpty(keys.Region, getenv("AWS_REGION"), getenv("AWS_DEFAULT_REGION"))
+	a.Region = firstNonEmpty(keys.Region, env.Region)
 	switch {
 	case keys.AccessKeyID != "" || keys.SecretAccessKey != "":
 		if keys.AccessKeyID == "" || keys.SecretAccessKey == "" {
@@ -122,8 +125,8 @@ func NewAuth(ctx context.Context, keys Keys, getenv func(string) string, chain D
 		}
 		a.creds = credentials.NewStaticCredentialsProvider(keys.AccessKeyID, keys.SecretAccessKey, keys.SessionToken)
 		a.Source = "config keys"
-	case getenv("AWS_ACCESS_KEY_ID") != "" && getenv("AWS_SECRET_ACCESS_KEY") != "":
-		a.creds = credentials.NewStaticCredentialsProvider(getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY"), getenv("AWS_SESSION_TOKEN"))
+	case env.AccessKeyID != "" && env.SecretAccessKey != "":
+		a.creds = credentials.NewStaticCredentialsProvider(env.AccessKeyID, env.SecretAccessKey, env.SessionToken)
 		a.Source = "environment (AWS_ACCESS_KEY_ID)"
 	case chain != nil:
 		creds, region, err := chain(ctx, a.Region)

@@ -13,13 +13,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock/bedrocktest"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
-func TestNewAuthPrecedence(t *testing.T) {
+func TestResolvePrecedence(t *testing.T) {
 	chain := func(ctx context.Context, region string) (aws.CredentialsProvider, string, error) {
 		return credentials.NewStaticCredentialsProvider("AKIDCHAIN", "chain-secret", ""), "eu-west-3", nil
 	}
@@ -51,7 +52,7 @@ func TestNewAuthPrecedence(t *testing.T) {
 		{name: "region that would re-aim the host", keys: bedrock.Keys{Region: "evil.example.com/x", AccessKeyID: "A", SecretAccessKey: "s"}, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, err := bedrock.NewAuth(context.Background(), tc.keys, env(tc.env), tc.chain)
+			a, err := bedrock.Resolve(context.Background(), tc.keys, models.Resolver{Getenv: env(tc.env)}, tc.chain)
 			if tc.wantErr {
 				if !errors.Is(err, bedrock.ErrNoCredentials) {
 					t.Fatalf("err = %v, want ErrNoCredentials", err)
@@ -78,7 +79,7 @@ func TestNewAuthPrecedence(t *testing.T) {
 }
 
 func TestSignIsVerifiableOverTheExactBytes(t *testing.T) {
-	a, err := bedrock.NewAuth(context.Background(), bedrock.Keys{Region: "us-east-1", AccessKeyID: "AKIDTEST", SecretAccessKey: "secret", SessionToken: "session"}, nil, nil)
+	a, err := bedrock.NewAuth(context.Background(), bedrock.Keys{Region: "us-east-1", AccessKeyID: "AKIDTEST", SecretAccessKey: "secret", SessionToken: "session"}, bedrock.Keys{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestChainRetrieveFailureIsNoCredentials(t *testing.T) {
 			return aws.Credentials{}, errors.New("no EC2 IMDS role found")
 		}), "us-east-1", nil
 	}
-	a, err := bedrock.NewAuth(context.Background(), bedrock.Keys{}, nil, chain)
+	a, err := bedrock.NewAuth(context.Background(), bedrock.Keys{}, bedrock.Keys{}, chain)
 	if err != nil {
 		t.Fatal(err)
 	}

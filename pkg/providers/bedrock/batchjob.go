@@ -416,7 +416,11 @@ type lineFailure struct {
 // answer turns a record's modelOutput into OpenAI's answer body.
 func (e *endpoint) answer(endpoint string, out []byte) (json.RawMessage, error) {
 	if endpoint == "/v1/chat/completions" {
-		return e.completion(out, false)
+		cc, err := e.completion(out, false)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(cc)
 	}
 	var vecs []json.RawMessage
 	var tokens int64

@@ -48,11 +48,15 @@ func (e *endpoint) Chat(ctx context.Context, req *oai.ChatRequest) (*models.Answ
 		if err != nil {
 			return nil, err
 		}
-		out, err := e.completion(raw, t.jsonMode)
+		cc, err := e.completion(raw, t.jsonMode)
 		if err != nil {
 			return nil, err
 		}
-		return &models.Answer{Body: io.NopCloser(bytes.NewReader(out)), ContentLength: int64(len(out))}, nil
+		out, err := json.Marshal(cc)
+		if err != nil {
+			return nil, fmt.Errorf("bedrock: encode the answer: %w", err)
+		}
+		return models.Translated(out, cc.Usage, cc.Choices[0].FinishReason), nil
 	}
 	resp, err := e.send(ctx, e.streamURL, body, EventStreamType)
 	if err != nil {
@@ -152,40 +156,13 @@ func finishReason(stop string) string {
 	return oai.FinishStop // end_turn, stop_sequence, and what else may come
 }
 
-// parseUsage reads Converse's TokenUsage. Prompt tokens include the cache's
-// reads and writes (which Bedrock counts apart, as Anthropic does), as
-// LiteLLM reports them; reads are also the cached tokens.
+// parseUsage reads Converse's TokenUsage (ConverseUsage.OpenAI).
 func parseUsage(raw []byte) (oai.Usage, error) {
-	var input, output, read, write int64
-	err := jsonscan.Members(raw, func(name, v []byte) error {
-		var dst *int64
-		switch string(name) {
-		case "inputTokens":
-			dst = &input
-		case "outputTokens":
-			dst = &output
-		case "cacheReadInputTokens":
-			dst = &read
-		case "cacheWriteInputTokens":
-			dst = &write
-		default:
-			return nil
-		}
-		n, ok := jsonscan.Count(v)
-		if !ok && !jsonscan.Null(v) {
-			return errors.New("a token count is not a count")
-		}
-		*dst = n
-		return nil
-	})
-	if err != nil {
-		return oai.Usage{}, fmt.Errorf("usage: %w", err)
+	var u ConverseUsage
+	if !u.Decode(raw) || !jsonscan.NonNegative(u.Fields()) {
+		return oai.Usage{}, errors.New("usage: a token count is not a count")
 	}
-	u := oai.Usage{PromptTokens: input + read + write, CompletionTokens: output,
-		CacheReadInputTokens: read, CacheCreationInputTokens: write}
-	u.PromptTokensDetails.CachedTokens = read
-	u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	return u, nil
+	return u.OpenAI(), nil
 }
 
 // thinkingBlock is a reasoning block in LiteLLM's thinking_blocks shape,
@@ -198,7 +175,7 @@ type thinkingBlock struct {
 }
 
 // completion translates a Converse answer into a chat.completion.
-func (e *endpoint) completion(raw []byte, jsonMode bool) ([]byte, error) {
+func (e *endpoint) completion(raw []byte, jsonMode bool) (*oai.ChatCompletion, error) {
 	var (
 		msg      []byte
 		stop     string
@@ -288,15 +265,11 @@ func (e *endpoint) completion(raw []byte, jsonMode bool) ([]byte, error) {
 			return nil, fmt.Errorf("bedrock: encode thinking blocks: %w", err)
 		}
 	}
-	out, err := json.Marshal(oai.ChatCompletion{
+	return &oai.ChatCompletion{
 		ID: oai.NewChatID(), Object: oai.ObjectChatCompletion, Created: time.Now().Unix(), Model: e.model,
 		Choices: []oai.ChatChoice{{Message: m, FinishReason: finish}},
 		Usage:   usage,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("bedrock: encode the answer: %w", err)
-	}
-	return out, nil
+	}, nil
 }
 
 // toolCall reads a toolUse block ({toolUseId, name, input}) as an OpenAI

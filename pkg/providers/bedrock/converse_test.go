@@ -78,7 +78,7 @@ func chatDeployment(up *providertest.Upstream, model string, extra map[string]an
 
 func openChatter(t *testing.T, d config.Deployment) models.Chatter {
 	t.Helper()
-	ep, err := bedrock.NewProvider(providers.NewHTTPClient(), nil, nil).Open(context.Background(), d, embedtest.NoSecrets)
+	ep, err := bedrock.NewProvider(providers.NewHTTPClient(), nil).Open(context.Background(), d, embedtest.NoSecrets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,7 +508,7 @@ func TestConverseErrors(t *testing.T) {
 func TestChatOpen(t *testing.T) {
 	up := converseUpstream(t, answerJSON(textAnswer))
 	d := chatDeployment(up, claude, map[string]any{"guardrailConfig": "gr-1"})
-	_, err := bedrock.NewProvider(http.DefaultClient, nil, nil).Open(context.Background(), d, embedtest.NoSecrets)
+	_, err := bedrock.NewProvider(http.DefaultClient, nil).Open(context.Background(), d, embedtest.NoSecrets)
 	apiError(t, err, 503, "", "guardrailConfig must be a mapping")
 
 	for model, want := range map[string]string{

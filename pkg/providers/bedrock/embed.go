@@ -75,21 +75,22 @@ var titanV2Dimensions = []int{256, 512, 1024}
 // model Converse serves (converse.go).
 type Provider struct {
 	client *http.Client
-	getenv func(string) string
 	chain  DefaultChain
 }
 
 // NewProvider returns the Bedrock provider, calling out through client.
-// getenv (nil: none) supplies the environment fallbacks (AWS_REGION_NAME,
-// AWS_REGION, AWS_ACCESS_KEY_ID, …, AWS_BEDROCK_RUNTIME_ENDPOINT); chain (nil:
-// none) is the AWS SDK's default credential chain, for a Lambda role or a
-// profile.
-func NewProvider(client *http.Client, getenv func(string) string, chain DefaultChain) *Provider {
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
-	return &Provider{client: client, getenv: getenv, chain: chain}
+// chain (nil: none) is the AWS SDK's default credential chain, for a Lambda
+// role or a profile.
+func NewProvider(client *http.Client, chain DefaultChain) *Provider {
+	return &Provider{client: client, chain: chain}
 }
+
+// Environment fallbacks of a deployment's endpoints and batch role.
+const (
+	RuntimeEndpointEnv = "AWS_BEDROCK_RUNTIME_ENDPOINT"
+	ControlEndpointEnv = "AWS_ENDPOINT_URL_BEDROCK"
+	BatchRoleEnv       = "AWS_BATCH_ROLE_ARN"
+)
 
 // Open resolves the deployment's AWS credentials and region (aws_* params,
 // then the environment, then the default chain) and its runtime endpoint:
@@ -100,15 +101,15 @@ func NewProvider(client *http.Client, getenv func(string) string, chain DefaultC
 // litellm_params.model names), else the model part of litellm_params.model
 // without LiteLLM's route prefix (ModelID).
 func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
-	str := func(name, v string) (string, error) {
-		out, err := resolve(ctx, v)
+	str := func(name, v string, envs ...string) (string, error) {
+		out, err := resolve.Setting(ctx, v, envs...)
 		if err != nil {
 			return "", fmt.Errorf("bedrock: resolve %s: %w", name, err)
 		}
-		return strings.TrimSpace(out), nil
+		return out, nil
 	}
 	keys := Keys{Region: d.Params.AWSRegionName, AccessKeyID: d.Params.AWSAccessKeyID, SecretAccessKey: d.Params.AWSSecretAccessKey, SessionToken: d.Params.AWSSessionToken}
-	auth, err := Resolve(ctx, keys, resolve, p.getenv, p.chain)
+	auth, err := Resolve(ctx, keys, resolve, p.chain)
 	if err != nil && !errors.Is(err, ErrNoCredentials) {
 		return nil, err
 	}
@@ -124,17 +125,14 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	}
 	if base == "" {
 		v, _ := d.Params.Extra["aws_bedrock_runtime_endpoint"].(string)
-		if base, err = str("aws_bedrock_runtime_endpoint", v); err != nil {
+		if base, err = str("aws_bedrock_runtime_endpoint", v, RuntimeEndpointEnv); err != nil {
 			return nil, err
 		}
 	}
 	if base == "" {
-		base = strings.TrimSpace(p.getenv("AWS_BEDROCK_RUNTIME_ENDPOINT"))
-	}
-	if base == "" {
 		base = RuntimeEndpoint(auth.Region)
 	}
-	if base, err = providers.Base(base); err != nil {
+	if base, err = models.CheckBase(base); err != nil {
 		return nil, api.Unavailable("Model '%s' (provider bedrock): %v.", d.ModelName, err)
 	}
 	model := ModelID(d.Params.ProviderModel())
@@ -153,16 +151,15 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 		streamURL:   base + ModelPath(id, ActionConverseStream),
 	}
 	// Batch inference runs on the control plane, as a service role.
-	e.controlBase = strings.TrimRight(strings.TrimSpace(p.getenv("AWS_ENDPOINT_URL_BEDROCK")), "/")
-	if e.controlBase == "" {
+	if e.controlBase, err = str("control endpoint", "", ControlEndpointEnv); err != nil {
+		return nil, err
+	}
+	if e.controlBase = strings.TrimRight(e.controlBase, "/"); e.controlBase == "" {
 		e.controlBase = ControlEndpoint(auth.Region)
 	}
 	role, _ := d.Params.Extra["aws_batch_role_arn"].(string)
-	if e.roleARN, err = str("aws_batch_role_arn", role); err != nil {
+	if e.roleARN, err = str("aws_batch_role_arn", role, BatchRoleEnv); err != nil {
 		return nil, err
-	}
-	if e.roleARN == "" {
-		e.roleARN = strings.TrimSpace(p.getenv("AWS_BATCH_ROLE_ARN"))
 	}
 	if e.defaults, err = deploymentDefaults(d); err != nil {
 		return nil, api.Unavailable("Model '%s' (provider bedrock): %v.", d.ModelName, err)
@@ -231,6 +228,13 @@ func deploymentDefaults(d config.Deployment) (defaults, error) {
 	}
 	return out, nil
 }
+
+var (
+	_ models.Embedder     = (*endpoint)(nil)
+	_ models.Chatter      = (*endpoint)(nil)
+	_ models.Batcher      = (*endpoint)(nil)
+	_ models.BatchCleaner = (*endpoint)(nil)
+)
 
 type endpoint struct {
 	client    *http.Client
@@ -389,23 +393,10 @@ func (e *endpoint) embedCohere(ctx context.Context, req *oai.EmbeddingRequest, t
 	if req.Dimensions > 0 && !cohereDimensions(e.model) {
 		return nil, embedbatch.Unsupported("dimensions", "Model '%s' (Bedrock %s) does not take 'dimensions': Cohere Embed v3 models have a fixed size; Cohere Embed v4 takes it.", req.Model, e.model)
 	}
-	tmpl := cohereRequest{
-		InputType: e.defaults.inputType, Truncate: e.defaults.truncate,
-		EmbeddingTypes: []string{"float"}, OutputDimension: req.Dimensions,
-	}
-	if v, given, err := x.String("input_type"); err != nil {
+	tmpl := cohereRequest{EmbeddingTypes: []string{"float"}, OutputDimension: req.Dimensions}
+	var err error
+	if tmpl.InputType, tmpl.Truncate, err = embedbatch.CohereOptions(x, e.defaults.inputType, e.defaults.truncate, DefaultCohereInputType); err != nil {
 		return nil, err
-	} else if given {
-		tmpl.InputType = v
-	}
-	if tmpl.InputType == "" {
-		tmpl.InputType = DefaultCohereInputType
-	}
-	tmpl.InputType = embedbatch.CohereInputType(tmpl.InputType)
-	if v, given, err := x.String("truncate"); err != nil {
-		return nil, err
-	} else if given {
-		tmpl.Truncate = v
 	}
 	return embedbatch.Run(ctx, texts, embedbatch.Limits{MaxInputs: CohereMaxTexts}, out, func(ctx context.Context, b embedbatch.Batch) (embedbatch.Result, error) {
 		body := tmpl

@@ -190,7 +190,7 @@ func (f *fakeBedrock) deployment(model string, extra map[string]any) config.Depl
 
 func openEmbedder(t *testing.T, d config.Deployment) models.Embedder {
 	t.Helper()
-	return embedtest.Open(t, bedrock.NewProvider(providers.NewHTTPClient(), nil, nil), d)
+	return embedtest.Open(t, bedrock.NewProvider(providers.NewHTTPClient(), nil), d)
 }
 
 // checkVectors checks the answer holds texts' vectors, in order.
@@ -501,7 +501,7 @@ func TestBedrockErrors(t *testing.T) {
 }
 
 func TestOpen(t *testing.T) {
-	p := bedrock.NewProvider(http.DefaultClient, nil, nil)
+	p := bedrock.NewProvider(http.DefaultClient, nil)
 	d := config.Deployment{ModelName: "emb", Params: config.Params{Model: "bedrock/amazon.titan-embed-text-v2:0", AWSRegionName: "us-west-2"}}
 	_, err := p.Open(context.Background(), d, embedtest.NoSecrets)
 	apiError(t, err, 503, "", "no usable AWS credentials")
@@ -526,12 +526,12 @@ func TestOpen(t *testing.T) {
 		}, "http://127.0.0.1:9"},
 	} {
 		d.Params.Extra = tc.extra
-		ep, err := bedrock.NewProvider(http.DefaultClient, tc.getenv, nil).Open(context.Background(), d, embedtest.NoSecrets)
+		ep, err := bedrock.NewProvider(http.DefaultClient, nil).Open(context.Background(), d, models.Resolver{Getenv: tc.getenv})
 		if err != nil || ep.APIBase() != tc.want {
 			t.Errorf("%v: %v %v, want %s", tc.extra, ep, err, tc.want)
 		}
 	}
 	d.Params.APIBase = "ftp://nope"
-	_, err = bedrock.NewProvider(http.DefaultClient, getenv, nil).Open(context.Background(), d, embedtest.NoSecrets)
+	_, err = bedrock.NewProvider(http.DefaultClient, nil).Open(context.Background(), d, models.Resolver{Getenv: getenv})
 	apiError(t, err, 503, "", "http")
 }

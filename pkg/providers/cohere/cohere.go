@@ -40,43 +40,31 @@ const DefaultInputType = "search_document"
 // Provider opens Cohere deployments.
 type Provider struct {
 	client *http.Client
-	getenv func(string) string
 }
 
-// New returns the provider, calling out through client. getenv (nil: none)
-// supplies COHERE_API_KEY (or CO_API_KEY) and COHERE_API_BASE when a
-// deployment sets no api_key or api_base.
-func New(client *http.Client, getenv func(string) string) *Provider {
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
-	return &Provider{client: client, getenv: getenv}
+// New returns the provider, calling out through client.
+func New(client *http.Client) *Provider { return &Provider{client: client} }
+
+// Key is Cohere's credential: an API key sent as a bearer token.
+var Key = models.KeySpec{
+	Vendor: Name, KeyEnv: []string{"COHERE_API_KEY", "CO_API_KEY"}, BaseEnv: []string{"COHERE_API_BASE"},
+	DefaultBase: DefaultAPIBase, Header: "Authorization", Scheme: "Bearer ",
 }
+
+var _ models.Embedder = (*endpoint)(nil)
 
 // Open resolves the deployment's api_key (503 without one) and api_base.
 func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
-	key, err := resolve.Setting(ctx, d.Params.APIKey, p.getenv, "COHERE_API_KEY", "CO_API_KEY")
+	cred, err := resolve.Key(ctx, Key, d.Params.APIKey, d.Params.APIBase)
 	if err != nil {
-		return nil, fmt.Errorf("cohere: resolve api_key: %w", err)
+		return nil, Key.Unavailable(d.ModelName, err)
 	}
-	if string(key) == "" {
-		return nil, api.Unavailable("Model '%s' has no api_key configured for provider cohere: set litellm_params.api_key, or COHERE_API_KEY.", d.ModelName)
-	}
-	base, err := resolve.Setting(ctx, d.Params.APIBase, p.getenv, "COHERE_API_BASE")
-	if err != nil {
-		return nil, fmt.Errorf("cohere: resolve api_base: %w", err)
-	}
-	if base == "" {
-		base = DefaultAPIBase
-	}
-	if base, err = providers.Base(base); err != nil {
-		return nil, api.Unavailable("Model '%s' (provider cohere): %v.", d.ModelName, err)
-	}
+	base := cred.APIBase
 	model := d.Params.ProviderModel()
 	if model == "" {
 		return nil, api.Unavailable("Model '%s' names no Cohere model: litellm_params.model must be cohere/<model>.", d.ModelName)
 	}
-	e := &endpoint{client: p.client, base: base, model: model, url: base + "/v2/embed", auth: "Bearer " + key}
+	e := &endpoint{client: p.client, base: base, model: model, url: base + "/v2/embed", cred: cred}
 	for name, dst := range map[string]*string{"input_type": &e.inputType, "truncate": &e.truncate} {
 		if v, ok := d.Params.Extra[name]; ok && v != nil {
 			s, ok := v.(string)
@@ -94,7 +82,7 @@ type endpoint struct {
 	base      string
 	model     string
 	url       string
-	auth      string
+	cred      models.Key
 	inputType string // the deployment's defaults
 	truncate  string
 }
@@ -132,20 +120,9 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 	if err != nil {
 		return nil, err
 	}
-	tmpl := embedRequest{Model: e.model, InputType: e.inputType, Truncate: e.truncate, EmbeddingTypes: []string{"float"}, OutputDimension: req.Dimensions}
-	if v, given, err := x.String("input_type"); err != nil {
+	tmpl := embedRequest{Model: e.model, EmbeddingTypes: []string{"float"}, OutputDimension: req.Dimensions}
+	if tmpl.InputType, tmpl.Truncate, err = embedbatch.CohereOptions(x, e.inputType, e.truncate, DefaultInputType); err != nil {
 		return nil, err
-	} else if given {
-		tmpl.InputType = v
-	}
-	if tmpl.InputType == "" {
-		tmpl.InputType = DefaultInputType
-	}
-	tmpl.InputType = embedbatch.CohereInputType(tmpl.InputType)
-	if v, given, err := x.String("truncate"); err != nil {
-		return nil, err
-	} else if given {
-		tmpl.Truncate = v
 	}
 	out := embedbatch.Output{Provider: Name, Model: e.model, Encoding: req.Encoding(), Dimensions: req.Dimensions}
 	return embedbatch.Run(ctx, texts, embedbatch.Limits{MaxInputs: MaxTexts}, out, func(ctx context.Context, b embedbatch.Batch) (embedbatch.Result, error) {
@@ -168,7 +145,7 @@ func (e *endpoint) post(ctx context.Context, v embedRequest) (*providers.Respons
 	if err != nil {
 		return nil, err
 	}
-	hreq.Header.Set("Authorization", e.auth)
+	e.cred.Authorize(hreq.Header)
 	return providers.Do(e.client, Name, hreq)
 }
 

@@ -104,7 +104,7 @@ func (f *fakeCohere) received() []embedCall {
 func (f *fakeCohere) open(t *testing.T, model, key string, extra map[string]any) models.Embedder {
 	t.Helper()
 	d := config.Deployment{ModelName: "emb", Params: config.Params{Model: "cohere/" + model, APIBase: f.URL, APIKey: key, Extra: extra}}
-	return embedtest.Open(t, New(providers.NewHTTPClient(), nil), d)
+	return embedtest.Open(t, New(providers.NewHTTPClient()), d)
 }
 
 func inputs(n int) []string {
@@ -191,11 +191,11 @@ func TestErrors(t *testing.T) {
 		t.Errorf("request error: %v", err)
 	}
 	var ae *api.Error
-	if _, err := New(nil, nil).Open(context.Background(), config.Deployment{ModelName: "emb", Params: config.Params{Model: "cohere/embed-v4.0"}}, embedtest.NoSecrets); !errors.As(err, &ae) || ae.Status != 503 {
+	if _, err := New(nil).Open(context.Background(), config.Deployment{ModelName: "emb", Params: config.Params{Model: "cohere/embed-v4.0"}}, embedtest.NoSecrets); !errors.As(err, &ae) || ae.Status != 503 {
 		t.Errorf("no key: %v", err)
 	}
-	ep, err := New(nil, func(k string) string { return map[string]string{"CO_API_KEY": "k"}[k] }).Open(context.Background(),
-		config.Deployment{ModelName: "emb", Params: config.Params{Model: "cohere/embed-v4.0"}}, embedtest.NoSecrets)
+	ep, err := New(nil).Open(context.Background(),
+		config.Deployment{ModelName: "emb", Params: config.Params{Model: "cohere/embed-v4.0"}}, embedtest.Env(map[string]string{"CO_API_KEY": "k"}))
 	if err != nil || ep.APIBase() != DefaultAPIBase {
 		t.Errorf("CO_API_KEY and the default base: %v %v", ep, err)
 	}

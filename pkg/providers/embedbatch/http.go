@@ -37,6 +37,27 @@ func CohereInputType(v string) string {
 	return v
 }
 
+// CohereOptions reads a Cohere embed call's input_type and truncate (Cohere's
+// API, and Cohere Embed on Bedrock): the request's extras, else the
+// deployment's inputType and truncate; an input_type given nowhere is def
+// (v2 requires one), and is spelt as Cohere does (CohereInputType).
+func CohereOptions(x oai.Extras, inputType, truncate, def string) (string, string, error) {
+	if v, given, err := x.String("input_type"); err != nil {
+		return "", "", err
+	} else if given {
+		inputType = v
+	}
+	if inputType == "" {
+		inputType = def
+	}
+	if v, given, err := x.String("truncate"); err != nil {
+		return "", "", err
+	} else if given {
+		truncate = v
+	}
+	return CohereInputType(inputType), truncate, nil
+}
+
 // GoogleTaskType spells an input_type the way Vertex AI and Gemini do:
 // Cohere's input types with a Google counterpart (search_query →
 // RETRIEVAL_QUERY, …) are translated, Google's own in any case are upper

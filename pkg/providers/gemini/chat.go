@@ -17,6 +17,8 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/sse"
 )
 
+var _ models.Chatter = (*ChatEndpoint)(nil)
+
 // ChatEndpoint serves chat completions on one Gemini model through
 // generateContent (streamGenerateContent?alt=sse for a stream): the Gemini
 // API's models, and Vertex AI's (pkg/providers/vertex), which take the same

@@ -60,7 +60,7 @@ func openChat(t *testing.T, base, model string, params func(*config.Params)) mod
 	if params != nil {
 		params(&p)
 	}
-	ep, err := New(providers.NewHTTPClient(), nil).Open(context.Background(), config.Deployment{ModelName: "g", Params: p}, embedtest.NoSecrets)
+	ep, err := New(providers.NewHTTPClient()).Open(context.Background(), config.Deployment{ModelName: "g", Params: p}, embedtest.NoSecrets)
 	if err != nil {
 		t.Fatal(err)
 	}

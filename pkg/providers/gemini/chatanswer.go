@@ -190,50 +190,13 @@ func parseCall(doc []byte) (name string, args []byte, err error) {
 	return name, args, err
 }
 
-// parseUsage reads usageMetadata: prompt tokens (tool-use prompt tokens
-// included), completion tokens (thoughts included, as OpenAI counts
-// reasoning), cached and reasoning details, and the total.
+// parseUsage reads usageMetadata (UsageMetadata.OpenAI).
 func parseUsage(doc []byte) (oai.Usage, error) {
-	var (
-		u                        oai.Usage
-		candidates, thoughts, tp int64
-		hasTotal                 bool
-	)
-	err := jsonscan.Members(doc, func(name, v []byte) error {
-		var dst *int64
-		switch string(name) {
-		case "promptTokenCount":
-			dst = &u.PromptTokens
-		case "toolUsePromptTokenCount":
-			dst = &tp
-		case "candidatesTokenCount":
-			dst = &candidates
-		case "thoughtsTokenCount":
-			dst = &thoughts
-		case "cachedContentTokenCount":
-			dst = &u.PromptTokensDetails.CachedTokens
-		case "totalTokenCount":
-			dst, hasTotal = &u.TotalTokens, true
-		default:
-			return nil
-		}
-		n, ok := jsonscan.Count(v)
-		if !ok {
-			return fmt.Errorf("usageMetadata.%s is not a token count", name)
-		}
-		*dst = n
-		return nil
-	})
-	if err != nil {
-		return oai.Usage{}, err
+	var u UsageMetadata
+	if !u.Decode(doc) || !jsonscan.NonNegative(u.Fields()) {
+		return oai.Usage{}, errors.New("usageMetadata: a token count is not a count")
 	}
-	u.PromptTokens += tp
-	u.CompletionTokens = candidates + thoughts
-	u.CompletionTokensDetails.ReasoningTokens = thoughts
-	if !hasTotal {
-		u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	}
-	return u, nil
+	return u.OpenAI(), nil
 }
 
 // blockReason reads promptFeedback: why the prompt was blocked ("" when it
@@ -242,15 +205,8 @@ func blockReason(feedback []byte) (reason, message string) {
 	if feedback == nil {
 		return "", ""
 	}
-	jsonscan.Members(feedback, func(name, v []byte) error {
-		switch string(name) {
-		case "blockReason":
-			reason, _ = jsonscan.String(v)
-		case "blockReasonMessage":
-			message, _ = jsonscan.String(v)
-		}
-		return nil
-	})
+	s := jsonscan.Strings(feedback, "blockReason", "blockReasonMessage")
+	reason, message = s[0], s[1]
 	if reason == "BLOCKED_REASON_UNSPECIFIED" {
 		reason = "OTHER"
 	}

@@ -154,16 +154,7 @@ func malformed(err error) error {
 // streamError is the message of an error object in a stream: Google's
 // {"code","message","status"}.
 func streamError(doc []byte) string {
-	var message, status string
-	jsonscan.Members(doc, func(name, v []byte) error {
-		switch string(name) {
-		case "message":
-			message, _ = jsonscan.String(v)
-		case "status":
-			status, _ = jsonscan.String(v)
-		}
-		return nil
-	})
+	status, message := ParseError(doc)
 	if message == "" {
 		message = "an error without a message"
 	}

@@ -50,18 +50,10 @@ const MaxBatch = 100
 // Provider opens Gemini API deployments.
 type Provider struct {
 	client *http.Client
-	getenv func(string) string
 }
 
-// New returns the provider, calling out through client. getenv (nil: none)
-// supplies GEMINI_API_KEY and GEMINI_API_BASE when a deployment sets no
-// api_key or api_base.
-func New(client *http.Client, getenv func(string) string) *Provider {
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
-	return &Provider{client: client, getenv: getenv}
-}
+// New returns the provider, calling out through client.
+func New(client *http.Client) *Provider { return &Provider{client: client} }
 
 // Environment fallbacks, LiteLLM's names.
 const (
@@ -69,62 +61,22 @@ const (
 	BaseEnv = "GEMINI_API_BASE"
 )
 
-// ErrNoKey is Resolve's error when no API key is configured anywhere.
-var ErrNoKey = errors.New("gemini: no API key configured")
-
-// Settings are a Gemini API credential as configured (a deployment's, or the
-// /gemini passthrough's); each may be a secretsmanager/ reference.
-type Settings struct {
-	APIKey  string
-	APIBase string
+// Key is the Gemini API's credential: an API key sent as x-goog-api-key.
+// models.Resolver.Key resolves it for gemini/ deployments and the /gemini
+// passthrough.
+var Key = models.KeySpec{
+	Vendor: Name, KeyEnv: []string{KeyEnv}, BaseEnv: []string{BaseEnv},
+	DefaultBase: DefaultAPIBase, Header: "X-Goog-Api-Key",
 }
 
 // Credential is a resolved Gemini API credential.
-type Credential struct {
-	APIKey string
-	// APIBase is the base URL calls go to, without a trailing slash.
-	APIBase string
-}
-
-// Resolve resolves s — the one place model calls and the passthrough get a
-// Gemini credential: the api_key, else GEMINI_API_KEY (none is ErrNoKey);
-// the api_base, else GEMINI_API_BASE, else DefaultAPIBase, checked by
-// providers.Base. Errors name settings, never secret values.
-func Resolve(ctx context.Context, s Settings, resolve models.Resolver, getenv func(string) string) (Credential, error) {
-	key, err := resolve.Setting(ctx, s.APIKey, getenv, KeyEnv)
-	if err != nil {
-		return Credential{}, fmt.Errorf("gemini: resolve api_key: %w", err)
-	}
-	if key == "" {
-		return Credential{}, ErrNoKey
-	}
-	base, err := resolve.Setting(ctx, s.APIBase, getenv, BaseEnv)
-	if err != nil {
-		return Credential{}, fmt.Errorf("gemini: resolve api_base: %w", err)
-	}
-	if base == "" {
-		base = DefaultAPIBase
-	}
-	if base, err = providers.Base(base); err != nil {
-		return Credential{}, fmt.Errorf("gemini: %w", err)
-	}
-	return Credential{APIKey: key, APIBase: base}, nil
-}
-
-// Authorize puts the credential on an outgoing request: the only
-// credential Google receives.
-func (c Credential) Authorize(h http.Header) { h.Set("X-Goog-Api-Key", c.APIKey) }
+type Credential = models.Key
 
 // Open resolves the deployment's credential (503 without a key).
 func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
-	cred, err := Resolve(ctx, Settings{APIKey: d.Params.APIKey, APIBase: d.Params.APIBase}, resolve, p.getenv)
-	switch {
-	case errors.Is(err, ErrNoKey):
-		return nil, api.Unavailable("Model '%s' has no api_key configured for provider gemini: set litellm_params.api_key, or GEMINI_API_KEY.", d.ModelName)
-	case providers.IsBadSetting(err):
-		return nil, api.Unavailable("Model '%s' (provider gemini): %v.", d.ModelName, err)
-	case err != nil:
-		return nil, err
+	cred, err := resolve.Key(ctx, Key, d.Params.APIKey, d.Params.APIBase)
+	if err != nil {
+		return nil, Key.Unavailable(d.ModelName, err)
 	}
 	base := cred.APIBase
 	model := strings.TrimPrefix(d.Params.ProviderModel(), "models/")
@@ -147,6 +99,11 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 		},
 	}, nil
 }
+
+var (
+	_ models.Embedder = (*endpoint)(nil)
+	_ models.Chatter  = (*endpoint)(nil)
+)
 
 type endpoint struct {
 	client   *http.Client

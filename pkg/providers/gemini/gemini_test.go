@@ -110,7 +110,7 @@ func (f *fakeGemini) received() []batchCall {
 func (f *fakeGemini) open(t *testing.T, key string, extra map[string]any) models.Embedder {
 	t.Helper()
 	d := config.Deployment{ModelName: "emb", Params: config.Params{Model: "gemini/gemini-embedding-001", APIBase: f.URL, APIKey: key, Extra: extra}}
-	return embedtest.Open(t, New(providers.NewHTTPClient(), nil), d)
+	return embedtest.Open(t, New(providers.NewHTTPClient()), d)
 }
 
 func embed(t *testing.T, e models.Embedder, body string) (map[string]any, *models.Answer, error) {
@@ -212,11 +212,11 @@ func TestErrors(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Param != "input" {
 		t.Errorf("token input: %v", err)
 	}
-	if _, err := New(nil, nil).Open(context.Background(), config.Deployment{ModelName: "emb", Params: config.Params{Model: "gemini/m"}}, embedtest.NoSecrets); !errors.As(err, &ae) || ae.Status != 503 || !strings.Contains(ae.Message, "GEMINI_API_KEY") {
+	if _, err := New(nil).Open(context.Background(), config.Deployment{ModelName: "emb", Params: config.Params{Model: "gemini/m"}}, embedtest.NoSecrets); !errors.As(err, &ae) || ae.Status != 503 || !strings.Contains(ae.Message, "GEMINI_API_KEY") {
 		t.Errorf("no key: %v", err)
 	}
-	ep, err := New(nil, func(k string) string { return map[string]string{"GEMINI_API_KEY": "k"}[k] }).Open(context.Background(),
-		config.Deployment{ModelName: "emb", Params: config.Params{Model: "gemini/models/text-embedding-004"}}, embedtest.NoSecrets)
+	ep, err := New(nil).Open(context.Background(),
+		config.Deployment{ModelName: "emb", Params: config.Params{Model: "gemini/models/text-embedding-004"}}, embedtest.Env(map[string]string{"GEMINI_API_KEY": "k"}))
 	if err != nil || ep.APIBase() != DefaultAPIBase || ep.(*endpoint).url != DefaultAPIBase+"/v1beta/models/text-embedding-004:batchEmbedContents" {
 		t.Errorf("defaults: %v %v", ep, err)
 	}

@@ -9,10 +9,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
-	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
@@ -54,63 +52,57 @@ func keyEnv(name string) string {
 	return strings.ToUpper(name) + "_API_KEY"
 }
 
+// Key is the credential of provider name (one of Names): an API key sent
+// as a bearer token. A deployment with its own api_base (a local vLLM or
+// Ollama) may have none, and never gets the environment's key: that key is
+// for the provider's own API, not whatever server api_base names.
+func Key(name string) models.KeySpec {
+	return models.KeySpec{
+		Vendor: name, KeyEnv: []string{keyEnv(name)}, DefaultBase: defaultBase(name),
+		BaseHint: " to the server's base URL, ending in /v1",
+		Header:   "Authorization", Scheme: "Bearer ", OwnBaseOwnKey: true,
+	}
+}
+
 // Provider opens deployments of one OpenAI-compatible provider.
 type Provider struct {
 	name   string
 	client *http.Client
-	getenv func(string) string
 }
 
 // New returns the provider registered as name (one of Names), calling out
-// through client. getenv (nil: none) supplies LiteLLM's fallback key
-// variable (OPENAI_API_KEY, MISTRAL_API_KEY, TOGETHERAI_API_KEY, …).
-func New(name string, client *http.Client, getenv func(string) string) *Provider {
-	return &Provider{name: name, client: client, getenv: getenv}
+// through client.
+func New(name string, client *http.Client) *Provider {
+	return &Provider{name: name, client: client}
 }
 
-// Open resolves the deployment's api_base and api_key. A deployment on a
-// provider's hosted API needs a key — its api_key, else the provider's
-// environment variable — and is 503 without one. One with its own api_base
-// may have none (a local vLLM or Ollama), and never gets the environment's
-// key: that key is for the provider's own API, not whatever server
-// api_base names.
+var (
+	_ models.Embedder  = (*endpoint)(nil)
+	_ models.Chatter   = (*endpoint)(nil)
+	_ models.Completer = (*endpoint)(nil)
+	_ models.Responder = (*endpoint)(nil)
+	_ models.Moderator = (*moderatingEndpoint)(nil)
+	_ models.Batcher   = (*moderatingEndpoint)(nil)
+)
+
+// Open resolves the deployment's api_base and api_key (Key): a deployment
+// on a provider's hosted API needs a key, and is 503 without one.
 func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
-	base, err := resolve(ctx, d.Params.APIBase)
+	spec := Key(p.name)
+	cred, err := resolve.Key(ctx, spec, d.Params.APIKey, d.Params.APIBase)
 	if err != nil {
-		return nil, fmt.Errorf("%s: resolve api_base: %w", p.name, err)
+		return nil, spec.Unavailable(d.ModelName, err)
 	}
-	ownBase := base != ""
-	if !ownBase {
-		base = defaultBase(p.name)
-	}
-	if base == "" {
-		return nil, api.Unavailable("Model '%s' (provider %s) has no api_base configured: set litellm_params.api_base to the server's base URL, ending in /v1.", d.ModelName, p.name)
-	}
-	base = strings.TrimRight(base, "/")
-	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, api.Unavailable("Model '%s' has an api_base that is not an http(s) URL.", d.ModelName)
-	}
-	key, err := resolve(ctx, d.Params.APIKey)
-	if err != nil {
-		return nil, fmt.Errorf("%s: resolve api_key: %w", p.name, err)
-	}
-	if key == "" && !ownBase && p.getenv != nil {
-		key = p.getenv(keyEnv(p.name))
-	}
-	if key == "" && !ownBase {
-		return nil, api.Unavailable("Model '%s' has no api_key configured for provider %s: set litellm_params.api_key, or %s.", d.ModelName, p.name, keyEnv(p.name))
-	}
+	base := cred.APIBase
 	org, _ := d.Params.Extra["organization"].(string)
-	if org, err = resolve(ctx, org); err != nil {
+	if org, err = resolve.Value(ctx, org); err != nil {
 		return nil, fmt.Errorf("%s: resolve organization: %w", p.name, err)
 	}
 	e := &endpoint{
 		provider: p.name, client: p.client, base: base, model: d.Params.ProviderModel(),
 		header: http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}, "User-Agent": {"sluice"}},
 	}
-	if key != "" {
-		e.header.Set("Authorization", "Bearer "+key)
-	}
+	cred.Authorize(e.header)
 	if org != "" {
 		e.header.Set("OpenAI-Organization", org)
 	}

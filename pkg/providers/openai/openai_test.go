@@ -58,7 +58,7 @@ func server(t *testing.T, status int, body string, header http.Header) (*httptes
 
 func open(t *testing.T, name string, params config.Params) models.Endpoint {
 	t.Helper()
-	ep, err := New(name, http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "small", Params: params}, embedtest.NoSecrets)
+	ep, err := New(name, http.DefaultClient).Open(context.Background(), config.Deployment{ModelName: "small", Params: params}, embedtest.NoSecrets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,18 +166,18 @@ func TestOpenRefusals(t *testing.T) {
 		{"openai without a key", "openai", config.Params{Model: "openai/text-embedding-3-small"}, "no api_key configured"},
 		{"mistral without a key", "mistral", config.Params{Model: "mistral/mistral-embed"}, "no api_key configured"},
 		{"vllm without a base", "hosted_vllm", config.Params{Model: "hosted_vllm/x"}, "no api_base configured"},
-		{"base not a URL", "openai", config.Params{Model: "openai/x", APIKey: "k", APIBase: "localhost:8000/v1"}, "not an http(s) URL"},
+		{"base not a URL", "openai", config.Params{Model: "openai/x", APIKey: "k", APIBase: "localhost:8000/v1"}, "not a usable http(s) URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := New(tc.provider, http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "m", Params: tc.params}, embedtest.NoSecrets)
+			_, err := New(tc.provider, http.DefaultClient).Open(context.Background(), config.Deployment{ModelName: "m", Params: tc.params}, embedtest.NoSecrets)
 			e := api.AsError(err)
 			if e.Status != 503 || !strings.Contains(e.Message, tc.msg) {
 				t.Errorf("got %v", err)
 			}
 		})
 	}
-	_, err := New("openai", http.DefaultClient, nil).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "openai/x", APIKey: "secretsmanager/k"}},
-		func(context.Context, string) (string, error) { return "", errors.New("access denied") })
+	_, err := New("openai", http.DefaultClient).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "openai/x", APIKey: "secretsmanager/k"}},
+		models.Resolver{Secret: func(context.Context, string) (string, error) { return "", errors.New("access denied") }})
 	if err == nil || !strings.Contains(err.Error(), "access denied") {
 		t.Errorf("secret failure: %v", err)
 	}
@@ -249,9 +249,8 @@ func TestConnectionError(t *testing.T) {
 func TestKeyFromTheEnvironment(t *testing.T) {
 	srv, got := server(t, 200, embeddingAnswer, nil)
 	env := map[string]string{"OPENAI_API_KEY": "sk-env", "TOGETHERAI_API_KEY": "tg-env"}
-	getenv := func(k string) string { return env[k] }
 	// A hosted API (no api_base) takes LiteLLM's variable when api_key is unset.
-	ep, err := New("together_ai", http.DefaultClient, getenv).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "together_ai/m2-bert"}}, embedtest.NoSecrets)
+	ep, err := New("together_ai", http.DefaultClient).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "together_ai/m2-bert"}}, embedtest.Env(env))
 	if err != nil || ep.APIBase() != "https://api.together.xyz/v1" {
 		t.Fatalf("%v %v", ep, err)
 	}
@@ -259,7 +258,7 @@ func TestKeyFromTheEnvironment(t *testing.T) {
 		t.Errorf("Authorization %q", h)
 	}
 	// A server of the operator's own never gets the provider's key.
-	ep, err = New("openai", http.DefaultClient, getenv).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "openai/x", APIBase: srv.URL + "/v1"}}, embedtest.NoSecrets)
+	ep, err = New("openai", http.DefaultClient).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "openai/x", APIBase: srv.URL + "/v1"}}, embedtest.Env(env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +271,7 @@ func TestKeyFromTheEnvironment(t *testing.T) {
 		t.Errorf("OPENAI_API_KEY was sent to a custom api_base: %v", got.header)
 	}
 	// The deployment's own key wins.
-	ep, _ = New("openai", http.DefaultClient, getenv).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "openai/x", APIKey: "sk-own"}}, embedtest.NoSecrets)
+	ep, _ = New("openai", http.DefaultClient).Open(context.Background(), config.Deployment{ModelName: "m", Params: config.Params{Model: "openai/x", APIKey: "sk-own"}}, embedtest.Env(env))
 	if h := ep.(*moderatingEndpoint).header.Get("Authorization"); h != "Bearer sk-own" {
 		t.Errorf("Authorization %q", h)
 	}

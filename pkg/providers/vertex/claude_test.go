@@ -33,7 +33,7 @@ func openClaude(t *testing.T, up *providertest.Upstream, ts *googletest.TokenSer
 	t.Helper()
 	p := config.Params{Model: "vertex_ai/" + model, APIBase: up.URL, VertexProject: "acme-prod", VertexLocation: "us-east5",
 		VertexCredentials: ts.ServiceAccountJSON("sa-project")}
-	ep, err := New(providers.NewHTTPClient(), nil).Open(context.Background(), config.Deployment{ModelName: "claude", Params: p}, func(_ context.Context, v string) (string, error) { return v, nil })
+	ep, err := New(providers.NewHTTPClient()).Open(context.Background(), config.Deployment{ModelName: "claude", Params: p}, models.Resolver{})
 	if err != nil {
 		t.Fatal(err)
 	}

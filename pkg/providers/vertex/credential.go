@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/sluice-gateway/sluice/pkg/models"
-	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/google"
 )
 
@@ -68,10 +67,10 @@ type Credential struct {
 // Vertex AI credential — each setting falling back to env's variables: the
 // credential (none is ErrNoCredentials) and its token source, the project
 // (else the credential's) and the location. A credential, project or
-// location that cannot be used is a *providers.SettingError naming it, never
+// location that cannot be used is a *models.SettingError naming it, never
 // its content.
-func Resolve(ctx context.Context, s Settings, env Env, resolve models.Resolver, getenv func(string) string, tokens TokenSources) (Credential, error) {
-	creds, err := resolve.Setting(ctx, s.Credentials, getenv, env.Credentials...)
+func Resolve(ctx context.Context, s Settings, env Env, resolve models.Resolver, tokens TokenSources) (Credential, error) {
+	creds, err := resolve.Setting(ctx, s.Credentials, env.Credentials...)
 	if err != nil {
 		return Credential{}, fmt.Errorf("vertex_ai: resolve vertex_credentials: %w", err)
 	}
@@ -80,25 +79,25 @@ func Resolve(ctx context.Context, s Settings, env Env, resolve models.Resolver, 
 	}
 	c := Credential{}
 	if c.Tokens, err = tokens(creds); err != nil {
-		return Credential{}, providers.BadSetting("unusable credentials: %v", err)
+		return Credential{}, models.BadSetting("unusable credentials: %v", err)
 	}
-	if c.Project, err = resolve.Setting(ctx, s.Project, getenv, env.Project...); err != nil {
+	if c.Project, err = resolve.Setting(ctx, s.Project, env.Project...); err != nil {
 		return Credential{}, fmt.Errorf("vertex_ai: resolve vertex_project: %w", err)
 	}
 	if c.Project == "" {
 		c.Project = c.Tokens.ProjectID()
 	}
 	if c.Project != "" && !google.ValidProject(c.Project) {
-		return Credential{}, providers.BadSetting("vertex_project %q is not a Google Cloud project id", c.Project)
+		return Credential{}, models.BadSetting("vertex_project %q is not a Google Cloud project id", c.Project)
 	}
-	if c.Location, err = resolve.Setting(ctx, s.Location, getenv, env.Location...); err != nil {
+	if c.Location, err = resolve.Setting(ctx, s.Location, env.Location...); err != nil {
 		return Credential{}, fmt.Errorf("vertex_ai: resolve vertex_location: %w", err)
 	}
 	if c.Location == "" {
 		c.Location = google.DefaultVertexLocation
 	}
 	if !google.ValidLocation(c.Location) {
-		return Credential{}, providers.BadSetting("vertex_location %q is not a Vertex AI location", c.Location)
+		return Credential{}, models.BadSetting("vertex_location %q is not a Vertex AI location", c.Location)
 	}
 	return c, nil
 }

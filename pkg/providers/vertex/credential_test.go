@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/sluice-gateway/sluice/pkg/providers"
+	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch/embedtest"
 	"github.com/sluice-gateway/sluice/pkg/providers/google"
 	"github.com/sluice-gateway/sluice/pkg/providers/google/googletest"
@@ -31,7 +31,7 @@ func TestResolveFallsBackToItsEnvironment(t *testing.T) {
 		{"configured wins", Settings{Project: "conf", Location: "global"}, PassthroughEnv(), "conf", "global"},
 		{"the credential's project last", Settings{}, Env{Credentials: []string{"GOOGLE_APPLICATION_CREDENTIALS"}}, "sa-project", google.DefaultVertexLocation},
 	} {
-		c, err := Resolve(context.Background(), tc.s, tc.env, embedtest.NoSecrets, getenv, tokens)
+		c, err := Resolve(context.Background(), tc.s, tc.env, models.Resolver{Getenv: getenv}, tokens)
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
@@ -45,8 +45,7 @@ func TestResolveFallsBackToItsEnvironment(t *testing.T) {
 func TestResolveRefuses(t *testing.T) {
 	creds := googletest.NewTokenServer(t).ServiceAccountJSON("sa-project")
 	tokens := func(c string) (*google.TokenSource, error) { return google.NewTokenSource(c, google.Options{}) }
-	none := func(string) string { return "" }
-	if _, err := Resolve(context.Background(), Settings{}, ModelEnv(), embedtest.NoSecrets, none, tokens); !errors.Is(err, ErrNoCredentials) {
+	if _, err := Resolve(context.Background(), Settings{}, ModelEnv(), embedtest.NoSecrets, tokens); !errors.Is(err, ErrNoCredentials) {
 		t.Errorf("nothing configured: %v", err)
 	}
 	for _, s := range []Settings{
@@ -54,7 +53,7 @@ func TestResolveRefuses(t *testing.T) {
 		{Credentials: creds, Location: "us-central1.evil.com"},
 		{Credentials: creds, Project: "a/b"},
 	} {
-		if _, err := Resolve(context.Background(), s, ModelEnv(), embedtest.NoSecrets, none, tokens); !providers.IsBadSetting(err) {
+		if _, err := Resolve(context.Background(), s, ModelEnv(), embedtest.NoSecrets, tokens); !models.IsBadSetting(err) {
 			t.Errorf("%+v: %v, want a setting error", s.Location+s.Project, err)
 		}
 	}

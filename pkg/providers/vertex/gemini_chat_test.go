@@ -32,7 +32,7 @@ func openChat(t *testing.T, ts *googletest.TokenServer, base, model string) mode
 	t.Helper()
 	p := config.Params{Model: "vertex_ai/" + model, APIBase: base, VertexProject: "acme-prod", VertexLocation: "europe-west4",
 		VertexCredentials: ts.ServiceAccountJSON("sa-project")}
-	ep, err := New(providers.NewHTTPClient(), nil).Open(context.Background(), config.Deployment{ModelName: "g", Params: p}, embedtest.NoSecrets)
+	ep, err := New(providers.NewHTTPClient()).Open(context.Background(), config.Deployment{ModelName: "g", Params: p}, embedtest.NoSecrets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestGeminiChatURL(t *testing.T) {
 		{"us-east5", "4965075652664360960", "https://us-east5-aiplatform.googleapis.com/v1beta1/projects/sa-project/locations/us-east5/endpoints/4965075652664360960"},
 	} {
 		p := config.Params{Model: "vertex_ai/" + tc.model, VertexCredentials: creds, VertexLocation: tc.location}
-		ep, err := New(providers.NewHTTPClient(), nil).Open(context.Background(), config.Deployment{ModelName: "g", Params: p}, embedtest.NoSecrets)
+		ep, err := New(providers.NewHTTPClient()).Open(context.Background(), config.Deployment{ModelName: "g", Params: p}, embedtest.NoSecrets)
 		if err != nil {
 			t.Fatal(err)
 		}

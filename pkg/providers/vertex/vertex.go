@@ -66,20 +66,15 @@ func instanceLimit(model string) int {
 // Provider opens Vertex AI deployments.
 type Provider struct {
 	client *http.Client
-	getenv func(string) string
 
 	mu     sync.Mutex
 	tokens map[[sha256.Size]byte]*google.TokenSource // by credential, shared by deployments
 }
 
 // New returns the provider, calling out (and to the token endpoint) through
-// client. getenv (nil: none) supplies LiteLLM's fallbacks: VERTEXAI_PROJECT,
-// VERTEXAI_LOCATION, VERTEXAI_CREDENTIALS, GOOGLE_APPLICATION_CREDENTIALS.
-func New(client *http.Client, getenv func(string) string) *Provider {
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
-	return &Provider{client: client, getenv: getenv, tokens: map[[sha256.Size]byte]*google.TokenSource{}}
+// client.
+func New(client *http.Client) *Provider {
+	return &Provider{client: client, tokens: map[[sha256.Size]byte]*google.TokenSource{}}
 }
 
 // Open resolves the deployment's credentials (vertex_credentials: the
@@ -99,11 +94,11 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 		Project:     alias(d.Params.VertexProject, "vertex_ai_project"),
 		Location:    alias(d.Params.VertexLocation, "vertex_ai_location"),
 	}
-	cred, err := Resolve(ctx, s, ModelEnv(), resolve, p.getenv, p.tokenSource)
+	cred, err := Resolve(ctx, s, ModelEnv(), resolve, p.tokenSource)
 	switch {
 	case errors.Is(err, ErrNoCredentials):
 		return nil, api.Unavailable("Model '%s' (provider vertex_ai) has no credentials configured: set litellm_params.vertex_credentials to a service-account JSON (or a path to one), or GOOGLE_APPLICATION_CREDENTIALS.", d.ModelName)
-	case providers.IsBadSetting(err):
+	case models.IsBadSetting(err):
 		e := api.Unavailable("Model '%s' (provider vertex_ai): %v.", d.ModelName, err)
 		e.Err = err
 		return nil, e
@@ -114,14 +109,14 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if project == "" {
 		return nil, api.Unavailable("Model '%s' (provider vertex_ai) has no project: set litellm_params.vertex_project or VERTEXAI_PROJECT.", d.ModelName)
 	}
-	base, err := resolve(ctx, d.Params.APIBase)
+	base, err := resolve.Value(ctx, d.Params.APIBase)
 	if err != nil {
 		return nil, fmt.Errorf("vertex_ai: resolve api_base: %w", err)
 	}
 	if strings.TrimSpace(base) == "" {
 		base = google.VertexEndpoint(location)
 	}
-	if base, err = providers.Base(base); err != nil {
+	if base, err = models.CheckBase(base); err != nil {
 		return nil, api.Unavailable("Model '%s' (provider vertex_ai): %v.", d.ModelName, err)
 	}
 	model := strings.TrimPrefix(d.Params.ProviderModel(), "publishers/google/models/")
@@ -156,6 +151,11 @@ func (p *Provider) tokenSource(creds string) (*google.TokenSource, error) {
 	p.tokens[key] = ts
 	return ts, nil
 }
+
+var (
+	_ models.Embedder = (*endpoint)(nil)
+	_ models.Chatter  = (*endpoint)(nil)
+)
 
 type endpoint struct {
 	client   *http.Client

@@ -113,7 +113,7 @@ func (f *fakeVertex) open(t *testing.T, model string, params func(*config.Params
 	if params != nil {
 		params(&p)
 	}
-	return embedtest.Open(t, New(providers.NewHTTPClient(), nil), config.Deployment{ModelName: "emb", Params: p})
+	return embedtest.Open(t, New(providers.NewHTTPClient()), config.Deployment{ModelName: "emb", Params: p})
 }
 
 type answer struct {
@@ -274,11 +274,9 @@ func TestErrors(t *testing.T) {
 func TestOpen(t *testing.T) {
 	ts := googletest.NewTokenServer(t)
 	creds := ts.ServiceAccountJSON("sa-project")
-	p := New(providers.NewHTTPClient(), func(k string) string {
-		return map[string]string{"VERTEXAI_LOCATION": "global"}[k]
-	})
+	p := New(providers.NewHTTPClient())
 	open := func(params config.Params) (*endpoint, error) {
-		ep, err := p.Open(context.Background(), config.Deployment{ModelName: "emb", Params: params}, embedtest.NoSecrets)
+		ep, err := p.Open(context.Background(), config.Deployment{ModelName: "emb", Params: params}, embedtest.Env(map[string]string{"VERTEXAI_LOCATION": "global"}))
 		if err != nil {
 			return nil, err
 		}

@@ -22,8 +22,13 @@ import (
 )
 
 // NoSecrets is a models.Resolver for configs without secretsmanager/
-// references: every value resolves to itself.
-func NoSecrets(_ context.Context, v string) (string, error) { return v, nil }
+// references and no environment: every value resolves to itself.
+var NoSecrets = models.Resolver{}
+
+// Env is a models.Resolver without secrets over the environment env.
+func Env(env map[string]string) models.Resolver {
+	return models.Resolver{Getenv: func(k string) string { return env[k] }}
+}
 
 // Open opens d on p (values resolving as themselves) and returns its
 // Embedder, failing the test if it cannot.

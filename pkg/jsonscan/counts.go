@@ -1,0 +1,84 @@
+package jsonscan
+
+import (
+	"bytes"
+	"strconv"
+)
+
+// CountField is one int64 member of an object of counts (a provider's usage
+// object): its JSON name and where its value goes.
+type CountField struct {
+	Name string
+	Dst  *int64
+}
+
+// Counts decodes the JSON object v into fields as json.Unmarshal would
+// decode it into a struct of those int64 fields, without reflection: names
+// matched exactly or else case-insensitively, the last copy winning, null
+// leaving a count as it was, and anything but an integer failing the whole
+// decode after the counts before it were set. It reports whether the decode
+// succeeded. The relay path's usage meters use it; the vendor packages'
+// fuzz tests hold it to encoding/json over their structs.
+func Counts(v []byte, fields []CountField) bool {
+	if len(v) == 0 || v[0] != '{' || !Valid(v) {
+		return false
+	}
+	ok := true
+	Members(v, func(name, value []byte) error {
+		f := matchField(fields, name)
+		if f == nil || Null(value) {
+			return nil
+		}
+		n, err := strconv.ParseInt(string(value), 10, 64)
+		if err != nil {
+			ok = false // a fraction, a string, an object...: as a type error, the decode goes on
+			return nil
+		}
+		*f.Dst = n
+		return nil
+	})
+	return ok
+}
+
+// matchField finds name's field as encoding/json does: exactly, else
+// case-insensitively.
+func matchField(fields []CountField, name []byte) *CountField {
+	for i := range fields {
+		if fields[i].Name == string(name) {
+			return &fields[i]
+		}
+	}
+	for i := range fields {
+		if bytes.EqualFold([]byte(fields[i].Name), name) {
+			return &fields[i]
+		}
+	}
+	return nil
+}
+
+// Strings returns the string values of the named members of the object
+// obj (the last copy of each; "" for one absent or not a string): for the
+// few text fields of a provider's error or refusal.
+func Strings(obj []byte, names ...string) []string {
+	out := make([]string, len(names))
+	Members(obj, func(name, v []byte) error {
+		for i, n := range names {
+			if string(name) == n {
+				out[i], _ = String(v)
+			}
+		}
+		return nil
+	})
+	return out
+}
+
+// NonNegative reports whether every count of fields is at least 0: a
+// translator's check on top of Counts (a count below 0 is a broken answer).
+func NonNegative(fields []CountField) bool {
+	for _, f := range fields {
+		if *f.Dst < 0 {
+			return false
+		}
+	}
+	return true
+}

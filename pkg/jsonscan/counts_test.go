@@ -1,0 +1,38 @@
+package jsonscan
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+type countsDoc struct {
+	A int64 `json:"a_count"`
+	B int64 `json:"bCount"`
+}
+
+func (d *countsDoc) fields() []CountField {
+	return []CountField{{"a_count", &d.A}, {"bCount", &d.B}}
+}
+
+// FuzzCounts holds Counts to json.Unmarshal into the same struct: the same
+// verdict and the same counts, from counts already set.
+func FuzzCounts(f *testing.F) {
+	for _, s := range []string{`{"a_count":12,"bCount":3}`, `{"A_COUNT":1,"a_count":2,"bcount":null}`, `{"a_count":1.0}`, `{"bCount":"3"}`, `{"x":[{}],"\u0061_count":9}`, `[]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		got, want := countsDoc{A: 1, B: 2}, countsDoc{A: 1, B: 2}
+		if ok, wantOK := Counts(doc, got.fields()), json.Unmarshal(doc, &want) == nil; ok != wantOK || got != want {
+			t.Fatalf("%q: %+v %v; encoding/json %+v %v", doc, got, ok, want, wantOK)
+		}
+	})
+}
+
+func TestStrings(t *testing.T) {
+	got := Strings([]byte(`{"type":"overloaded_error","message":"Over\u006coaded","code":5,"type":"x"}`), "type", "message", "code", "none")
+	if diff := cmp.Diff([]string{"x", "Overloaded", "", ""}, got); diff != "" {
+		t.Error(diff)
+	}
+}
