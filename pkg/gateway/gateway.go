@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/metrics"
 	"github.com/sluice-gateway/sluice/pkg/server"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
@@ -74,13 +75,29 @@ func OpenWith(ctx context.Context, settings config.Settings, getenv func(string)
 	}
 	g.Services, err = server.NewServices(server.Deps{
 		Settings: settings, Config: cfg, Backend: cloud.backend, Secrets: cloud.secrets, Getenv: getenv,
-		MasterKey: masterKey, ResolveMasterKey: resolveMasterKey,
+		MasterKey: masterKey, ResolveMasterKey: resolveMasterKey, Metrics: newMetrics(settings, cfg, getenv),
 	})
 	if err != nil {
 		cloud.backend.Close()
 		return nil, err
 	}
 	return g, nil
+}
+
+// newMetrics builds the process's instruments, or nil with SLUICE_METRICS
+// off. In a Lambda function they also go out as EMF lines on stdout, which
+// CloudWatch Logs turns into metrics of the stack's namespace.
+func newMetrics(settings config.Settings, cfg *config.Config, getenv func(string) string) *metrics.Metrics {
+	if !settings.Metrics {
+		return nil
+	}
+	opts := metrics.Options{Namespace: settings.MetricsNamespace}
+	if fn := getenv("AWS_LAMBDA_FUNCTION_NAME"); fn != "" {
+		opts.EMF, opts.Function = os.Stdout, fn
+	} else {
+		opts.Process = true
+	}
+	return metrics.New(cfg, opts)
 }
 
 // Redrive moves the log events waiting in the delivery dead-letter queue

@@ -47,6 +47,13 @@ func (f ListeningFunc) Listening(ctx context.Context, teamID, status string) (bo
 	return f(ctx, teamID, status)
 }
 
+// Observer sees every log event emitted, whether or not anyone listens to
+// it (pkg/metrics records its measurements from it). It must not keep the
+// event or change it.
+type Observer interface {
+	ObserveEvent(ctx context.Context, ev *Event)
+}
+
 // Emitter publishes log events on the bus. Its publishes are group
 // commits: an idle emitter publishes at once, and the events emitted while
 // a publish is in flight go together in the next one — concurrent calls
@@ -58,7 +65,8 @@ type Emitter struct {
 	bus        store.Bus
 	blobs      store.Blobs
 	listeners  Listeners
-	claimCheck int // bodies above this many bytes go to the blob store
+	claimCheck int      // bodies above this many bytes go to the blob store
+	observer   Observer // nil: none
 
 	mu      sync.Mutex
 	running bool         // a run loop is publishing
@@ -156,6 +164,10 @@ func NewEmitter(bus store.Bus, blobs store.Blobs, listeners Listeners, claimChec
 	return &Emitter{bus: bus, blobs: blobs, listeners: listeners, claimCheck: claimCheckBytes}
 }
 
+// Observe has o see every event emitted from now on. Call it before the
+// first Emit.
+func (e *Emitter) Observe(o Observer) { e.observer = o }
+
 // Start begins publishing ev and returns a function that waits for the
 // publish to finish. A Lambda is frozen once it answers, so the handler must
 // call the returned function before it returns; meanwhile it can write its
@@ -175,10 +187,17 @@ func (e *Emitter) StartAll(ctx context.Context, events []*Event) (wait func()) {
 }
 
 // Wants reports whether anyone listens for an event of team's with status
-// (StatusSuccess or StatusFailure): a call site whose event is built only
-// to be published asks first, and builds none for nobody.
+// (StatusSuccess or StatusFailure), or an Observer sees every event: a call
+// site whose event is built only to be published asks first, and builds
+// none for nobody.
 func (e *Emitter) Wants(ctx context.Context, team, status string) bool {
-	if e == nil || e.listeners == nil {
+	if e == nil {
+		return false
+	}
+	if e.observer != nil {
+		return true
+	}
+	if e.listeners == nil {
 		return false
 	}
 	ok, err := e.listeners.Listening(ctx, team, status)
@@ -212,7 +231,15 @@ func orNoWait(wait func()) func() {
 // start filters events by their listeners and starts the publish of the
 // rest; nil when there is nothing to publish.
 func (e *Emitter) start(ctx context.Context, events []*Event) (wait func()) {
-	if e == nil || e.listeners == nil || len(events) == 0 {
+	if e == nil {
+		return nil
+	}
+	if e.observer != nil {
+		for _, ev := range events {
+			e.observer.ObserveEvent(ctx, ev)
+		}
+	}
+	if e.listeners == nil || len(events) == 0 {
 		return nil
 	}
 	// The request may be cancelled (client gone) while we publish: keep going.

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/embeddings"
 	"github.com/sluice-gateway/sluice/pkg/files"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/metrics"
 	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/moderations"
@@ -55,6 +56,8 @@ type Deps struct {
 	// Batches, when set, adjusts the batch engine's options (tests: smaller
 	// chunks, shorter runs and leases).
 	Batches func(*batches.Options)
+	// Metrics records the measurements (pkg/metrics); nil records none.
+	Metrics *metrics.Metrics
 }
 
 // Services are the capability services the routes call. Building them does
@@ -93,6 +96,8 @@ type Services struct {
 	// Batches serves the Batch API and runs batches (the batch-worker and
 	// batch-sweeper jobs).
 	Batches *batches.Service
+	// Metrics records requests, calls and deliveries; nil when off.
+	Metrics *metrics.Metrics
 
 	authFailures *authFailureLog
 }
@@ -122,6 +127,7 @@ func NewServices(deps Deps) (*Services, error) {
 		Backend:  deps.Backend,
 		Secrets:  deps.Secrets,
 		Auth:     a,
+		Metrics:  deps.Metrics,
 		Files: files.NewService(deps.Backend.Records, deps.Backend.Blobs, files.Options{
 			MaxFileSize: deps.Settings.MaxFileSize, MaxLineBytes: int(deps.Settings.JSONBodyLimit), Now: deps.Now,
 		}),
@@ -157,6 +163,11 @@ func (s *Services) buildCallbacks(deps Deps) error {
 		Resolve: func(ctx context.Context, v string) (string, error) { return deps.Config.Resolve(ctx, deps.Secrets, v) },
 	})
 	s.Events = logevent.NewEmitter(deps.Backend.Bus, deps.Backend.Blobs, s.Catalog, int(deps.Settings.ClaimCheckThreshold))
+	var recorder delivery.Recorder
+	if deps.Metrics != nil {
+		s.Events.Observe(deps.Metrics)
+		recorder = deps.Metrics
+	}
 	guard, err := callbacks.NewGuard(deps.Config.CallbackSettings.AllowHosts)
 	if err != nil {
 		return err
@@ -170,6 +181,7 @@ func (s *Services) buildCallbacks(deps Deps) error {
 	}
 	s.Delivery, err = delivery.New(delivery.Deps{
 		Catalog: s.Catalog, Records: deps.Backend.Records, Blobs: deps.Backend.Blobs, DeadLetters: deps.Backend.DeliveryDeadLetters,
+		Recorder: recorder,
 		Open: delivery.NewOpener(delivery.OpenerDeps{
 			Client: guard.Client(), GatewayClient: callbacks.GatewayClient(), Accounts: accounts,
 			GCSEndpoint: gcsbucket.Endpoint(deps.Getenv),
@@ -197,10 +209,14 @@ func (s *Services) buildModels(deps Deps, client *http.Client) error {
 	for _, name := range openai.Names() {
 		registry[name] = openai.New(name, client, getenv)
 	}
-	router, err := models.NewRouter(models.Options{
+	opts := models.Options{
 		Config: deps.Config, Secrets: deps.Secrets, Limiter: deps.Backend.Limiter,
 		KeyTokens: s.Auth, Providers: registry,
-	})
+	}
+	if deps.Metrics != nil {
+		opts.Observer = deps.Metrics
+	}
+	router, err := models.NewRouter(opts)
 	if err != nil {
 		return err
 	}
@@ -282,6 +298,21 @@ func (s *Services) readiness(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	api.WriteJSON(w, http.StatusOK, healthy)
+	return nil
+}
+
+// metricsPage serves GET /metrics: the process's instruments in the
+// Prometheus text format. A Lambda function has no process worth scraping
+// (each container counts its own calls): it writes its measurements as EMF
+// lines, and this says so.
+func (s *Services) metricsPage(w http.ResponseWriter, r *http.Request) error {
+	switch {
+	case s.Metrics == nil:
+		return api.NotFound("Metrics are off on this gateway (SLUICE_METRICS=false).")
+	case s.Metrics.EMF():
+		return api.NotFound("In the cloud sluice's metrics are in CloudWatch, namespace %s (Embedded Metric Format in each function's log group); there is no /metrics to scrape.", s.Metrics.Namespace())
+	}
+	s.Metrics.Handler().ServeHTTP(w, r)
 	return nil
 }
 
