@@ -59,26 +59,26 @@ type Metrics struct {
 	teams                          *teamSet
 	emf                            *emfWriter
 
-	requests         *prometheus.CounterVec
-	errors           *prometheus.CounterVec
-	requestDuration  *prometheus.HistogramVec
-	overhead         *prometheus.HistogramVec
-	refusals         *prometheus.CounterVec
-	calls            *prometheus.CounterVec
-	callDuration     *prometheus.HistogramVec
-	ttft             *prometheus.HistogramVec
-	tokens           *prometheus.HistogramVec
-	tokensTotal      *prometheus.CounterVec
-	spend            *prometheus.CounterVec
-	retries          *prometheus.CounterVec
-	cooldowns        *prometheus.CounterVec
-	batchLines       *prometheus.CounterVec
-	batchWaiting     prometheus.Gauge
-	deliveries       *prometheus.CounterVec
-	storeDuration    *prometheus.HistogramVec
-	storeErrors      *prometheus.CounterVec
-	scrapes          prometheus.Counter
-	handler          http.Handler
+	requests        *prometheus.CounterVec
+	errors          *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+	overhead        *prometheus.HistogramVec
+	refusals        *prometheus.CounterVec
+	calls           *prometheus.CounterVec
+	callDuration    *prometheus.HistogramVec
+	ttft            *prometheus.HistogramVec
+	tokens          *prometheus.HistogramVec
+	tokensTotal     *prometheus.CounterVec
+	spend           *prometheus.CounterVec
+	retries         *prometheus.CounterVec
+	cooldowns       *prometheus.CounterVec
+	batchLines      *prometheus.CounterVec
+	batchWaiting    prometheus.Gauge
+	deliveries      *prometheus.CounterVec
+	storeDuration   *prometheus.HistogramVec
+	storeErrors     *prometheus.CounterVec
+	scrapes         prometheus.Counter
+	handler         http.Handler
 }
 
 // Seconds buckets: sluice's own overhead is sub-millisecond to tens of
@@ -291,4 +291,3 @@ func code(c string) string {
 	}
 	return Other
 }
-

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/batches"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/gateway"
+	"github.com/sluice-gateway/sluice/pkg/metrics"
 	"github.com/sluice-gateway/sluice/pkg/server"
 	"github.com/sluice-gateway/sluice/pkg/store"
 	"github.com/sluice-gateway/sluice/pkg/store/aws/awstest"
@@ -68,6 +69,9 @@ type Options struct {
 	// Jobs names jobs of the jobs table to run in the background, as the
 	// local process runs them (gateway.RunJob), until the test ends.
 	Jobs []string
+	// Metrics adjusts the options of the gateway's metrics, which are on
+	// as in the local process (Services.Metrics).
+	Metrics func(*metrics.Options)
 }
 
 // Gateway is a running gateway.
@@ -111,7 +115,12 @@ func Start(t testing.TB, b Backend, opts Options) *Gateway {
 		opts.Backend(backend)
 	}
 	master := auth.NewKey()
-	svcs, err := server.NewServices(server.Deps{Settings: settings, Config: cfg, Backend: backend, MasterKey: master, Now: opts.Now, Getenv: getenv, Batches: opts.Batches})
+	var mopts metrics.Options
+	if opts.Metrics != nil {
+		opts.Metrics(&mopts)
+	}
+	svcs, err := server.NewServices(server.Deps{Settings: settings, Config: cfg, Backend: backend, MasterKey: master, Now: opts.Now, Getenv: getenv, Batches: opts.Batches,
+		Metrics: metrics.New(cfg, mopts)})
 	if err != nil {
 		t.Fatalf("build services: %v", err)
 	}
