@@ -13,12 +13,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/metrics"
 	"github.com/sluice-gateway/sluice/pkg/server"
 	"github.com/sluice-gateway/sluice/pkg/store"
+	"github.com/sluice-gateway/sluice/pkg/traces"
 )
 
 // masterKeyFile holds the master key make run generates on first start.
@@ -37,6 +39,8 @@ type Gateway struct {
 	// key: it is shown once, then never again.
 	GeneratedMasterKey string
 
+	// tracer exports the traces (nil: OTEL_EXPORTER_OTLP_ENDPOINT unset).
+	tracer *traces.Tracer
 	// bodies is the local server's budget of request bodies held whole
 	// (Serve); a Lambda function has no use for it.
 	bodies *bodyBudget
@@ -73,9 +77,15 @@ func OpenWith(ctx context.Context, settings config.Settings, getenv func(string)
 		cloud.backend.Close()
 		return nil, err
 	}
+	lambdaFn := getenv("AWS_LAMBDA_FUNCTION_NAME")
+	if g.tracer, err = traces.FromEnv(ctx, getenv, "sluice", lambdaFn != ""); err != nil {
+		cloud.backend.Close()
+		return nil, err
+	}
 	g.Services, err = server.NewServices(server.Deps{
 		Settings: settings, Config: cfg, Backend: cloud.backend, Secrets: cloud.secrets, Getenv: getenv,
-		MasterKey: masterKey, ResolveMasterKey: resolveMasterKey, Metrics: newMetrics(settings, cfg, getenv),
+		MasterKey: masterKey, ResolveMasterKey: resolveMasterKey, Metrics: newMetrics(settings, cfg, lambdaFn),
+		Tracer: g.tracer,
 	})
 	if err != nil {
 		cloud.backend.Close()
@@ -87,12 +97,12 @@ func OpenWith(ctx context.Context, settings config.Settings, getenv func(string)
 // newMetrics builds the process's instruments, or nil with SLUICE_METRICS
 // off. In a Lambda function they also go out as EMF lines on stdout, which
 // CloudWatch Logs turns into metrics of the stack's namespace.
-func newMetrics(settings config.Settings, cfg *config.Config, getenv func(string) string) *metrics.Metrics {
+func newMetrics(settings config.Settings, cfg *config.Config, lambdaFn string) *metrics.Metrics {
 	if !settings.Metrics {
 		return nil
 	}
 	opts := metrics.Options{Namespace: settings.MetricsNamespace}
-	if fn := getenv("AWS_LAMBDA_FUNCTION_NAME"); fn != "" {
+	if fn := lambdaFn; fn != "" {
 		opts.EMF, opts.Function = os.Stdout, fn
 	} else {
 		opts.Process = true
@@ -110,8 +120,12 @@ func (g *Gateway) Redrive(ctx context.Context, out io.Writer) error {
 	return err
 }
 
-// Close releases the backend.
-func (g *Gateway) Close() error { return g.Backend.Close() }
+// Close exports the traces still buffered and releases the backend.
+func (g *Gateway) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return errors.Join(g.tracer.Shutdown(ctx), g.Backend.Close())
+}
 
 // masterKey picks the master key: SLUICE_MASTER_KEY, else
 // general_settings.master_key, else (local backend only) the key file in the

@@ -66,7 +66,7 @@ type Emitter struct {
 	blobs      store.Blobs
 	listeners  Listeners
 	claimCheck int      // bodies above this many bytes go to the blob store
-	observer   Observer // nil: none
+	observers  []Observer
 
 	mu      sync.Mutex
 	running bool         // a run loop is publishing
@@ -166,7 +166,7 @@ func NewEmitter(bus store.Bus, blobs store.Blobs, listeners Listeners, claimChec
 
 // Observe has o see every event emitted from now on. Call it before the
 // first Emit.
-func (e *Emitter) Observe(o Observer) { e.observer = o }
+func (e *Emitter) Observe(o Observer) { e.observers = append(e.observers, o) }
 
 // Start begins publishing ev and returns a function that waits for the
 // publish to finish. A Lambda is frozen once it answers, so the handler must
@@ -194,7 +194,7 @@ func (e *Emitter) Wants(ctx context.Context, team, status string) bool {
 	if e == nil {
 		return false
 	}
-	if e.observer != nil {
+	if len(e.observers) > 0 {
 		return true
 	}
 	if e.listeners == nil {
@@ -234,9 +234,9 @@ func (e *Emitter) start(ctx context.Context, events []*Event) (wait func()) {
 	if e == nil {
 		return nil
 	}
-	if e.observer != nil {
+	for _, o := range e.observers {
 		for _, ev := range events {
-			e.observer.ObserveEvent(ctx, ev)
+			o.ObserveEvent(ctx, ev)
 		}
 	}
 	if e.listeners == nil || len(events) == 0 {

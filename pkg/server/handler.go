@@ -9,9 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/traces"
 )
 
 // Options choose what a Handler serves.
@@ -118,6 +121,10 @@ func (s *Services) wrap(rt Route, h HandlerFunc, await bool) http.Handler {
 		if publishes {
 			ctx, pending = logevent.Deferred(ctx)
 		}
+		var span trace.Span
+		if s.Tracer.On() {
+			ctx, span = s.Tracer.StartRequest(ctx, r, rt.Pattern)
+		}
 		tw := &trackingWriter{ResponseWriter: w, ctx: ctx, overhead: -1}
 		ctx, err := s.authorize(ctx, rt, r)
 		refused := err
@@ -126,8 +133,8 @@ func (s *Services) wrap(rt Route, h HandlerFunc, await bool) http.Handler {
 			err = h(tw, r)
 			refused = nil
 		}
-		if s.Metrics != nil {
-			defer s.record(rt, tw, err, refused)
+		if s.Metrics != nil || span != nil {
+			defer s.record(rt, tw, span, err, refused)
 		}
 		if err != nil && tw.wrote {
 			// The answer has begun (a stream) and cannot become an error
@@ -176,8 +183,9 @@ func (s *Services) authorize(ctx context.Context, rt Route, r *http.Request) (co
 }
 
 // record measures a request that ended with err (nil: answered by the
-// handler); refused is the admission step's error, if it refused it.
-func (s *Services) record(rt Route, tw *trackingWriter, err, refused error) {
+// handler) and ends its span (nil: none); refused is the admission step's
+// error, if it refused it.
+func (s *Services) record(rt Route, tw *trackingWriter, span trace.Span, err, refused error) {
 	status, code := tw.status, ""
 	if status == 0 {
 		status = http.StatusOK
@@ -198,6 +206,9 @@ func (s *Services) record(rt Route, tw *trackingWriter, err, refused error) {
 		}
 	}
 	s.Metrics.Request(rt.Pattern, status, code, time.Since(api.RequestStart(tw.ctx)), tw.overhead, reason)
+	if span != nil {
+		traces.EndRequest(span, status, code)
+	}
 }
 
 // trackingWriter records whether the response has started, its status,

@@ -33,6 +33,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/providers/openai"
 	"github.com/sluice-gateway/sluice/pkg/providers/vertex"
 	"github.com/sluice-gateway/sluice/pkg/store"
+	"github.com/sluice-gateway/sluice/pkg/traces"
 )
 
 // Deps is what a process brings to build its services: settings, the parsed
@@ -58,6 +59,8 @@ type Deps struct {
 	Batches func(*batches.Options)
 	// Metrics records the measurements (pkg/metrics); nil records none.
 	Metrics *metrics.Metrics
+	// Tracer makes the traces (pkg/traces); nil makes none.
+	Tracer *traces.Tracer
 }
 
 // Services are the capability services the routes call. Building them does
@@ -98,6 +101,9 @@ type Services struct {
 	Batches *batches.Service
 	// Metrics records requests, calls and deliveries; nil when off.
 	Metrics *metrics.Metrics
+	// Tracer makes requests', attempts', lines' and deliveries' spans;
+	// nil when off.
+	Tracer *traces.Tracer
 
 	authFailures *authFailureLog
 }
@@ -128,6 +134,7 @@ func NewServices(deps Deps) (*Services, error) {
 		Secrets:  deps.Secrets,
 		Auth:     a,
 		Metrics:  deps.Metrics,
+		Tracer:   deps.Tracer,
 		Files: files.NewService(deps.Backend.Records, deps.Backend.Blobs, files.Options{
 			MaxFileSize: deps.Settings.MaxFileSize, MaxLineBytes: int(deps.Settings.JSONBodyLimit), Now: deps.Now,
 		}),
@@ -138,6 +145,7 @@ func NewServices(deps Deps) (*Services, error) {
 	}
 	// One client, so model calls and passthrough share one connection pool.
 	client := providers.NewHTTPClient()
+	client.Transport = deps.Tracer.Transport(client.Transport)
 	if err := s.buildModels(deps, client); err != nil {
 		return nil, err
 	}
@@ -168,6 +176,9 @@ func (s *Services) buildCallbacks(deps Deps) error {
 		s.Events.Observe(deps.Metrics)
 		recorder = deps.Metrics
 	}
+	if deps.Tracer.On() {
+		s.Events.Observe(deps.Tracer)
+	}
 	guard, err := callbacks.NewGuard(deps.Config.CallbackSettings.AllowHosts)
 	if err != nil {
 		return err
@@ -181,7 +192,7 @@ func (s *Services) buildCallbacks(deps Deps) error {
 	}
 	s.Delivery, err = delivery.New(delivery.Deps{
 		Catalog: s.Catalog, Records: deps.Backend.Records, Blobs: deps.Backend.Blobs, DeadLetters: deps.Backend.DeliveryDeadLetters,
-		Recorder: recorder,
+		Recorder: recorder, Tracer: deps.Tracer,
 		Open: delivery.NewOpener(delivery.OpenerDeps{
 			Client: guard.Client(), GatewayClient: callbacks.GatewayClient(), Accounts: accounts,
 			GCSEndpoint: gcsbucket.Endpoint(deps.Getenv),
@@ -252,6 +263,7 @@ func (s *Services) buildBatches(deps Deps) {
 	s.Batches = batches.NewService(batches.Deps{
 		Records: deps.Backend.Records, Blobs: deps.Backend.Blobs, Work: deps.Backend.Work,
 		Files: s.Files, Keys: s.Auth, Admit: s.Auth, Operations: s.Operations, Models: s.Models,
+		Tracer: deps.Tracer,
 	}, opts)
 	s.Files.Batches = s.Batches
 	s.Batches.EnableNative(batches.NativeDeps{

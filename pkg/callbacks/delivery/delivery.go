@@ -43,6 +43,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/callbacks"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/store"
+	"github.com/sluice-gateway/sluice/pkg/traces"
 )
 
 // Defaults of Options.
@@ -112,6 +113,8 @@ type Deps struct {
 	// Recorder, when set, counts deliveries by destination kind and
 	// outcome (pkg/metrics).
 	Recorder Recorder
+	// Tracer, when on, makes a span of each send to a destination.
+	Tracer *traces.Tracer
 }
 
 // Recorder counts n deliveries to callbacks named kind (langfuse,
@@ -138,6 +141,7 @@ type Deliverer struct {
 	dests   *destinations
 	stats   Stats
 	rec     Recorder
+	tracer  *traces.Tracer
 }
 
 func (d *Deliverer) record(kind, outcome string, n int) {
@@ -171,7 +175,7 @@ func New(d Deps, opts Options) (*Deliverer, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	dl := &Deliverer{catalog: d.Catalog, records: d.Records, blobs: d.Blobs, dead: d.DeadLetters, opts: opts, now: opts.Now, rec: d.Recorder}
+	dl := &Deliverer{catalog: d.Catalog, records: d.Records, blobs: d.Blobs, dead: d.DeadLetters, opts: opts, now: opts.Now, rec: d.Recorder, tracer: d.Tracer}
 	dl.dests = &destinations{
 		open: func(ctx context.Context, cb callbacks.Callback) (Destination, error) {
 			vars, err := d.Catalog.Open(ctx, cb)
@@ -430,7 +434,9 @@ func (d *Deliverer) runCallback(ctx context.Context, group []*delivery) {
 		for i, w := range pending {
 			events[i] = w.sent
 		}
-		errs := l.send(ctx, events)
+		sctx, span := d.tracer.StartDelivery(ctx, group[0].cb.Name, events)
+		errs := l.send(sctx, events)
+		span.End()
 		var again []*delivery
 		delivered := 0
 		for i, w := range pending {

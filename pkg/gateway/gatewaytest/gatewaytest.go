@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/store"
 	"github.com/sluice-gateway/sluice/pkg/store/aws/awstest"
 	"github.com/sluice-gateway/sluice/pkg/store/local"
+	"github.com/sluice-gateway/sluice/pkg/traces"
 )
 
 // Backend is a storage backend an end-to-end case runs on.
@@ -72,6 +73,8 @@ type Options struct {
 	// Metrics adjusts the options of the gateway's metrics, which are on
 	// as in the local process (Services.Metrics).
 	Metrics func(*metrics.Options)
+	// Tracer, when set, makes the gateway's traces (off otherwise).
+	Tracer *traces.Tracer
 }
 
 // Gateway is a running gateway.
@@ -120,7 +123,7 @@ func Start(t testing.TB, b Backend, opts Options) *Gateway {
 		opts.Metrics(&mopts)
 	}
 	svcs, err := server.NewServices(server.Deps{Settings: settings, Config: cfg, Backend: backend, MasterKey: master, Now: opts.Now, Getenv: getenv, Batches: opts.Batches,
-		Metrics: metrics.New(cfg, mopts)})
+		Metrics: metrics.New(cfg, mopts), Tracer: opts.Tracer})
 	if err != nil {
 		t.Fatalf("build services: %v", err)
 	}
