@@ -65,7 +65,7 @@ type Emitter struct {
 	bus        store.Bus
 	blobs      store.Blobs
 	listeners  Listeners
-	claimCheck int      // bodies above this many bytes go to the blob store
+	claimCheck int // bodies above this many bytes go to the blob store
 	observers  []Observer
 
 	mu      sync.Mutex
