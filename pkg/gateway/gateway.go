@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,17 +47,34 @@ type Gateway struct {
 	bodies *bodyBudget
 }
 
+// Option adjusts how Open assembles a gateway.
+type Option func(*options)
+
+type options struct{ traceExporter traces.Exporter }
+
+// WithTraceExporter has the gateway export traces with newExporter when
+// OTEL_EXPORTER_OTLP_ENDPOINT is set (pkg/traces/otlp.Exporter: the local
+// process passes it; a Lambda function, which would carry the exporter's
+// weight in every cold start, does not, and is traced by X-Ray).
+func WithTraceExporter(newExporter traces.Exporter) Option {
+	return func(o *options) { o.traceExporter = newExporter }
+}
+
 // Open assembles a gateway from the environment read through getenv.
-func Open(ctx context.Context, getenv func(string) string) (*Gateway, error) {
+func Open(ctx context.Context, getenv func(string) string, opts ...Option) (*Gateway, error) {
 	settings, err := config.SettingsFromEnv(getenv)
 	if err != nil {
 		return nil, fmt.Errorf("settings: %w", err)
 	}
-	return OpenWith(ctx, settings, getenv)
+	return OpenWith(ctx, settings, getenv, opts...)
 }
 
 // OpenWith assembles a gateway from settings already read.
-func OpenWith(ctx context.Context, settings config.Settings, getenv func(string) string) (*Gateway, error) {
+func OpenWith(ctx context.Context, settings config.Settings, getenv func(string) string, opts ...Option) (*Gateway, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
 	cloud, err := openBackend(ctx, settings)
 	if err != nil {
 		return nil, err
@@ -78,9 +96,14 @@ func OpenWith(ctx context.Context, settings config.Settings, getenv func(string)
 		return nil, err
 	}
 	lambdaFn := getenv("AWS_LAMBDA_FUNCTION_NAME")
-	if g.tracer, err = traces.FromEnv(ctx, getenv, "sluice", lambdaFn != ""); err != nil {
-		cloud.backend.Close()
-		return nil, err
+	switch {
+	case o.traceExporter != nil:
+		if g.tracer, err = traces.FromEnv(ctx, getenv, "sluice", o.traceExporter, lambdaFn != ""); err != nil {
+			cloud.backend.Close()
+			return nil, err
+		}
+	case traces.Wanted(getenv):
+		slog.Warn("OTEL_EXPORTER_OTLP_ENDPOINT is set, but this binary does not export OpenTelemetry traces (a Lambda function: use its X-Ray traces)")
 	}
 	g.Services, err = server.NewServices(server.Deps{
 		Settings: settings, Config: cfg, Backend: cloud.backend, Secrets: cloud.secrets, Getenv: getenv,

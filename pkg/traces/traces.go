@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -39,24 +38,32 @@ type Tracer struct {
 	shutdown func(context.Context) error
 }
 
-// FromEnv builds a Tracer exporting over OTLP/HTTP when getenv says
-// OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT); the
-// exporter reads the other OTEL_EXPORTER_OTLP_* variables itself. Without
-// it, nil: off. With sync (a Lambda function, frozen between invocations,
+// Exporter builds the span exporter (pkg/traces/otlp.Exporter), which
+// reads its OTEL_EXPORTER_OTLP_* settings itself.
+type Exporter func(ctx context.Context) (sdktrace.SpanExporter, error)
+
+// FromEnv builds a Tracer exporting with newExporter when getenv says
+// OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT).
+// Without it, nil: off. With sync (a Lambda function, frozen between invocations,
 // where a batch in memory would wait for the next one or be lost) each
 // span is exported as it ends; otherwise in batches in the background.
-func FromEnv(ctx context.Context, getenv func(string) string, service string, sync bool) (*Tracer, error) {
-	if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+func FromEnv(ctx context.Context, getenv func(string) string, service string, newExporter Exporter, sync bool) (*Tracer, error) {
+	if !Wanted(getenv) {
 		return nil, nil
 	}
-	exp, err := otlptracehttp.New(ctx)
+	exp, err := newExporter(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("traces: OTLP exporter: %w", err)
+		return nil, fmt.Errorf("traces: exporter: %w", err)
 	}
 	if sync {
 		return New(sdktrace.NewSimpleSpanProcessor(exp), service), nil
 	}
 	return New(sdktrace.NewBatchSpanProcessor(exp), service), nil
+}
+
+// Wanted reports whether getenv asks for traces (an OTLP endpoint).
+func Wanted(getenv func(string) string) bool {
+	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 }
 
 // New builds a Tracer whose spans go to processor (a test's in-memory

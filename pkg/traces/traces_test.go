@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/batches"
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
 	"github.com/sluice-gateway/sluice/pkg/traces"
+	"github.com/sluice-gateway/sluice/pkg/traces/otlp"
 )
 
 // upstream is an OpenAI-compatible chat provider that records the
@@ -230,7 +231,7 @@ func TestBatchLinesAndDeliveriesLinkToTheirBatch(t *testing.T) {
 
 // TestOffWithoutAnEndpoint: no OTEL_EXPORTER_OTLP_ENDPOINT, no tracer.
 func TestOffWithoutAnEndpoint(t *testing.T) {
-	tr, err := traces.FromEnv(context.Background(), func(string) string { return "" }, "sluice", false)
+	tr, err := traces.FromEnv(context.Background(), func(string) string { return "" }, "sluice", otlp.Exporter, false)
 	if err != nil || tr != nil || tr.On() {
 		t.Errorf("FromEnv without an endpoint = %v, %v; want nil (off)", tr, err)
 	}
