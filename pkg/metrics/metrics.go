@@ -73,10 +73,7 @@ type Metrics struct {
 	retries         *prometheus.CounterVec
 	cooldowns       *prometheus.CounterVec
 	batchLines      *prometheus.CounterVec
-	batchWaiting    prometheus.Gauge
 	deliveries      *prometheus.CounterVec
-	storeDuration   *prometheus.HistogramVec
-	storeErrors     *prometheus.CounterVec
 	scrapes         prometheus.Counter
 	handler         http.Handler
 }
@@ -88,7 +85,6 @@ var (
 	durationBuckets = []float64{.01, .02, .04, .08, .16, .32, .64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92, 300}
 	ttftBuckets     = []float64{.001, .005, .01, .02, .04, .06, .08, .1, .25, .5, .75, 1, 2.5, 5, 7.5, 10}
 	tokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304}
-	storeBuckets    = []float64{.0001, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5}
 )
 
 // Label names.
@@ -104,8 +100,6 @@ const (
 	lTokenType  = "gen_ai_token_type"
 	lKind       = "kind"
 	lOutcome    = "outcome"
-	lStore      = "store"
-	lOp         = "operation"
 )
 
 var callLabels = []string{lModel, lDeployment, lProvider, lTeam}
@@ -151,10 +145,7 @@ func New(cfg *config.Config, opts Options) *Metrics {
 	m.retries = f.counter("sluice_deployment_retries_total", "Provider attempts after a call's first, by the deployment retried.", lModel, lDeployment, lProvider)
 	m.cooldowns = f.counter("sluice_deployment_cooldowns_total", "Times a deployment was put in cooldown after failures.", lModel, lDeployment, lProvider)
 	m.batchLines = f.counter("sluice_batch_lines_total", "Batch lines ended, by outcome done or failed.", lModel, lTeam, lOutcome)
-	m.batchWaiting = f.gauge("sluice_batch_lines_waiting", "Lines of running batches not yet ended, as of the last batch step this process ran.")
 	m.deliveries = f.counter("sluice_callback_events_total", "Log event deliveries to logging callbacks, by destination kind and outcome delivered, retried or dead_lettered.", lKind, lOutcome)
-	m.storeDuration = f.histogram("sluice_store_operation_duration_seconds", "Storage operation latency, by store and operation.", storeBuckets, lStore, lOp)
-	m.storeErrors = f.counter("sluice_store_operation_errors_total", "Storage operations that failed, by store and operation.", lStore, lOp)
 	m.scrapes = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_metrics_scrapes_total", Help: "Scrapes of the metrics endpoint."})
 	m.reg.MustRegister(m.scrapes)
 	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{EnableOpenMetrics: true, MaxRequestsInFlight: 4})
@@ -187,12 +178,6 @@ func (f factory) counter(name, help string, labels ...string) *prometheus.Counte
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	f.reg.MustRegister(c)
 	return c
-}
-
-func (f factory) gauge(name, help string) prometheus.Gauge {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
-	f.reg.MustRegister(g)
-	return g
 }
 
 func (f factory) histogram(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {

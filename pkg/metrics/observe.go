@@ -182,32 +182,6 @@ func (m *Metrics) Delivery(kind, outcome string, n int) {
 	}
 }
 
-// BatchWaiting sets how many lines of running batches have not ended, as a
-// batch step of this process last saw them.
-func (m *Metrics) BatchWaiting(lines int64) {
-	if m == nil {
-		return
-	}
-	m.batchWaiting.Set(float64(lines))
-	if m.emf != nil {
-		l := m.emf.line([][]string{{}})
-		l.metric("BatchLinesWaiting", unitCount, float64(lines))
-		l.write()
-	}
-}
-
-// Store records one storage operation: which store (records, blobs, bus,
-// queue, ...), which operation, how long it took and whether it failed.
-func (m *Metrics) Store(store, op string, took time.Duration, err error) {
-	if m == nil {
-		return
-	}
-	m.storeDuration.WithLabelValues(store, op).Observe(took.Seconds())
-	if err != nil {
-		m.storeErrors.WithLabelValues(store, op).Inc()
-	}
-}
-
 func b2f(b bool) float64 {
 	if b {
 		return 1
