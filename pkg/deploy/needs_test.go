@@ -88,7 +88,7 @@ func TestFunctionsOfAQueueJob(t *testing.T) {
 	}
 	got := fns[len(fns)-1]
 	want := deploy.Function{
-		Name: "batch-test", Queue: deploy.WorkQueueID, Env: deploy.CloudEnv(),
+		Name: "batch-test", Queue: deploy.WorkQueueID, Env: deploy.FunctionEnv(),
 		Capabilities: []server.Capability{server.RecordsRead, server.RecordsWrite, server.ConfigRead},
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(server.Route{})); diff != "" {
