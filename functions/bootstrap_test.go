@@ -43,8 +43,11 @@ var representative = []string{"admin", "files-upload", "file-content", "passthro
 // allBootstrapsEnv makes the bootstrap tests build and run every function.
 const allBootstrapsEnv = "SLUICE_TEST_ALL_BOOTSTRAPS"
 
-// maxBootstrapBytes is the size limit of a function's binary.
-const maxBootstrapBytes = 20_000_000
+// maxBootstrapBytes is the size limit of a function's binary: 18.7 MB
+// before metrics and traces (linux/amd64), which added 2.3 MB for
+// prometheus/client_golang and 0.9 MB for the OpenTelemetry SDK (the OTLP
+// exporter, 14 MB with gRPC, is linked only by the local process).
+const maxBootstrapBytes = 23_000_000
 
 // maxColdStart bounds exec → first answer in the tests. The target is 100 ms
 // (make lambda-startup measures it); this bound only catches an init that

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/gateway"
 	"github.com/sluice-gateway/sluice/pkg/logging"
+	"github.com/sluice-gateway/sluice/pkg/traces/otlp"
 )
 
 func main() {
@@ -30,7 +31,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	slog.SetDefault(logging.New(os.Stderr, os.Getenv("SLUICE_LOG_FORMAT"), os.Getenv("SLUICE_LOG_LEVEL")))
-	g, err := gateway.Open(ctx, os.Getenv)
+	g, err := gateway.Open(ctx, os.Getenv, gateway.WithTraceExporter(otlp.Exporter))
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/ids"
 	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/store"
+	"github.com/sluice-gateway/sluice/pkg/traces"
 )
 
 // Batch statuses, as OpenAI names them.
@@ -141,6 +142,8 @@ type Deps struct {
 	// Operations are the model endpoints a line's url names.
 	Operations modelcall.Operations
 	Models     Models
+	// Tracer, when on, makes a span of each line, linked to its batch.
+	Tracer *traces.Tracer
 }
 
 // Options tune the service. Zero values take the defaults.

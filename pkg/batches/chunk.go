@@ -265,10 +265,12 @@ func (r *chunkRun) exec(i int, customID string, body []byte) {
 			"A batch request cannot stream: remove 'stream' or set it to false."))
 		return
 	}
+	lineCtx, span := r.s.deps.Tracer.StartBatchLine(r.lineCtx, r.batch.doc.ID, customID)
+	defer span.End()
 	backoff := time.Second
 	for {
 		reqID := api.NewRequestID()
-		ctx := api.WithRequestID(logevent.WithBatchLine(r.lineCtx, r.batch.doc.ID, customID), reqID)
+		ctx := api.WithRequestID(logevent.WithBatchLine(lineCtx, r.batch.doc.ID, customID), reqID)
 		res, err := modelcall.Run(ctx, r.s.deps.Admit, r.p, r.op, body)
 		if err == nil {
 			r.answer(i, customID, reqID, res)

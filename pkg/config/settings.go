@@ -75,6 +75,9 @@ type Settings struct {
 	BodyMinRate            int64         // SLUICE_BODY_MIN_RATE: bytes per second; 0 turns the check off
 	MaxConnections         int           // SLUICE_MAX_CONNECTIONS
 	MaxBufferedBodies      int64         // SLUICE_MAX_BUFFERED_BODY_BYTES
+	Metrics                bool          // SLUICE_METRICS: record metrics (on unless false)
+	MetricsAddr            string        // SLUICE_METRICS_ADDR: an address serving /metrics without auth; "" for none
+	MetricsNamespace       string        // SLUICE_METRICS_NAMESPACE: the CloudWatch namespace of the EMF lines in Lambda
 }
 
 // SettingsFromEnv reads the settings through getenv (os.Getenv in main). Every
@@ -104,6 +107,9 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 		BodyMinRate:            p.rate("SLUICE_BODY_MIN_RATE", DefaultBodyMinRate),
 		MaxConnections:         p.count("SLUICE_MAX_CONNECTIONS", DefaultMaxConnections),
 		MaxBufferedBodies:      p.bytes("SLUICE_MAX_BUFFERED_BODY_BYTES", DefaultMaxBufferedBodies),
+		Metrics:                p.boolean("SLUICE_METRICS", true),
+		MetricsAddr:            p.address("SLUICE_METRICS_ADDR"),
+		MetricsNamespace:       p.str("SLUICE_METRICS_NAMESPACE", ""),
 	}
 	if s.Backend == BackendAWS {
 		s.MaxFileSize = p.bytes("SLUICE_MAX_FILE_BYTES", DefaultCloudMaxFileSize)
@@ -255,6 +261,33 @@ func ParseBatchWindow(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("completion window %q: want %s to %s", s, "1h", "168h")
 	}
 	return d, nil
+}
+
+// boolean reads true or false.
+func (p *envParser) boolean(name string, def bool) bool {
+	v := p.str(name, "")
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		p.fail(name, v, "true or false")
+		return def
+	}
+	return b
+}
+
+// address reads a host:port to listen on; "" for none.
+func (p *envParser) address(name string) string {
+	v := p.str(name, "")
+	if v == "" {
+		return ""
+	}
+	if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
+		p.fail(name, v, "a host:port to listen on, such as 127.0.0.1:9464")
+		return ""
+	}
+	return v
 }
 
 // loopback reads an address that must be on the loopback interface: true

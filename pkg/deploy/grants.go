@@ -64,6 +64,13 @@ func CloudEnv() []EnvVar {
 	}
 }
 
+// FunctionEnv is the environment every function is given: CloudEnv, and
+// the CloudWatch namespace of its EMF metrics, one per stack (optional to
+// the code: sluice without it writes to "sluice").
+func FunctionEnv() []EnvVar {
+	return append(CloudEnv(), EnvVar{"SLUICE_METRICS_NAMESPACE", "sluice/${AWS::StackName}"})
+}
+
 // Grant is one IAM permission: each action on each resource, under an IAM
 // condition block, and only when a template condition holds.
 type Grant struct {

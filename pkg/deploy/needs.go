@@ -150,7 +150,7 @@ func FunctionsOf(routes []server.Route, jobs []server.Job) ([]Function, error) {
 		if !ok {
 			i = len(fns)
 			index[r.Function] = i
-			fns = append(fns, Function{Name: r.Function, Stream: r.Stream, Env: CloudEnv(), Capabilities: slices.Clone(every)})
+			fns = append(fns, Function{Name: r.Function, Stream: r.Stream, Env: FunctionEnv(), Capabilities: slices.Clone(every)})
 		}
 		f := &fns[i]
 		if r.Stream != f.Stream {
@@ -171,7 +171,7 @@ func FunctionsOf(routes []server.Route, jobs []server.Job) ([]Function, error) {
 		}
 		index[j.Name] = len(fns)
 		fns = append(fns, Function{
-			Name: j.Name, Schedule: j.Schedule.Cloud, Queue: queueIDs[j.Queue], Env: CloudEnv(),
+			Name: j.Name, Schedule: j.Schedule.Cloud, Queue: queueIDs[j.Queue], Env: FunctionEnv(),
 			Capabilities: append(slices.Clone(every), j.Capabilities()...),
 			Memory:       j.Memory, Timeout: j.Timeout, Workers: j.Workers,
 		})

@@ -10,14 +10,18 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/metrics"
 	"github.com/sluice-gateway/sluice/pkg/server"
 	"github.com/sluice-gateway/sluice/pkg/store"
+	"github.com/sluice-gateway/sluice/pkg/traces"
 )
 
 // masterKeyFile holds the master key make run generates on first start.
@@ -36,22 +40,41 @@ type Gateway struct {
 	// key: it is shown once, then never again.
 	GeneratedMasterKey string
 
+	// tracer exports the traces (nil: OTEL_EXPORTER_OTLP_ENDPOINT unset).
+	tracer *traces.Tracer
 	// bodies is the local server's budget of request bodies held whole
 	// (Serve); a Lambda function has no use for it.
 	bodies *bodyBudget
 }
 
+// Option adjusts how Open assembles a gateway.
+type Option func(*options)
+
+type options struct{ traceExporter traces.Exporter }
+
+// WithTraceExporter has the gateway export traces with newExporter when
+// OTEL_EXPORTER_OTLP_ENDPOINT is set (pkg/traces/otlp.Exporter: the local
+// process passes it; a Lambda function, which would carry the exporter's
+// weight in every cold start, does not, and is traced by X-Ray).
+func WithTraceExporter(newExporter traces.Exporter) Option {
+	return func(o *options) { o.traceExporter = newExporter }
+}
+
 // Open assembles a gateway from the environment read through getenv.
-func Open(ctx context.Context, getenv func(string) string) (*Gateway, error) {
+func Open(ctx context.Context, getenv func(string) string, opts ...Option) (*Gateway, error) {
 	settings, err := config.SettingsFromEnv(getenv)
 	if err != nil {
 		return nil, fmt.Errorf("settings: %w", err)
 	}
-	return OpenWith(ctx, settings, getenv)
+	return OpenWith(ctx, settings, getenv, opts...)
 }
 
 // OpenWith assembles a gateway from settings already read.
-func OpenWith(ctx context.Context, settings config.Settings, getenv func(string) string) (*Gateway, error) {
+func OpenWith(ctx context.Context, settings config.Settings, getenv func(string) string, opts ...Option) (*Gateway, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
 	cloud, err := openBackend(ctx, settings)
 	if err != nil {
 		return nil, err
@@ -76,15 +99,42 @@ func OpenWith(ctx context.Context, settings config.Settings, getenv func(string)
 		cloud.backend.Close()
 		return nil, err
 	}
+	lambdaFn := getenv("AWS_LAMBDA_FUNCTION_NAME")
+	switch {
+	case o.traceExporter != nil:
+		if g.tracer, err = traces.FromEnv(ctx, getenv, "sluice", o.traceExporter, lambdaFn != ""); err != nil {
+			cloud.backend.Close()
+			return nil, err
+		}
+	case traces.Wanted(getenv):
+		slog.Warn("OTEL_EXPORTER_OTLP_ENDPOINT is set, but this binary does not export OpenTelemetry traces (a Lambda function: use its X-Ray traces)")
+	}
 	g.Services, err = server.NewServices(server.Deps{
 		Settings: settings, Config: cfg, Backend: cloud.backend, Secrets: cloud.secrets, Getenv: getenv,
-		MasterKey: masterKey, ResolveMasterKey: resolveMasterKey,
+		MasterKey: masterKey, ResolveMasterKey: resolveMasterKey, Metrics: newMetrics(settings, cfg, lambdaFn),
+		Tracer: g.tracer,
 	})
 	if err != nil {
 		cloud.backend.Close()
 		return nil, err
 	}
 	return g, nil
+}
+
+// newMetrics builds the process's instruments, or nil with SLUICE_METRICS
+// off. In a Lambda function they also go out as EMF lines on stdout, which
+// CloudWatch Logs turns into metrics of the stack's namespace.
+func newMetrics(settings config.Settings, cfg *config.Config, lambdaFn string) *metrics.Metrics {
+	if !settings.Metrics {
+		return nil
+	}
+	opts := metrics.Options{Namespace: settings.MetricsNamespace}
+	if fn := lambdaFn; fn != "" {
+		opts.EMF, opts.Function = os.Stdout, fn
+	} else {
+		opts.Process = true
+	}
+	return metrics.New(cfg, opts)
 }
 
 // Redrive moves the log events waiting in the delivery dead-letter queue
@@ -97,8 +147,12 @@ func (g *Gateway) Redrive(ctx context.Context, out io.Writer) error {
 	return err
 }
 
-// Close releases the backend.
-func (g *Gateway) Close() error { return g.Backend.Close() }
+// Close exports the traces still buffered and releases the backend.
+func (g *Gateway) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return errors.Join(g.tracer.Shutdown(ctx), g.Backend.Close())
+}
 
 // masterKey picks the master key: SLUICE_MASTER_KEY, else
 // general_settings.master_key, else (local backend only) the key file in the

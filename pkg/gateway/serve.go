@@ -71,6 +71,14 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 		}
 		defer stop()
 	}
+	if addr := g.Settings.MetricsAddr; addr != "" && g.Services.Metrics != nil {
+		stop, err := serveMetrics(addr, g.Services.Metrics.Handler(), out)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stop()
+	}
 	for _, w := range g.Config.Warnings {
 		slog.Warn(w)
 	}

@@ -47,6 +47,13 @@ func (f ListeningFunc) Listening(ctx context.Context, teamID, status string) (bo
 	return f(ctx, teamID, status)
 }
 
+// Observer sees every log event emitted, whether or not anyone listens to
+// it (pkg/metrics records its measurements from it). It must not keep the
+// event or change it.
+type Observer interface {
+	ObserveEvent(ctx context.Context, ev *Event)
+}
+
 // Emitter publishes log events on the bus. Its publishes are group
 // commits: an idle emitter publishes at once, and the events emitted while
 // a publish is in flight go together in the next one — concurrent calls
@@ -60,6 +67,7 @@ type Emitter struct {
 	listeners  Listeners
 	pricer     Pricer // nil: events are not priced, nor published for spend
 	claimCheck int    // bodies above this many bytes go to the blob store
+	observers  []Observer
 
 	mu      sync.Mutex
 	running bool         // a run loop is publishing
@@ -189,6 +197,10 @@ func NewEmitter(bus store.Bus, blobs store.Blobs, listeners Listeners, claimChec
 	return &Emitter{bus: bus, blobs: blobs, listeners: listeners, claimCheck: claimCheckBytes}
 }
 
+// Observe has o see every event emitted from now on. Call it before the
+// first Emit.
+func (e *Emitter) Observe(o Observer) { e.observers = append(e.observers, o) }
+
 // Start begins publishing ev and returns a function that waits for the
 // publish to finish. A Lambda is frozen once it answers, so the handler must
 // call the returned function before it returns; meanwhile it can write its
@@ -210,10 +222,17 @@ func (e *Emitter) StartAll(ctx context.Context, events []*Event) (wait func()) {
 }
 
 // Wants reports whether anyone listens for an event of team's with status
-// (StatusSuccess or StatusFailure): a call site whose event is built only
-// to be published asks first, and builds none for nobody.
+// (StatusSuccess or StatusFailure), or an Observer sees every event: a call
+// site whose event is built only to be published asks first, and builds
+// none for nobody.
 func (e *Emitter) Wants(ctx context.Context, team, status string) bool {
-	if e == nil || e.listeners == nil && e.pricer == nil {
+	if e == nil {
+		return false
+	}
+	if len(e.observers) > 0 {
+		return true
+	}
+	if e.listeners == nil && e.pricer == nil {
 		return false
 	}
 	if e.pricer != nil {
@@ -251,7 +270,15 @@ func orNoWait(wait func()) func() {
 // start filters events by their listeners and starts the publish of the
 // rest; nil when there is nothing to publish.
 func (e *Emitter) start(ctx context.Context, events []*Event) (wait func()) {
-	if e == nil || e.listeners == nil && e.pricer == nil || len(events) == 0 {
+	if e == nil {
+		return nil
+	}
+	for _, o := range e.observers {
+		for _, ev := range events {
+			o.ObserveEvent(ctx, ev)
+		}
+	}
+	if e.listeners == nil && e.pricer == nil || len(events) == 0 {
 		return nil
 	}
 	// The request may be cancelled (client gone) while we publish: keep going.

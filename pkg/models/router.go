@@ -68,6 +68,8 @@ type Options struct {
 	// Providers maps the provider part of litellm_params.model to the
 	// Provider that serves it.
 	Providers map[string]Provider
+	// Observer, when set, hears of retries and cooldowns (pkg/metrics).
+	Observer Observer
 
 	// Test hooks; nil uses the real thing.
 	Rand  func() float64 // uniform in [0, 1)
@@ -75,8 +77,18 @@ type Options struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
+// Observer hears of the router's decisions about deployments.
+type Observer interface {
+	// Retried: a call tried deployment again, or went on to it after
+	// another failed.
+	Retried(model, deployment, provider string)
+	// CooledDown: deployment was put in cooldown.
+	CooledDown(model, deployment, provider string)
+}
+
 // Router routes model calls to deployments.
 type Router struct {
+	observer     Observer
 	groups       map[string]*group
 	list         []*deployment // every deployment, in model_list order
 	fallbacks    map[string][]string
@@ -154,6 +166,7 @@ func NewRouter(opts Options) (*Router, error) {
 	}
 	rs := cfg.RouterSettings
 	r := &Router{
+		observer:  opts.Observer,
 		groups:    map[string]*group{},
 		fallbacks: map[string][]string{},
 		limiter:   opts.Limiter,
@@ -436,6 +449,9 @@ func (r *Router) tryGroup(ctx context.Context, g *group, what string, mock bool,
 		}
 		rep.Attempts++
 		attempts++
+		if rep.Attempts > 1 && r.observer != nil {
+			r.observer.Retried(d.target.ModelGroup, d.target.DeploymentID, d.target.Provider)
+		}
 		if err == nil {
 			rep.Answer = ans
 			return false, nil
@@ -449,7 +465,7 @@ func (r *Router) tryGroup(ctx context.Context, g *group, what string, mock bool,
 		case failFatal:
 			return true, clientError(err, rep.Target)
 		case failDeployment:
-			d.health.coolFor(now, r.cooldown)
+			r.coolFor(d, now, r.cooldown)
 			skip[d.index] = true
 			continue
 		}
@@ -670,11 +686,19 @@ func (r *Router) backoff(n int, retryAfter time.Duration) time.Duration {
 
 func (r *Router) noteFailure(d *deployment, pe *ProviderError, retryAfter time.Duration, now time.Time) {
 	if pe != nil && pe.Status == 429 {
-		d.health.coolFor(now, min(max(r.cooldown, retryAfter), MaxCooldown))
+		r.coolFor(d, now, min(max(r.cooldown, retryAfter), MaxCooldown))
 		return
 	}
 	if d.health.fail(now) > r.allowedFails {
-		d.health.coolFor(now, r.cooldown)
+		r.coolFor(d, now, r.cooldown)
+	}
+}
+
+// coolFor puts d in cooldown for dur from now.
+func (r *Router) coolFor(d *deployment, now time.Time, dur time.Duration) {
+	d.health.coolFor(now, dur)
+	if r.observer != nil {
+		r.observer.CooledDown(d.target.ModelGroup, d.target.DeploymentID, d.target.Provider)
 	}
 }
 

@@ -7,11 +7,15 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/spend"
+	"github.com/sluice-gateway/sluice/pkg/traces"
 )
 
 // Options choose what a Handler serves.
@@ -153,14 +157,23 @@ func (s *Services) wrap(rt Route, h HandlerFunc, await bool) http.Handler {
 		if publishes {
 			ctx, pending = logevent.Deferred(ctx)
 		}
-		tw := &trackingWriter{ResponseWriter: w}
+		var span trace.Span
+		if s.Tracer.On() {
+			ctx, span = s.Tracer.StartRequest(ctx, r, rt.Pattern)
+		}
+		tw := &trackingWriter{ResponseWriter: w, ctx: ctx, overhead: -1}
 		ctx, err := s.authorize(ctx, rt, r)
+		refused := err
 		r = r.WithContext(ctx)
 		if err == nil {
 			err = h(tw, r)
 			// The call's log events are priced by now: its budget
 			// reservation becomes their cost.
 			spend.Settle(ctx)
+			refused = nil
+		}
+		if s.Metrics != nil || span != nil {
+			defer s.record(rt, tw, span, err, refused)
 		}
 		if err != nil && tw.wrote {
 			// The answer has begun (a stream) and cannot become an error
@@ -174,6 +187,7 @@ func (s *Services) wrap(rt Route, h HandlerFunc, await bool) http.Handler {
 			panic(http.ErrAbortHandler)
 		}
 		if err != nil {
+			tw.overhead = api.Overhead(ctx) // the error's headers go out now
 			writeError(w, r, err)
 		}
 		if await && pending != nil && pending.Waiting() {
@@ -212,26 +226,66 @@ func (s *Services) authorize(ctx context.Context, rt Route, r *http.Request) (co
 	return auth.WithPrincipal(ctx, p), nil
 }
 
-// trackingWriter records whether the response has started.
+// record measures a request that ended with err (nil: answered by the
+// handler) and ends its span (nil: none); refused is the admission step's
+// error, if it refused it.
+func (s *Services) record(rt Route, tw *trackingWriter, span trace.Span, err, refused error) {
+	status, code := tw.status, ""
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if err != nil && !tw.wrote {
+		ae := api.AsError(err)
+		status, code = ae.Status, ae.Code
+	} else if err != nil {
+		code = api.AsError(err).Code
+	}
+	reason := ""
+	if refused != nil {
+		switch c := api.AsError(refused).Code; {
+		case strings.Contains(c, "budget"):
+			reason = "budget"
+		case c == "rate_limit_exceeded":
+			reason = "rate_limit"
+		}
+	}
+	s.Metrics.Request(rt.Pattern, status, code, time.Since(api.RequestStart(tw.ctx)), tw.overhead, reason)
+	if span != nil {
+		traces.EndRequest(span, status, code)
+	}
+}
+
+// trackingWriter records whether the response has started, its status,
+// and sluice's overhead when its headers went out.
 type trackingWriter struct {
 	http.ResponseWriter
-	wrote bool
+	ctx      context.Context
+	wrote    bool
+	status   int
+	overhead time.Duration // -1 until the headers go out
+}
+
+func (w *trackingWriter) started(code int) {
+	if !w.wrote {
+		w.wrote, w.status = true, code
+		w.overhead = api.Overhead(w.ctx)
+	}
 }
 
 func (w *trackingWriter) WriteHeader(code int) {
-	w.wrote = true
+	w.started(code)
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *trackingWriter) Write(b []byte) (int, error) {
-	w.wrote = true
+	w.started(http.StatusOK)
 	return w.ResponseWriter.Write(b)
 }
 
 // Flush flushes when the underlying writer can (the Lambda streaming writer may not).
 func (w *trackingWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		w.wrote = true
+		w.started(http.StatusOK)
 		f.Flush()
 	}
 }

@@ -108,6 +108,9 @@ func Routes() []Route {
 		{Method: "GET", Pattern: "/ui/{asset}", Function: "ui", Access: Public, handler: func(s *Services) HandlerFunc { return s.page() }},
 
 		{Method: "GET", Pattern: "/v1/models", Function: "models", Access: AnyKey, handler: func(s *Services) HandlerFunc { return s.listModels }},
+		// The local process's metrics; in the cloud each function writes
+		// its own as EMF lines, so this answers where they are.
+		{Method: "GET", Pattern: "/metrics", Function: "models", Access: AdminOnly, handler: func(s *Services) HandlerFunc { return s.metricsPage }},
 
 		{Method: "POST", Pattern: "/v1/embeddings", Function: "embeddings", Access: AnyKey, Stream: true, Spends: true, Needs: modelCall, Timeout: 300 * time.Second, handler: func(s *Services) HandlerFunc { return s.call("/v1/embeddings") }},
 		{Method: "POST", Pattern: "/v1/chat/completions", Function: "chat-completions", Access: AnyKey, Stream: true, Spends: true, Needs: modelCall, handler: func(s *Services) HandlerFunc { return s.call("/v1/chat/completions") }},

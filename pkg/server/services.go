@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/files"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/messages"
+	"github.com/sluice-gateway/sluice/pkg/metrics"
 	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/moderations"
@@ -29,6 +30,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/providers/vendors"
 	"github.com/sluice-gateway/sluice/pkg/spend"
 	"github.com/sluice-gateway/sluice/pkg/store"
+	"github.com/sluice-gateway/sluice/pkg/traces"
 	"github.com/sluice-gateway/sluice/pkg/ui"
 )
 
@@ -53,6 +55,10 @@ type Deps struct {
 	// Batches, when set, adjusts the batch engine's options (tests: smaller
 	// chunks, shorter runs and leases).
 	Batches func(*batches.Options)
+	// Metrics records the measurements (pkg/metrics); nil records none.
+	Metrics *metrics.Metrics
+	// Tracer makes the traces (pkg/traces); nil makes none.
+	Tracer *traces.Tracer
 }
 
 // Services are the capability services the routes call. Building them does
@@ -99,6 +105,11 @@ type Services struct {
 	Budgets *spend.Budgets
 	Counter *spend.Counter
 	Reports spend.Reports
+	// Metrics records requests, calls and deliveries; nil when off.
+	Metrics *metrics.Metrics
+	// Tracer makes requests', attempts', lines' and deliveries' spans;
+	// nil when off.
+	Tracer *traces.Tracer
 
 	authFailures *authFailureLog
 }
@@ -128,6 +139,8 @@ func NewServices(deps Deps) (*Services, error) {
 		Backend:  deps.Backend,
 		Secrets:  deps.Secrets,
 		Auth:     a,
+		Metrics:  deps.Metrics,
+		Tracer:   deps.Tracer,
 		Files: files.NewService(deps.Backend.Records, deps.Backend.Blobs, files.Options{
 			MaxFileSize: deps.Settings.MaxFileSize, MaxLineBytes: int(deps.Settings.JSONBodyLimit), Now: deps.Now,
 		}),
@@ -141,6 +154,7 @@ func NewServices(deps Deps) (*Services, error) {
 	}
 	// One client, so model calls and passthrough share one connection pool.
 	client := providers.NewHTTPClient()
+	client.Transport = deps.Tracer.Transport(client.Transport)
 	if err := s.buildModels(deps, client); err != nil {
 		return nil, err
 	}
@@ -166,6 +180,14 @@ func (s *Services) buildCallbacks(deps Deps) error {
 		Resolve: func(ctx context.Context, v string) (string, error) { return deps.Config.Resolve(ctx, deps.Secrets, v) },
 	})
 	s.Events = logevent.NewEmitter(deps.Backend.Bus, deps.Backend.Blobs, s.Catalog, int(deps.Settings.ClaimCheckThreshold))
+	var recorder delivery.Recorder
+	if deps.Metrics != nil {
+		s.Events.Observe(deps.Metrics)
+		recorder = deps.Metrics
+	}
+	if deps.Tracer.On() {
+		s.Events.Observe(deps.Tracer)
+	}
 	guard, err := callbacks.NewGuard(deps.Config.CallbackSettings.AllowHosts)
 	if err != nil {
 		return err
@@ -179,6 +201,7 @@ func (s *Services) buildCallbacks(deps Deps) error {
 	}
 	s.Delivery, err = delivery.New(delivery.Deps{
 		Catalog: s.Catalog, Records: deps.Backend.Records, Blobs: deps.Backend.Blobs, DeadLetters: deps.Backend.DeliveryDeadLetters,
+		Recorder: recorder, Tracer: deps.Tracer,
 		Open: delivery.NewOpener(delivery.OpenerDeps{
 			Client: guard.Client(), GatewayClient: callbacks.GatewayClient(), Accounts: accounts,
 			GCSEndpoint: gcsbucket.Endpoint(deps.Getenv),
@@ -232,10 +255,14 @@ func (s *Services) callbacksAPI() callbacks.Handlers {
 // buildModels builds the router over the provider registry, the call layer,
 // and the model operations on them.
 func (s *Services) buildModels(deps Deps, client *http.Client) error {
-	router, err := models.NewRouter(models.Options{
+	opts := models.Options{
 		Config: deps.Config, Secrets: deps.Secrets, Getenv: deps.Getenv, Limiter: deps.Backend.Limiter,
 		KeyTokens: s.Auth, Providers: vendors.Providers(vendors.Deps{Client: client, AWSDefaultChain: bedrock.SDKDefaultChain}),
-	})
+	}
+	if deps.Metrics != nil {
+		opts.Observer = deps.Metrics
+	}
+	router, err := models.NewRouter(opts)
 	if err != nil {
 		return err
 	}
@@ -273,6 +300,7 @@ func (s *Services) buildBatches(deps Deps) {
 	s.Batches = batches.NewService(batches.Deps{
 		Records: deps.Backend.Records, Blobs: deps.Backend.Blobs, Work: deps.Backend.Work,
 		Files: s.Files, Keys: s.Auth, Admit: lineAdmitter{s}, Operations: s.Operations, Models: s.Models,
+		Tracer: deps.Tracer,
 	}, opts)
 	s.Files.Batches = s.Batches
 	s.Batches.EnableNative(batches.NativeDeps{
@@ -328,6 +356,21 @@ func (s *Services) readiness(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	api.WriteJSON(w, http.StatusOK, healthy)
+	return nil
+}
+
+// metricsPage serves GET /metrics: the process's instruments in the
+// Prometheus text format. A Lambda function has no process worth scraping
+// (each container counts its own calls): it writes its measurements as EMF
+// lines, and this says so.
+func (s *Services) metricsPage(w http.ResponseWriter, r *http.Request) error {
+	switch {
+	case s.Metrics == nil:
+		return api.NotFound("Metrics are off on this gateway (SLUICE_METRICS=false).")
+	case s.Metrics.EMF():
+		return api.NotFound("In the cloud sluice's metrics are in CloudWatch, namespace %s (Embedded Metric Format in each function's log group); there is no /metrics to scrape.", s.Metrics.Namespace())
+	}
+	s.Metrics.Handler().ServeHTTP(w, r)
 	return nil
 }
 

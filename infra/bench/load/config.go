@@ -36,6 +36,7 @@ type config struct {
 	cpuSlice     time.Duration
 
 	sluice      bool
+	telemetry   string // off, metrics or traces: what sluice records (SLUICE_METRICS, OTEL_EXPORTER_OTLP_ENDPOINT)
 	profile     bool
 	sizes       bool
 	startupRuns int

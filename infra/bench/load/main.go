@@ -50,6 +50,7 @@ func main() {
 	flag.DurationVar(&cfg.cpuSlice, "cpu-slice", 2*time.Second, "the length of one CPU slice")
 	flag.DurationVar(&cfg.deadline, "deadline", 2*time.Hour, "the whole run stops after this long")
 	flag.BoolVar(&cfg.sluice, "sluice", true, "build and measure sluice (./functions/local) when it exists")
+	flag.StringVar(&cfg.telemetry, "telemetry", "metrics", "what sluice records: off (SLUICE_METRICS=false), metrics (the default), or traces (metrics and OpenTelemetry traces exported over OTLP/HTTP to a collector stand-in in this process); run a scenario once with each to compare CPU per request")
 	flag.BoolVar(&cfg.profile, "profile", false, "after the rounds of each HTTP scenario, one more closed loop per target (not counted) with a CPU profile of the proxy and of sluice, written to <out>/profiles/<scenario>-<target>.pprof, and its allocations to <scenario>-<target>.allocs.pprof")
 	flag.BoolVar(&cfg.sizes, "sizes", true, "build each functions/*/ bootstrap for linux/arm64 and report its size")
 	flag.IntVar(&cfg.startupRuns, "startup-runs", 5, "with -sizes: cold starts per function for the Lambda start-up figures (0: none)")

@@ -77,6 +77,24 @@ type sluiceProc struct {
 
 // startSluice builds ./functions/local, starts it against the upstream and
 // creates a team and a key. A *skipError means sluice cannot be measured yet.
+// startCollector serves OTLP/HTTP trace exports on a free loopback port
+// until ctx ends, taking every batch (a collector's receiver, without the
+// pipeline behind it), and returns its endpoint.
+func startCollector(ctx context.Context) (string, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Addr: addr, ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+	})}
+	go srv.ListenAndServe()
+	go func() { <-ctx.Done(); srv.Close() }()
+	return "http://" + addr, nil
+}
+
 func startSluice(ctx context.Context, cfg *config, client *http.Client, upstream, slowUpstream string, ticks int64) (*sluiceProc, error) {
 	pkgDir := filepath.Join(cfg.root, "functions", "local")
 	if _, err := os.Stat(pkgDir); err != nil {
@@ -109,6 +127,19 @@ func startSluice(ctx context.Context, cfg *config, client *http.Client, upstream
 		"SLUICE_MASTER_KEY=" + masterKey,
 		"SLUICE_CONFIG=" + confPath,
 		"SLUICE_LOG_FORMAT=json",
+	}
+	switch cfg.telemetry {
+	case "off":
+		env = append(env, "SLUICE_METRICS=false")
+	case "metrics":
+	case "traces":
+		endpoint, err := startCollector(ctx)
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint)
+	default:
+		return nil, fmt.Errorf("-telemetry %q: want off, metrics or traces", cfg.telemetry)
 	}
 	var pprof string
 	if cfg.profile {

@@ -43,6 +43,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/callbacks"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/store"
+	"github.com/sluice-gateway/sluice/pkg/traces"
 )
 
 // Defaults of Options.
@@ -109,7 +110,25 @@ type Deps struct {
 	// DeadLetters is the delivery queue's dead-letter queue
 	// (store.Backend.DeliveryDeadLetters).
 	DeadLetters store.Queue
+	// Recorder, when set, counts deliveries by destination kind and
+	// outcome (pkg/metrics).
+	Recorder Recorder
+	// Tracer, when on, makes a span of each send to a destination.
+	Tracer *traces.Tracer
 }
+
+// Recorder counts n deliveries to callbacks named kind (langfuse,
+// gcs_bucket, ...) that were delivered, sent again, or dead-lettered.
+type Recorder interface {
+	Delivery(kind, outcome string, n int)
+}
+
+// Delivery outcomes, as a Recorder hears them.
+const (
+	OutcomeDelivered    = "delivered"
+	OutcomeRetried      = "retried"
+	OutcomeDeadLettered = "dead_lettered"
+)
 
 // Deliverer delivers log events; see the package comment.
 type Deliverer struct {
@@ -121,6 +140,14 @@ type Deliverer struct {
 	now     func() time.Time
 	dests   *destinations
 	stats   Stats
+	rec     Recorder
+	tracer  *traces.Tracer
+}
+
+func (d *Deliverer) record(kind, outcome string, n int) {
+	if d.rec != nil && n > 0 {
+		d.rec.Delivery(kind, outcome, n)
+	}
 }
 
 // New builds a Deliverer.
@@ -148,7 +175,7 @@ func New(d Deps, opts Options) (*Deliverer, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	dl := &Deliverer{catalog: d.Catalog, records: d.Records, blobs: d.Blobs, dead: d.DeadLetters, opts: opts, now: opts.Now}
+	dl := &Deliverer{catalog: d.Catalog, records: d.Records, blobs: d.Blobs, dead: d.DeadLetters, opts: opts, now: opts.Now, rec: d.Recorder, tracer: d.Tracer}
 	dl.dests = &destinations{
 		open: func(ctx context.Context, cb callbacks.Callback) (Destination, error) {
 			vars, err := d.Catalog.Open(ctx, cb)
@@ -302,6 +329,7 @@ func (d *Deliverer) plan(ctx context.Context, msg Message, done map[string]bool,
 			}
 			if receives > 1 {
 				d.stats.Resent.Add(1)
+				d.record(cb.Name, OutcomeRetried, 1)
 			}
 			work = append(work, &delivery{ev: ev, cb: cb})
 		}
@@ -406,21 +434,27 @@ func (d *Deliverer) runCallback(ctx context.Context, group []*delivery) {
 		for i, w := range pending {
 			events[i] = w.sent
 		}
-		errs := l.send(ctx, events)
+		sctx, span := d.tracer.StartDelivery(ctx, group[0].cb.Name, events)
+		errs := l.send(sctx, events)
+		span.End()
 		var again []*delivery
+		delivered := 0
 		for i, w := range pending {
 			w.err = errs[i]
 			switch {
 			case w.err == nil:
-				d.stats.Delivered.Add(1)
+				delivered++
 			case !callbacks.IsPermanent(w.err):
 				again = append(again, w)
 			}
 		}
+		d.stats.Delivered.Add(int64(delivered))
+		d.record(group[0].cb.Name, OutcomeDelivered, delivered)
 		if len(again) == 0 || attempt >= d.opts.Retries || !d.sleep(ctx, attempt, again) {
 			return
 		}
 		d.stats.Resent.Add(int64(len(again)))
+		d.record(group[0].cb.Name, OutcomeRetried, len(again))
 		pending = again
 	}
 }
@@ -497,6 +531,9 @@ func (d *Deliverer) bury(ctx context.Context, dead []*delivery, receives int) er
 		return err
 	}
 	d.stats.DeadLettered.Add(int64(len(dead)))
+	for _, w := range dead {
+		d.record(w.cb.Name, OutcomeDeadLettered, 1)
+	}
 	for _, g := range graves {
 		slog.ErrorContext(ctx, "log events dead-lettered: re-drive the delivery dead-letter queue once the destination is fixed",
 			"team", g.team, "callback", g.callback, "receives", receives, "error", g.err)

@@ -20,10 +20,12 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/batches"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/gateway"
+	"github.com/sluice-gateway/sluice/pkg/metrics"
 	"github.com/sluice-gateway/sluice/pkg/server"
 	"github.com/sluice-gateway/sluice/pkg/store"
 	"github.com/sluice-gateway/sluice/pkg/store/aws/awstest"
 	"github.com/sluice-gateway/sluice/pkg/store/local"
+	"github.com/sluice-gateway/sluice/pkg/traces"
 )
 
 // Backend is a storage backend an end-to-end case runs on.
@@ -68,6 +70,11 @@ type Options struct {
 	// Jobs names jobs of the jobs table to run in the background, as the
 	// local process runs them (gateway.RunJob), until the test ends.
 	Jobs []string
+	// Metrics adjusts the options of the gateway's metrics, which are on
+	// as in the local process (Services.Metrics).
+	Metrics func(*metrics.Options)
+	// Tracer, when set, makes the gateway's traces (off otherwise).
+	Tracer *traces.Tracer
 }
 
 // Gateway is a running gateway.
@@ -111,7 +118,12 @@ func Start(t testing.TB, b Backend, opts Options) *Gateway {
 		opts.Backend(backend)
 	}
 	master := auth.NewKey()
-	svcs, err := server.NewServices(server.Deps{Settings: settings, Config: cfg, Backend: backend, MasterKey: master, Now: opts.Now, Getenv: getenv, Batches: opts.Batches})
+	var mopts metrics.Options
+	if opts.Metrics != nil {
+		opts.Metrics(&mopts)
+	}
+	svcs, err := server.NewServices(server.Deps{Settings: settings, Config: cfg, Backend: backend, MasterKey: master, Now: opts.Now, Getenv: getenv, Batches: opts.Batches,
+		Metrics: metrics.New(cfg, mopts), Tracer: opts.Tracer})
 	if err != nil {
 		t.Fatalf("build services: %v", err)
 	}

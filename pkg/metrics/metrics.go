@@ -1,0 +1,278 @@
+// Package metrics owns sluice's measurements: one set of instruments,
+// recorded where the log event is filled (the call layer, passthrough's
+// relay, the batch engine), where a request ends (the route middleware) and
+// where callback deliveries end, and exported two ways — the Prometheus text
+// format locally (GET /metrics, SLUICE_METRICS_ADDR) and CloudWatch Embedded
+// Metric Format lines on stdout in Lambda (EMF). Every label value comes
+// from the config or from a fixed set, never from a client's input: a model
+// or team the gateway does not know is counted under Other.
+package metrics
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-gateway/sluice/pkg/config"
+)
+
+// Label values standing for what is not a configured value.
+const (
+	// Other is a model, deployment, provider, team or code the config does
+	// not name (a client's unknown model, a team past MaxTeams).
+	Other = "other"
+	// None is an absent value: a call refused before it named a model, a
+	// master-key call with no team.
+	None = ""
+)
+
+// DefaultMaxTeams bounds the team label: the first teams seen get a value
+// each, later ones count under Other.
+const DefaultMaxTeams = 200
+
+// Options tune a Metrics.
+type Options struct {
+	// MaxTeams bounds the distinct team label values (DefaultMaxTeams when 0).
+	MaxTeams int
+	// EMF, when set, receives every measurement as a CloudWatch Embedded
+	// Metric Format line as well (a Lambda function's stdout).
+	EMF io.Writer
+	// Namespace is the CloudWatch namespace of the EMF lines (one per stack).
+	Namespace string
+	// Function names the Lambda function in the EMF lines' properties.
+	Function string
+	// Process adds the Go runtime and process collectors (the local process).
+	Process bool
+}
+
+// Metrics is the set of instruments. A nil *Metrics records nothing, so
+// callers need no check: metrics off costs a nil test per measurement.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	models, deployments, providers map[string]bool
+	teams                          *teamSet
+	emf                            *emfWriter
+
+	requests        *prometheus.CounterVec
+	errors          *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+	overhead        *prometheus.HistogramVec
+	refusals        *prometheus.CounterVec
+	calls           *prometheus.CounterVec
+	callDuration    *prometheus.HistogramVec
+	ttft            *prometheus.HistogramVec
+	tokens          *prometheus.HistogramVec
+	tokensTotal     *prometheus.CounterVec
+	spend           *prometheus.CounterVec
+	retries         *prometheus.CounterVec
+	cooldowns       *prometheus.CounterVec
+	batchLines      *prometheus.CounterVec
+	deliveries      *prometheus.CounterVec
+	scrapes         prometheus.Counter
+	handler         http.Handler
+}
+
+// Seconds buckets: sluice's own overhead is sub-millisecond to tens of
+// milliseconds; model calls take up to minutes (OTel GenAI's advice).
+var (
+	overheadBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}
+	durationBuckets = []float64{.01, .02, .04, .08, .16, .32, .64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92, 300}
+	ttftBuckets     = []float64{.001, .005, .01, .02, .04, .06, .08, .1, .25, .5, .75, 1, 2.5, 5, 7.5, 10}
+	tokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304}
+)
+
+// Label names.
+const (
+	lModel      = "model"
+	lDeployment = "deployment"
+	lProvider   = "provider"
+	lTeam       = "team"
+	lRoute      = "route"
+	lStatus     = "status"
+	lCode       = "code"
+	lReason     = "reason"
+	lTokenType  = "gen_ai_token_type"
+	lKind       = "kind"
+	lOutcome    = "outcome"
+)
+
+var callLabels = []string{lModel, lDeployment, lProvider, lTeam}
+
+// New builds the instruments, bounding the model, deployment and provider
+// labels to what cfg configures (nil: none configured).
+func New(cfg *config.Config, opts Options) *Metrics {
+	if opts.MaxTeams <= 0 {
+		opts.MaxTeams = DefaultMaxTeams
+	}
+	m := &Metrics{
+		reg:         prometheus.NewRegistry(),
+		models:      map[string]bool{},
+		deployments: map[string]bool{},
+		providers:   map[string]bool{},
+		teams:       &teamSet{max: opts.MaxTeams, seen: map[string]bool{}},
+	}
+	for _, p := range passthroughProviders {
+		m.providers[p] = true
+	}
+	if cfg != nil {
+		for i, d := range cfg.ModelList {
+			m.models[d.ModelName] = true
+			m.deployments[deploymentID(d, i)] = true
+			m.providers[d.Params.Provider()] = true
+		}
+	}
+	if opts.EMF != nil {
+		m.emf = newEMFWriter(opts.EMF, opts.Namespace, opts.Function)
+	}
+	f := factory{m.reg}
+	m.requests = f.counter("sluice_requests_total", "HTTP requests answered, by route and status class.", lRoute, lStatus)
+	m.errors = f.counter("sluice_errors_total", "HTTP requests answered with an error, by route, status class and error code.", lRoute, lStatus, lCode)
+	m.requestDuration = f.histogram("sluice_request_duration_seconds", "Time from a request's arrival to the end of its answer.", durationBuckets, lRoute, lStatus)
+	m.overhead = f.histogram("sluice_overhead_seconds", "sluice's own time on a request: from its arrival to its answer's headers, less the time spent waiting on providers and between retries (X-Sluice-Overhead-Ms).", overheadBuckets, lRoute)
+	m.refusals = f.counter("sluice_refusals_total", "Requests refused by an admission limit: rate_limit (rpm/tpm) or budget.", lRoute, lReason)
+	m.calls = f.counter("sluice_model_calls_total", "Model calls ended (one per log event), by model, deployment, provider, team, status class and error code.", append(callLabels, lStatus, lCode)...)
+	m.callDuration = f.histogram("gen_ai_server_request_duration_seconds", "Model call duration, from the call's start to its answer's last byte (OTel gen_ai.server.request.duration).", durationBuckets, callLabels...)
+	m.ttft = f.histogram("gen_ai_server_time_to_first_token_seconds", "Time to the first byte of a streamed answer (OTel gen_ai.server.time_to_first_token).", ttftBuckets, callLabels...)
+	m.tokens = f.histogram("gen_ai_client_token_usage", "Tokens a model call used, by gen_ai_token_type input or output (OTel gen_ai.client.token.usage).", tokenBuckets, append(callLabels, lTokenType)...)
+	m.tokensTotal = f.counter("sluice_tokens_total", "Tokens used by model calls, by gen_ai_token_type input or output.", append(callLabels, lTokenType)...)
+	m.spend = f.counter("sluice_spend_usd_total", "Spend of model calls in US dollars, from each log event's response_cost.", callLabels...)
+	m.retries = f.counter("sluice_deployment_retries_total", "Provider attempts after a call's first, by the deployment retried.", lModel, lDeployment, lProvider)
+	m.cooldowns = f.counter("sluice_deployment_cooldowns_total", "Times a deployment was put in cooldown after failures.", lModel, lDeployment, lProvider)
+	m.batchLines = f.counter("sluice_batch_lines_total", "Batch lines ended, by outcome done or failed.", lModel, lTeam, lOutcome)
+	m.deliveries = f.counter("sluice_callback_events_total", "Log event deliveries to logging callbacks, by destination kind and outcome delivered, retried or dead_lettered.", lKind, lOutcome)
+	m.scrapes = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_metrics_scrapes_total", Help: "Scrapes of the metrics endpoint."})
+	m.reg.MustRegister(m.scrapes)
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{EnableOpenMetrics: true, MaxRequestsInFlight: 4})
+	m.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.scrapes.Inc()
+		h.ServeHTTP(w, r)
+	})
+	if opts.Process {
+		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	return m
+}
+
+// deploymentID is the deployment's id as the router names it
+// (models.Target.DeploymentID): model_info.id, or model_name#index.
+func deploymentID(d config.Deployment, i int) string {
+	if d.ModelInfo.ID != "" {
+		return d.ModelInfo.ID
+	}
+	return d.ModelName + "#" + strconv.Itoa(i)
+}
+
+// passthroughProviders are the providers of the passthrough prefixes: a
+// passthrough call names one, whatever the config lists.
+var passthroughProviders = []string{"anthropic", "gemini", "vertex_ai", "bedrock"}
+
+type factory struct{ reg *prometheus.Registry }
+
+func (f factory) counter(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) histogram(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	f.reg.MustRegister(h)
+	return h
+}
+
+// Handler serves the instruments in the Prometheus text format (or
+// OpenMetrics when asked).
+func (m *Metrics) Handler() http.Handler { return m.handler }
+
+// EMF reports whether the measurements go out as EMF lines (a Lambda
+// function), where a scrape of this process would tell little.
+func (m *Metrics) EMF() bool { return m.emf != nil }
+
+// Namespace is the EMF lines' CloudWatch namespace ("" without EMF).
+func (m *Metrics) Namespace() string {
+	if m.emf == nil {
+		return ""
+	}
+	return m.emf.namespace
+}
+
+// Registry is the instruments' registry (tests gather from it).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// model bounds a model name to the configured ones.
+func (m *Metrics) model(name string) string {
+	return bounded(m.models, name)
+}
+
+func bounded(known map[string]bool, v string) string {
+	switch {
+	case v == "":
+		return None
+	case known[v]:
+		return v
+	}
+	return Other
+}
+
+// teamSet hands out team label values: a team id (from the caller's
+// authenticated key, never the request) gets its own value while fewer than
+// max have been seen.
+type teamSet struct {
+	mu   sync.RWMutex
+	max  int
+	seen map[string]bool
+}
+
+func (t *teamSet) label(team string) string {
+	if team == "" {
+		return None
+	}
+	t.mu.RLock()
+	ok, full := t.seen[team], len(t.seen) >= t.max
+	t.mu.RUnlock()
+	if ok {
+		return team
+	}
+	if full {
+		return Other
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.seen) >= t.max {
+		return Other
+	}
+	t.seen[team] = true
+	return team
+}
+
+// statusClass is an HTTP status's class: "2xx", "4xx", "5xx".
+func statusClass(status int) string {
+	if status < 100 || status > 599 {
+		return "5xx"
+	}
+	return strconv.Itoa(status/100) + "xx"
+}
+
+// codes are the error codes sluice answers with (pkg/api, the providers'
+// mapped errors): any other code counts as Other.
+var codes = map[string]bool{
+	"invalid_value": true, "missing_required_parameter": true, "invalid_json": true, "invalid_api_key": true,
+	"permission_denied": true, "not_found": true, "model_not_found": true, "method_not_allowed": true,
+	"request_timeout": true, "conflict": true, "payload_too_large": true, "rate_limit_exceeded": true,
+	"budget_exceeded": true, "client_closed": true, "upstream_error": true, "upstream_timeout": true,
+	"server_error": true, "internal_error": true, "unavailable": true, "service_unavailable": true,
+	"context_length_exceeded": true, "content_filter": true, "unsupported_media_type": true,
+}
+
+func code(c string) string {
+	if c == "" || codes[c] {
+		return c
+	}
+	return Other
+}

@@ -1,0 +1,53 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
+)
+
+// TestTeamsBeyondTheCapCountAsOther: the first MaxTeams teams get a label
+// value each; the rest share "other".
+func TestTeamsBeyondTheCapCountAsOther(t *testing.T) {
+	cfg := &config.Config{ModelList: []config.Deployment{{ModelName: "gpt", Params: config.Params{Model: "openai/gpt-4o-mini"}}}}
+	m := New(cfg, Options{MaxTeams: 10})
+	for i := range 1000 {
+		ev := &logevent.Event{Status: logevent.StatusSuccess, ModelGroup: "gpt", ModelID: "gpt#0", CustomLLMProvider: "openai",
+			Metadata: logevent.Metadata{UserAPIKeyTeamID: fmt.Sprintf("team-%d", i)}}
+		m.ObserveEvent(context.Background(), ev)
+	}
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	teams := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "sluice_model_calls_total" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "team" {
+					teams[l.GetValue()] += s.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if len(teams) != 11 || teams[Other] != 990 || teams["team-0"] != 1 || teams["team-9"] != 1 {
+		t.Errorf("team label values %d (other %v), want 10 teams and other with 990", len(teams), teams[Other])
+	}
+}
+
+// TestANilMetricsRecordsNothing: metrics off is a nil *Metrics, and every
+// measurement is a no-op on it.
+func TestANilMetricsRecordsNothing(t *testing.T) {
+	var m *Metrics
+	m.Request("/v1/models", 200, "", 0, 0, "")
+	m.ObserveEvent(context.Background(), &logevent.Event{})
+	m.Retried("a", "b", "c")
+	m.CooledDown("a", "b", "c")
+	m.Delivery("langfuse", Delivered, 1)
+}
