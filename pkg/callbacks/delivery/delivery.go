@@ -121,6 +121,7 @@ type Deliverer struct {
 	now     func() time.Time
 	dests   *destinations
 	stats   Stats
+	health  health // per team callback: health.go
 }
 
 // New builds a Deliverer.
@@ -148,7 +149,8 @@ func New(d Deps, opts Options) (*Deliverer, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	dl := &Deliverer{catalog: d.Catalog, records: d.Records, blobs: d.Blobs, dead: d.DeadLetters, opts: opts, now: opts.Now}
+	dl := &Deliverer{catalog: d.Catalog, records: d.Records, blobs: d.Blobs, dead: d.DeadLetters, opts: opts, now: opts.Now,
+		health: health{records: d.Records}}
 	dl.dests = &destinations{
 		open: func(ctx context.Context, cb callbacks.Callback) (Destination, error) {
 			vars, err := d.Catalog.Open(ctx, cb)
@@ -239,7 +241,9 @@ func (d *Deliverer) handle(ctx context.Context, m store.Message, msg Message) er
 	if err := d.bury(ctx, dead, m.Receives); err != nil {
 		retry = append(retry, dead...) // not dead-lettered: try again rather than lose them
 		firstErr = cmpErr(firstErr, err)
+		dead = nil
 	}
+	d.noteHealth(ctx, m.Receives, msg.Callback != "", work, dead)
 	if len(retry) == 0 {
 		if m.Receives > 1 {
 			_ = d.records.Delete(ctx, progressKey(m.ID), store.Cond{}) // expires anyway
