@@ -99,7 +99,7 @@ callback_settings:
 			var out struct {
 				Data struct {
 					Callbacks []struct {
-						Vars     map[string]string    `json:"callback_vars"`
+						Vars     map[string]string   `json:"callback_vars"`
 						Delivery *callbacks.Delivery `json:"delivery"`
 					} `json:"callbacks"`
 				} `json:"data"`
