@@ -19,8 +19,8 @@ import (
 //	CBHEALTH#<team>  <name>#<type>#error      body: the last error; counter at: its time, epoch ms
 //	CBHEALTH#<team>  <name>#<type>#delivered  counter at: the last delivery's time, epoch ms
 //
-// so one query reads a team's health, and a flush is an add plus a put per
-// "last" it moves. The puts are conditional on the stored time being older
+// so one query reads a team's health, and a flush is one transaction: an
+// add plus a put per "last" it moves, per callback. The puts are conditional on the stored time being older
 // (Cond.AtMost), so two writers (Lambda containers) never move a "last"
 // back in time. The counts outlive the callback: deleting and adding again
 // the same name and type continues them.
@@ -63,40 +63,86 @@ type healthError struct {
 	Message string `json:"message"`
 }
 
-// WriteHealth adds d to the health of callbackID (Callback.ID) of teamID.
-func WriteHealth(ctx context.Context, records store.Records, teamID, callbackID string, d HealthDelta) error {
-	pk := healthPK(teamID)
-	if deltas := nonZero(map[string]int64{healthDelivered: d.Delivered, healthRetrying: d.Retrying, healthDead: d.DeadLettered}); len(deltas) > 0 {
-		if _, err := records.Add(ctx, store.Key{PK: pk, SK: callbackID}, deltas, store.Cond{}); err != nil {
-			return fmt.Errorf("callbacks: add delivery counts of %s of team %s: %w", callbackID, teamID, err)
-		}
-	}
-	if !d.LastErrorAt.IsZero() && d.LastError != "" {
-		body, err := json.Marshal(healthError{Message: d.LastError})
+// HealthUpdate is a delta to one callback's health.
+type HealthUpdate struct {
+	TeamID, CallbackID string // CallbackID: Callback.ID
+	Delta              HealthDelta
+}
+
+// WriteHealth adds the updates to the callbacks' health: in one
+// transaction (a few, past store.MaxTransactWrites) when no stored "last"
+// is newer than the update's, else each write on its own, a "last" that
+// is older than the stored one left out.
+func WriteHealth(ctx context.Context, records store.Records, updates ...HealthUpdate) error {
+	var writes []store.Write
+	for _, u := range updates {
+		ws, err := healthWrites(u)
 		if err != nil {
 			return err
 		}
-		if err := putLatest(ctx, records, store.Key{PK: pk, SK: callbackID + "#error"}, body, d.LastErrorAt); err != nil {
-			return fmt.Errorf("callbacks: store the last delivery error of %s of team %s: %w", callbackID, teamID, err)
-		}
+		writes = append(writes, ws...)
 	}
-	if !d.LastDeliveredAt.IsZero() {
-		if err := putLatest(ctx, records, store.Key{PK: pk, SK: callbackID + "#delivered"}, nil, d.LastDeliveredAt); err != nil {
-			return fmt.Errorf("callbacks: store the last delivery of %s of team %s: %w", callbackID, teamID, err)
+	for len(writes) > 0 {
+		n := min(len(writes), store.MaxTransactWrites)
+		err := records.Transact(ctx, writes[:n])
+		if errors.Is(err, store.ErrConditionFailed) {
+			err = writeEach(ctx, records, writes[:n])
+		}
+		if err != nil {
+			return fmt.Errorf("callbacks: record delivery health: %w", err)
+		}
+		writes = writes[n:]
+	}
+	return nil
+}
+
+// writeEach applies writes one by one; a conditional put whose condition
+// fails (a newer "last" is stored) is skipped.
+func writeEach(ctx context.Context, records store.Records, writes []store.Write) error {
+	for _, w := range writes {
+		var err error
+		switch w.Kind {
+		case store.WriteAdd:
+			_, err = records.Add(ctx, w.Record.Key, w.Record.Counters, w.Cond)
+		default:
+			err = records.Put(ctx, w.Record, w.Cond)
+			if errors.Is(err, store.ErrConditionFailed) {
+				err = nil
+			}
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// putLatest replaces the record at key unless it holds a later time.
-func putLatest(ctx context.Context, records store.Records, key store.Key, body []byte, at time.Time) error {
-	ms := at.UnixMilli()
-	err := records.Put(ctx, store.Record{Key: key, Body: body, Counters: map[string]int64{healthAt: ms}},
-		store.Cond{AtMost: map[string]int64{healthAt: ms - 1}})
-	if errors.Is(err, store.ErrConditionFailed) {
-		return nil // a later one is stored already
+// healthWrites are the writes of one update: an add of its counts, and a
+// put of each "last" it moves, only over an older one.
+func healthWrites(u HealthUpdate) ([]store.Write, error) {
+	pk, d := healthPK(u.TeamID), u.Delta
+	var writes []store.Write
+	if deltas := nonZero(map[string]int64{healthDelivered: d.Delivered, healthRetrying: d.Retrying, healthDead: d.DeadLettered}); len(deltas) > 0 {
+		writes = append(writes, store.Write{Kind: store.WriteAdd, Record: store.Record{Key: store.Key{PK: pk, SK: u.CallbackID}, Counters: deltas}})
 	}
-	return err
+	if !d.LastErrorAt.IsZero() && d.LastError != "" {
+		body, err := json.Marshal(healthError{Message: d.LastError})
+		if err != nil {
+			return nil, err
+		}
+		writes = append(writes, latest(store.Key{PK: pk, SK: u.CallbackID + "#error"}, body, d.LastErrorAt))
+	}
+	if !d.LastDeliveredAt.IsZero() {
+		writes = append(writes, latest(store.Key{PK: pk, SK: u.CallbackID + "#delivered"}, nil, d.LastDeliveredAt))
+	}
+	return writes, nil
+}
+
+// latest puts the record at key unless it holds a later time.
+func latest(key store.Key, body []byte, at time.Time) store.Write {
+	ms := at.UnixMilli()
+	return store.Write{Kind: store.WritePut, Record: store.Record{Key: key, Body: body, Counters: map[string]int64{healthAt: ms}},
+		Cond: store.Cond{AtMost: map[string]int64{healthAt: ms - 1}}}
 }
 
 func nonZero(m map[string]int64) map[string]int64 {

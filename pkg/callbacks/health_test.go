@@ -23,7 +23,7 @@ func TestHealthRecords(t *testing.T) {
 			t0 := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 			write := func(team, cb string, d callbacks.HealthDelta) {
 				t.Helper()
-				if err := callbacks.WriteHealth(ctx, records, team, cb, d); err != nil {
+				if err := callbacks.WriteHealth(ctx, records, callbacks.HealthUpdate{TeamID: team, CallbackID: cb, Delta: d}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -33,8 +33,14 @@ func TestHealthRecords(t *testing.T) {
 			// "lasts" stay.
 			write("t1", "langfuse#success", callbacks.HealthDelta{DeadLettered: 1, Retrying: -1, LastError: "older", LastErrorAt: t0.Add(-time.Second),
 				LastDeliveredAt: t0})
-			write("t1", "langsmith#failure", callbacks.HealthDelta{DeadLettered: 1, LastError: "LangSmith answered 401", LastErrorAt: t0.Add(time.Hour)})
-			write("t2", "langfuse#success", callbacks.HealthDelta{Delivered: 7, LastDeliveredAt: t0})
+			// Two callbacks' updates in one flush.
+			if err := callbacks.WriteHealth(ctx, records,
+				callbacks.HealthUpdate{TeamID: "t1", CallbackID: "langsmith#failure", Delta: callbacks.HealthDelta{DeadLettered: 1,
+					LastError: "LangSmith answered 401", LastErrorAt: t0.Add(time.Hour)}},
+				callbacks.HealthUpdate{TeamID: "t2", CallbackID: "langfuse#success", Delta: callbacks.HealthDelta{Delivered: 7, LastDeliveredAt: t0}},
+			); err != nil {
+				t.Fatal(err)
+			}
 
 			got, err := callbacks.ReadHealth(ctx, records, "t1")
 			if err != nil {

@@ -454,8 +454,9 @@ func TestAdminVerbs(t *testing.T) {
 	}
 	// The callback's delivery health, as the delivery worker records it.
 	errAt := time.Date(2026, 11, 27, 9, 30, 0, 0, time.UTC)
-	if err := callbacks.WriteHealth(context.Background(), e.g.Backend.Records, e.team, "langfuse#success_and_failure", callbacks.HealthDelta{
-		Delivered: 1234, Retrying: 2, DeadLettered: 1, LastError: "Langfuse answered 503: busy", LastErrorAt: errAt}); err != nil {
+	if err := callbacks.WriteHealth(context.Background(), e.g.Backend.Records, callbacks.HealthUpdate{
+		TeamID: e.team, CallbackID: "langfuse#success_and_failure", Delta: callbacks.HealthDelta{
+			Delivered: 1234, Retrying: 2, DeadLettered: 1, LastError: "Langfuse answered 503: busy", LastErrorAt: errAt}}); err != nil {
 		t.Fatal(err)
 	}
 	out, _, _ = e.run(t, e.key, "", "callback", "list", e.team)

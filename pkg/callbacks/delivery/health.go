@@ -20,8 +20,8 @@ import (
 // The delivery health of team callbacks (callbacks.Delivery): each
 // handler tallies its outcomes per team and callback, and the tallies of
 // the handlers that finish while a flush is under way go out together in
-// the next one (group commit, no linger): an idle worker writes once per
-// message, a busy one once per callback per flush.
+// the next one (group commit, no linger), one transaction a flush: an idle
+// worker writes once per message, a busy one far less often.
 //
 // Per delivery (one event for one callback):
 //   - delivered: delivered +1, last delivered now;
@@ -140,11 +140,13 @@ func (h *health) run(ctx context.Context) {
 			return
 		}
 		h.mu.Unlock()
-		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		updates := make([]callbacks.HealthUpdate, 0, len(f.deltas))
 		for k, t := range f.deltas {
-			if err := callbacks.WriteHealth(fctx, h.records, k.team, k.callback, *t); err != nil {
-				slog.WarnContext(fctx, "callback delivery health not recorded", "team", k.team, "callback", k.callback, "error", err)
-			}
+			updates = append(updates, callbacks.HealthUpdate{TeamID: k.team, CallbackID: k.callback, Delta: *t})
+		}
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := callbacks.WriteHealth(fctx, h.records, updates...); err != nil {
+			slog.WarnContext(fctx, "callback delivery health not recorded", "callbacks", len(updates), "error", err)
 		}
 		cancel()
 		close(f.done)
