@@ -60,7 +60,7 @@ type healthFlush struct {
 	done   chan struct{}
 }
 
-// note tallies the outcomes of one handler's deliveries (those in dead
+// noteHealth tallies the outcomes of one handler's deliveries (those in dead
 // were dead-lettered; the others that failed are left for redelivery) and
 // waits until they are written, or ctx ends.
 func (d *Deliverer) noteHealth(ctx context.Context, receives int, redriven bool, work, dead []*delivery) {
