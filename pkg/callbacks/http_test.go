@@ -2,6 +2,7 @@ package callbacks
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -75,7 +76,12 @@ func TestHandlersLiteLLMShapes(t *testing.T) {
 		t.Errorf("POST: %d (-want +got):\n%s", status, diff)
 	}
 	status, out = call(t, http.MethodGet, base+"/callback", "", nil)
-	if diff := cmp.Diff(map[string]any{"status": "success", "data": wantData}, out); status != http.StatusOK || diff != "" {
+	// GET adds each callback's delivery health: none yet.
+	getData := maps.Clone(wantData)
+	getData["callbacks"] = []any{map[string]any{"callback_name": "langfuse", "callback_type": "success",
+		"callback_vars": map[string]any{"langfuse_public_key": "pk-1", "langfuse_secret_key": Masked, "langfuse_host": "https://cloud.langfuse.com"},
+		"delivery":      map[string]any{"delivered": 0.0, "retrying": 0.0, "dead_lettered": 0.0, "last_error": "", "last_error_at": nil, "last_delivered_at": nil}}}
+	if diff := cmp.Diff(map[string]any{"status": "success", "data": getData}, out); status != http.StatusOK || diff != "" {
 		t.Errorf("GET: %d (-want +got):\n%s", status, diff)
 	}
 	h.clock.Add(time.Second)

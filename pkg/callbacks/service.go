@@ -65,7 +65,16 @@ func (s *Service) Get(ctx context.Context, p auth.Principal, teamID string) (*Te
 	if err != nil {
 		return nil, err
 	}
-	return viewOf(teamID, cbs), nil
+	health, err := ReadHealth(ctx, s.records, teamID)
+	if err != nil {
+		return nil, err
+	}
+	t := viewOf(teamID, cbs)
+	for i, cb := range cbs {
+		h := health[cb.ID()]
+		t.Callbacks[i].Delivery = &h
+	}
+	return t, nil
 }
 
 // current checks access and reads the team's callbacks from the table (not

@@ -164,8 +164,10 @@ func TestSecretsSealedAndMasked(t *testing.T) {
 		CallbackVars: map[string]string{VarLangfusePublicKey: "pk-lf-public", VarLangfuseSecretKey: Masked,
 			VarLangfuseHost: "https://cloud.langfuse.com", VarLangSmithAPIKey: Masked, VarLangSmithProject: "proj"},
 		Callbacks: []View{
-			{Name: Langfuse, Type: TypeSuccess, Vars: map[string]string{VarLangfusePublicKey: "pk-lf-public", VarLangfuseSecretKey: Masked, VarLangfuseHost: "https://cloud.langfuse.com"}},
-			{Name: LangSmith, Type: TypeSuccessAndFailure, Vars: map[string]string{VarLangSmithAPIKey: Masked, VarLangSmithProject: "proj"}},
+			{Name: Langfuse, Type: TypeSuccess, Vars: map[string]string{VarLangfusePublicKey: "pk-lf-public", VarLangfuseSecretKey: Masked, VarLangfuseHost: "https://cloud.langfuse.com"},
+				Delivery: &Delivery{}},
+			{Name: LangSmith, Type: TypeSuccessAndFailure, Vars: map[string]string{VarLangSmithAPIKey: Masked, VarLangSmithProject: "proj"},
+				Delivery: &Delivery{}},
 		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -244,6 +246,9 @@ func TestDelete(t *testing.T) {
 		t.Errorf("after delete: %+v", got)
 	}
 	stored, err := h.svc.Get(ctx, h.teamA, "team-a")
+	for i := range got.Callbacks {
+		got.Callbacks[i].Delivery = &Delivery{} // GET adds the health; no delivery yet
+	}
 	if err != nil || cmp.Diff(got, stored) != "" {
 		t.Errorf("GET after delete = %+v, %v; want %+v", stored, err, got)
 	}

@@ -193,6 +193,9 @@ type View struct {
 	Name string            `json:"callback_name"`
 	Type string            `json:"callback_type"`
 	Vars map[string]string `json:"callback_vars"`
+	// Delivery is the callback's delivery health: set by
+	// GET /team/{team_id}/callback, absent from the audit trail.
+	Delivery *Delivery `json:"delivery,omitempty"`
 }
 
 // View returns c as answers show it: every secret it holds as Masked.

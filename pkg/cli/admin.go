@@ -372,6 +372,15 @@ type callbacksAnswer struct {
 			Name string            `json:"callback_name"`
 			Type string            `json:"callback_type"`
 			Vars map[string]string `json:"callback_vars"`
+			// Delivery is the delivery health: GET answers it, add and
+			// rm do not.
+			Delivery *struct {
+				Delivered    int64      `json:"delivered"`
+				Retrying     int64      `json:"retrying"`
+				DeadLettered int64      `json:"dead_lettered"`
+				LastError    string     `json:"last_error"`
+				LastErrorAt  *time.Time `json:"last_error_at"`
+			} `json:"delivery"`
 		} `json:"callbacks"`
 	} `json:"data"`
 }
@@ -384,6 +393,10 @@ func (a *app) callbackTable(raw json.RawMessage) error {
 	if err := json.Unmarshal(raw, &cb); err != nil {
 		return fmt.Errorf("unexpected callbacks answer: %w", err)
 	}
+	health := false
+	for _, c := range cb.Data.Callbacks {
+		health = health || c.Delivery != nil
+	}
 	rows := make([][]string, 0, len(cb.Data.Callbacks))
 	for _, c := range cb.Data.Callbacks {
 		names := make([]string, 0, len(c.Vars))
@@ -391,9 +404,26 @@ func (a *app) callbackTable(raw json.RawMessage) error {
 			names = append(names, k+"="+v)
 		}
 		sort.Strings(names)
-		rows = append(rows, []string{c.Name, c.Type, strings.Join(names, " ")})
+		row := []string{c.Name, c.Type, strings.Join(names, " ")}
+		if d := c.Delivery; health && d != nil {
+			last := "-"
+			if d.LastError != "" {
+				last = d.LastError
+				if d.LastErrorAt != nil {
+					last = d.LastErrorAt.UTC().Format("2006-01-02 15:04") + " " + last
+				}
+			}
+			row = append(row, count(d.Delivered), count(d.Retrying), count(d.DeadLettered), last)
+		} else if health {
+			row = append(row, "", "", "", "")
+		}
+		rows = append(rows, row)
 	}
-	a.table([]string{"NAME", "TYPE", "VARS (secrets masked)"}, rows)
+	header := []string{"NAME", "TYPE", "VARS (secrets masked)"}
+	if health {
+		header = append(header, "DELIVERED", "RETRYING", "DEAD-LETTERED", "LAST ERROR (UTC)")
+	}
+	a.table(header, rows)
 	return nil
 }
 

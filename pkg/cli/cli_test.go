@@ -22,6 +22,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/sluice-gateway/sluice/pkg/batches"
+	"github.com/sluice-gateway/sluice/pkg/callbacks"
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
 )
 
@@ -451,9 +452,36 @@ func TestAdminVerbs(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("callback add: %d %q %q", code, out, errOut)
 	}
+	// The callback's delivery health, as the delivery worker records it.
+	errAt := time.Date(2026, 11, 27, 9, 30, 0, 0, time.UTC)
+	if err := callbacks.WriteHealth(context.Background(), e.g.Backend.Records, callbacks.HealthUpdate{
+		TeamID: e.team, CallbackID: "langfuse#success_and_failure", Delta: callbacks.HealthDelta{
+			Delivered: 1234, Retrying: 2, DeadLettered: 1, LastError: "Langfuse answered 503: busy", LastErrorAt: errAt}}); err != nil {
+		t.Fatal(err)
+	}
 	out, _, _ = e.run(t, e.key, "", "callback", "list", e.team)
 	if !strings.Contains(out, "langfuse") || strings.Contains(out, "sk-lf-very-secret") || !strings.Contains(out, "pk-lf-1") {
 		t.Errorf("callback list: %q", out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME TYPE VARS (secrets masked) DELIVERED RETRYING DEAD-LETTERED LAST ERROR (UTC)" ||
+		!strings.HasSuffix(strings.Join(strings.Fields(lines[1]), " "), "1,234 2 1 2026-11-27 09:30 Langfuse answered 503: busy") {
+		t.Errorf("callback list, health columns: %q", out)
+	}
+	out, _, _ = e.run(t, e.key, "", "--json", "callback", "list", e.team)
+	var listed struct {
+		Data struct {
+			Callbacks []struct {
+				Delivery map[string]any `json:"delivery"`
+			} `json:"callbacks"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(out), &listed); err != nil || len(listed.Data.Callbacks) != 1 {
+		t.Fatalf("callback list --json: %v %q", err, out)
+	}
+	if d := listed.Data.Callbacks[0].Delivery; d["delivered"] != 1234.0 || d["retrying"] != 2.0 || d["dead_lettered"] != 1.0 ||
+		d["last_error"] != "Langfuse answered 503: busy" || d["last_error_at"] != "2026-11-27T09:30:00Z" || d["last_delivered_at"] != nil {
+		t.Errorf("callback list --json delivery: %v", d)
 	}
 	if _, _, code := e.run(t, e.key, "", "callback", "rm", e.team, "langfuse"); code != 0 {
 		t.Errorf("callback rm: %d", code)

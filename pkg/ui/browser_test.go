@@ -53,6 +53,27 @@ func slowChat(t *testing.T) string {
 	return srv.URL
 }
 
+// langfuseSink is a Langfuse ingestion endpoint that accepts every event.
+func langfuseSink(t *testing.T) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Batch []struct {
+				ID string `json:"id"`
+			} `json:"batch"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		ok := []map[string]any{}
+		for _, e := range req.Batch {
+			ok = append(ok, map[string]any{"id": e.ID, "status": 201})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusMultiStatus)
+		json.NewEncoder(w).Encode(map[string]any{"successes": ok, "errors": []any{}})
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
 // labelled is the form control whose label's text is name (its
 // accessible name).
 func labelled(name string) string {
@@ -74,7 +95,7 @@ func TestAdminPageInChromium(t *testing.T) {
 	cfg := "model_list:\n  - model_name: slow\n    litellm_params: {model: openai/gpt-4o-mini, api_base: " + slowChat(t) + "/v1, api_key: sk-up}\n" +
 		"callback_settings:\n  allow_hosts: [\"127.0.0.1\"]\n"
 	g := gatewaytest.Start(t, gatewaytest.Backends()[0], gatewaytest.Options{
-		Config: cfg, Jobs: []string{"batch-worker"},
+		Config: cfg, Jobs: []string{"batch-worker", "callback-delivery"},
 		Batches: func(o *batches.Options) {
 			o.Concurrency = 1
 			o.StatusEvery = 50 * time.Millisecond
@@ -84,8 +105,34 @@ func TestAdminPageInChromium(t *testing.T) {
 	team, key := g.TeamKey()
 	const secret = "sk-lf-do-not-show"
 	if r := g.Do("POST", "/team/"+team+"/callback", key, map[string]any{"callback_name": "langfuse", "callback_type": "success",
-		"callback_vars": map[string]string{"langfuse_public_key": "pk-lf-1", "langfuse_secret_key": secret, "langfuse_host": "http://127.0.0.1:9"}}); r.Status != 200 {
+		"callback_vars": map[string]string{"langfuse_public_key": "pk-lf-1", "langfuse_secret_key": secret, "langfuse_host": langfuseSink(t)}}); r.Status != 200 {
 		t.Fatalf("callback: %d %s", r.Status, r.Body)
+	}
+	// One call of the team, delivered to its callback before the page
+	// looks (the batch's lines add more while it runs).
+	if r := g.Do("POST", "/v1/chat/completions", key, `{"model":"slow","messages":[{"role":"user","content":"hi"}]}`); r.Status != 200 {
+		t.Fatalf("chat: %d %s", r.Status, r.Body)
+	}
+	delivered := func() int64 {
+		r := g.Do("GET", "/team/"+team+"/callback", key, nil)
+		var out struct {
+			Data struct {
+				Callbacks []struct {
+					Delivery struct {
+						Delivered int64 `json:"delivered"`
+					} `json:"delivery"`
+				} `json:"callbacks"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(r.Body, &out); err != nil || len(out.Data.Callbacks) != 1 {
+			t.Fatalf("GET callbacks: %d %s", r.Status, r.Body)
+		}
+		return out.Data.Callbacks[0].Delivery.Delivered
+	}
+	for deadline := time.Now().Add(10 * time.Second); delivered() == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the team's call was not delivered to its callback within 10 s")
+		}
 	}
 
 	shots := os.Getenv("SLUICE_UI_SCREENSHOTS")
@@ -225,6 +272,17 @@ func TestAdminPageInChromium(t *testing.T) {
 	text = get(t, ctx, "callbacks page", chromedp.Text(chromedp.CSS("main")))
 	if strings.Contains(text, secret) || !strings.Contains(text, "langfuse_secret_key=") || !strings.Contains(text, "pk-lf-1") {
 		t.Errorf("callbacks page: %s", text)
+	}
+	// Its delivery health: the delivered count the API answers (at least
+	// the call's), nothing retrying or dead-lettered, no error.
+	shown := get(t, ctx, "delivered count", chromedp.Text(`//td[@data-health="delivered"]`))
+	if n, err := strconv.ParseInt(strings.ReplaceAll(shown, ",", ""), 10, 64); err != nil || n < 1 || n > delivered() {
+		t.Errorf("delivered shown as %q; the API says %d", shown, delivered())
+	}
+	for _, cell := range []struct{ name, want string }{{"retrying", "0"}, {"dead_lettered", "0"}, {"last_error", "none"}} {
+		if got := get(t, ctx, cell.name, chromedp.Text(fmt.Sprintf(`//td[@data-health=%q]`, cell.name))); got != cell.want {
+			t.Errorf("%s shown as %q, want %q", cell.name, got, cell.want)
+		}
 	}
 	shot("callbacks-1280")
 

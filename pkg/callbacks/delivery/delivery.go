@@ -142,6 +142,7 @@ type Deliverer struct {
 	stats   Stats
 	rec     Recorder
 	tracer  *traces.Tracer
+	health  health // per team callback: health.go
 }
 
 func (d *Deliverer) record(kind, outcome string, n int) {
@@ -175,7 +176,8 @@ func New(d Deps, opts Options) (*Deliverer, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	dl := &Deliverer{catalog: d.Catalog, records: d.Records, blobs: d.Blobs, dead: d.DeadLetters, opts: opts, now: opts.Now, rec: d.Recorder, tracer: d.Tracer}
+	dl := &Deliverer{catalog: d.Catalog, records: d.Records, blobs: d.Blobs, dead: d.DeadLetters, opts: opts, now: opts.Now, rec: d.Recorder, tracer: d.Tracer,
+		health: health{records: d.Records}}
 	dl.dests = &destinations{
 		open: func(ctx context.Context, cb callbacks.Callback) (Destination, error) {
 			vars, err := d.Catalog.Open(ctx, cb)
@@ -266,7 +268,9 @@ func (d *Deliverer) handle(ctx context.Context, m store.Message, msg Message) er
 	if err := d.bury(ctx, dead, m.Receives); err != nil {
 		retry = append(retry, dead...) // not dead-lettered: try again rather than lose them
 		firstErr = cmpErr(firstErr, err)
+		dead = nil
 	}
+	d.noteHealth(ctx, m.Receives, msg.Callback != "", work, dead)
 	if len(retry) == 0 {
 		if m.Receives > 1 {
 			_ = d.records.Delete(ctx, progressKey(m.ID), store.Cond{}) // expires anyway

@@ -386,11 +386,22 @@ async function callbacksPage() {
   const cbs = (res.data && res.data.callbacks) || [];
   const rows = cbs.map((c) => el("tr", {}, el("td", {}, c.callback_name), el("td", {}, c.callback_type),
     el("td", { class: "mono" }, Object.entries(c.callback_vars || {}).map(([k, v]) => k + "=" + v).join("  "))));
+  const health = cbs.map((c) => {
+    const d = c.delivery || {};
+    const name = c.callback_name + " (" + c.callback_type + ")";
+    return el("tr", {}, el("td", {}, name),
+      el("td", { class: "num", "data-health": "delivered" }, fmt.num(d.delivered)),
+      el("td", { class: "num", "data-health": "retrying" }, fmt.num(d.retrying)),
+      el("td", { class: "num", "data-health": "dead_lettered" }, fmt.num(d.dead_lettered)),
+      el("td", {}, fmt.date(d.last_delivered_at)),
+      el("td", { "data-health": "last_error" }, d.last_error ? d.last_error + " (" + fmt.date(d.last_error_at) + ")" : "none"));
+  });
   page("Callbacks", el("label", { for: "c-team" }, "Callbacks of team"), pick,
     table(["Name", "Type", "Variables (secrets masked)"], rows, "This team has no callbacks."),
     el("h2", {}, "Delivery health"),
-    el("p", { class: "muted", id: "health" }, "Delivered, retrying and dead-lettered counts per team are not exposed by sluice's API yet, so they are not shown here. " +
-      "Dead letters are alarmed on and re-driven by the operator (docs/operations.md)."));
+    table(["Callback", "Delivered", "Retrying", "Dead-lettered", "Last delivered", "Last error (when, UTC)"], health, "No callbacks, no deliveries."),
+    el("p", { class: "muted", id: "health" }, "Retrying: events whose delivery failed and waits for redelivery. " +
+      "Dead-lettered: events given up on and not delivered since; re-driving them (docs/operations.md) moves them back."));
 }
 
 // --- start -------------------------------------------------------------------------
