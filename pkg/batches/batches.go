@@ -141,6 +141,8 @@ type Deps struct {
 	// Operations are the model endpoints a line's url names.
 	Operations modelcall.Operations
 	Models     Models
+	// Prices prices a dry run's tokens (nil: every model's cost unknown).
+	Prices Prices
 }
 
 // Options tune the service. Zero values take the defaults.

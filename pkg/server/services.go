@@ -99,6 +99,7 @@ type Services struct {
 	// counts what they spent (the callback-delivery job hands it every
 	// log event); Reports reads the counts (pkg/spend).
 	Budgets *spend.Budgets
+	Pricer  *spend.Pricer
 	Counter *spend.Counter
 	Reports spend.Reports
 
@@ -201,6 +202,7 @@ func (s *Services) buildSpend(deps Deps) error {
 		return err
 	}
 	s.Events.SetPricer(pricer)
+	s.Pricer = pricer
 	s.Budgets = spend.NewBudgets(deps.Backend.Records, spend.BudgetOptions{Now: deps.Now})
 	s.Counter = spend.NewCounter(deps.Backend.Records, s.Auth, spend.CounterOptions{Now: deps.Now})
 	s.Reports = spend.Reports{Records: deps.Backend.Records, Names: s.Auth}
@@ -285,6 +287,7 @@ func (s *Services) buildBatches(deps Deps) {
 	s.Batches = batches.NewService(batches.Deps{
 		Records: deps.Backend.Records, Blobs: deps.Backend.Blobs, Work: deps.Backend.Work,
 		Files: s.Files, Keys: s.Auth, Admit: lineAdmitter{s}, Operations: s.Operations, Models: s.Models,
+		Prices: s.Pricer,
 	}, opts)
 	s.Files.Batches = s.Batches
 	s.Batches.EnableNative(batches.NativeDeps{

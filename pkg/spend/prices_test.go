@@ -30,7 +30,13 @@ func TestShippedTableHasASourceAndPricesEveryModel(t *testing.T) {
 			t.Errorf("%s: input and output prices are required", name)
 			continue
 		}
+		if m := p.MaxOutput; m != nil && (*m < 1000 || *m > 1e6 || *m != float64(int64(*m))) {
+			t.Errorf("%s: max_output_tokens = %v is not a plausible token count", name, *m)
+		}
 		for field, v := range p.fields() {
+			if field == "max_output_tokens" {
+				continue
+			}
 			if *v != nil && (**v < 0 || **v > 1e-3) {
 				t.Errorf("%s: %s = %v per token is not a plausible price", name, field, **v)
 			}
