@@ -287,7 +287,7 @@ func (s *Services) buildBatches(deps Deps) {
 	s.Batches = batches.NewService(batches.Deps{
 		Records: deps.Backend.Records, Blobs: deps.Backend.Blobs, Work: deps.Backend.Work,
 		Files: s.Files, Keys: s.Auth, Admit: lineAdmitter{s}, Operations: s.Operations, Models: s.Models,
-		Prices: s.Pricer,
+		Prices: s.Pricer, Budget: s.Budgets,
 	}, opts)
 	s.Files.Batches = s.Batches
 	s.Batches.EnableNative(batches.NativeDeps{

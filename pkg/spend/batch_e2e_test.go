@@ -184,3 +184,40 @@ func TestABatchDryRunTakesTheModelsMaximumOutput(t *testing.T) {
 		}
 	})
 }
+
+// A create whose worst case does not fit the key's budget is refused,
+// naming the estimate; one that fits is created.
+func TestABatchCreateChecksItsEstimateAgainstTheBudget(t *testing.T) {
+	u := newUpstream(t, 0)
+	gatewaytest.Run(t, options(u, nil), func(t *testing.T, g *gatewaytest.Gateway) {
+		team := g.NewTeam(nil)
+		var lines strings.Builder
+		for i := range 4 {
+			// Worst case per line: 1000 output tokens at 6e-7 = 6e-4 USD.
+			fmt.Fprintf(&lines, `{"custom_id":"l%d","method":"POST","url":"/v1/chat/completions","body":{"model":"mock-gpt","max_tokens":1000,"messages":[{"role":"user","content":"hi"}]}}`+"\n", i)
+		}
+		for _, tc := range []struct {
+			budget float64
+			status int
+		}{{1e-3, 400}, {1e-2, 200}} {
+			key := g.NewKey(team, map[string]any{"max_budget": tc.budget})
+			c := openai.NewClient(option.WithBaseURL(g.URL+"/v1/"), option.WithAPIKey(key), option.WithHTTPClient(g.Client), option.WithMaxRetries(0))
+			f, err := c.Files.New(context.Background(), openai.FileNewParams{
+				File: openai.File(strings.NewReader(lines.String()), "input.jsonl", "application/jsonl"), Purpose: openai.FilePurposeBatch,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := g.Do("POST", "/v1/batches", key, map[string]any{"input_file_id": f.ID, "endpoint": "/v1/chat/completions", "completion_window": "24h"})
+			if r.Status != tc.status {
+				t.Fatalf("budget %v: create %d %s, want %d", tc.budget, r.Status, r.Body, tc.status)
+			}
+			if tc.status == 400 {
+				overBudget(t, "batch create", r)
+				if !strings.Contains(string(r.Body), "estimated at up to 0.0024") {
+					t.Errorf("the refusal does not name the estimate: %s", r.Body)
+				}
+			}
+		}
+	})
+}

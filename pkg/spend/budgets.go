@@ -231,6 +231,37 @@ func (b *Budgets) Admit(ctx context.Context, p auth.Principal) (context.Context,
 	return context.WithValue(ctx, tabKey{}, t), nil
 }
 
+// Budgeted reports whether p has a budget to check.
+func (b *Budgets) Budgeted(p auth.Principal) bool { return len(budgetsOf(p)) > 0 }
+
+// Fits refuses (400 budget_exceeded, naming the estimate) work estimated
+// at up to cost USD that p's budgets cannot hold: a scope's spend, its
+// calls in flight and the estimate must stay within max_budget. It
+// reserves nothing: a batch's lines reserve as they run.
+func (b *Budgets) Fits(ctx context.Context, p auth.Principal, cost float64) error {
+	now := b.opts.Now()
+	for _, bg := range budgetsOf(p) {
+		max := bg.budget.MaxBudget
+		if max == nil {
+			continue
+		}
+		s, err := b.fresh(ctx, bg, now)
+		if err != nil {
+			return err
+		}
+		b.mu.Lock()
+		spent := s.stored + s.recentCost(now, b.opts.Settle)
+		inflight := s.inflight
+		b.mu.Unlock()
+		if spent+inflight+cost > *max {
+			return &api.Error{Status: 400, Type: CodeBudgetExceeded, Code: CodeBudgetExceeded, Message: fmt.Sprintf(
+				"Budget has been exceeded! Current cost: %v, Max budget: %v (the %s's budget; this batch is estimated at up to %v, calls in flight at %v).",
+				spent, *max, bg.what, cost, inflight)}
+		}
+	}
+	return nil
+}
+
 // Settle ends the call admitted with ctx (Admit): its reservation is
 // replaced by what its log events cost, counted until the stored spend
 // has it. Settling twice, or a ctx without a call, does nothing.
