@@ -203,7 +203,7 @@ func (s *Services) buildSpend(deps Deps) error {
 	}
 	s.Events.SetPricer(pricer)
 	s.Pricer = pricer
-	s.Budgets = spend.NewBudgets(deps.Backend.Records, spend.BudgetOptions{Now: deps.Now})
+	s.Budgets = spend.NewBudgets(deps.Backend.Records, spend.BudgetOptions{Now: deps.Now, Alerts: s.Events})
 	s.Counter = spend.NewCounter(deps.Backend.Records, s.Auth, spend.CounterOptions{Now: deps.Now})
 	s.Reports = spend.Reports{Records: deps.Backend.Records, Names: s.Auth}
 	return nil
