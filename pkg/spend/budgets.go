@@ -268,7 +268,6 @@ func alertEvent(ctx context.Context, p auth.Principal, bg budgeted, period strin
 	return ev
 }
 
-
 // Budgeted reports whether p has a budget to check.
 func (b *Budgets) Budgeted(p auth.Principal) bool { return len(budgetsOf(p)) > 0 }
 
