@@ -147,6 +147,7 @@ func TestABatchDryRunEstimatesItsCost(t *testing.T) {
 		}
 		rep := waitReport(t, g, key, "api_key", 8)
 		real := rep["total"].(map[string]any)["spend"].(float64)
+		t.Logf("estimated %v (%d input, %d output tokens), the batch cost %v", est.EstimatedCost.Engine, est.InputTokens, est.MaxOutputTokens, real)
 		if real <= 0 || est.EstimatedCost.Engine < real*0.9 || est.EstimatedCost.Engine > real*1.1 {
 			t.Errorf("estimated %v, the batch cost %v: not within 10%%", est.EstimatedCost.Engine, real)
 		}
