@@ -144,6 +144,18 @@ type Deps struct {
 	Models     Models
 	// Tracer, when on, makes a span of each line, linked to its batch.
 	Tracer *traces.Tracer
+	// Prices prices a dry run's tokens (nil: every model's cost unknown).
+	Prices Prices
+	// Budget refuses at create a batch whose estimate its caller's
+	// budgets cannot hold (nil: no check).
+	Budget Budget
+}
+
+// Budget checks a batch's estimate against its caller's budgets
+// (spend.Budgets).
+type Budget interface {
+	Budgeted(p auth.Principal) bool
+	Fits(ctx context.Context, p auth.Principal, cost float64) error
 }
 
 // Options tune the service. Zero values take the defaults.

@@ -66,6 +66,9 @@ func (s *Service) Create(ctx context.Context, p auth.Principal, nb NewBatch) (Ba
 			return b, err
 		}
 	}
+	if err := s.fits(ctx, p, nb); err != nil {
+		return Batch{}, err
+	}
 	if nb.Provider != "" || nb.Model != "" {
 		return s.createNative(ctx, p, nb, window)
 	}
@@ -122,6 +125,28 @@ func (s *Service) Create(ctx context.Context, p auth.Principal, nb NewBatch) (Ba
 		slog.WarnContext(ctx, "batches: plan not queued; the sweep will queue it", "batch", st.doc.ID, "error", err)
 	}
 	return st.object(), nil
+}
+
+// fits refuses nb when its worst-case cost (its dry run's: the batch
+// prices for a native batch when known) does not fit p's budgets. A file
+// the estimate cannot read is left to the create's own checks.
+func (s *Service) fits(ctx context.Context, p auth.Principal, nb NewBatch) error {
+	if s.deps.Budget == nil || !s.deps.Budget.Budgeted(p) {
+		return nil
+	}
+	est, err := s.Estimate(ctx, p, nb)
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	cost := est.EstimatedCost.Engine
+	if n := est.EstimatedCost.Native; n != nil && (nb.Provider != "" || nb.Model != "") {
+		cost = *n
+	}
+	return s.deps.Budget.Fits(ctx, p, cost)
 }
 
 // check validates nb's values and returns its completion window.

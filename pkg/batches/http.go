@@ -39,6 +39,8 @@ type createBody struct {
 		Anchor  *string `json:"anchor"`
 		Seconds *int64  `json:"seconds"`
 	} `json:"output_expires_after"`
+	// DryRun answers the batch's estimate and creates nothing (sluice's).
+	DryRun bool `json:"dry_run"`
 }
 
 // Create serves POST /v1/batches.
@@ -70,6 +72,14 @@ func (h Handlers) Create(w http.ResponseWriter, r *http.Request) error {
 			return api.InvalidValue("output_expires_after.seconds", "output_expires_after.seconds must be positive.")
 		}
 		nb.OutputExpiresAfter = time.Duration(min(*oe.Seconds, 1<<32)) * time.Second
+	}
+	if body.DryRun {
+		est, err := h.Service.Estimate(r.Context(), auth.FromContext(r.Context()), nb)
+		if err != nil {
+			return err
+		}
+		api.WriteJSON(w, http.StatusOK, est)
+		return nil
 	}
 	b, err := h.Service.Create(r.Context(), auth.FromContext(r.Context()), nb)
 	if err != nil {

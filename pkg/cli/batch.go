@@ -58,7 +58,7 @@ func ended(status string) bool {
 
 func (a *app) batchCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "batch", Short: "Run and manage batches"}
-	cmd.AddCommand(a.batchRunCmd(), a.batchStatusCmd(), a.batchListCmd(), a.batchCancelCmd(), a.batchDownloadCmd())
+	cmd.AddCommand(a.batchRunCmd(), a.batchEstimateCmd(), a.batchStatusCmd(), a.batchListCmd(), a.batchCancelCmd(), a.batchDownloadCmd())
 	return cmd
 }
 
@@ -112,6 +112,102 @@ func (a *app) batchRunCmd() *cobra.Command {
 	cmd.Flags().StringVar(&native, "native", "", "run on a provider's own batch API: openai, azure or bedrock")
 	cmd.Flags().DurationVar(&every, "poll", time.Second, "how often to read the batch's progress")
 	return cmd
+}
+
+// estimate is the gateway's batch.estimate (POST /v1/batches, dry_run).
+type estimate struct {
+	Lines                int64 `json:"lines"`
+	InputTokens          int64 `json:"input_tokens"`
+	InputTokensEstimated bool  `json:"input_tokens_estimated"`
+	MaxOutputTokens      int64 `json:"max_output_tokens"`
+	EstimatedCost        cost  `json:"estimated_cost"`
+	PerModel             []struct {
+		Model           string `json:"model"`
+		Lines           int64  `json:"lines"`
+		InputTokens     int64  `json:"input_tokens"`
+		MaxOutputTokens int64  `json:"max_output_tokens"`
+		EstimatedCost   cost   `json:"estimated_cost"`
+		CostUnknown     bool   `json:"cost_unknown"`
+		OutputUncapped  bool   `json:"output_uncapped"`
+	} `json:"per_model"`
+}
+
+type cost struct {
+	Engine float64  `json:"engine"`
+	Native *float64 `json:"native"`
+}
+
+func (a *app) batchEstimateCmd() *cobra.Command {
+	var endpoint string
+	cmd := &cobra.Command{
+		Use:   "estimate FILE.jsonl",
+		Short: "Estimate what a batch would cost, without running it",
+		Long: "estimate uploads FILE.jsonl, asks the gateway for the batch's dry run (POST /v1/batches with\n" +
+			"dry_run) and deletes the file again: nothing runs. It prints the lines, the input tokens, the\n" +
+			"output's worst case (each line's max_tokens, else its model's maximum) and what that costs run by\n" +
+			"sluice and, when every model can, on the provider's own batch API.",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			path := args[0]
+			if endpoint == "" {
+				if endpoint, err = firstURL(path); err != nil {
+					return err
+				}
+			}
+			ctx := cmd.Context()
+			fileID, err := a.upload(ctx, c, path, "batch")
+			if err != nil {
+				return err
+			}
+			var est estimate
+			raw, err := c.callInto(ctx, "POST", "/v1/batches", map[string]any{
+				"input_file_id": fileID, "endpoint": endpoint, "completion_window": "24h", "dry_run": true,
+			}, &est)
+			// The file was only for the estimate.
+			if _, derr := c.call(context.WithoutCancel(ctx), "DELETE", "/v1/files/"+url.PathEscape(fileID), nil); derr != nil && err == nil {
+				fmt.Fprintf(a.stderr, "The uploaded file %s was not deleted: %v\n", fileID, derr)
+			}
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(raw)
+			}
+			a.printEstimate(path, &est)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&endpoint, "endpoint", "", "the batch's endpoint (default: the url of the file's first line)")
+	return cmd
+}
+
+func (a *app) printEstimate(path string, est *estimate) {
+	approx := ""
+	if est.InputTokensEstimated {
+		approx = " (estimated)"
+	}
+	fmt.Fprintf(a.stdout, "%s: %d lines, %s input tokens%s, at most %s output tokens.\n",
+		path, est.Lines, count(est.InputTokens), approx, count(est.MaxOutputTokens))
+	for _, m := range est.PerModel {
+		note := ""
+		switch {
+		case m.CostUnknown:
+			note = " (no price known: counted at $0)"
+		case m.OutputUncapped:
+			note = " (some lines have no max_tokens and the model's maximum is unknown: their output is not counted)"
+		}
+		fmt.Fprintf(a.stdout, "  %-24s %6d lines  %10s in  %10s out  up to $%.6f%s\n",
+			m.Model, m.Lines, count(m.InputTokens), count(m.MaxOutputTokens), m.EstimatedCost.Engine, note)
+	}
+	fmt.Fprintf(a.stdout, "Worst case: $%.6f run by sluice", est.EstimatedCost.Engine)
+	if n := est.EstimatedCost.Native; n != nil {
+		fmt.Fprintf(a.stdout, ", $%.6f on the provider's batch API (--native)", *n)
+	}
+	fmt.Fprintln(a.stdout, ".")
 }
 
 // firstURL is the url of a batch input file's first line.

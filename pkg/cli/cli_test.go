@@ -571,3 +571,38 @@ func TestLoginKeepsTheKey0600(t *testing.T) {
 		t.Errorf("SLUICE_API_KEY override: exit %d %q", code, errOut)
 	}
 }
+
+// batch estimate prints the dry run's lines, tokens and worst case, and
+// leaves nothing behind: no batch, no file.
+func TestBatchEstimatePrintsTheDryRun(t *testing.T) {
+	e := start(t, 0)
+	var b strings.Builder
+	for i := range 3 {
+		fmt.Fprintf(&b, `{"custom_id":"l%d","method":"POST","url":"/v1/chat/completions","body":{"model":"mock-gpt","max_tokens":100,"messages":[{"role":"user","content":"12345678"}]}}`+"\n", i)
+	}
+	input := filepath.Join(e.home, "est.jsonl")
+	if err := os.WriteFile(input, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := e.run(t, e.key, "", "batch", "estimate", input)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	// gpt-4o-mini's prices: 3 × (2 × 1.5e-7 + 100 × 6e-7) = 0.0001809.
+	for _, want := range []string{"3 lines, 6 input tokens (estimated), at most 300 output tokens.", "mock-gpt", "Worst case: $0.000181 run by sluice."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if list := e.g.Do("GET", "/v1/batches", e.key, nil).JSON(t)["data"].([]any); len(list) != 0 {
+		t.Errorf("the estimate created %d batches", len(list))
+	}
+	if files := e.g.Do("GET", "/v1/files", e.key, nil).JSON(t)["data"].([]any); len(files) != 0 {
+		t.Errorf("the estimate left %d files", len(files))
+	}
+	out, _, code = e.run(t, e.key, "", "--json", "batch", "estimate", input)
+	var est map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &est) != nil || est["object"] != "batch.estimate" {
+		t.Errorf("--json: exit %d, %s", code, out)
+	}
+}

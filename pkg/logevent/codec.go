@@ -83,6 +83,14 @@ func appendEvent(b []byte, ev *Event) ([]byte, error) {
 	if ev.NativeBatch {
 		o.Bool("native_batch", true)
 	}
+	if a := ev.BudgetAlert; a != nil {
+		// Rare (one per budget period): encoding/json writes and reads it.
+		alert, err := json.Marshal(a)
+		if err != nil {
+			return nil, err
+		}
+		o.Raw("budget_alert", alert)
+	}
 	o.StringOmitEmpty("claim_check", ev.ClaimCheck)
 	return o.End(), nil
 }
@@ -248,6 +256,9 @@ func decodeFast(doc []byte, ev *Event) error {
 			return boolean(v, &ev.NativeBatch)
 		case "claim_check":
 			return str(v, &ev.ClaimCheck)
+		case "budget_alert":
+			ev.BudgetAlert = new(BudgetAlert)
+			return json.Unmarshal(v, ev.BudgetAlert)
 		}
 		return errSlowPath
 	})
@@ -259,7 +270,7 @@ var fields = []string{"id", "trace_id", "call_type", "stream", "response_cost", 
 	"total_tokens", "prompt_tokens", "completion_tokens", "startTime", "endTime", "completionStartTime",
 	"response_time", "model", "model_id", "model_group", "api_base", "metadata", "request_tags", "end_user",
 	"messages", "response", "model_parameters", "error_str", "error_information", "passthrough",
-	"finish_reason", "usage_estimated", "cost_unknown", "estimated", "cached_tokens", "native_batch", "claim_check"}
+	"finish_reason", "usage_estimated", "cost_unknown", "estimated", "cached_tokens", "native_batch", "claim_check", "budget_alert"}
 
 func fieldIndex(name []byte) int {
 	for i, f := range fields {

@@ -16,6 +16,9 @@ const (
 	CallTextCompletion = "atext_completion"
 	CallResponses      = "aresponses"
 	CallPassthrough    = "pass_through_endpoint"
+	// CallBudgetAlert is no model call: a key's or team's spend crossed
+	// its soft_budget (the event's BudgetAlert says which).
+	CallBudgetAlert = "budget_alert"
 )
 
 // Outcomes.
@@ -74,9 +77,27 @@ type Event struct {
 	// NativeBatch marks a line of a provider-run batch: it is priced at
 	// the batch prices.
 	NativeBatch bool `json:"native_batch,omitempty"`
+	// BudgetAlert is set on a CallBudgetAlert event: it costs nothing and
+	// is no request (the spend counters skip it).
+	BudgetAlert *BudgetAlert `json:"budget_alert,omitempty"`
 	// ClaimCheck points at the blob holding Messages and Response when they
 	// were too large to travel on the bus.
 	ClaimCheck string `json:"claim_check,omitempty"`
+}
+
+// BudgetAlert is a soft budget crossing: one per scope, budget period and
+// process.
+type BudgetAlert struct {
+	Type       string   `json:"type"`  // "soft_budget_crossed"
+	Scope      string   `json:"scope"` // "key" or "team"
+	ID         string   `json:"id"`    // the key's hash or the team's id
+	Spend      float64  `json:"spend"`
+	SoftBudget float64  `json:"soft_budget"`
+	MaxBudget  *float64 `json:"max_budget"`
+	// Period is the budget period's number (or "all"); ResetAt when it
+	// ends (Unix seconds; absent when it never does).
+	Period  string `json:"period"`
+	ResetAt *int64 `json:"budget_reset_at,omitempty"`
 }
 
 // Metadata is StandardLoggingMetadata: who made the call.

@@ -103,6 +103,7 @@ type Services struct {
 	// counts what they spent (the callback-delivery job hands it every
 	// log event); Reports reads the counts (pkg/spend).
 	Budgets *spend.Budgets
+	Pricer  *spend.Pricer
 	Counter *spend.Counter
 	Reports spend.Reports
 	// Metrics records requests, calls and deliveries; nil when off.
@@ -222,7 +223,8 @@ func (s *Services) buildSpend(deps Deps) error {
 		return err
 	}
 	s.Events.SetPricer(pricer)
-	s.Budgets = spend.NewBudgets(deps.Backend.Records, spend.BudgetOptions{Now: deps.Now})
+	s.Pricer = pricer
+	s.Budgets = spend.NewBudgets(deps.Backend.Records, spend.BudgetOptions{Now: deps.Now, Alerts: s.Events})
 	s.Counter = spend.NewCounter(deps.Backend.Records, s.Auth, spend.CounterOptions{Now: deps.Now})
 	s.Reports = spend.Reports{Records: deps.Backend.Records, Names: s.Auth}
 	return nil
@@ -301,6 +303,7 @@ func (s *Services) buildBatches(deps Deps) {
 		Records: deps.Backend.Records, Blobs: deps.Backend.Blobs, Work: deps.Backend.Work,
 		Files: s.Files, Keys: s.Auth, Admit: lineAdmitter{s}, Operations: s.Operations, Models: s.Models,
 		Tracer: deps.Tracer,
+		Prices: s.Pricer, Budget: s.Budgets,
 	}, opts)
 	s.Files.Batches = s.Batches
 	s.Batches.EnableNative(batches.NativeDeps{

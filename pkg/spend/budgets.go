@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -65,6 +66,14 @@ type BudgetOptions struct {
 	// (the delivery job's flush). Counted twice meanwhile, never missed.
 	Settle time.Duration
 	Now    func() time.Time
+	// Alerts publishes a soft budget crossing's log event (nil: the
+	// warning line only).
+	Alerts Alerts
+}
+
+// Alerts publishes log events (logevent.Emitter).
+type Alerts interface {
+	Emit(ctx context.Context, ev *logevent.Event)
 }
 
 // Default budget options.
@@ -199,6 +208,13 @@ func (b *Budgets) Admit(ctx context.Context, p auth.Principal) (context.Context,
 		}
 		scopes[i] = s
 	}
+	var alerts []*logevent.Event
+	defer func() {
+		// Published outside the lock: in Lambda a publish is awaited.
+		for _, ev := range alerts {
+			b.opts.Alerts.Emit(context.WithoutCancel(ctx), ev)
+		}
+	}()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, bg := range list {
@@ -208,6 +224,9 @@ func (b *Budgets) Admit(ctx context.Context, p auth.Principal) (context.Context,
 			s.softWarned = s.period
 			slog.WarnContext(ctx, "spend: soft budget crossed", "scope", bg.what, "id", scopeID(bg.name),
 				"spend", spent, "soft_budget", *soft, "max_budget", fmtBudget(bg.budget.MaxBudget))
+			if b.opts.Alerts != nil {
+				alerts = append(alerts, alertEvent(ctx, p, bg, s.period, spent, now))
+			}
 		}
 		if max := bg.budget.MaxBudget; max != nil && spent+s.inflight >= *max {
 			msg := fmt.Sprintf("Budget has been exceeded! Current cost: %v, Max budget: %v (the %s's budget", spent, *max, bg.what)
@@ -229,6 +248,55 @@ func (b *Budgets) Admit(ctx context.Context, p auth.Principal) (context.Context,
 		s.inflight += t.estimate
 	}
 	return context.WithValue(ctx, tabKey{}, t), nil
+}
+
+// alertEvent is the log event of bg's soft budget crossed in period. Its
+// id names the scope and period, so destinations see one per period even
+// when several processes cross it.
+func alertEvent(ctx context.Context, p auth.Principal, bg budgeted, period string, spent float64, now time.Time) *logevent.Event {
+	ev := logevent.New(ctx, p, logevent.CallBudgetAlert)
+	ev.ID = "budget-alert-" + bg.what + "-" + scopeID(bg.name) + "-" + period
+	ev.TraceID = ev.ID
+	ev.SetTimes(now, now, now)
+	a := &logevent.BudgetAlert{Type: "soft_budget_crossed", Scope: bg.what, ID: scopeID(bg.name),
+		Spend: spent, SoftBudget: *bg.budget.SoftBudget, MaxBudget: bg.budget.MaxBudget, Period: period}
+	if _, reset := Period(bg.created, bg.budget.BudgetDuration, now); reset != nil {
+		r := reset.Unix()
+		a.ResetAt = &r
+	}
+	ev.BudgetAlert = a
+	return ev
+}
+
+// Budgeted reports whether p has a budget to check.
+func (b *Budgets) Budgeted(p auth.Principal) bool { return len(budgetsOf(p)) > 0 }
+
+// Fits refuses (400 budget_exceeded, naming the estimate) work estimated
+// at up to cost USD that p's budgets cannot hold: a scope's spend, its
+// calls in flight and the estimate must stay within max_budget. It
+// reserves nothing: a batch's lines reserve as they run.
+func (b *Budgets) Fits(ctx context.Context, p auth.Principal, cost float64) error {
+	now := b.opts.Now()
+	for _, bg := range budgetsOf(p) {
+		max := bg.budget.MaxBudget
+		if max == nil {
+			continue
+		}
+		s, err := b.fresh(ctx, bg, now)
+		if err != nil {
+			return err
+		}
+		b.mu.Lock()
+		spent := s.stored + s.recentCost(now, b.opts.Settle)
+		inflight := s.inflight
+		b.mu.Unlock()
+		if spent+inflight+cost > *max {
+			return &api.Error{Status: 400, Type: CodeBudgetExceeded, Code: CodeBudgetExceeded, Message: fmt.Sprintf(
+				"Budget has been exceeded! Current cost: %v, Max budget: %v (the %s's budget; this batch is estimated at up to %v, calls in flight at %v).",
+				spent, *max, bg.what, cost, inflight)}
+		}
+	}
+	return nil
 }
 
 // Settle ends the call admitted with ctx (Admit): its reservation is

@@ -3,10 +3,13 @@ package spend
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/store/local"
 )
 
@@ -53,5 +56,64 @@ func TestBudgetStatesAreBounded(t *testing.T) {
 	}
 	if n := len(budgets.scopes); n > maxScopes {
 		t.Errorf("%d budget states kept, want at most %d", n, maxScopes)
+	}
+}
+
+// alertLog records the alerts Budgets publishes.
+type alertLog struct {
+	mu     sync.Mutex
+	events []*logevent.Event
+}
+
+func (l *alertLog) Emit(_ context.Context, ev *logevent.Event) {
+	l.mu.Lock()
+	l.events = append(l.events, ev)
+	l.mu.Unlock()
+}
+
+// A soft budget crossing publishes one typed log event per scope and
+// period in a process, and the spend counters skip it.
+func TestASoftBudgetCrossingIsALogEventOncePerPeriod(t *testing.T) {
+	b, err := local.Open(t.TempDir(), local.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	created := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	now := created.Add(time.Second)
+	alerts := &alertLog{}
+	budgets := NewBudgets(b.Records, BudgetOptions{Alerts: alerts, Now: func() time.Time { return now }})
+	soft, max := 0.0, 1.0
+	p := auth.Principal{TeamID: "t", Key: &auth.KeyInfo{Token: "tok", CreatedAt: created,
+		Budget: auth.Budget{MaxBudget: &max, SoftBudget: &soft, BudgetDuration: "30s"}}}
+	admit := func() {
+		ctx, err := budgets.Admit(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		Settle(ctx)
+	}
+	admit()
+	admit()
+	now = now.Add(30 * time.Second) // the next period
+	admit()
+	if len(alerts.events) != 2 {
+		t.Fatalf("%d alert events, want one per period (2)", len(alerts.events))
+	}
+	ev := alerts.events[0]
+	reset := created.Add(30 * time.Second).Unix()
+	want := &logevent.BudgetAlert{Type: "soft_budget_crossed", Scope: "key", ID: "tok", SoftBudget: 0, MaxBudget: &max, Period: "0", ResetAt: &reset}
+	if ev.CallType != logevent.CallBudgetAlert || ev.ID != "budget-alert-key-tok-0" || ev.Metadata.UserAPIKeyTeamID != "t" {
+		t.Errorf("event %+v", ev)
+	}
+	if diff := cmp.Diff(want, ev.BudgetAlert); diff != "" {
+		t.Errorf("alert (-want +got):\n%s", diff)
+	}
+	c := NewCounter(b.Records, nil, CounterOptions{Linger: time.Millisecond})
+	if err := c.Count(context.Background(), alerts.events); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Records.Get(context.Background(), dedupeKey(ev.ID)); err == nil {
+		t.Error("the counter counted an alert as a call")
 	}
 }

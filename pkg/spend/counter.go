@@ -138,6 +138,9 @@ func (c *Counter) flush(ctx context.Context, events []*logevent.Event) error {
 	items := make([]item, 0, len(events))
 	seen := map[string]bool{}
 	for _, ev := range events {
+		if ev.BudgetAlert != nil {
+			continue // no call: nothing spent, no request
+		}
 		if ev.ID != "" {
 			if seen[ev.ID] {
 				continue // the same event twice in one flush

@@ -38,6 +38,9 @@ type Price struct {
 	CachedInput *float64 `json:"cache_read_input_token_cost,omitempty"`
 	BatchInput  *float64 `json:"input_cost_per_token_batches,omitempty"`
 	BatchOutput *float64 `json:"output_cost_per_token_batches,omitempty"`
+	// MaxOutput is the most tokens the model answers with (LiteLLM's
+	// max_output_tokens): a batch's worst case when a line sets no cap.
+	MaxOutput *float64 `json:"max_output_tokens,omitempty"`
 }
 
 // priceFields are Price's fields by their LiteLLM name, for overrides.
@@ -48,6 +51,7 @@ func (p *Price) fields() map[string]**float64 {
 		"cache_read_input_token_cost":   &p.CachedInput,
 		"input_cost_per_token_batches":  &p.BatchInput,
 		"output_cost_per_token_batches": &p.BatchOutput,
+		"max_output_tokens":             &p.MaxOutput,
 	}
 }
 
@@ -148,6 +152,10 @@ func NewPricer(table *Table, cfg *config.Config) (*Pricer, error) {
 
 func override(p *Price, over map[string]any) error {
 	for name, field := range p.fields() {
+		unit := "USD per token"
+		if name == "max_output_tokens" {
+			unit = "tokens"
+		}
 		v, ok := over[name]
 		if !ok || v == nil {
 			continue
@@ -163,10 +171,10 @@ func override(p *Price, over map[string]any) error {
 		case uint64:
 			f = float64(n)
 		default:
-			return fmt.Errorf("%s must be a number of USD per token, not %v", name, v)
+			return fmt.Errorf("%s must be a number of %s, not %v", name, unit, v)
 		}
 		if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
-			return fmt.Errorf("%s must be a non-negative number of USD per token, not %v", name, v)
+			return fmt.Errorf("%s must be a non-negative number of %s, not %v", name, unit, v)
 		}
 		*field = &f
 	}

@@ -30,7 +30,13 @@ func TestShippedTableHasASourceAndPricesEveryModel(t *testing.T) {
 			t.Errorf("%s: input and output prices are required", name)
 			continue
 		}
+		if m := p.MaxOutput; m != nil && (*m < 1000 || *m > 1e6 || *m != float64(int64(*m))) {
+			t.Errorf("%s: max_output_tokens = %v is not a plausible token count", name, *m)
+		}
 		for field, v := range p.fields() {
+			if field == "max_output_tokens" {
+				continue
+			}
 			if *v != nil && (**v < 0 || **v > 1e-3) {
 				t.Errorf("%s: %s = %v per token is not a plausible price", name, field, **v)
 			}
@@ -98,7 +104,7 @@ model_list:
       cache_read_input_token_cost: 1e-7
   - model_name: info
     litellm_params: {model: openai/gpt-x, output_cost_per_token: 9e-6}
-    model_info: {id: info-1, output_cost_per_token: 7e-6, input_cost_per_token_batches: 4e-7}
+    model_info: {id: info-1, output_cost_per_token: 7e-6, input_cost_per_token_batches: 4e-7, max_output_tokens: 4096}
   - model_name: own
     litellm_params: {model: hosted_vllm/llama, input_cost_per_token: 0, output_cost_per_token: 0}
 `)
@@ -122,7 +128,7 @@ model_list:
 	check("table#0", Price{Input: f(1e-6), Output: f(2e-6), BatchInput: f(5e-7)})
 	check("params#1", Price{Input: f(3e-6), Output: f(2e-6), CachedInput: f(1e-7), BatchInput: f(5e-7), BatchOutput: f(1.5e-6)})
 	// litellm_params wins over model_info.
-	check("info-1", Price{Input: f(1e-6), Output: f(9e-6), BatchInput: f(4e-7)})
+	check("info-1", Price{Input: f(1e-6), Output: f(9e-6), BatchInput: f(4e-7), MaxOutput: f(4096)})
 	check("own#3", Price{Input: f(0), Output: f(0)})
 }
 
