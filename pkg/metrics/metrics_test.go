@@ -51,3 +51,20 @@ func TestANilMetricsRecordsNothing(t *testing.T) {
 	m.CooledDown("a", "b", "c")
 	m.Delivery("langfuse", Delivered, 1)
 }
+
+// TestABudgetAlertIsNoModelCall: a soft budget's alert event passes the
+// emitter like a call's, but counts as no call.
+func TestABudgetAlertIsNoModelCall(t *testing.T) {
+	m := New(&config.Config{}, Options{})
+	m.ObserveEvent(context.Background(), &logevent.Event{Status: logevent.StatusSuccess, CallType: logevent.CallBudgetAlert,
+		BudgetAlert: &logevent.BudgetAlert{}})
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == "sluice_model_calls_total" && len(f.GetMetric()) > 0 {
+			t.Errorf("a budget alert counted as a model call: %v", f.GetMetric())
+		}
+	}
+}

@@ -51,7 +51,7 @@ func (m *Metrics) Request(route string, status int, errCode string, took, overhe
 // sees it (logevent.Observer): every call's event passes here whether or
 // not anyone listens to it.
 func (m *Metrics) ObserveEvent(_ context.Context, ev *logevent.Event) {
-	if m == nil {
+	if m == nil || ev.BudgetAlert != nil { // a budget alert is no model call
 		return
 	}
 	name := ev.ModelGroup
