@@ -102,16 +102,43 @@ func (h Handlers) KeyUpdate(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// TeamList serves GET /team/list.
+// listed is what a list route shows of a key or team's spend: nil (the
+// fields left out) when no SpendReader is wired, so a client never reads
+// a spend of 0 that was not measured.
+func (h Handlers) listed(ctx context.Context, scope string, created time.Time, b Budget) (*BudgetState, error) {
+	if h.Spend == nil {
+		return nil, nil
+	}
+	st, err := h.Spend.Spent(ctx, scope, created, b)
+	if err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// ListedTeam is a team as GET /team/list shows it: with its spend in the
+// current budget period, as /team/info shows it.
+type ListedTeam struct {
+	*Team
+	*BudgetState
+}
+
+// TeamList serves GET /team/list. Each team's spend costs one read (its
+// current period's counter), so the answer costs one read per team.
 func (h Handlers) TeamList(w http.ResponseWriter, r *http.Request) error {
 	teams, err := h.Service.Teams(r.Context())
 	if err != nil {
 		return err
 	}
-	if teams == nil {
-		teams = []*Team{}
+	out := make([]ListedTeam, 0, len(teams))
+	for _, t := range teams {
+		st, err := h.listed(r.Context(), "team:"+t.TeamID, t.CreatedAt, t.Budget)
+		if err != nil {
+			return err
+		}
+		out = append(out, ListedTeam{t, st})
 	}
-	api.WriteJSON(w, http.StatusOK, teams)
+	api.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -171,8 +198,33 @@ func (h Handlers) KeyList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	api.WriteJSON(w, http.StatusOK, keys)
+	// One read per key on the page (at most size) for its spend.
+	out := ListedKeyPage{Keys: make([]ListedKey, 0, len(keys.Keys)), TotalCount: keys.TotalCount,
+		CurrentPage: keys.CurrentPage, TotalPages: keys.TotalPages}
+	for _, k := range keys.Keys {
+		st, err := h.listed(r.Context(), "key:"+k.Token, k.CreatedAt, k.Budget)
+		if err != nil {
+			return err
+		}
+		out.Keys = append(out.Keys, ListedKey{k, st})
+	}
+	api.WriteJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// ListedKey is a key as GET /key/list shows it: with its spend in the
+// current budget period, as /key/info shows it.
+type ListedKey struct {
+	*KeyInfo
+	*BudgetState
+}
+
+// ListedKeyPage is KeyPage with each key's spend.
+type ListedKeyPage struct {
+	Keys        []ListedKey `json:"keys"`
+	TotalCount  int         `json:"total_count"`
+	CurrentPage int         `json:"current_page"`
+	TotalPages  int         `json:"total_pages"`
 }
 
 // intParam parses query parameter name: def when absent, an error unless

@@ -96,7 +96,7 @@ func start(t *testing.T, delay time.Duration) *env {
 		"  - model_name: mock-gpt\n    litellm_params: {model: openai/gpt-4o-mini, mock_response: \"Hello from the mock.\"}\n" +
 		"callback_settings:\n  allow_hosts: [\"127.0.0.1\"]\n"
 	g := gatewaytest.Start(t, gatewaytest.Backends()[0], gatewaytest.Options{
-		Config: cfg, Jobs: []string{"batch-worker"},
+		Config: cfg, Jobs: []string{"batch-worker", "callback-delivery"}, // callback-delivery counts spend
 		Batches: func(o *batches.Options) {
 			o.Concurrency = 1 // lines finish one by one
 			o.StatusEvery = 50 * time.Millisecond
@@ -604,5 +604,42 @@ func TestBatchEstimatePrintsTheDryRun(t *testing.T) {
 	var est map[string]any
 	if code != 0 || json.Unmarshal([]byte(out), &est) != nil || est["object"] != "batch.estimate" {
 		t.Errorf("--json: exit %d, %s", code, out)
+	}
+}
+
+// sluice team list and key list show the spend /team/list and /key/list
+// answer under SPEND: a figure once the team's key has spent, not "-".
+func TestListsShowSpend(t *testing.T) {
+	e := start(t, 0)
+	if r := e.g.Do("POST", "/v1/chat/completions", e.key, `{"model":"mock-gpt","messages":[{"role":"user","content":"hi"}]}`); r.Status != 200 {
+		t.Fatalf("chat: %d %s", r.Status, r.Body)
+	}
+	var spent float64
+	var token string
+	for deadline := time.Now().Add(10 * time.Second); spent == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the key's call was not counted within 10 s")
+		}
+		info := e.g.Do("GET", "/key/info", e.key, nil).JSON(t)
+		token, _ = info["key"].(string)
+		spent, _ = info["info"].(map[string]any)["spend"].(float64)
+	}
+	want := fmt.Sprintf("$%.4f", spent)
+	row := func(out, first string) []string {
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == first {
+				return f
+			}
+		}
+		t.Fatalf("no row %s in %q", first, out)
+		return nil
+	}
+	out, _, code := e.run(t, e.g.MasterKey, "", "team", "list")
+	if f := row(out, e.team); code != 0 || f[len(f)-2] != want {
+		t.Errorf("team list SPEND %v, want %s:\n%s", f, want, out)
+	}
+	out, _, code = e.run(t, e.g.MasterKey, "", "key", "list", "--team", e.team)
+	if f := row(out, token); code != 0 || f[len(f)-1] != want {
+		t.Errorf("key list SPEND %v, want %s:\n%s", f, want, out)
 	}
 }

@@ -198,8 +198,32 @@ func TestAdminPageInChromium(t *testing.T) {
 	}
 	shot("signin-1280")
 
+	// The team's budget, and its spend as /team/info shows it once counted.
+	if r := g.Do("POST", "/team/update", g.MasterKey, map[string]any{"team_id": team, "max_budget": 10}); r.Status != 200 {
+		t.Fatalf("team/update: %d %s", r.Status, r.Body)
+	}
+	var spent float64
+	for deadline := time.Now().Add(10 * time.Second); spent == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the team's call was not counted within 10 s")
+		}
+		spent, _ = g.Do("GET", "/team/info?team_id="+team, g.MasterKey, nil).JSON(t)["team_info"].(map[string]any)["spend"].(float64)
+	}
+
 	// Sign in with the master key.
 	do("sign in", chromedp.SendKeys(labelled("API key"), g.MasterKey), chromedp.Click(button("Sign in")), chromedp.WaitVisible(link("Teams")))
+
+	// The budgeted team's bar shows its real spend, from /team/list.
+	teamBar := fmt.Sprintf(`//tr[td[normalize-space()=%q]]//*[@role="meter"]`, team)
+	do("the spend bar", chromedp.WaitVisible(teamBar))
+	v := get(t, ctx, "the spend bar", chromedp.AttributeValue(teamBar, "aria-valuenow")).Value
+	if got, err := strconv.ParseFloat(v, 64); err != nil || got != spent {
+		t.Errorf("the spend bar shows %q, want %v", v, spent)
+	}
+	// A spend the answer lacks is unknown, never $0.
+	if text := get(t, ctx, "spend unknown", chromedp.Evaluate[string](`spendBar(undefined, 10).textContent`)); text != "spend unknown of $10.0000" {
+		t.Errorf("a bar without spend: %q", text)
+	}
 
 	// Teams: create one through the form.
 	do("create a team", chromedp.Click(button("Create team")), chromedp.SendKeys(labelled("Team alias"), "ui-made"),

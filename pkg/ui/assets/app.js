@@ -143,14 +143,18 @@ function teamSelect(id, selected) {
     el("option", { value: t.team_id, selected: t.team_id === selected }, (t.team_alias || "(no alias)") + " — " + t.team_id)));
 }
 
+// spendBar draws a team's spend against its budget; a spend the answer
+// does not carry is "spend unknown", never a made-up $0.
 function spendBar(spend, budget) {
-  if (budget === undefined || budget === null) return el("span", { class: "muted" }, spend === undefined || spend === null ? "no budget" : fmt.usd(spend) + " (no budget)");
-  const pct = budget > 0 ? Math.min(100, (100 * (spend || 0)) / budget) : 0;
+  const known = spend !== undefined && spend !== null;
+  if (budget === undefined || budget === null) return el("span", { class: "muted" }, (known ? fmt.usd(spend) : "spend unknown") + " (no budget)");
+  if (!known) return el("span", { class: "muted" }, "spend unknown of " + fmt.usd(budget));
+  const pct = budget > 0 ? Math.min(100, (100 * spend) / budget) : 0;
   const fill = el("span");
   fill.style.width = pct.toFixed(1) + "%";
   return el("div", {},
-    el("div", { class: "bar" + (pct >= 100 ? " fail" : ""), role: "meter", "aria-valuemin": "0", "aria-valuemax": String(budget), "aria-valuenow": String(spend || 0), "aria-label": "Spend of budget" }, fill),
-    el("span", { class: "muted" }, fmt.usd(spend || 0) + " of " + fmt.usd(budget)));
+    el("div", { class: "bar" + (pct >= 100 ? " fail" : ""), role: "meter", "aria-valuemin": "0", "aria-valuemax": String(budget), "aria-valuenow": String(spend), "aria-label": "Spend of budget" }, fill),
+    el("span", { class: "muted" }, fmt.usd(spend) + " of " + fmt.usd(budget)));
 }
 
 async function teamsPage() {
@@ -214,7 +218,7 @@ async function keysPage() {
     });
     cell.append(state.admin ? del : "");
     return el("tr", {}, el("td", {}, k.key_alias || "—"), el("td", { class: "mono" }, k.key_name), el("td", {}, fmt.date(k.created_at)),
-      el("td", {}, fmt.date(k.expires)), el("td", {}, k.last_used_at ? fmt.date(k.last_used_at) : "not tracked"), el("td", {}, fmt.usd(k.spend)), cell);
+      el("td", {}, fmt.date(k.expires)), el("td", {}, k.last_used_at ? fmt.date(k.last_used_at) : "not tracked"), el("td", {}, k.spend === undefined || k.spend === null ? "spend unknown" : fmt.usd(k.spend)), cell);
   });
   const kids = [el("label", { for: "k-listteam" }, "Keys of team"), pick,
     table(["Alias", "Key", "Created", "Expires", "Last used", "Spend", ""], rows, "This team has no keys.")];
