@@ -128,9 +128,10 @@ func (c *Counter) Count(ctx context.Context, events []*logevent.Event) error {
 	}
 }
 
-// transactTimeout bounds one transaction of a flush (each its own, so a
+// stepTimeout bounds one transaction of a flush, and the reads that find
+// which of its events were counted before (each step its own bound, so a
 // large flush is not cut short as a whole).
-const transactTimeout = 10 * time.Second
+const stepTimeout = 30 * time.Second
 
 // item is one event's writes: its dedupe record and its counter deltas.
 type item struct {
@@ -174,13 +175,16 @@ func (c *Counter) flush(ctx context.Context, callers []*caller) {
 	}
 	for len(items) > 0 {
 		n, writes := chunk(items)
-		tctx, cancel := context.WithTimeout(ctx, transactTimeout)
+		tctx, cancel := context.WithTimeout(ctx, stepTimeout)
 		err := c.records.Transact(tctx, writes)
 		if errors.Is(err, store.ErrConditionFailed) {
 			// Some events were counted before: find them, drop them, and
 			// write the rest.
-			kept, ferr := c.uncounted(tctx, items[:n])
 			cancel()
+			// Its own bound: one read per event of the transaction.
+			uctx, ucancel := context.WithTimeout(ctx, stepTimeout)
+			kept, ferr := c.uncounted(uctx, items[:n])
+			ucancel()
 			if ferr == nil {
 				items = append(kept, items[n:]...)
 				continue
