@@ -59,9 +59,18 @@ type Counter struct {
 	Writes, CounterWrites, Flushes int64
 }
 
+// flush is one group commit: the callers whose events it counts, each
+// told the outcome of the transactions that held its own events — one
+// slow or failed transaction fails only the messages it carried, not
+// every message of the flush (which would all be redelivered and counted
+// again, a backlog that feeds itself).
 type flush struct {
+	callers []*caller
+	done    chan struct{}
+}
+
+type caller struct {
 	events []*logevent.Event
-	done   chan struct{}
 	err    error
 }
 
@@ -86,6 +95,7 @@ func (c *Counter) Count(ctx context.Context, events []*logevent.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
+	me := &caller{events: events}
 	c.mu.Lock()
 	f := c.pending
 	lead := f == nil
@@ -93,7 +103,7 @@ func (c *Counter) Count(ctx context.Context, events []*logevent.Event) error {
 		f = &flush{done: make(chan struct{})}
 		c.pending = f
 	}
-	f.events = append(f.events, events...)
+	f.callers = append(f.callers, me)
 	c.mu.Unlock()
 	if lead {
 		t := time.NewTimer(c.opts.Linger)
@@ -107,24 +117,30 @@ func (c *Counter) Count(ctx context.Context, events []*logevent.Event) error {
 		c.mu.Unlock()
 		// The flush carries others' events too: it finishes whatever
 		// the leader's caller does.
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		f.err = c.flush(fctx, f.events)
-		cancel()
+		c.flush(context.WithoutCancel(ctx), f.callers)
 		close(f.done)
 	}
 	select {
 	case <-f.done:
-		return f.err
+		return me.err
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
 }
+
+// stepTimeout bounds one transaction of a flush, and the reads that find
+// which of its events were counted before (each step its own bound, so a
+// large flush is not cut short as a whole).
+const stepTimeout = 30 * time.Second
 
 // item is one event's writes: its dedupe record and its counter deltas.
 type item struct {
 	id     string
 	dedupe *store.Write
 	adds   map[store.Key]map[string]int64
+	// owners are the callers that handed this event in (more than one
+	// when a redelivered message meets its first delivery).
+	owners []*caller
 }
 
 func dedupeKey(id string) store.Key { return store.Key{PK: "SPEND#EVENT#" + id, SK: "EVENT"} }
@@ -134,40 +150,60 @@ func dedupeKey(id string) store.Key { return store.Key{PK: "SPEND#EVENT#" + id, 
 // a team's report reads its own rows only.
 func dayKey(day, group string) store.Key { return store.Key{PK: "SPEND#DAY#" + day, SK: group} }
 
-func (c *Counter) flush(ctx context.Context, events []*logevent.Event) error {
-	items := make([]item, 0, len(events))
-	seen := map[string]bool{}
-	for _, ev := range events {
-		if ev.BudgetAlert != nil {
-			continue // no call: nothing spent, no request
-		}
-		if ev.ID != "" {
-			if seen[ev.ID] {
-				continue // the same event twice in one flush
+// flush counts the callers' events, setting each caller's err to the
+// first failure among the transactions that held its events.
+func (c *Counter) flush(ctx context.Context, callers []*caller) {
+	items := make([]item, 0, len(callers))
+	byID := map[string]int{}
+	for _, cl := range callers {
+		for _, ev := range cl.events {
+			if ev.BudgetAlert != nil {
+				continue // no call: nothing spent, no request
 			}
-			seen[ev.ID] = true
+			if at, ok := byID[ev.ID]; ok && ev.ID != "" {
+				items[at].owners = appendOwner(items[at].owners, cl) // the same event twice in one flush
+				continue
+			}
+			it, err := c.itemOf(ctx, ev)
+			if err != nil {
+				cl.err = cmpFirst(cl.err, err)
+				continue
+			}
+			it.owners = []*caller{cl}
+			if ev.ID != "" {
+				byID[ev.ID] = len(items)
+			}
+			items = append(items, it)
 		}
-		it, err := c.itemOf(ctx, ev)
-		if err != nil {
-			return err
-		}
-		items = append(items, it)
 	}
 	for len(items) > 0 {
 		n, writes := chunk(items)
-		err := c.records.Transact(ctx, writes)
+		tctx, cancel := context.WithTimeout(ctx, stepTimeout)
+		err := c.records.Transact(tctx, writes)
 		if errors.Is(err, store.ErrConditionFailed) {
 			// Some events were counted before: find them, drop them, and
 			// write the rest.
-			kept, ferr := c.uncounted(ctx, items[:n])
-			if ferr != nil {
-				return ferr
+			cancel()
+			// Its own bound: one read per event of the transaction.
+			uctx, ucancel := context.WithTimeout(ctx, stepTimeout)
+			kept, ferr := c.uncounted(uctx, items[:n])
+			ucancel()
+			if ferr == nil {
+				items = append(kept, items[n:]...)
+				continue
 			}
-			items = append(kept, items[n:]...)
-			continue
+			err = ferr
 		}
+		cancel()
 		if err != nil {
-			return fmt.Errorf("spend: count %d events: %w", n, err)
+			err = fmt.Errorf("spend: count %d events: %w", n, err)
+			for _, it := range items[:n] {
+				for _, cl := range it.owners {
+					cl.err = cmpFirst(cl.err, err)
+				}
+			}
+			items = items[n:]
+			continue
 		}
 		c.mu.Lock()
 		c.Flushes++
@@ -180,7 +216,22 @@ func (c *Counter) flush(ctx context.Context, events []*logevent.Event) error {
 		c.mu.Unlock()
 		items = items[n:]
 	}
-	return nil
+}
+
+func appendOwner(owners []*caller, cl *caller) []*caller {
+	for _, o := range owners {
+		if o == cl {
+			return owners
+		}
+	}
+	return append(owners, cl)
+}
+
+func cmpFirst(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
 }
 
 // chunk takes the first items whose writes fit one transaction, merging

@@ -170,3 +170,47 @@ func TestCounterWritesPerKeyUnderLoad(t *testing.T) {
 		}
 	})
 }
+
+// failing fails every transaction that writes the dedupe record of event
+// id, as a timed-out or throttled transaction does.
+type failing struct {
+	store.Records
+	id string
+}
+
+func (f failing) Transact(ctx context.Context, writes []store.Write) error {
+	for _, w := range writes {
+		if w.Record.Key.PK == "SPEND#EVENT#"+f.id {
+			return fmt.Errorf("transaction of %s: %w", f.id, store.ErrUnavailable)
+		}
+	}
+	return f.Records.Transact(ctx, writes)
+}
+
+// A transaction of a flush that fails fails the callers whose events it
+// held, and only them: the others' messages are acknowledged, not all
+// redelivered and counted again (a backlog that would feed itself).
+func TestCounterFailsOnlyTheCallersOfAFailedTransaction(t *testing.T) {
+	each(t, func(t *testing.T, records store.Records) {
+		c := spend.NewCounter(failing{records, "a-0"}, principals{time.Now()}, spend.CounterOptions{Linger: 200 * time.Millisecond})
+		now := time.Now()
+		var a []*logevent.Event
+		for i := range 200 { // more than one transaction holds
+			a = append(a, event(fmt.Sprintf("a-%d", i), now, 0.001))
+		}
+		errA := make(chan error, 1)
+		go func() { errA <- c.Count(context.Background(), a) }()
+		time.Sleep(50 * time.Millisecond) // joins a's flush, after a's events
+		if err := c.Count(context.Background(), []*logevent.Event{event("b-0", now, 0.001)}); err != nil {
+			t.Errorf("b's event, in a transaction that succeeded: %v", err)
+		}
+		if err := <-errA; err == nil {
+			t.Error("a's events, one transaction of them failed: counted without error")
+		}
+		// a's first transaction failed; its others and b's are counted.
+		rep := report(t, records, now.UTC().Format(time.DateOnly), "team")
+		if rep.Total.Requests == 0 || rep.Total.Requests >= 201 {
+			t.Errorf("counted %d requests, want those of the transactions that succeeded", rep.Total.Requests)
+		}
+	})
+}
