@@ -191,7 +191,13 @@ func TestAdminPageInChromium(t *testing.T) {
 
 	start := time.Now()
 	do("open /ui", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(g.URL+"/ui"), chromedp.WaitVisible(labelled("API key")))
-	fcp := get(t, ctx, "first paint", chromedp.Evaluate[float64](`(performance.getEntriesByName("first-contentful-paint")[0] || {startTime: -1}).startTime`))
+	// The paint entry is recorded when the compositor reports the frame,
+	// which a busy machine can deliver after the element is visible: ask
+	// again for a while before calling it missing.
+	fcp := -1.0
+	for wait := time.Now().Add(3 * time.Second); fcp < 0 && time.Now().Before(wait); time.Sleep(50 * time.Millisecond) {
+		fcp = get(t, ctx, "first paint", chromedp.Evaluate[float64](`(performance.getEntriesByName("first-contentful-paint")[0] || {startTime: -1}).startTime`))
+	}
 	t.Logf("/ui: first contentful paint %.0f ms after navigation (%v including the browser's start)", fcp, time.Since(start).Round(time.Millisecond))
 	if fcp < 0 || fcp > 1000 {
 		t.Errorf("first contentful paint %.0f ms", fcp)
