@@ -76,18 +76,8 @@ func (a *app) batchRunCmd() *cobra.Command {
 			"cancelled, 1 a usage or connection error.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			path := args[0]
-			if endpoint == "" {
-				if endpoint, err = firstURL(path); err != nil {
-					return err
-				}
-			}
-			ctx := cmd.Context()
-			fileID, err := a.upload(ctx, c, path, "batch")
+			ctx, path := cmd.Context(), args[0]
+			c, fileID, err := a.uploadBatchInput(ctx, path, &endpoint)
 			if err != nil {
 				return err
 			}
@@ -148,18 +138,8 @@ func (a *app) batchEstimateCmd() *cobra.Command {
 			"sluice and, when every model can, on the provider's own batch API.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			path := args[0]
-			if endpoint == "" {
-				if endpoint, err = firstURL(path); err != nil {
-					return err
-				}
-			}
-			ctx := cmd.Context()
-			fileID, err := a.upload(ctx, c, path, "batch")
+			ctx, path := cmd.Context(), args[0]
+			c, fileID, err := a.uploadBatchInput(ctx, path, &endpoint)
 			if err != nil {
 				return err
 			}
@@ -211,6 +191,22 @@ func (a *app) printEstimate(path string, est *estimate) {
 }
 
 // firstURL is the url of a batch input file's first line.
+// uploadBatchInput uploads the JSONL file at path for a batch, taking the
+// endpoint from its first line when *endpoint is empty.
+func (a *app) uploadBatchInput(ctx context.Context, path string, endpoint *string) (*client, string, error) {
+	c, err := a.client()
+	if err != nil {
+		return nil, "", err
+	}
+	if *endpoint == "" {
+		if *endpoint, err = firstURL(path); err != nil {
+			return nil, "", err
+		}
+	}
+	fileID, err := a.upload(ctx, c, path, "batch")
+	return c, fileID, err
+}
+
 func firstURL(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
