@@ -56,4 +56,4 @@ lambda-startup: $(RIE) ## Cold start of every function on its first sample event
 
 .PHONY: sizing
 sizing: bench-tools rie ## Measure each relaying function's memory size under aws-lambda-rie in cgroups (root; SIZING_FLAGS="-fns embeddings -n 500"); figures in .bench/sizing.json
-	$(GO) run ./infra/sizing $(SIZING_FLAGS)
+	nice -n -20 $(GO) run ./infra/sizing $(SIZING_FLAGS)

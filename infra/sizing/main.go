@@ -1,9 +1,13 @@
 // Command sizing measures what memory size each Lambda function needs: it
 // runs the function's bootstrap under aws-lambda-rie with the bootstrap in a
 // cgroup whose memory limit is the candidate size and whose CPU quota is
-// Lambda's share at that size (1,769 MB = one vCPU, proportional), drives
-// its bench workload (its sample event, repeated, against the bench
-// upstream), and records the cgroup's peak memory, the bootstrap's peak RSS
+// Lambda's share at that size (1,769 MB = one vCPU, proportional) per
+// 20 ms period (the throttling interval observed on Lambda: a function that
+// uses its share early in a 20 ms slice is paused to the slice's end,
+// pwrdrvr/lambda-dispatch#246), drives its bench workload (its sample
+// event, repeated, against the bench upstream answering after a provider's
+// latency, so each call waits on its model as a relaying function does),
+// and records the cgroup's peak memory, the bootstrap's peak RSS
 // and the p50/p99 of an invocation. The size it picks is the smallest of
 // 128/256/512/1024 MB where the peak stays under 60 % of the size and the
 // p99 within 2 ms of the 1,769 MB figure.
@@ -15,7 +19,9 @@
 // controllers (memory.max, memory.peak, cpu.max) or cgroup v1's memory and
 // cpu hierarchies (memory.limit_in_bytes, memory.max_usage_in_bytes,
 // cpu.cfs_quota_us), aws-lambda-rie (make rie) and the bench upstream
-// (make bench-tools). Latency figures are only as quiet as the machine.
+// (make bench-tools). Latency figures are only as quiet as the machine:
+// `make sizing` runs it at nice -20 so that other work on a shared machine
+// does not preempt the bootstrap (the cgroup's quota still caps it).
 package main
 
 import (
@@ -70,11 +76,17 @@ func run() error {
 	n := flag.Int("n", 200, "invocations per size, after one warm-up")
 	upstreamBin := flag.String("upstream", ".bench/bin/upstream", "the bench upstream binary (make bench-tools)")
 	out := flag.String("json", ".bench/sizing.json", "where to write the figures")
+	period := flag.Duration("period", 20*time.Millisecond, "the CPU quota's period (Lambda throttles per 20 ms slice)")
+	latency := flag.Duration("upstream-latency", 200*time.Millisecond, "the bench upstream's delay before answering: the provider's time a relaying call waits")
+	interval := flag.Duration("stream-interval", 5*time.Millisecond, "the bench upstream's pause between streamed chunks (a 200-chunk answer in about a second, as a model writes it)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	cg, err := detectCgroups()
+	if *period < time.Millisecond || *period > time.Second {
+		return fmt.Errorf("-period %v: the kernel takes 1 ms to 1 s", *period)
+	}
+	cg, err := detectCgroups(int(period.Microseconds()))
 	if err != nil {
 		return err
 	}
@@ -82,7 +94,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	upstream, stopUpstream, err := startUpstream(ctx, *upstreamBin)
+	upstream, stopUpstream, err := startUpstream(ctx, *upstreamBin, *latency, *interval)
 	if err != nil {
 		return err
 	}
@@ -117,7 +129,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	rep := report{Cgroups: cg.version, Invocations: *n, Taken: time.Now().UTC().Format(time.RFC3339)}
+	rep := report{Cgroups: cg.version, Invocations: *n, Taken: time.Now().UTC().Format(time.RFC3339),
+		PeriodMS: ms(*period), UpstreamLatencyMS: ms(*latency), StreamIntervalMS: ms(*interval)}
 	for _, w := range selected {
 		event, err := os.ReadFile(w.event)
 		if err != nil {
@@ -160,10 +173,16 @@ func workloadNames() []string {
 
 // report is sizing's output.
 type report struct {
-	Taken       string           `json:"taken"`
-	Cgroups     string           `json:"cgroups"`
-	Invocations int              `json:"invocations_per_size"`
-	Functions   []functionReport `json:"functions"`
+	Taken       string `json:"taken"`
+	Cgroups     string `json:"cgroups"`
+	Invocations int    `json:"invocations_per_size"`
+	// PeriodMS is the CPU quota's period; UpstreamLatencyMS the provider's
+	// delay every model call waits (in every p50/p99 below), StreamIntervalMS
+	// the pause between a streamed answer's chunks.
+	PeriodMS          float64          `json:"cpu_period_ms"`
+	UpstreamLatencyMS float64          `json:"upstream_latency_ms"`
+	StreamIntervalMS  float64          `json:"stream_interval_ms"`
+	Functions         []functionReport `json:"functions"`
 }
 
 type functionReport struct {
@@ -212,7 +231,8 @@ func (f *functionReport) choose() {
 }
 
 func (r report) print(w io.Writer) {
-	fmt.Fprintf(w, "sizing %s (cgroup %s, %d invocations per size after a warm-up)\n", r.Taken, r.Cgroups, r.Invocations)
+	fmt.Fprintf(w, "sizing %s (cgroup %s, %d invocations per size after a warm-up, CPU period %.0f ms, provider latency %.0f ms, %.0f ms between streamed chunks)\n",
+		r.Taken, r.Cgroups, r.Invocations, r.PeriodMS, r.UpstreamLatencyMS, r.StreamIntervalMS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "function\tsize\tpeak (cgroup)\tpeak RSS\tp50 / p99 at size\tp50 / p99 at 1,769 MB")
 	for _, f := range r.Functions {
@@ -284,17 +304,17 @@ type cgroups struct {
 	periodUS int
 }
 
-func detectCgroups() (*cgroups, error) {
+func detectCgroups(periodUS int) (*cgroups, error) {
 	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
 		ctrl, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
 		if err == nil && strings.Contains(" "+string(ctrl)+" ", " memory ") && strings.Contains(" "+string(ctrl), " cpu") {
-			return &cgroups{version: "v2", v2: root, periodUS: 100000}, nil
+			return &cgroups{version: "v2", v2: root, periodUS: periodUS}, nil
 		}
 	}
 	mem, cpu := "/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu"
 	if _, err := os.Stat(filepath.Join(mem, "memory.limit_in_bytes")); err == nil {
 		if _, err := os.Stat(filepath.Join(cpu, "cpu.cfs_quota_us")); err == nil {
-			return &cgroups{version: "v1", mem: mem, cpu: cpu, periodUS: 100000}, nil
+			return &cgroups{version: "v1", mem: mem, cpu: cpu, periodUS: periodUS}, nil
 		}
 	}
 	return nil, errors.New("no cgroup hierarchy with the memory and cpu controllers (v2 cgroup.controllers, or v1 memory and cpu mounts) under /sys/fs/cgroup")
@@ -408,10 +428,12 @@ func (g *group) remove() {
 	}
 }
 
-// startUpstream runs the bench upstream on a free 127.0.0.1 port and
-// returns its base URL (the first line it prints names it).
-func startUpstream(ctx context.Context, bin string) (string, func(), error) {
-	cmd := exec.CommandContext(ctx, bin, "-addr", "127.0.0.1:0")
+// startUpstream runs the bench upstream on a free 127.0.0.1 port, answering
+// model calls after latency and streaming chunks interval apart, and
+// returns its base URL (the first line it
+// prints names it).
+func startUpstream(ctx context.Context, bin string, latency, interval time.Duration) (string, func(), error) {
+	cmd := exec.CommandContext(ctx, bin, "-addr", "127.0.0.1:0", "-latency", latency.String(), "-stream-interval", interval.String())
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return "", nil, err
