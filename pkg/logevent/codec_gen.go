@@ -85,9 +85,11 @@ func appendEvent(b []byte, v *Event) ([]byte, error) {
 	}
 	if v.BudgetAlert != nil {
 		o.Key("budget_alert")
-		var err error
-		if o.B, err = appendBudgetAlert(o.B, v.BudgetAlert); err != nil {
-			return nil, err
+		{
+			var err error
+			if o.B, err = appendBudgetAlert(o.B, v.BudgetAlert); err != nil {
+				return nil, err
+			}
 		}
 	}
 	o.StringOmitEmpty("claim_check", v.ClaimCheck)

@@ -359,9 +359,11 @@ func writeNested(p func(string, ...any), typ, arg string, fallible map[string]bo
 		p("o.B = append%s(o.B, %s)", typ, arg)
 		return
 	}
+	p("{") // a scope of its own: a struct may hold several such members
 	p("var err error")
 	p("if o.B, err = append%s(o.B, %s); err != nil {", typ, arg)
 	p("return nil, err")
+	p("}")
 	p("}")
 }
 

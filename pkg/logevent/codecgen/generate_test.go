@@ -50,7 +50,7 @@ func TestGenerateRefusesWhatItCannotWrite(t *testing.T) {
 // TestGenerateFollowsNestedTypes: every struct the root reaches gets its
 // appender and reader, once, and a type needing no check cannot fail.
 func TestGenerateFollowsNestedTypes(t *testing.T) {
-	src := "package p\ntype E struct{ A *Inner `json:\"a\"`; B Inner `json:\"b\"`; C *Other `json:\"c,omitempty\"` }\n" +
+	src := "package p\ntype E struct{ A *Inner `json:\"a\"`; B Inner `json:\"b\"`; C *Other `json:\"c,omitempty\"`; D Other `json:\"d\"` }\n" +
 		"type Inner struct{ S string `json:\"s\"` }\ntype Other struct{ F float64 `json:\"f\"` }\ntype Unused struct{}\n"
 	out, err := generate([]byte(src), "E")
 	if err != nil {
