@@ -7,8 +7,8 @@ export CGO_ENABLED ?= 0
 # Capability packages reach storage only through pkg/store interfaces: they may not
 # depend on aws-lambda-go or the SDK clients of the storage services (ARCHITECTURE §2).
 # Provider packages may use the SDK signer and credential chain to call Bedrock. Test
-# harnesses that run the whole gateway (gatewaytest, chattest) are not capabilities.
-CAPABILITY_PKGS = $(shell $(GO) list ./pkg/... | grep -v -e /pkg/store/aws -e /pkg/lambdaedge -e /pkg/gateway -e /pkg/chat/chattest)
+# harnesses that run the whole gateway (pkg/gateway/gatewaytest, pkg/gateway/chattest) are not capabilities.
+CAPABILITY_PKGS = $(shell $(GO) list ./pkg/... | grep -v -e /pkg/store/aws -e /pkg/lambdaedge -e /pkg/gateway)
 
 .PHONY: help
 help: ## List the targets

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/store"
+	"github.com/sluice-gateway/sluice/pkg/store/sortkey"
 )
 
 // Options tune a Service.
@@ -214,7 +215,7 @@ func (s *Service) CreateTeam(ctx context.Context, in NewTeam, teamID string) (*T
 	}
 	rec := store.Record{
 		Key:  teamRecordKey(teamID),
-		GSI1: store.IndexKey{PK: "TEAMS", SK: sortableTime(t.CreatedAt) + "#" + teamID},
+		GSI1: store.IndexKey{PK: "TEAMS", SK: sortkey.Time(t.CreatedAt) + "#" + teamID},
 		Body: body,
 	}
 	if err := s.records.Put(ctx, rec, store.Cond{Absent: true}); err != nil {
@@ -245,23 +246,18 @@ func (s *Service) Team(ctx context.Context, p Principal, id string) (*Team, erro
 func (s *Service) Teams(ctx context.Context) ([]*Team, error) {
 	var teams []*Team
 	q := store.Query{Index: store.GSI1, PK: "TEAMS", Limit: 1000}
-	for {
-		page, err := s.records.Query(ctx, q)
+	err := s.listIndex(ctx, q, "", func() { teams = nil }, func(rec store.Record) error {
+		t, err := decode[Team](rec.Body)
 		if err != nil {
-			return nil, fmt.Errorf("list teams: %w", err)
+			return fmt.Errorf("decode team %s: %w", rec.Key.PK, err)
 		}
-		for _, rec := range page.Records {
-			t, err := decode[Team](rec.Body)
-			if err != nil {
-				return nil, fmt.Errorf("decode team %s: %w", rec.Key.PK, err)
-			}
-			teams = append(teams, t)
-		}
-		if !page.More || len(page.Records) == 0 {
-			return teams, nil
-		}
-		q.After = page.Records[len(page.Records)-1].GSI1.SK
+		teams = append(teams, t)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list teams: %w", err)
 	}
+	return teams, nil
 }
 
 // NewKeyRequest is the body of POST /key/generate.
@@ -334,7 +330,7 @@ func (s *Service) GenerateKey(ctx context.Context, in NewKeyRequest, createdBy s
 	}
 	rec := store.Record{
 		Key:  keyRecordKey(info.Token),
-		GSI1: store.IndexKey{PK: "TEAM#" + in.TeamID, SK: "KEY#" + sortableTime(now) + "#" + info.Token},
+		GSI1: store.IndexKey{PK: "TEAM#" + in.TeamID, SK: "KEY#" + sortkey.Time(now) + "#" + info.Token},
 		Body: body,
 	}
 	if expires != nil {
@@ -407,25 +403,20 @@ func (s *Service) Keys(ctx context.Context, p Principal, id string, page, size i
 	out := &KeyPage{Keys: []*KeyInfo{}, CurrentPage: page}
 	first := (page - 1) * size
 	q := store.Query{Index: store.GSI1, PK: "TEAM#" + id, SKPrefix: "KEY#", Limit: MaxKeyListSize}
-	for {
-		res, err := s.records.Query(ctx, q)
-		if err != nil {
-			return nil, fmt.Errorf("list keys of %s: %w", id, err)
-		}
-		for _, rec := range res.Records {
-			if out.TotalCount >= first && len(out.Keys) < size {
-				k, err := decode[KeyInfo](rec.Body)
-				if err != nil {
-					return nil, fmt.Errorf("decode key %s: %w", rec.Key.PK, err)
-				}
-				out.Keys = append(out.Keys, k)
+	reset := func() { out.Keys, out.TotalCount = out.Keys[:0], 0 }
+	err := s.listIndex(ctx, q, "KEY#", reset, func(rec store.Record) error {
+		if out.TotalCount >= first && len(out.Keys) < size {
+			k, err := decode[KeyInfo](rec.Body)
+			if err != nil {
+				return fmt.Errorf("decode key %s: %w", rec.Key.PK, err)
 			}
-			out.TotalCount++
+			out.Keys = append(out.Keys, k)
 		}
-		if !res.More || len(res.Records) == 0 {
-			break
-		}
-		q.After = res.Records[len(res.Records)-1].GSI1.SK
+		out.TotalCount++
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list keys of %s: %w", id, err)
 	}
 	out.TotalPages = (out.TotalCount + size - 1) / size
 	return out, nil
@@ -529,10 +520,4 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return slices.Clone(s)
-}
-
-// sortableTime formats t with a fixed width so that sort keys order by time
-// (RFC 3339 with trailing zeros trimmed does not).
-func sortableTime(t time.Time) string {
-	return t.UTC().Format("2006-01-02T15:04:05.000000000Z")
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluice-gateway/sluice/pkg/batches"
-	"github.com/sluice-gateway/sluice/pkg/chat/chattest"
+	"github.com/sluice-gateway/sluice/pkg/gateway/chattest"
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 )

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/files"
 	"github.com/sluice-gateway/sluice/pkg/ids"
 	"github.com/sluice-gateway/sluice/pkg/store"
+	"github.com/sluice-gateway/sluice/pkg/store/sortkey"
 )
 
 // Records layout (ARCHITECTURE §4):
@@ -67,10 +68,6 @@ func inputKey(fileID, batchID string) store.Key {
 	return store.Key{PK: inputPrefix + fileID, SK: batchPrefix + batchID}
 }
 func ownerPK(team string) string { return ownerPrefix + team + ownerSuffix }
-
-// sortableTime renders t as 19 digits of Unix nanoseconds: fixed width, so
-// sort keys order as the times do.
-func sortableTime(t time.Time) string { return fmt.Sprintf("%019d", t.UnixNano()) }
 
 // batchDoc is a batch record's body. Times are Unix nanoseconds, 0 for
 // not yet.
@@ -156,16 +153,16 @@ func (st *state) record() (store.Record, error) {
 	d := st.doc
 	rec := store.Record{
 		Key:    batchKey(d.ID),
-		GSI1:   store.IndexKey{PK: ownerPK(d.Team), SK: sortableTime(time.Unix(0, d.Created)) + "#" + d.ID},
+		GSI1:   store.IndexKey{PK: ownerPK(d.Team), SK: sortkey.Time(time.Unix(0, d.Created)) + "#" + d.ID},
 		Status: st.status,
 		Body:   body,
 	}
 	switch {
 	case terminal(st.status):
 	case d.Native != nil:
-		rec.GSI2 = store.IndexKey{PK: activeNativePK, SK: sortableTime(time.Unix(0, d.Created)) + "#" + d.ID}
+		rec.GSI2 = store.IndexKey{PK: activeNativePK, SK: sortkey.Time(time.Unix(0, d.Created)) + "#" + d.ID}
 	default:
-		rec.GSI2 = store.IndexKey{PK: activePK, SK: sortableTime(time.Unix(0, d.Expires)) + "#" + d.ID}
+		rec.GSI2 = store.IndexKey{PK: activePK, SK: sortkey.Time(time.Unix(0, d.Expires)) + "#" + d.ID}
 	}
 	return rec, nil
 }

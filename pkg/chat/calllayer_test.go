@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/openai/openai-go/v3"
 
-	"github.com/sluice-gateway/sluice/pkg/chat/chattest"
+	"github.com/sluice-gateway/sluice/pkg/gateway/chattest"
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/providers/providertest"

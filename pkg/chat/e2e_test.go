@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/openai/openai-go/v3"
 
-	"github.com/sluice-gateway/sluice/pkg/chat/chattest"
+	"github.com/sluice-gateway/sluice/pkg/gateway/chattest"
 	"github.com/sluice-gateway/sluice/pkg/providers/providertest"
 )
 

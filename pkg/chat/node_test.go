@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-gateway/sluice/pkg/chat/chattest"
+	"github.com/sluice-gateway/sluice/pkg/gateway/chattest"
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
 	"github.com/sluice-gateway/sluice/pkg/providers/anthropic/anthropictest"
 	"github.com/sluice-gateway/sluice/pkg/providers/gemini/geminitest"

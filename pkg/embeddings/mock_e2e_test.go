@@ -10,7 +10,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/sluice-gateway/sluice/pkg/chat/chattest"
+	"github.com/sluice-gateway/sluice/pkg/gateway/chattest"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 

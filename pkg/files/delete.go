@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/store"
+	"github.com/sluice-gateway/sluice/pkg/store/sortkey"
 )
 
 // DefaultSweepInterval is how often the local process sweeps; the cloud's
@@ -120,7 +121,7 @@ type SweepResult struct {
 // ctx ends; the next run picks up where it stopped.
 func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 	now := s.now()
-	due := sortableTime(now)
+	due := sortkey.Time(now)
 	var res SweepResult
 	var errs []error
 	q := store.Query{Index: store.GSI2, PK: expiresPK, Limit: sweepPage}

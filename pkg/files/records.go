@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/store"
+	"github.com/sluice-gateway/sluice/pkg/store/sortkey"
 )
 
 // Records layout (ARCHITECTURE §4):
@@ -20,7 +21,7 @@ import (
 // One record cannot sit in two gsi1 partitions, so every file has a second,
 // small item that places it in the admin's all-files listing; the two are
 // written and deleted in one transaction. Times in sort keys are
-// sortableTime: fixed-width Unix nanoseconds, so byte order is time order and
+// sortkey.Time: fixed-width Unix nanoseconds, so byte order is time order and
 // files created within one second still page in a stable order.
 const (
 	filePrefix     = "FILE#"
@@ -45,13 +46,9 @@ func partKey(upload, part string) store.Key {
 	return store.Key{PK: uploadPrefix + upload, SK: partPrefix + part}
 }
 
-// sortableTime renders t as 19 digits of Unix nanoseconds: fixed width, so
-// the strings sort as the times do (until the year 2262).
-func sortableTime(t time.Time) string { return fmt.Sprintf("%019d", t.UnixNano()) }
+func listSK(f Stored) string { return sortkey.Time(f.Created) + "#" + f.ID }
 
-func listSK(f Stored) string { return sortableTime(f.Created) + "#" + f.ID }
-
-func expirySK(t time.Time, id string) string { return sortableTime(t) + "#" + id }
+func expirySK(t time.Time, id string) string { return sortkey.Time(t) + "#" + id }
 
 // fileDoc is a file record's body.
 type fileDoc struct {

@@ -8,10 +8,8 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
-	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/store/local"
@@ -68,21 +66,6 @@ func FuzzParseRange(f *testing.F) {
 			t.Fatalf("parseRange(%q, %d) = %d, %d, %v: outside the file", h, size, start, length, partial)
 		}
 	})
-}
-
-func TestSortableTimeOrders(t *testing.T) {
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	times := []time.Time{base, base.Add(time.Nanosecond), base.Add(500 * time.Millisecond), base.Add(time.Second), base.Add(10 * time.Second), base.AddDate(5, 0, 0)}
-	keys := make([]string, len(times))
-	for i, tm := range times {
-		keys[i] = sortableTime(tm)
-		if len(keys[i]) != 19 {
-			t.Errorf("sortableTime(%v) = %q: want 19 characters", tm, keys[i])
-		}
-	}
-	if !sort.StringsAreSorted(keys) {
-		t.Errorf("keys do not sort as times do: %q", keys)
-	}
 }
 
 // manifestFixture stores parts in a local blob store and returns a file over

@@ -1,6 +1,7 @@
 package logevent
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -66,7 +67,7 @@ func TestCodecCoversEveryField(t *testing.T) {
 		t.Errorf("encoding/json reads the encoding differently (-event +read): a field is not encoded\n%s", diff)
 	}
 	var fast Event
-	if err := decodeFast(enc, &fast); err != nil {
+	if err := readEvent(enc, &fast); err != nil {
 		t.Fatalf("the fast path refuses the encoder's output (a field it does not read?): %v", err)
 	}
 	if diff := cmp.Diff(ev, &fast); diff != "" {
@@ -74,7 +75,7 @@ func TestCodecCoversEveryField(t *testing.T) {
 	}
 	std, _ := json.Marshal(ev)
 	var fromStd Event
-	if err := decodeFast(std, &fromStd); err != nil || !cmp.Equal(ev, &fromStd) {
+	if err := readEvent(std, &fromStd); err != nil || !cmp.Equal(ev, &fromStd) {
 		t.Errorf("encoding/json's own encoding: %v\n%s", err, cmp.Diff(ev, &fromStd))
 	}
 }
@@ -119,6 +120,90 @@ func FuzzDecodeEvent(f *testing.F) {
 			again, err := decodeEvent(enc)
 			if err != nil || !cmp.Equal(got, again, cmpopts.EquateEmpty()) {
 				t.Fatalf("re-encoded %s: %v", enc, err)
+			}
+		}
+	})
+}
+
+// FuzzAppendEvent holds the encoder to encoding/json: any event
+// encoding/json reads, appendEvent writes as encoding/json does — byte for
+// byte once both are compacted and HTML-escaped (the fast path skips HTML
+// escapes; encoding/json compacts raw members).
+func FuzzAppendEvent(f *testing.F) {
+	seed, _ := json.Marshal(filled(&testing.T{}))
+	f.Add(seed)
+	f.Add([]byte(`{"id":"a","messages":[ 1, "<\u2028>" ],"response_cost":1e21,"startTime":-0.5e-7,"request_tags":[]}`))
+	f.Add([]byte(`{"budget_alert":{"max_budget":null,"budget_reset_at":7},"passthrough":{"status_code":-1}}`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		var ev Event
+		if json.Unmarshal(doc, &ev) != nil {
+			return
+		}
+		want, werr := json.Marshal(&ev)
+		got, gerr := appendEvent(nil, &ev)
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("%q: appendEvent err %v, encoding/json err %v", doc, gerr, werr)
+		}
+		if werr != nil {
+			return
+		}
+		if c, w := normalize(t, got), normalize(t, want); !bytes.Equal(c, w) {
+			t.Fatalf("%q:\nappendEvent  %s\nencoding/json %s", doc, c, w)
+		}
+	})
+}
+
+func normalize(t *testing.T, doc []byte) []byte {
+	var escaped, compact bytes.Buffer
+	json.HTMLEscape(&escaped, doc)
+	if err := json.Compact(&compact, escaped.Bytes()); err != nil {
+		t.Fatalf("%s: %v", doc, err)
+	}
+	return compact.Bytes()
+}
+
+// BenchmarkCodec compares the generated codec with encoding/json on a
+// typical event (a chat call with its messages and answer), encode and
+// decode: run with -count and compare the pairs.
+func BenchmarkCodec(b *testing.B) {
+	ev := &Event{ID: "chatcmpl-8f2c1d", TraceID: "5b8aa5a2d2c872e8", CallType: CallCompletion, ResponseCost: 0.000123,
+		Status: StatusSuccess, CustomLLMProvider: "openai", TotalTokens: 57, PromptTokens: 12, CompletionTokens: 45,
+		StartTime: 1795342530.104, EndTime: 1795342531.2, CompletionStartTime: 1795342530.5, ResponseTime: 0.396,
+		Model: "gpt-4o-mini", ModelGroup: "gpt-4o-mini", APIBase: "https://api.openai.com/v1",
+		Metadata:    Metadata{UserAPIKeyHash: "88dc28d0f030c55ed4ab77ed8faf098196cb1c05df778539800c9f1243fe6b4b", UserAPIKeyTeamID: "team-a", RequestID: "req_1"},
+		RequestTags: []string{"prod"}, FinishReason: "stop",
+		Messages: json.RawMessage(`[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello in three languages, please."}]`),
+		Response: json.RawMessage(`{"id":"chatcmpl-8f2c1d","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hello, Hola, Bonjour."},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":45,"total_tokens":57}}`)}
+	doc, err := appendEvent(nil, ev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("encode/generated", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := marshal(ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encode/encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := json.Marshal(ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode/generated", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := decodeEvent(doc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode/encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			var got Event
+			if err := json.Unmarshal(doc, &got); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})

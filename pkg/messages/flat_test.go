@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-gateway/sluice/pkg/chat/chattest"
+	"github.com/sluice-gateway/sluice/pkg/gateway/chattest"
 	"github.com/sluice-gateway/sluice/pkg/providers/providertest"
 	"github.com/sluice-gateway/sluice/pkg/sse"
 )

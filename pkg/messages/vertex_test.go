@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-gateway/sluice/pkg/chat/chattest"
+	"github.com/sluice-gateway/sluice/pkg/gateway/chattest"
 	"github.com/sluice-gateway/sluice/pkg/providers/anthropic/anthropictest"
 	"github.com/sluice-gateway/sluice/pkg/providers/google/googletest"
 	"github.com/sluice-gateway/sluice/pkg/providers/providertest"

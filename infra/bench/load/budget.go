@@ -15,16 +15,7 @@ const (
 )
 
 // budgetFigures is the budget scenario's Extra.
-type budgetFigures struct {
-	Rounds       []callbackRound `json:"rounds"`
-	WithoutUS    float64         `json:"cpu_per_request_without_us"`
-	WithUS       float64         `json:"cpu_per_request_with_us"`
-	Ratio        float64         `json:"ratio"`
-	PairedRatio  float64         `json:"paired_ratio"`
-	WithoutP50MS float64         `json:"p50_without_ms"`
-	WithP50MS    float64         `json:"p50_with_ms"`
-	AddedP50MS   float64         `json:"added_p50_ms"`
-}
+type budgetFigures struct{ pairedFigures }
 
 func (f *budgetFigures) print(w io.Writer) {
 	if len(f.Rounds) == 0 {
@@ -55,18 +46,7 @@ func (b *bench) runBudget(ctx context.Context, embeddings httpScenario) *scenari
 		rep.Checks = append(rep.Checks, notMeasured(rep, name), notMeasured(rep, p50Name))
 		return rep
 	}
-	st := statusPass
-	if fig.Ratio > budgetCPULimit {
-		st = statusFail
-	}
-	rep.Checks = append(rep.Checks, check{Scenario: rep.Name, Name: name, Status: st,
-		Detail: fmt.Sprintf("%.2f× (%+.1f µs): with %.1f, without %.1f", fig.Ratio, fig.WithUS-fig.WithoutUS, fig.WithUS, fig.WithoutUS)})
-	st = statusPass
-	if fig.AddedP50MS > budgetAddedP50Limit {
-		st = statusFail
-	}
-	rep.Checks = append(rep.Checks, check{Scenario: rep.Name, Name: p50Name, Status: st,
-		Detail: fmt.Sprintf("%+.3f ms: with %.3f, without %.3f", fig.AddedP50MS, fig.WithP50MS, fig.WithoutP50MS)})
+	rep.Checks = append(rep.Checks, pairedChecks(rep.Name, &fig.pairedFigures, name, p50Name, budgetCPULimit, budgetAddedP50Limit)...)
 	return rep
 }
 
@@ -93,34 +73,5 @@ func (b *bench) budgetRun(ctx context.Context, embeddings httpScenario, fig *bud
 	}
 	with := plain
 	with.name, with.key = "with", key
-	conc := embeddings.concurrency
-	var without, withB, added, ratios, p50Without, p50With []float64
-	for round := 1; round <= b.cfg.rounds && ctx.Err() == nil; round++ {
-		var r callbackRound
-		for _, t := range []target{plain, with} {
-			m, err := b.measure(ctx, embeddings, t, round, conc, embeddings.rate)
-			if err != nil {
-				return err
-			}
-			if t.key == key {
-				r.WithUS, r.WithUserUS, r.WithRPS, r.WithP50 = m.Closed.CPUPerRequestUS, m.Closed.UserCPUPerRequestUS, m.Closed.Throughput, m.Open.Latency.P50
-			} else {
-				r.WithoutUS, r.WithoutUserUS, r.WithoutRPS, r.WithoutP50 = m.Closed.CPUPerRequestUS, m.Closed.UserCPUPerRequestUS, m.Closed.Throughput, m.Open.Latency.P50
-			}
-		}
-		fig.Rounds = append(fig.Rounds, r)
-		without, withB = append(without, r.WithoutUS), append(withB, r.WithUS)
-		if r.WithoutUS > 0 {
-			ratios = append(ratios, r.WithUS/r.WithoutUS)
-		}
-		p50Without, p50With, added = append(p50Without, r.WithoutP50), append(p50With, r.WithP50), append(added, r.WithP50-r.WithoutP50)
-		b.logf("  %-18s round %d without %.1f µs/req p50 %.3f ms, with %.1f µs/req p50 %.3f ms", "budget", round,
-			r.WithoutUS, r.WithoutP50, r.WithUS, r.WithP50)
-	}
-	fig.WithoutUS, fig.WithUS, fig.PairedRatio = median(without), median(withB), median(ratios)
-	fig.WithoutP50MS, fig.WithP50MS, fig.AddedP50MS = median(p50Without), median(p50With), median(added)
-	if fig.WithoutUS > 0 {
-		fig.Ratio = fig.WithUS / fig.WithoutUS
-	}
-	return nil
+	return b.measurePaired(ctx, "budget", embeddings, plain, with, &fig.pairedFigures, nil)
 }

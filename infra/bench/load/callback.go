@@ -18,34 +18,9 @@ const (
 
 // callbackFigures is the callback scenario's Extra.
 type callbackFigures struct {
-	Rounds    []callbackRound `json:"rounds"`
-	WithoutUS float64         `json:"cpu_per_request_without_us"`
-	WithUS    float64         `json:"cpu_per_request_with_us"`
-	Ratio     float64         `json:"ratio"`
-	// PairedRatio is the median of the rounds' own ratios: each round
-	// measures both teams back to back, so a change in the machine's
-	// speed between rounds moves both sides of a round's ratio alike.
-	PairedRatio    float64 `json:"paired_ratio"`
-	WithoutP50MS   float64 `json:"p50_without_ms"`
-	WithP50MS      float64 `json:"p50_with_ms"`
-	AddedP50MS     float64 `json:"added_p50_ms"`
-	EventsReceived int64   `json:"events_received"`
-	Requests       int64   `json:"requests_with_callback"`
-}
-
-type callbackRound struct {
-	WithoutUS     float64 `json:"cpu_per_request_without_us"`
-	WithUS        float64 `json:"cpu_per_request_with_us"`
-	WithoutUserUS float64 `json:"user_cpu_per_request_without_us"`
-	WithUserUS    float64 `json:"user_cpu_per_request_with_us"`
-	// The upstream's CPU per call: with a callback it is also the Langfuse
-	// sink's, which shares the machine with sluice and the load.
-	WithoutUpstreamUS float64 `json:"upstream_cpu_per_request_without_us"`
-	WithUpstreamUS    float64 `json:"upstream_cpu_per_request_with_us"`
-	WithoutRPS        float64 `json:"throughput_without_rps"`
-	WithRPS           float64 `json:"throughput_with_rps"`
-	WithoutP50        float64 `json:"p50_without_ms"`
-	WithP50           float64 `json:"p50_with_ms"`
+	pairedFigures
+	EventsReceived int64 `json:"events_received"`
+	Requests       int64 `json:"requests_with_callback"`
 }
 
 func (f *callbackFigures) print(w io.Writer) {
@@ -81,18 +56,7 @@ func (b *bench) runCallback(ctx context.Context, embeddings httpScenario) *scena
 		sc.name = "callback"
 		rep.Profiles, rep.ProfileErrors = b.profileScenario(ctx, sc, teams, embeddings.concurrency)
 	}
-	st := statusPass
-	if fig.Ratio > callbackCPULimit {
-		st = statusFail
-	}
-	rep.Checks = append(rep.Checks, check{Scenario: rep.Name, Name: name, Status: st,
-		Detail: fmt.Sprintf("%.2f× (%+.1f µs): with %.1f, without %.1f", fig.Ratio, fig.WithUS-fig.WithoutUS, fig.WithUS, fig.WithoutUS)})
-	st = statusPass
-	if fig.AddedP50MS > callbackAddedP50Limit {
-		st = statusFail
-	}
-	rep.Checks = append(rep.Checks, check{Scenario: rep.Name, Name: p50Name, Status: st,
-		Detail: fmt.Sprintf("%+.3f ms: with %.3f, without %.3f", fig.AddedP50MS, fig.WithP50MS, fig.WithoutP50MS)})
+	rep.Checks = append(rep.Checks, pairedChecks(rep.Name, &fig.pairedFigures, name, p50Name, callbackCPULimit, callbackAddedP50Limit)...)
 	return rep
 }
 
@@ -133,38 +97,11 @@ func (b *bench) callbackRun(ctx context.Context, embeddings httpScenario, fig *c
 	if err != nil {
 		return nil, err
 	}
-	conc := embeddings.concurrency
-	var without, withCB, added, ratios []float64
-	var p50Without, p50With []float64
-	for round := 1; round <= b.cfg.rounds && ctx.Err() == nil; round++ {
-		var r callbackRound
-		for _, t := range []target{plain, with} {
-			m, err := b.measure(ctx, embeddings, t, round, conc, embeddings.rate)
-			if err != nil {
-				return nil, err
-			}
-			if t.key == key {
-				r.WithUS, r.WithUserUS, r.WithRPS, r.WithP50 = m.Closed.CPUPerRequestUS, m.Closed.UserCPUPerRequestUS, m.Closed.Throughput, m.Open.Latency.P50
-				r.WithUpstreamUS = m.Closed.UpstreamCPUPerReqUS
-				fig.Requests += m.Closed.OK + m.Open.OK
-			} else {
-				r.WithoutUS, r.WithoutUserUS, r.WithoutRPS, r.WithoutP50 = m.Closed.CPUPerRequestUS, m.Closed.UserCPUPerRequestUS, m.Closed.Throughput, m.Open.Latency.P50
-				r.WithoutUpstreamUS = m.Closed.UpstreamCPUPerReqUS
-			}
-		}
-		fig.Rounds = append(fig.Rounds, r)
-		without, withCB = append(without, r.WithoutUS), append(withCB, r.WithUS)
-		if r.WithoutUS > 0 {
-			ratios = append(ratios, r.WithUS/r.WithoutUS)
-		}
-		p50Without, p50With, added = append(p50Without, r.WithoutP50), append(p50With, r.WithP50), append(added, r.WithP50-r.WithoutP50)
-		b.logf("  %-18s round %d without %.1f µs/req (user %.1f, %.0f req/s, upstream %.1f) p50 %.3f ms, with %.1f µs/req (user %.1f, %.0f req/s, upstream %.1f) p50 %.3f ms", "callback", round,
-			r.WithoutUS, r.WithoutUserUS, r.WithoutRPS, r.WithoutUpstreamUS, r.WithoutP50, r.WithUS, r.WithUserUS, r.WithRPS, r.WithUpstreamUS, r.WithP50)
-	}
-	fig.WithoutUS, fig.WithUS, fig.PairedRatio = median(without), median(withCB), median(ratios)
-	fig.WithoutP50MS, fig.WithP50MS, fig.AddedP50MS = median(p50Without), median(p50With), median(added)
-	if fig.WithoutUS > 0 {
-		fig.Ratio = fig.WithUS / fig.WithoutUS
+	err = b.measurePaired(ctx, "callback", embeddings, plain, with, &fig.pairedFigures, func(m measurement) {
+		fig.Requests += m.Closed.OK + m.Open.OK
+	})
+	if err != nil {
+		return nil, err
 	}
 	// Delivery may trail the calls a little; then the sink must have seen them.
 	for wait := time.Now().Add(10 * time.Second); time.Now().Before(wait); {

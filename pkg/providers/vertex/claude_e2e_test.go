@@ -8,7 +8,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 
-	"github.com/sluice-gateway/sluice/pkg/chat/chattest"
+	"github.com/sluice-gateway/sluice/pkg/gateway/chattest"
 	"github.com/sluice-gateway/sluice/pkg/providers/anthropic/anthropictest"
 	"github.com/sluice-gateway/sluice/pkg/providers/google/googletest"
 	"github.com/sluice-gateway/sluice/pkg/providers/providertest"
