@@ -163,10 +163,13 @@ type Deps struct {
 
 // Budget reserves a batch's estimate against its caller's budgets
 // (spend.Budgets): the reservation and the writes that take it, which the
-// create puts in its own transaction.
+// create puts in its own transaction; Took and Released tell the
+// process's admissions when a reservation was taken and given back.
 type Budget interface {
 	Budgeted(p auth.Principal) bool
 	Reserve(ctx context.Context, p auth.Principal, cost float64) (spend.Reservation, []store.Write, error)
+	Took(r spend.Reservation)
+	Released(r spend.Reservation)
 }
 
 // Options tune the service. Zero values take the defaults.

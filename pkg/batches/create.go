@@ -121,6 +121,7 @@ func (s *Service) Create(ctx context.Context, p auth.Principal, nb NewBatch) (Ba
 	if err = res.failed(err); err != nil {
 		return Batch{}, fmt.Errorf("batches: create: %w", err)
 	}
+	s.took(res)
 	// The batch exists: a failed send leaves it validating, and the sweep
 	// sends its plan again (StaleAfter).
 	if err := s.send(ctx, message{Kind: kindPlan, Batch: st.doc.ID}); err != nil {

@@ -203,6 +203,7 @@ func (s *Service) createNative(ctx context.Context, p auth.Principal, nb NewBatc
 		}
 		return Batch{}, fmt.Errorf("batches: create native %s: %w", st.doc.ID, err)
 	}
+	s.took(res)
 	slog.InfoContext(ctx, "batches: native batch created", "batch", st.doc.ID, "provider", pick.provider, "provider_batch", ref.BatchID, "status", st.status)
 	return st.object(), nil
 }

@@ -229,11 +229,13 @@ func (s *Service) change(ctx context.Context, id string, f func(st *state) (bool
 			return nil, err
 		}
 		writes := []store.Write{{Kind: store.WriteUpdate, Record: rec, Cond: store.Cond{Version: st.version}}}
+		var release []store.Write
 		if terminal(st.status) && !terminal(was) {
 			writes = append(writes, store.Write{Kind: store.WriteDelete, Record: store.Record{Key: inputKey(st.doc.InputFileID, id)}})
 			// The batch's end releases what its lines left of its
 			// reservation: the same write, so exactly once.
-			writes = append(writes, st.release()...)
+			release = st.release()
+			writes = append(writes, release...)
 			if rec, err = st.record(); err != nil {
 				return nil, err
 			}
@@ -247,6 +249,9 @@ func (s *Service) change(ctx context.Context, id string, f func(st *state) (bool
 			return nil, fmt.Errorf("batches: update %s: %w", id, err)
 		}
 		st.version++
+		if len(release) > 0 {
+			s.released(st)
+		}
 		return st, nil
 	}
 }

@@ -81,6 +81,21 @@ func (s *Service) reserve(ctx context.Context, p auth.Principal, nb NewBatch) (t
 	return taken{doc: d, writes: writes, cost: cost}, nil
 }
 
+// took tells the budgets a create's reservation was taken.
+func (s *Service) took(t taken) {
+	if t.doc != nil && s.deps.Budget != nil {
+		s.deps.Budget.Took(t.doc.Reservation)
+	}
+}
+
+// released tells the budgets the write that ended the batch gave back what
+// was left of its reservation.
+func (s *Service) released(st *state) {
+	if r := st.doc.Reserve; r != nil && s.deps.Budget != nil {
+		s.deps.Budget.Released(r.Reservation)
+	}
+}
+
 // release is the writes that give back what the batch's lines left of its
 // reservation, for the write that ends it; it marks the reservation
 // released. None when there is nothing to give back.

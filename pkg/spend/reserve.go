@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
@@ -77,6 +78,7 @@ func (b *Budgets) Reserve(ctx context.Context, p auth.Principal, cost float64) (
 		if max == nil {
 			continue
 		}
+		b.forget(bg.name) // a create is rare: read the spend and reservations as they are
 		s, err := b.fresh(ctx, bg, now)
 		if err != nil {
 			return Reservation{}, nil, err
@@ -103,6 +105,37 @@ func (b *Budgets) Reserve(ctx context.Context, p auth.Principal, cost float64) (
 	return r, writes, nil
 }
 
+// Took tells this process's admissions that r was taken (its create
+// committed), so they count it at once rather than at their next read of
+// the store (BudgetOptions.Refresh); Released, that it was given back.
+func (b *Budgets) Took(r Reservation)     { b.move(r, usd(r.NUSD)) }
+func (b *Budgets) Released(r Reservation) { b.forgetAll(r) }
+
+func (b *Budgets) move(r Reservation, delta float64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, name := range r.Scopes {
+		if s := b.scopes[name]; s != nil {
+			s.reserved += delta
+		}
+	}
+}
+
+func (b *Budgets) forgetAll(r Reservation) {
+	for _, name := range r.Scopes {
+		b.forget(name)
+	}
+}
+
+// forget makes the next admission of scope read its spend again.
+func (b *Budgets) forget(name string) {
+	b.mu.Lock()
+	if s := b.scopes[name]; s != nil {
+		s.readAt = time.Time{}
+	}
+	b.mu.Unlock()
+}
+
 // Exceeded is the 400 budget_exceeded of a batch estimated at up to cost
 // USD that a scope (what: "key", "team") cannot hold.
 func Exceeded(what string, spent, max, reserved, inflight, cost float64) error {
@@ -115,7 +148,7 @@ func Exceeded(what string, spent, max, reserved, inflight, cost float64) error {
 // one at the same moment (its reservation's condition failed).
 func ExceededRace(cost float64) error {
 	return &api.Error{Status: 400, Type: CodeBudgetExceeded, Code: CodeBudgetExceeded, Message: fmt.Sprintf(
-		"Budget has been exceeded! This batch is estimated at up to %v, more than the budget has left once the batches created meanwhile reserved theirs.", cost)}
+		"Budget has been exceeded! This batch is estimated at up to %v, more than the budget has left once the running batches created meanwhile reserve theirs.", cost)}
 }
 
 // storedReserved reads a scope's reservations, USD.
