@@ -163,12 +163,18 @@ func TestABatchReservesSettlesAndReleasesOnce(t *testing.T) {
 				t.Fatalf("work message delivered again: %v", err)
 			}
 		}
-		for _, m := range deliveries.received() {
+		sent := deliveries.received()
+		for _, m := range sent {
 			if err := g.Backend.Deliveries.Send(context.Background(), m.Body); err != nil {
 				t.Fatal(err)
 			}
 		}
-		time.Sleep(time.Second) // the delivery job takes the messages sent again
+		for deadline := time.Now().Add(10 * time.Second); len(deliveries.received()) < 2*len(sent); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the delivery job took %d of the %d messages sent again", len(deliveries.received())-len(sent), len(sent))
+			}
+		}
+		time.Sleep(500 * time.Millisecond) // and counts them (its flush lingers)
 		if v := reserved(t, g, key); v != 0 {
 			t.Errorf("after every message was delivered again, %v reserved, want 0", v)
 		}
