@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/files"
 	"github.com/sluice-gateway/sluice/pkg/ids"
 	"github.com/sluice-gateway/sluice/pkg/modelcall"
+	"github.com/sluice-gateway/sluice/pkg/spend"
 	"github.com/sluice-gateway/sluice/pkg/store"
 	"github.com/sluice-gateway/sluice/pkg/traces"
 )
@@ -70,6 +71,14 @@ type Batch struct {
 	RequestCounts    RequestCounts     `json:"request_counts"`
 	Metadata         map[string]string `json:"metadata"`
 	Usage            Usage             `json:"usage"`
+	// ResponseCost is what the batch's lines have cost so far (USD, as
+	// each line's log event is priced: its response_cost), and
+	// ReservedCost what the batch still holds of its budgets (null when
+	// it reserved nothing or has ended). Neither is OpenAI's: both are
+	// extra fields that OpenAI's SDKs and LiteLLM keep or ignore
+	// (docs/spend.md).
+	ResponseCost float64  `json:"response_cost"`
+	ReservedCost *float64 `json:"reserved_cost"`
 }
 
 // Errors is a batch's errors: the input lines its plan refused.
@@ -146,16 +155,21 @@ type Deps struct {
 	Tracer *traces.Tracer
 	// Prices prices a dry run's tokens (nil: every model's cost unknown).
 	Prices Prices
-	// Budget refuses at create a batch whose estimate its caller's
-	// budgets cannot hold (nil: no check).
+	// Budget reserves at create a batch's estimate against its caller's
+	// budgets, refusing the batch when they cannot hold it (nil: no
+	// check).
 	Budget Budget
 }
 
-// Budget checks a batch's estimate against its caller's budgets
-// (spend.Budgets).
+// Budget reserves a batch's estimate against its caller's budgets
+// (spend.Budgets): the reservation and the writes that take it, which the
+// create puts in its own transaction; Took and Released tell the
+// process's admissions when a reservation was taken and given back.
 type Budget interface {
 	Budgeted(p auth.Principal) bool
-	Fits(ctx context.Context, p auth.Principal, cost float64) error
+	Reserve(ctx context.Context, p auth.Principal, cost float64) (spend.Reservation, []store.Write, error)
+	Took(r spend.Reservation)
+	Released(r spend.Reservation)
 }
 
 // Options tune the service. Zero values take the defaults.

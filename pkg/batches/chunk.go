@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/spend"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -91,7 +92,7 @@ func (s *Service) acquire(ctx context.Context, st *state, c *chunk) (*chunkRun, 
 		return nil, err
 	}
 	writes := append([]store.Write{{Kind: store.WriteUpdate, Record: rec, Cond: store.Cond{Version: c.version, StatusIn: []string{chunkPending}}}},
-		unshow(id, dead)...)
+		unshow(&st.doc, dead)...)
 	err = s.deps.Records.Transact(ctx, writes)
 	if errors.Is(err, store.ErrConditionFailed) {
 		return nil, errLost
@@ -140,6 +141,7 @@ type chunkRun struct {
 	completed int64
 	failed    int64
 	usage     oai.Usage
+	cost      int64 // nano-USD the lines' calls cost, as priced
 	fatal     error // the run cannot commit (an object write failed, the lease was lost)
 }
 
@@ -267,6 +269,9 @@ func (r *chunkRun) exec(i int, customID string, body []byte) {
 	}
 	lineCtx, span := r.s.deps.Tracer.StartBatchLine(r.lineCtx, r.batch.doc.ID, customID)
 	defer span.End()
+	tally := &spend.BatchLine{Reserved: r.batch.ownReserve()}
+	lineCtx = spend.WithBatchLine(lineCtx, tally)
+	defer r.addCost(tally)
 	backoff := time.Second
 	for {
 		reqID := api.NewRequestID()
@@ -357,6 +362,16 @@ func (r *chunkRun) failLine(i int, customID, reqID string, err error) {
 		return
 	}
 	r.mark(i, false, oai.Usage{})
+}
+
+// addCost adds what a line's calls cost to the run's, whether or not the
+// line ran to its end: the provider was paid.
+func (r *chunkRun) addCost(l *spend.BatchLine) {
+	if c := l.NanoCost(); c != 0 {
+		r.mu.Lock()
+		r.cost += c
+		r.mu.Unlock()
+	}
 }
 
 func (r *chunkRun) mark(i int, ok bool, u oai.Usage) {
@@ -459,7 +474,7 @@ func (r *chunkRun) release(ctx context.Context) {
 	rec, err := r.c.record(r.batch.doc.ID)
 	if err == nil {
 		writes := append([]store.Write{{Kind: store.WriteUpdate, Record: rec, Cond: store.Cond{Version: r.c.version}}},
-			unshow(r.batch.doc.ID, shown)...)
+			unshow(&r.batch.doc, shown)...)
 		err = r.s.deps.Records.Transact(context.WithoutCancel(ctx), writes)
 	}
 	if err != nil && !errors.Is(err, store.ErrConditionFailed) {
@@ -526,19 +541,20 @@ func (r *chunkRun) commit(ctx context.Context, log *slog.Logger) error {
 		r.discard(ctx, err)
 		return err
 	}
-	adds := map[string]int64{
-		ctrCompleted: r.completed, ctrFailed: r.failed,
-		ctrInput: r.usage.PromptTokens, ctrOutput: r.usage.CompletionTokens, ctrTotal: r.usage.TotalTokens,
-		ctrCached: r.usage.PromptTokensDetails.CachedTokens, ctrReasoning: r.usage.CompletionTokensDetails.ReasoningTokens,
+	adds := map[string]int64{}
+	for ctr, v := range r.snapshot() {
+		if v != 0 {
+			adds[ctr] = v
+		}
 	}
 	liveAdds(adds, shown, nil) // counted now: no longer live
 	if complete {
 		adds[ctrChunks] = 1
 	}
-	writes := []store.Write{
+	writes := append([]store.Write{
 		{Kind: store.WriteUpdate, Record: rec, Cond: store.Cond{Version: c.version}},
 		{Kind: store.WriteAdd, Record: store.Record{Key: batchKey(id), Counters: adds}, Cond: store.Cond{Exists: true}},
-	}
+	}, r.batch.doc.reserveAdds(shown[ctrSettled]-r.settled())...) // the lines' shares given back
 	for attempt := 1; ; attempt++ {
 		err = s.deps.Records.Transact(ctx, writes)
 		if err == nil {

@@ -66,11 +66,12 @@ func (s *Service) Create(ctx context.Context, p auth.Principal, nb NewBatch) (Ba
 			return b, err
 		}
 	}
-	if err := s.fits(ctx, p, nb); err != nil {
+	res, err := s.reserve(ctx, p, nb)
+	if err != nil {
 		return Batch{}, err
 	}
 	if nb.Provider != "" || nb.Model != "" {
-		return s.createNative(ctx, p, nb, window)
+		return s.createNative(ctx, p, nb, window, res)
 	}
 	f, err := s.deps.Files.Get(ctx, p, nb.InputFileID)
 	if err != nil {
@@ -92,6 +93,7 @@ func (s *Service) Create(ctx context.Context, p auth.Principal, nb NewBatch) (Ba
 		Metadata: nb.Metadata, OutputExpiresAfter: int64(nb.OutputExpiresAfter / time.Second),
 		OutFile: ids.New(ids.File), ErrFile: ids.New(ids.File),
 		ChunkLines: s.opts.ChunkLines, ChunkBytes: s.opts.ChunkBytes,
+		Reserve: res.doc,
 	}}
 	rec, err := st.record()
 	if err != nil {
@@ -109,44 +111,23 @@ func (s *Service) Create(ctx context.Context, p auth.Principal, nb NewBatch) (Ba
 			Key: idempotencyKey(p, nb.IdempotencyKey), Body: body, ExpiresAt: now.Add(idempotencyTTL),
 		}})
 	}
-	err = s.deps.Records.Transact(ctx, writes)
+	err = s.deps.Records.Transact(ctx, append(writes, res.writes...))
 	if errors.Is(err, store.ErrConditionFailed) && nb.IdempotencyKey != "" {
 		// The same key, used at the same time: the other request won.
 		if b, ok, err := s.replay(ctx, p, nb); ok || err != nil {
 			return b, err
 		}
 	}
-	if err != nil {
+	if err = res.failed(err); err != nil {
 		return Batch{}, fmt.Errorf("batches: create: %w", err)
 	}
+	s.took(res)
 	// The batch exists: a failed send leaves it validating, and the sweep
 	// sends its plan again (StaleAfter).
 	if err := s.send(ctx, message{Kind: kindPlan, Batch: st.doc.ID}); err != nil {
 		slog.WarnContext(ctx, "batches: plan not queued; the sweep will queue it", "batch", st.doc.ID, "error", err)
 	}
 	return st.object(), nil
-}
-
-// fits refuses nb when its worst-case cost (its dry run's: the batch
-// prices for a native batch when known) does not fit p's budgets. A file
-// the estimate cannot read is left to the create's own checks.
-func (s *Service) fits(ctx context.Context, p auth.Principal, nb NewBatch) error {
-	if s.deps.Budget == nil || !s.deps.Budget.Budgeted(p) {
-		return nil
-	}
-	est, err := s.Estimate(ctx, p, nb)
-	var ae *api.Error
-	if errors.As(err, &ae) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	cost := est.EstimatedCost.Engine
-	if n := est.EstimatedCost.Native; n != nil && (nb.Provider != "" || nb.Model != "") {
-		cost = *n
-	}
-	return s.deps.Budget.Fits(ctx, p, cost)
 }
 
 // check validates nb's values and returns its completion window.

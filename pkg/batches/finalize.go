@@ -178,7 +178,7 @@ func (s *Service) close(ctx context.Context, st *state) (*state, error) {
 				return false, 0, err
 			}
 			err = s.deps.Records.Transact(ctx, append([]store.Write{{Kind: store.WriteUpdate, Record: rec, Cond: store.Cond{Version: cur.version}}},
-				unshow(id, dead)...))
+				unshow(&st.doc, dead)...))
 			if errors.Is(err, store.ErrConditionFailed) {
 				return false, 0, nil // a run committed meanwhile: look again
 			}

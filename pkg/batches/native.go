@@ -103,6 +103,9 @@ type nativeDoc struct {
 	Polled int64         `json:"polled_ns"`
 	Counts RequestCounts `json:"counts"`
 	Usage  Usage         `json:"usage"`
+	// Cost is what its lines cost at the batch prices (nano-USD), added up
+	// as their results are copied in.
+	Cost int64 `json:"cost_nusd,omitempty"`
 }
 
 // createNative runs nb on the provider's own batch API: it picks the
@@ -111,7 +114,7 @@ type nativeDoc struct {
 // and records the batch with the provider's ids. A line the provider
 // cannot take is a 400 naming it; a provider that refuses the batch makes
 // it a failed batch carrying the provider's message.
-func (s *Service) createNative(ctx context.Context, p auth.Principal, nb NewBatch, window time.Duration) (Batch, error) {
+func (s *Service) createNative(ctx context.Context, p auth.Principal, nb NewBatch, window time.Duration, res taken) (Batch, error) {
 	if s.native == nil {
 		return Batch{}, api.InvalidValue("custom_llm_provider", "This gateway runs no native batches.")
 	}
@@ -170,6 +173,7 @@ func (s *Service) createNative(ctx context.Context, p auth.Principal, nb NewBatc
 	} else {
 		st.doc.Native.Ref = ref
 		st.doc.Native.Polled = now.UnixNano()
+		st.doc.Reserve = res.doc // a refused batch reserves nothing
 	}
 	rec, err := st.record()
 	if err != nil {
@@ -186,7 +190,11 @@ func (s *Service) createNative(ctx context.Context, p auth.Principal, nb NewBatc
 			Key: idempotencyKey(p, nb.IdempotencyKey), Body: body, ExpiresAt: now.Add(idempotencyTTL),
 		}})
 	}
+	if st.doc.Reserve != nil {
+		writes = append(writes, res.writes...)
+	}
 	if err := s.deps.Records.Transact(ctx, writes); err != nil {
+		err = res.failed(err)
 		if st.status != StatusFailed {
 			// Nothing left half-made: the provider's batch is cancelled.
 			if cerr := pick.api.CancelBatch(context.WithoutCancel(ctx), ref); cerr != nil {
@@ -195,6 +203,7 @@ func (s *Service) createNative(ctx context.Context, p auth.Principal, nb NewBatc
 		}
 		return Batch{}, fmt.Errorf("batches: create native %s: %w", st.doc.ID, err)
 	}
+	s.took(res)
 	slog.InfoContext(ctx, "batches: native batch created", "batch", st.doc.ID, "provider", pick.provider, "provider_batch", ref.BatchID, "status", st.status)
 	return st.object(), nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/spend"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -89,20 +90,21 @@ func (s *Service) refreshNative(ctx context.Context, st *state) (*state, error) 
 		return st, err
 	}
 	var usage *Usage
+	var cost int64
 	var outID, errID string
 	if terminal(ps.Status) {
 		u := Usage{}
 		usage = &u
-		if outID, err = s.copyResults(ctx, st, b, ps, models.ResultsOut, ps.OutputFile, st.doc.OutFile, &u); err != nil {
+		if outID, err = s.copyResults(ctx, st, b, ps, models.ResultsOut, ps.OutputFile, st.doc.OutFile, &u, &cost); err != nil {
 			return st, err
 		}
-		if errID, err = s.copyResults(ctx, st, b, ps, models.ResultsErr, ps.ErrorFile, st.doc.ErrFile, &u); err != nil {
+		if errID, err = s.copyResults(ctx, st, b, ps, models.ResultsErr, ps.ErrorFile, st.doc.ErrFile, &u, &cost); err != nil {
 			return st, err
 		}
 	}
 	cur, err := s.mirror(ctx, st.doc.ID, ps, func(d *batchDoc) {
 		if usage != nil {
-			d.Native.Usage = *usage
+			d.Native.Usage, d.Native.Cost = *usage, cost
 			d.OutputFileID, d.ErrorFileID = outID, errID
 		}
 	})
@@ -175,11 +177,12 @@ func (s *Service) mirror(ctx context.Context, id string, ps models.BatchState, a
 
 // copyResults copies the provider's file of kind into sluice's store as the
 // batch's file fileID (purpose batch_output), streaming, publishing each
-// line's log event and adding its usage to u. It returns fileID, or ""
-// when the provider has no such file. Copied again (a crash before the
+// line's log event and adding its usage to u and its cost (nano-USD, as
+// priced) to cost. It returns fileID, or "" when the provider has no such
+// file. Copied again (a crash before the
 // batch recorded it), it writes the same object; the file's record exists
 // once.
-func (s *Service) copyResults(ctx context.Context, st *state, b models.Batcher, ps models.BatchState, kind, file, fileID string, u *Usage) (string, error) {
+func (s *Service) copyResults(ctx context.Context, st *state, b models.Batcher, ps models.BatchState, kind, file, fileID string, u *Usage, cost *int64) (string, error) {
 	rc, err := b.BatchResults(ctx, st.doc.Native.Ref, kind, file, s.native.Store)
 	if err != nil {
 		return "", fmt.Errorf("batches: read the %s file of %s from %s: %w", kind, st.doc.ID, st.doc.Native.Provider, err)
@@ -189,7 +192,7 @@ func (s *Service) copyResults(ctx context.Context, st *state, b models.Batcher, 
 	}
 	defer rc.Close()
 	p, perr := s.principal(ctx, st.doc)
-	ev := &lineEvents{s: s, st: st, p: p, usage: u, ok: perr == nil, ctx: ctx}
+	ev := &lineEvents{s: s, st: st, p: p, usage: u, cost: cost, ok: perr == nil, ctx: ctx}
 	key := fmt.Sprintf("batches/%s/native.%s.jsonl", st.doc.ID, kind)
 	size, err := s.deps.Blobs.Put(ctx, key, io.TeeReader(rc, ev))
 	ev.end()
@@ -212,6 +215,7 @@ type lineEvents struct {
 	p       auth.Principal
 	ok      bool // the principal resolved: events can be made
 	usage   *Usage
+	cost    *int64 // nano-USD, as the events are priced
 	buf     []byte
 	skip    bool
 	pending []*logevent.Event // published together, eventBurst at a time
@@ -312,6 +316,9 @@ func (l *lineEvents) line(raw []byte) {
 func (l *lineEvents) flush() {
 	if len(l.pending) > 0 {
 		l.s.native.Events.EmitAll(l.ctx, l.pending)
+		for _, ev := range l.pending {
+			*l.cost += spend.NanoUSD(ev.ResponseCost) // priced by the emit
+		}
 	}
 	l.pending = l.pending[:0]
 }

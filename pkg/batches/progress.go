@@ -30,6 +30,8 @@ var liveCounter = map[string]string{
 	ctrTotal:     "live_total_tokens",
 	ctrCached:    "live_cached_tokens",
 	ctrReasoning: "live_reasoning_tokens",
+	ctrCost:      "live_cost_nusd",
+	ctrSettled:   "live_reserve_settled_nusd",
 }
 
 // progress is what a run has done, by committed counter name.
@@ -43,7 +45,17 @@ func (r *chunkRun) snapshot() progress {
 		ctrCompleted: r.completed, ctrFailed: r.failed,
 		ctrInput: r.usage.PromptTokens, ctrOutput: r.usage.CompletionTokens, ctrTotal: r.usage.TotalTokens,
 		ctrCached: r.usage.PromptTokensDetails.CachedTokens, ctrReasoning: r.usage.CompletionTokensDetails.ReasoningTokens,
+		ctrCost: r.cost, ctrSettled: r.settled(),
 	}
+}
+
+// settled is the share of the batch's reservation the run's lines give
+// back: every line done, answered or failed.
+func (r *chunkRun) settled() int64 {
+	if res := r.batch.doc.Reserve; res != nil {
+		return (r.completed + r.failed) * res.Share
+	}
+	return 0
 }
 
 // liveAdds adds to adds the live counters' change from shown to now: only
@@ -56,10 +68,11 @@ func liveAdds(adds map[string]int64, shown, now progress) {
 	}
 }
 
-// unshow is the write that takes lease l's shown progress off batch id's
-// live counters, to go with the write that removes l; none when it showed
-// nothing.
-func unshow(id string, l *lease) []store.Write {
+// unshow is the write that takes lease l's shown progress off batch d's
+// live counters, to go with the write that removes l — and takes back the
+// reservation share its lines gave back, since they will run again; none
+// when it showed nothing.
+func unshow(d *batchDoc, l *lease) []store.Write {
 	if l == nil || len(l.Shown) == 0 {
 		return nil
 	}
@@ -68,7 +81,8 @@ func unshow(id string, l *lease) []store.Write {
 	if len(adds) == 0 {
 		return nil
 	}
-	return []store.Write{{Kind: store.WriteAdd, Record: store.Record{Key: batchKey(id), Counters: adds}, Cond: store.Cond{Exists: true}}}
+	return append([]store.Write{{Kind: store.WriteAdd, Record: store.Record{Key: batchKey(d.ID), Counters: adds}, Cond: store.Cond{Exists: true}}},
+		d.reserveAdds(l.Shown[ctrSettled])...)
 }
 
 // publish shows the lines the run finished since it last showed them, in
@@ -88,10 +102,10 @@ func (r *chunkRun) publish(ctx context.Context) error {
 	r.c.doc.Lease = &l
 	rec, err := r.c.record(id)
 	if err == nil {
-		err = r.s.deps.Records.Transact(ctx, []store.Write{
+		err = r.s.deps.Records.Transact(ctx, append([]store.Write{
 			{Kind: store.WriteUpdate, Record: rec, Cond: store.Cond{Version: r.c.version}},
 			{Kind: store.WriteAdd, Record: store.Record{Key: batchKey(id), Counters: adds}, Cond: store.Cond{Exists: true}},
-		})
+		}, r.batch.doc.reserveAdds(was.Shown[ctrSettled]-now[ctrSettled])...))
 	}
 	if err != nil {
 		// The lease as the record holds it at the run's version.

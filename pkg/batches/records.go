@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/files"
 	"github.com/sluice-gateway/sluice/pkg/ids"
+	"github.com/sluice-gateway/sluice/pkg/spend"
 	"github.com/sluice-gateway/sluice/pkg/store"
 	"github.com/sluice-gateway/sluice/pkg/store/sortkey"
 )
@@ -57,6 +58,11 @@ const (
 	ctrCached    = "cached_tokens"
 	ctrReasoning = "reasoning_tokens"
 	ctrChunks    = "chunks_done"
+	// ctrCost is what the committed lines' calls cost (nano-USD, as
+	// priced); ctrSettled is the share of the batch's reservation they
+	// gave back (reserve.go).
+	ctrCost    = "cost_nusd"
+	ctrSettled = "reserve_settled_nusd"
 )
 
 func batchKey(id string) store.Key    { return store.Key{PK: batchPrefix + id, SK: batchSK} }
@@ -125,6 +131,9 @@ type batchDoc struct {
 	// Native is the provider's batch of a native batch (native.go); nil
 	// for a batch the engine runs.
 	Native *nativeDoc `json:"native,omitempty"`
+	// Reserve is what the batch holds of its budgets (reserve.go); nil
+	// when it reserved nothing.
+	Reserve *reserveDoc `json:"reserve,omitempty"`
 }
 
 // state is a batch record as read: its body, status, counters and version.
@@ -217,8 +226,17 @@ func (s *Service) change(ctx context.Context, id string, f func(st *state) (bool
 			return nil, err
 		}
 		writes := []store.Write{{Kind: store.WriteUpdate, Record: rec, Cond: store.Cond{Version: st.version}}}
+		var release []store.Write
 		if terminal(st.status) && !terminal(was) {
 			writes = append(writes, store.Write{Kind: store.WriteDelete, Record: store.Record{Key: inputKey(st.doc.InputFileID, id)}})
+			// The batch's end releases what its lines left of its
+			// reservation: the same write, so exactly once.
+			release = st.release()
+			writes = append(writes, release...)
+			if rec, err = st.record(); err != nil {
+				return nil, err
+			}
+			writes[0].Record = rec
 		}
 		err = s.deps.Records.Transact(ctx, writes)
 		if errors.Is(err, store.ErrConditionFailed) {
@@ -228,6 +246,9 @@ func (s *Service) change(ctx context.Context, id string, f func(st *state) (bool
 			return nil, fmt.Errorf("batches: update %s: %w", id, err)
 		}
 		st.version++
+		if len(release) > 0 {
+			s.released(st)
+		}
 		return st, nil
 	}
 }
@@ -255,12 +276,18 @@ func (st *state) object() Batch {
 			OutputTokensDetails: OutputTokensDetails{ReasoningTokens: ctr[ctrReasoning]},
 			TotalTokens:         ctr[ctrTotal],
 		},
+		ResponseCost: spend.USD(ctr[ctrCost]),
+	}
+	if r := d.Reserve; r != nil && !r.Released {
+		left := spend.USD(max(r.NUSD-ctr[ctrSettled], 0))
+		b.ReservedCost = &left
 	}
 	if len(d.Errors) > 0 {
 		b.Errors = &Errors{Object: "list", Data: d.Errors}
 	}
 	if d.Native != nil {
 		b.RequestCounts, b.Usage = d.Native.Counts, d.Native.Usage
+		b.ResponseCost = spend.USD(d.Native.Cost)
 	}
 	return b
 }

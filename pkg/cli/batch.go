@@ -37,7 +37,12 @@ type batch struct {
 		OutputTokens int64 `json:"output_tokens"`
 		TotalTokens  int64 `json:"total_tokens"`
 	} `json:"usage"`
-	Errors *struct {
+	// ResponseCost is what the batch's lines cost so far and ReservedCost
+	// what it still holds of its budgets (sluice's extra fields; absent
+	// from another gateway's batch, shown then as unknown, never as $0).
+	ResponseCost *float64 `json:"response_cost"`
+	ReservedCost *float64 `json:"reserved_cost"`
+	Errors       *struct {
 		Data []struct {
 			Code    string `json:"code"`
 			Message string `json:"message"`
@@ -47,6 +52,27 @@ type batch struct {
 }
 
 func (b *batch) done() int64 { return b.RequestCounts.Completed + b.RequestCounts.Failed }
+
+// cost is the batch's cost so far, with its reservation while it holds
+// one ("" when the gateway does not say).
+func (b *batch) cost() string {
+	if b.ResponseCost == nil {
+		return ""
+	}
+	s := fmt.Sprintf("$%.6f", *b.ResponseCost)
+	if r := b.ReservedCost; r != nil && *r > 0 {
+		s += fmt.Sprintf(" (reserved $%.6f)", *r)
+	}
+	return s
+}
+
+// withCost appends ", <what> <cost>" to s when the batch's cost is known.
+func (b *batch) withCost(s, sep string) string {
+	if c := b.cost(); c != "" {
+		return s + sep + c
+	}
+	return s
+}
 
 func ended(status string) bool {
 	switch status {
@@ -69,8 +95,9 @@ func (a *app) batchRunCmd() *cobra.Command {
 		Use:   "run FILE.jsonl",
 		Short: "Upload a JSONL file, run it as a batch with a live progress bar, and download its results",
 		Long: "run uploads FILE.jsonl (purpose batch), creates a batch over it and watches it: a bar with\n" +
-			"completed, failed and total lines, the rate, the time left and the tokens, redrawn in place on a\n" +
-			"terminal, one line per change otherwise. Ctrl-C asks whether to cancel the batch or leave it\n" +
+			"completed, failed and total lines, the rate, the time left, the tokens and what the lines cost so\n" +
+			"far (with what the batch still reserves of its budget), redrawn in place on a terminal, one line\n" +
+			"per change otherwise. Ctrl-C asks whether to cancel the batch or leave it\n" +
 			"running. When it ends, FILE.output.jsonl and FILE.errors.jsonl are written beside the input.\n\n" +
 			"Exit status: 0 every line succeeded, 3 some lines failed, 4 the batch failed, expired or was\n" +
 			"cancelled, 1 a usage or connection error.",
@@ -370,9 +397,9 @@ func (a *app) finish(ctx context.Context, c *client, b *batch, raw json.RawMessa
 		}
 	} else {
 		n := b.RequestCounts
-		fmt.Fprintf(a.stdout, "Batch %s %s in %s: %d of %d lines succeeded, %d failed; %s tokens (%s in, %s out).\n",
+		fmt.Fprintln(a.stdout, b.withCost(fmt.Sprintf("Batch %s %s in %s: %d of %d lines succeeded, %d failed; %s tokens (%s in, %s out)",
 			b.ID, b.Status, time.Since(started).Round(100*time.Millisecond), n.Completed, n.Total, n.Failed,
-			count(b.Usage.TotalTokens), count(b.Usage.InputTokens), count(b.Usage.OutputTokens))
+			count(b.Usage.TotalTokens), count(b.Usage.InputTokens), count(b.Usage.OutputTokens)), "; cost ")+".")
 		if b.Errors != nil {
 			for _, e := range b.Errors.Data {
 				fmt.Fprintf(a.stdout, "  %s: %s\n", e.Code, e.Message)
@@ -443,11 +470,11 @@ func (w *watcher) show(b *batch) {
 				progressbar.OptionShowElapsedTimeOnFinish(), progressbar.OptionSetRenderBlankState(true),
 				progressbar.OptionThrottle(0))
 		}
-		w.bar.Describe(fmt.Sprintf("%s ✓%d ✗%d %s tokens", b.Status, n.Completed, n.Failed, count(b.Usage.TotalTokens)))
+		w.bar.Describe(b.withCost(fmt.Sprintf("%s ✓%d ✗%d %s tokens", b.Status, n.Completed, n.Failed, count(b.Usage.TotalTokens)), " "))
 		w.bar.Set64(b.done())
 		return
 	}
-	line := fmt.Sprintf("%s %s: %d/%d done (%d completed, %d failed), %s tokens", b.ID, b.Status, b.done(), n.Total, n.Completed, n.Failed, count(b.Usage.TotalTokens))
+	line := b.withCost(fmt.Sprintf("%s %s: %d/%d done (%d completed, %d failed), %s tokens", b.ID, b.Status, b.done(), n.Total, n.Completed, n.Failed, count(b.Usage.TotalTokens)), ", ")
 	if n.Total == 0 && !ended(b.Status) {
 		line = fmt.Sprintf("%s %s", b.ID, b.Status) // the lines are not counted yet
 	}
@@ -499,9 +526,17 @@ func (a *app) batchTable(bs []batch) {
 	for _, b := range bs {
 		rows = append(rows, []string{b.ID, b.Status, b.Endpoint, when(b.CreatedAt),
 			fmt.Sprintf("%d/%d", b.done(), b.RequestCounts.Total), fmt.Sprint(b.RequestCounts.Failed), count(b.Usage.TotalTokens),
-			deref(b.OutputFileID), deref(b.ErrorFileID)})
+			optCost(b.ResponseCost), deref(b.OutputFileID), deref(b.ErrorFileID)})
 	}
-	a.table([]string{"ID", "STATUS", "ENDPOINT", "CREATED", "DONE", "FAILED", "TOKENS", "OUTPUT", "ERRORS"}, rows)
+	a.table([]string{"ID", "STATUS", "ENDPOINT", "CREATED", "DONE", "FAILED", "TOKENS", "COST", "OUTPUT", "ERRORS"}, rows)
+}
+
+// optCost is a batch's cost, "-" when the gateway does not say.
+func optCost(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("$%.6f", *p)
 }
 
 func (a *app) batchListCmd() *cobra.Command {

@@ -310,13 +310,44 @@ func TestBatchRunShowsABarOnATerminal(t *testing.T) {
 	if between < 2 {
 		t.Errorf("the bar showed counts %v: want it to move through several between 0 and %d", seen, n)
 	}
-	for _, want := range []string{"\r", "lines/s", "tokens", "in_progress ✓", "Uploaded requests.jsonl",
+	for _, want := range []string{"\r", "lines/s", "tokens $0.0", "in_progress ✓", "Uploaded requests.jsonl",
 		fmt.Sprintf("completed in"), fmt.Sprintf("%d of %d lines succeeded, 0 failed", n, n), "requests.output.jsonl", "requests.errors.jsonl"} {
 		if !strings.Contains(screen, want) {
 			t.Errorf("the screen lacks %q", want)
 		}
 	}
 	checkFiles(t, input, n)
+
+	// The summary's cost is the batch's, which is what spend counted for
+	// its lines (the key made no other call); batch status shows it too.
+	spent := e.spent(t, n)
+	if want := fmt.Sprintf("; cost $%.6f.", spent); spent <= 0 || !strings.Contains(screen, want) {
+		t.Errorf("the summary lacks %q", want)
+	}
+	id := regexp.MustCompile(`Batch (batch_\S+) completed`).FindStringSubmatch(screen)
+	if id == nil {
+		t.Fatal("no batch id in the summary")
+	}
+	out, _, code := e.run(t, e.key, "", "batch", "status", id[1])
+	if code != 0 || !strings.Contains(out, "COST") || !strings.Contains(out, fmt.Sprintf("$%.6f", spent)) {
+		t.Errorf("batch status: exit %d, want the cost $%.6f:\n%s", code, spent, out)
+	}
+}
+
+// spent is what the env's key has spent today once requests calls are
+// counted.
+func (e *env) spent(t *testing.T, requests int) float64 {
+	t.Helper()
+	day := time.Now().UTC().Format(time.DateOnly)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		total := e.g.Do("GET", "/global/spend/report?start_date="+day+"&end_date="+day+"&group_by=api_key", e.key, nil).JSON(t)["total"].(map[string]any)
+		if int(total["requests"].(float64)) >= requests {
+			return total["spend"].(float64)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v requests counted, want %d", total["requests"], requests)
+		}
+	}
 }
 
 // Without a terminal, batch run prints one plain line per change (no
@@ -332,7 +363,7 @@ func TestBatchRunPrintsLinesWithoutATerminal(t *testing.T) {
 	if strings.ContainsAny(out, "\r\x1b") {
 		t.Errorf("plain output has carriage returns or escapes: %q", out)
 	}
-	progress := regexp.MustCompile(`(?m)^batch_\S+ in_progress: (\d+)/20 done \(\d+ completed, \d+ failed\), [\d,]+ tokens`)
+	progress := regexp.MustCompile(`(?m)^batch_\S+ in_progress: (\d+)/20 done \(\d+ completed, \d+ failed\), [\d,]+ tokens, \$\d+\.\d{6}`)
 	between := 0
 	for _, m := range progress.FindAllStringSubmatch(out, -1) {
 		if d, _ := strconv.Atoi(m[1]); d > 0 && d < n {

@@ -83,9 +83,10 @@ const (
 )
 
 // Budgets admits calls against their key's and team's budgets: the spend
-// stored for the current period, plus the calls of this process still in
-// flight at their estimated cost, plus those that finished too recently to
-// be stored, must be below max_budget. The estimate is the scope's mean
+// stored for the current period, plus what running batches reserve
+// (reserve.go), plus the calls of this process still in flight at their
+// estimated cost, plus those that finished too recently to be stored, must
+// be below max_budget. The estimate is the scope's mean
 // cost per call in this process (else the process's); so N concurrent
 // calls on a budget admitting K admit about K, not N.
 type Budgets struct {
@@ -116,6 +117,7 @@ type scope struct {
 	name       string // "key:<token>", "team:<id>"
 	period     string
 	stored     float64 // USD stored for period, as read at readAt
+	reserved   float64 // USD the scope's running batches reserve, as read at readAt
 	readAt     time.Time
 	inflight   float64 // estimates of the admitted calls not finished
 	recent     []ended // finished calls, until Settle has passed
@@ -190,10 +192,14 @@ func (t *Tab) settleWith(cost float64) {
 	t.settle()
 }
 
-// Admit checks p's budgets before a call: a scope whose spend has reached
-// its max_budget refuses it (400 budget_exceeded). An admitted call
-// reserves its estimated cost until Settle(ctx) with the returned context.
-// A principal without budgets costs nothing here.
+// Admit checks p's budgets before a call: a scope whose spend and
+// reservations have reached its max_budget refuses it (400
+// budget_exceeded). An admitted call reserves its estimated cost until
+// Settle(ctx) with the returned context. A batch line's call (ctx from
+// WithBatchLine) does not count what is left of its own batch's
+// reservation, and reserves nothing more while its batch's reservation
+// lasts: that is what the reservation is for. A principal without budgets
+// costs nothing here.
 func (b *Budgets) Admit(ctx context.Context, p auth.Principal) (context.Context, error) {
 	list := budgetsOf(p)
 	if len(list) == 0 {
@@ -215,11 +221,16 @@ func (b *Budgets) Admit(ctx context.Context, p auth.Principal) (context.Context,
 			b.opts.Alerts.Emit(context.WithoutCancel(ctx), ev)
 		}
 	}()
+	var own float64
+	if l := batchLineOf(ctx); l != nil {
+		own = l.Reserved
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, bg := range list {
 		s := scopes[i]
 		spent := s.stored + s.recentCost(now, b.opts.Settle)
+		reserved := max(s.reserved-own, 0)
 		if soft := bg.budget.SoftBudget; soft != nil && spent >= *soft && s.softWarned != s.period {
 			s.softWarned = s.period
 			slog.WarnContext(ctx, "spend: soft budget crossed", "scope", bg.what, "id", scopeID(bg.name),
@@ -228,8 +239,11 @@ func (b *Budgets) Admit(ctx context.Context, p auth.Principal) (context.Context,
 				alerts = append(alerts, alertEvent(ctx, p, bg, s.period, spent, now))
 			}
 		}
-		if max := bg.budget.MaxBudget; max != nil && spent+s.inflight >= *max {
+		if max := bg.budget.MaxBudget; max != nil && spent+reserved+s.inflight >= *max {
 			msg := fmt.Sprintf("Budget has been exceeded! Current cost: %v, Max budget: %v (the %s's budget", spent, *max, bg.what)
+			if reserved > 0 {
+				msg += fmt.Sprintf("; running batches reserve %v more", reserved)
+			}
 			if s.inflight > 0 {
 				msg += fmt.Sprintf("; calls in flight are estimated at %v more", s.inflight)
 			}
@@ -238,6 +252,9 @@ func (b *Budgets) Admit(ctx context.Context, p auth.Principal) (context.Context,
 	}
 	t := &Tab{b: b, scopes: scopes}
 	for _, s := range scopes {
+		if own > 0 {
+			break // the line's batch reserved its cost
+		}
 		est := b.mean.v
 		if s.mean.n > 0 {
 			est = s.mean.v
@@ -270,34 +287,6 @@ func alertEvent(ctx context.Context, p auth.Principal, bg budgeted, period strin
 
 // Budgeted reports whether p has a budget to check.
 func (b *Budgets) Budgeted(p auth.Principal) bool { return len(budgetsOf(p)) > 0 }
-
-// Fits refuses (400 budget_exceeded, naming the estimate) work estimated
-// at up to cost USD that p's budgets cannot hold: a scope's spend, its
-// calls in flight and the estimate must stay within max_budget. It
-// reserves nothing: a batch's lines reserve as they run.
-func (b *Budgets) Fits(ctx context.Context, p auth.Principal, cost float64) error {
-	now := b.opts.Now()
-	for _, bg := range budgetsOf(p) {
-		max := bg.budget.MaxBudget
-		if max == nil {
-			continue
-		}
-		s, err := b.fresh(ctx, bg, now)
-		if err != nil {
-			return err
-		}
-		b.mu.Lock()
-		spent := s.stored + s.recentCost(now, b.opts.Settle)
-		inflight := s.inflight
-		b.mu.Unlock()
-		if spent+inflight+cost > *max {
-			return &api.Error{Status: 400, Type: CodeBudgetExceeded, Code: CodeBudgetExceeded, Message: fmt.Sprintf(
-				"Budget has been exceeded! Current cost: %v, Max budget: %v (the %s's budget; this batch is estimated at up to %v, calls in flight at %v).",
-				spent, *max, bg.what, cost, inflight)}
-		}
-	}
-	return nil
-}
 
 // Settle ends the call admitted with ctx (Admit): its reservation is
 // replaced by what its log events cost, counted until the stored spend
@@ -340,7 +329,7 @@ const maxScopes = 10000
 
 func (b *Budgets) prune(now time.Time) {
 	for name, s := range b.scopes {
-		if s.inflight == 0 && s.recentCost(now, b.opts.Settle) == 0 {
+		if s.inflight == 0 && s.reserved == 0 && s.recentCost(now, b.opts.Settle) == 0 {
 			delete(b.scopes, name)
 		}
 	}
@@ -385,7 +374,15 @@ func (b *Budgets) fresh(ctx context.Context, bg budgeted, now time.Time) (*scope
 	if err != nil {
 		return nil, err
 	}
+	var reserved float64
+	if bg.budget.MaxBudget != nil {
+		// Only a max budget is reserved against (Reserve).
+		if reserved, err = b.storedReserved(ctx, bg.name); err != nil {
+			return nil, err
+		}
+	}
 	b.mu.Lock()
+	s.reserved = reserved
 	if s.period == period {
 		s.stored, s.readAt = stored, now
 	}

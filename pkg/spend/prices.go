@@ -225,4 +225,9 @@ func (p *Pricer) Price(ctx context.Context, ev *logevent.Event) {
 	if t := tabOf(ctx); t != nil {
 		t.settleWith(ev.ResponseCost)
 	}
+	if ev.Metadata.BatchID != "" { // only a batch line looks for its tally
+		if l := batchLineOf(ctx); l != nil {
+			l.cost.Add(nanos(ev.ResponseCost))
+		}
+	}
 }
