@@ -204,6 +204,18 @@ func TestMetricsMoveByWhatCallsDid(t *testing.T) {
 			{"sluice_tokens_total", with(gpt, "gen_ai_token_type", "input"), 14},
 			{"sluice_tokens_total", with(gpt, "gen_ai_token_type", "output"), 10},
 		})
+		// A team key is read from the records on its calls (a cache may
+		// keep some of the four from reading), and no store call failed.
+		after := scrape(t, g)
+		gets := map[string]string{"store": "records", "operation": "get"}
+		if got := value(after, "sluice_store_operation_duration_seconds", gets) - value(before, "sluice_store_operation_duration_seconds", gets); got < 1 {
+			t.Errorf("records gets moved %v over four calls with a team key, want at least 1", got)
+		}
+		for _, c := range []string{"unavailable", "error"} {
+			if got := value(after, "sluice_store_errors_total", map[string]string{"code": c}); got != 0 {
+				t.Errorf("%v store errors with code %s", got, c)
+			}
+		}
 	})
 }
 

@@ -74,6 +74,10 @@ type Metrics struct {
 	cooldowns       *prometheus.CounterVec
 	batchLines      *prometheus.CounterVec
 	deliveries      *prometheus.CounterVec
+	storeDuration   *prometheus.HistogramVec
+	storeErrors     *prometheus.CounterVec
+	storeAgg        *storeAggregate // a Lambda function's store operations; nil without EMF
+	waiting         *linesWaiting
 	scrapes         prometheus.Counter
 	handler         http.Handler
 }
@@ -100,6 +104,9 @@ const (
 	lTokenType  = "gen_ai_token_type"
 	lKind       = "kind"
 	lOutcome    = "outcome"
+	lBackend    = "backend"
+	lStore      = "store"
+	lOperation  = "operation"
 )
 
 var callLabels = []string{lModel, lDeployment, lProvider, lTeam}
@@ -129,6 +136,7 @@ func New(cfg *config.Config, opts Options) *Metrics {
 	}
 	if opts.EMF != nil {
 		m.emf = newEMFWriter(opts.EMF, opts.Namespace, opts.Function)
+		m.storeAgg = &storeAggregate{w: m.emf}
 	}
 	f := factory{m.reg}
 	m.requests = f.counter("sluice_requests_total", "HTTP requests answered, by route and status class.", lRoute, lStatus)
@@ -146,6 +154,10 @@ func New(cfg *config.Config, opts Options) *Metrics {
 	m.cooldowns = f.counter("sluice_deployment_cooldowns_total", "Times a deployment was put in cooldown after failures.", lModel, lDeployment, lProvider)
 	m.batchLines = f.counter("sluice_batch_lines_total", "Batch lines ended, by outcome done or failed.", lModel, lTeam, lOutcome)
 	m.deliveries = f.counter("sluice_callback_events_total", "Log event deliveries to logging callbacks, by destination kind and outcome delivered, retried or dead_lettered.", lKind, lOutcome)
+	m.storeDuration = f.histogram("sluice_store_operation_duration_seconds", "Store operations' duration, by backend (local, aws), store (records, blobs, work_queue, delivery_queue, dead_letter_queue, bus, limiter, sealer) and operation.", storeBuckets, lBackend, lStore, lOperation)
+	m.storeErrors = f.counter("sluice_store_errors_total", "Store operations that returned an error, by backend, store, operation and code: not_found, condition_failed and canceled are answers callers expect; unavailable and error are faults.", lBackend, lStore, lOperation, lCode)
+	m.waiting = &linesWaiting{}
+	m.reg.MustRegister(m.waiting)
 	m.scrapes = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_metrics_scrapes_total", Help: "Scrapes of the metrics endpoint."})
 	m.reg.MustRegister(m.scrapes)
 	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{EnableOpenMetrics: true, MaxRequestsInFlight: 4})
