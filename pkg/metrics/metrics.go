@@ -78,8 +78,14 @@ type Metrics struct {
 	storeErrors     *prometheus.CounterVec
 	storeAgg        *storeAggregate // a Lambda function's store operations; nil without EMF
 	waiting         *linesWaiting
-	scrapes         prometheus.Counter
-	handler         http.Handler
+
+	// The children the per-call measurements resolved (series.go).
+	routeSeries    *seriesCache[routeKey, routeSeries]
+	overheadSeries *seriesCache[string, prometheus.Observer]
+	callCounts     *seriesCache[callStatusKey, prometheus.Counter]
+	callSeries     *seriesCache[callKey, *callSeries]
+	scrapes        prometheus.Counter
+	handler        http.Handler
 }
 
 // Seconds buckets: sluice's own overhead is sub-millisecond to tens of
@@ -156,6 +162,14 @@ func New(cfg *config.Config, opts Options) *Metrics {
 	m.deliveries = f.counter("sluice_callback_events_total", "Log event deliveries to logging callbacks, by destination kind and outcome delivered, retried or dead_lettered.", lKind, lOutcome)
 	m.storeDuration = f.histogram("sluice_store_operation_duration_seconds", "Store operations' duration, by backend (local, aws), store (records, blobs, work_queue, delivery_queue, dead_letter_queue, bus, limiter, sealer) and operation.", storeBuckets, lBackend, lStore, lOperation)
 	m.storeErrors = f.counter("sluice_store_errors_total", "Store operations that returned an error, by backend, store, operation and code: not_found, condition_failed and canceled are answers callers expect; unavailable and error are faults.", lBackend, lStore, lOperation, lCode)
+	m.routeSeries = newSeriesCache(func(k routeKey) routeSeries {
+		return routeSeries{requests: m.requests.WithLabelValues(k.route, k.class), duration: m.requestDuration.WithLabelValues(k.route, k.class)}
+	})
+	m.overheadSeries = newSeriesCache(func(route string) prometheus.Observer { return m.overhead.WithLabelValues(route) })
+	m.callCounts = newSeriesCache(func(k callStatusKey) prometheus.Counter {
+		return m.calls.WithLabelValues(k.model, k.deployment, k.provider, k.team, k.status, k.code)
+	})
+	m.callSeries = newSeriesCache(func(callKey) *callSeries { return &callSeries{} })
 	m.waiting = &linesWaiting{}
 	m.reg.MustRegister(m.waiting)
 	m.scrapes = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_metrics_scrapes_total", Help: "Scrapes of the metrics endpoint."})
@@ -265,10 +279,17 @@ func (t *teamSet) label(team string) string {
 
 // statusClass is an HTTP status's class: "2xx", "4xx", "5xx".
 func statusClass(status int) string {
-	if status < 100 || status > 599 {
-		return "5xx"
+	switch status / 100 {
+	case 1:
+		return "1xx"
+	case 2:
+		return "2xx"
+	case 3:
+		return "3xx"
+	case 4:
+		return "4xx"
 	}
-	return strconv.Itoa(status/100) + "xx"
+	return "5xx"
 }
 
 // codes are the error codes sluice answers with (pkg/api, the providers'
