@@ -21,6 +21,8 @@ var linesWaitingDesc = prometheus.NewDesc("sluice_batch_lines_waiting",
 type linesWaiting struct {
 	mu   sync.Mutex
 	read func(context.Context) (int64, error)
+	// emitted is the last value EmitGauges wrote.
+	emitted int64
 }
 
 func (g *linesWaiting) Describe(ch chan<- *prometheus.Desc) { ch <- linesWaitingDesc }
@@ -58,7 +60,10 @@ func (m *Metrics) WatchBatchLinesWaiting(waiting func(context.Context) (int64, e
 
 // EmitGauges writes the gauges as an EMF line (BatchLinesWaiting), where
 // no one scrapes: the batch-sweeper calls it on each run (every 5 minutes
-// in the cloud). Without EMF, or with nothing watched, it does nothing.
+// in the cloud). Without EMF, or with nothing watched, it does nothing. A
+// 0 after a 0 is not written: an idle stack then publishes no metric
+// (CloudWatch bills a custom metric for every hour it receives data), and
+// the backlog alarm treats the missing data as no backlog.
 func (m *Metrics) EmitGauges(ctx context.Context) {
 	if m == nil || m.emf == nil {
 		return
@@ -72,6 +77,13 @@ func (m *Metrics) EmitGauges(ctx context.Context) {
 	n, err := read(ctx)
 	if err != nil {
 		slog.WarnContext(ctx, "metrics: batch lines waiting not read", "error", err)
+		return
+	}
+	m.waiting.mu.Lock()
+	quiet := n == 0 && m.waiting.emitted == 0
+	m.waiting.emitted = n
+	m.waiting.mu.Unlock()
+	if quiet {
 		return
 	}
 	l := m.emf.line([][]string{{}})

@@ -441,3 +441,22 @@ func (m *Metrics) Flush() {
 	}
 	m.storeAgg.flush()
 }
+
+// FlushFaults is Flush for a scheduled job's invocation: its line goes
+// out only when a store call failed, and its durations are dropped
+// otherwise. A job that runs every minute on an idle stack would keep the
+// store metrics published — CloudWatch bills a custom metric for every
+// hour it receives data — to report sweeps no one waits on.
+func (m *Metrics) FlushFaults() {
+	if m == nil || m.storeAgg == nil {
+		return
+	}
+	m.storeAgg.mu.Lock()
+	faults := m.storeAgg.faults
+	m.storeAgg.mu.Unlock()
+	if faults > 0 {
+		m.storeAgg.flush()
+		return
+	}
+	m.storeAgg.take()
+}

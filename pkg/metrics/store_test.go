@@ -114,7 +114,8 @@ func TestStoreOperationsAreMeasured(t *testing.T) {
 }
 
 // TestAStoreFaultIsCountedAsOne: an operation on a closed store fails with
-// no sentinel of the store package: code "error", a fault.
+// no sentinel of the store package: code "error", a fault — which a
+// scheduled job's FlushFaults writes, where calls that went well are not.
 func TestAStoreFaultIsCountedAsOne(t *testing.T) {
 	db, err := local.OpenDB(t.TempDir() + "/sluice.db")
 	if err != nil {
@@ -127,11 +128,19 @@ func TestAStoreFaultIsCountedAsOne(t *testing.T) {
 	var emf bytes.Buffer
 	m := metrics.New(nil, metrics.Options{EMF: &emf, Namespace: "sluice/test"})
 	st := m.Instrument(&store.Backend{Records: recs}, "local")
+	// A scheduled job's invocation whose calls went well writes nothing.
+	if _, err := st.Records.Get(context.Background(), store.Key{PK: "A", SK: "B"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("get of a missing record: %v", err)
+	}
+	m.FlushFaults()
+	if emf.Len() != 0 {
+		t.Fatalf("FlushFaults wrote a line without a fault: %s", emf.String())
+	}
 	db.Close()
 	if _, err := st.Records.Get(context.Background(), store.Key{PK: "A", SK: "B"}); err == nil {
 		t.Fatal("a get on a closed store succeeded")
 	}
-	m.Flush()
+	m.FlushFaults()
 	fams := scrapeHandler(t, m)
 	if got := value(fams, "sluice_store_errors_total", map[string]string{"store": "records", "operation": "get", "code": "error"}); got != 1 {
 		t.Errorf("errors with code error = %v, want 1", got)
@@ -231,4 +240,25 @@ func valuesOf(t *testing.T, line, name string) int {
 	}
 	v, _ := doc[name].([]any)
 	return len(v)
+}
+
+// TestLinesWaitingEMFSkipsIdleZeros: the sweep's gauge line is written
+// while lines wait and once when they reach 0, then not while it stays 0.
+func TestLinesWaitingEMFSkipsIdleZeros(t *testing.T) {
+	var emf bytes.Buffer
+	m := metrics.New(nil, metrics.Options{EMF: &emf, Namespace: "sluice/test"})
+	var n int64
+	m.WatchBatchLinesWaiting(func(context.Context) (int64, error) { return n, nil })
+	var lines []string
+	for _, v := range []int64{0, 3, 0, 0, 2} {
+		n = v
+		emf.Reset()
+		m.EmitGauges(context.Background())
+		lines = append(lines, strings.TrimSpace(emf.String()))
+	}
+	for i, want := range []string{"", `"BatchLinesWaiting":3`, `"BatchLinesWaiting":0`, "", `"BatchLinesWaiting":2`} {
+		if (want == "") != (lines[i] == "") || !strings.Contains(lines[i], want) {
+			t.Errorf("emit %d wrote %q, want a line with %q", i, lines[i], want)
+		}
+	}
 }

@@ -83,14 +83,21 @@ func (f flushingHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.Handler.ServeHTTP(w, r)
 }
 
-// flushingJob is flushingHTTP for a job's invocation.
+// flushingJob is flushingHTTP for a job's invocation; a scheduled job's
+// (faultsOnly) reports its store calls only when one failed, so that an
+// idle stack publishes no store metrics (Metrics.FlushFaults).
 type flushingJob struct {
 	lambda.Handler
-	m *metrics.Metrics
+	m          *metrics.Metrics
+	faultsOnly bool
 }
 
 func (f flushingJob) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
-	defer f.m.Flush()
+	if f.faultsOnly {
+		defer f.m.FlushFaults()
+	} else {
+		defer f.m.Flush()
+	}
 	return f.Handler.Invoke(ctx, payload)
 }
 
@@ -103,7 +110,7 @@ func JobHandler(s *server.Services, j server.Job) (lambda.Handler, error) {
 		return nil, err
 	}
 	if j.Queue != "" {
-		return flushingJob{lambdaedge.SQSFunction(lambdaedge.MessageHandler(j.Handle(s)), j.Workers), s.Metrics}, nil
+		return flushingJob{lambdaedge.SQSFunction(lambdaedge.MessageHandler(j.Handle(s)), j.Workers), s.Metrics, false}, nil
 	}
-	return flushingJob{lambdaedge.ScheduledFunction(j.Run(s), server.ScheduleMargin), s.Metrics}, nil
+	return flushingJob{lambdaedge.ScheduledFunction(j.Run(s), server.ScheduleMargin), s.Metrics, true}, nil
 }
