@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -78,6 +79,9 @@ type Metrics struct {
 	storeErrors     *prometheus.CounterVec
 	storeAgg        *storeAggregate // a Lambda function's store operations; nil without EMF
 	waiting         *linesWaiting
+	// epoch is when the instruments were made: store operations are timed
+	// as monotonic offsets from it.
+	epoch time.Time
 
 	// The children the per-call measurements resolved (series.go).
 	routeSeries    *seriesCache[routeKey, routeSeries]
@@ -129,6 +133,7 @@ func New(cfg *config.Config, opts Options) *Metrics {
 		deployments: map[string]bool{},
 		providers:   map[string]bool{},
 		teams:       &teamSet{max: opts.MaxTeams, seen: map[string]bool{}},
+		epoch:       time.Now(),
 	}
 	for _, p := range passthroughProviders {
 		m.providers[p] = true

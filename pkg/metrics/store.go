@@ -89,9 +89,14 @@ func (m *Metrics) storeOp(backend string, slot int, op string) *storeOp {
 		dur: m.storeDuration.WithLabelValues(backend, name, op), agg: m.storeAgg}
 }
 
+// start reads the clock for an operation starting: monotonic time since
+// the instruments were made — one clock read, where time.Now reads the
+// wall clock too (on a VM without a fast clock source each read shows).
+func (o *storeOp) start() time.Duration { return time.Since(o.m.epoch) }
+
 // done records an operation that started at start and ended with err.
-func (o *storeOp) done(start time.Time, err error) {
-	d := time.Since(start)
+func (o *storeOp) done(start time.Duration, err error) {
+	d := time.Since(o.m.epoch) - start
 	o.dur.Observe(d.Seconds())
 	fault := false
 	if err != nil {
@@ -175,49 +180,49 @@ type records struct {
 }
 
 func (r *records) Get(ctx context.Context, key store.Key) (store.Record, error) {
-	t := time.Now()
+	t := r.get.start()
 	rec, err := r.next.Get(ctx, key)
 	r.get.done(t, err)
 	return rec, err
 }
 
 func (r *records) Put(ctx context.Context, rec store.Record, cond store.Cond) error {
-	t := time.Now()
+	t := r.put.start()
 	err := r.next.Put(ctx, rec, cond)
 	r.put.done(t, err)
 	return err
 }
 
 func (r *records) Update(ctx context.Context, rec store.Record, cond store.Cond) error {
-	t := time.Now()
+	t := r.update.start()
 	err := r.next.Update(ctx, rec, cond)
 	r.update.done(t, err)
 	return err
 }
 
 func (r *records) Add(ctx context.Context, key store.Key, deltas map[string]int64, cond store.Cond) (map[string]int64, error) {
-	t := time.Now()
+	t := r.add.start()
 	out, err := r.next.Add(ctx, key, deltas, cond)
 	r.add.done(t, err)
 	return out, err
 }
 
 func (r *records) Delete(ctx context.Context, key store.Key, cond store.Cond) error {
-	t := time.Now()
+	t := r.del.start()
 	err := r.next.Delete(ctx, key, cond)
 	r.del.done(t, err)
 	return err
 }
 
 func (r *records) Query(ctx context.Context, q store.Query) (store.Page, error) {
-	t := time.Now()
+	t := r.query.start()
 	p, err := r.next.Query(ctx, q)
 	r.query.done(t, err)
 	return p, err
 }
 
 func (r *records) Transact(ctx context.Context, writes []store.Write) error {
-	t := time.Now()
+	t := r.transact.start()
 	err := r.next.Transact(ctx, writes)
 	r.transact.done(t, err)
 	return err
@@ -231,28 +236,28 @@ type blobs struct {
 }
 
 func (b *blobs) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
-	t := time.Now()
+	t := b.put.start()
 	n, err := b.next.Put(ctx, key, r)
 	b.put.done(t, err)
 	return n, err
 }
 
 func (b *blobs) Get(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	t := time.Now()
+	t := b.get.start()
 	rc, err := b.next.Get(ctx, key, offset, length)
 	b.get.done(t, err)
 	return rc, err
 }
 
 func (b *blobs) Size(ctx context.Context, key string) (int64, error) {
-	t := time.Now()
+	t := b.size.start()
 	n, err := b.next.Size(ctx, key)
 	b.size.done(t, err)
 	return n, err
 }
 
 func (b *blobs) Delete(ctx context.Context, key string) error {
-	t := time.Now()
+	t := b.del.start()
 	err := b.next.Delete(ctx, key)
 	b.del.done(t, err)
 	return err
@@ -285,28 +290,28 @@ type queue struct {
 }
 
 func (q *queue) Send(ctx context.Context, bodies ...[]byte) error {
-	t := time.Now()
+	t := q.send.start()
 	err := q.next.Send(ctx, bodies...)
 	q.send.done(t, err)
 	return err
 }
 
 func (q *queue) Receive(ctx context.Context, max int, wait time.Duration) ([]store.Message, error) {
-	t := time.Now()
+	t := q.receive.start()
 	msgs, err := q.next.Receive(ctx, max, wait)
 	q.receive.done(t, err)
 	return msgs, err
 }
 
 func (q *queue) Ack(ctx context.Context, msg store.Message) error {
-	t := time.Now()
+	t := q.ack.start()
 	err := q.next.Ack(ctx, msg)
 	q.ack.done(t, err)
 	return err
 }
 
 func (q *queue) Extend(ctx context.Context, msg store.Message, d time.Duration) error {
-	t := time.Now()
+	t := q.extend.start()
 	err := q.next.Extend(ctx, msg, d)
 	q.extend.done(t, err)
 	return err
@@ -318,7 +323,7 @@ type bus struct {
 }
 
 func (b *bus) Publish(ctx context.Context, events ...store.Event) error {
-	t := time.Now()
+	t := b.publish.start()
 	err := b.next.Publish(ctx, events...)
 	b.publish.done(t, err)
 	return err
@@ -332,7 +337,7 @@ type handoffBus struct {
 }
 
 func (b *handoffBus) PublishHandoff(ctx context.Context, done []store.Message, ids []string, events ...store.Event) ([]store.Message, error) {
-	t := time.Now()
+	t := b.publish.start()
 	msgs, err := b.handoff.PublishHandoff(ctx, done, ids, events...)
 	b.publish.done(t, err)
 	return msgs, err
@@ -348,7 +353,7 @@ type limiter struct {
 }
 
 func (l *limiter) Take(ctx context.Context, scope string, window time.Duration, limit, n int64) (store.Decision, error) {
-	t := time.Now()
+	t := l.take.start()
 	d, err := l.next.Take(ctx, scope, window, limit, n)
 	l.take.done(t, err)
 	return d, err
@@ -360,14 +365,14 @@ type sealer struct {
 }
 
 func (s *sealer) Seal(ctx context.Context, plaintext []byte, encCtx map[string]string) ([]byte, error) {
-	t := time.Now()
+	t := s.seal.start()
 	out, err := s.next.Seal(ctx, plaintext, encCtx)
 	s.seal.done(t, err)
 	return out, err
 }
 
 func (s *sealer) Open(ctx context.Context, sealed []byte, encCtx map[string]string) ([]byte, error) {
-	t := time.Now()
+	t := s.open.start()
 	out, err := s.next.Open(ctx, sealed, encCtx)
 	s.open.done(t, err)
 	return out, err

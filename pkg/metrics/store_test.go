@@ -262,3 +262,27 @@ func TestLinesWaitingEMFSkipsIdleZeros(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkInstrumentedLimiter measures what the instruments add to a
+// store call: the local limiter's Take (in memory, the cheapest call a
+// request makes) bare and instrumented.
+func BenchmarkInstrumentedLimiter(b *testing.B) {
+	ctx := context.Background()
+	for _, bc := range []struct {
+		name string
+		wrap func(store.Limiter) store.Limiter
+	}{
+		{"bare", func(l store.Limiter) store.Limiter { return l }},
+		{"instrumented", func(l store.Limiter) store.Limiter {
+			return metrics.New(nil, metrics.Options{}).Instrument(&store.Backend{Limiter: l}, "local").Limiter
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			l := bc.wrap(local.NewLimiter())
+			b.ReportAllocs()
+			for b.Loop() {
+				l.Take(ctx, "scope", time.Minute, 1<<62, 1)
+			}
+		})
+	}
+}
