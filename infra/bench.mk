@@ -8,7 +8,7 @@ BENCH_OUT ?= .bench
 BENCH_FLAGS ?=
 BENCH_UPSTREAM_ADDR ?= 127.0.0.1:8090
 BENCH_UPSTREAM_FLAGS ?=
-BENCH_SCENARIOS := noop embeddings titan-fanout chat chat-c1 chat-c64 chat-stream chat-anthropic chat-anthropic-stream passthrough passthrough-stream upload batch callback budget
+BENCH_SCENARIOS := noop embeddings titan-fanout chat chat-c1 chat-c64 chat-stream chat-anthropic chat-anthropic-stream passthrough passthrough-stream upload batch callback budget telemetry
 BENCH_LOAD = $(BENCH_OUT)/bin/load -out $(BENCH_OUT)
 
 .PHONY: bench bench-tools bench-delivery run-upstream bench-embeddings-titan $(addprefix bench-,$(BENCH_SCENARIOS))
@@ -50,6 +50,7 @@ bench-upload: ## Benchmark a 200 MB upload and download vs a direct disk write
 bench-batch: ## Benchmark a 50,000-line batch vs the ideal
 bench-callback: ## Benchmark embeddings with and without a team logging callback
 bench-budget: ## Benchmark embeddings by a key with a budget vs a key without (≤ 0.05 ms p50, ≤ 5 % CPU)
+bench-telemetry: ## Benchmark embeddings and passthrough with metrics off, on (≤ 2 % CPU) and with OTLP traces, three sluices interleaved
 $(addprefix bench-,$(BENCH_SCENARIOS)): bench-%: bench-tools
 	$(BENCH_LOAD) -scenarios $* -sizes=false -json $(BENCH_OUT)/bench-$*.json -txt $(BENCH_OUT)/bench-$*.txt $(BENCH_FLAGS)
 

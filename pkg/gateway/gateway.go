@@ -109,9 +109,12 @@ func OpenWith(ctx context.Context, settings config.Settings, getenv func(string)
 	case traces.Wanted(getenv):
 		slog.Warn("OTEL_EXPORTER_OTLP_ENDPOINT is set, but this binary does not export OpenTelemetry traces (a Lambda function: use its X-Ray traces)")
 	}
+	m := newMetrics(settings, cfg, lambdaFn)
+	// Every store call of the services goes through the instruments.
+	g.Backend = m.Instrument(cloud.backend, settings.Backend)
 	g.Services, err = server.NewServices(server.Deps{
-		Settings: settings, Config: cfg, Backend: cloud.backend, Secrets: cloud.secrets, Getenv: getenv,
-		MasterKey: masterKey, ResolveMasterKey: resolveMasterKey, Metrics: newMetrics(settings, cfg, lambdaFn),
+		Settings: settings, Config: cfg, Backend: g.Backend, Secrets: cloud.secrets, Getenv: getenv,
+		MasterKey: masterKey, ResolveMasterKey: resolveMasterKey, Metrics: m,
 		Tracer: g.tracer,
 	})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/batches"
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
+	"github.com/sluice-gateway/sluice/pkg/metrics"
 )
 
 // chatUpstream is an OpenAI-compatible provider: a chat answer uses 7
@@ -204,6 +205,18 @@ func TestMetricsMoveByWhatCallsDid(t *testing.T) {
 			{"sluice_tokens_total", with(gpt, "gen_ai_token_type", "input"), 14},
 			{"sluice_tokens_total", with(gpt, "gen_ai_token_type", "output"), 10},
 		})
+		// A team key is read from the records on its calls (a cache may
+		// keep some of the four from reading), and no store call failed.
+		after := scrape(t, g)
+		gets := map[string]string{"store": "records", "operation": "get"}
+		if got := value(after, "sluice_store_operation_duration_seconds", gets) - value(before, "sluice_store_operation_duration_seconds", gets); got < 1 {
+			t.Errorf("records gets moved %v over four calls with a team key, want at least 1", got)
+		}
+		for _, c := range []string{"unavailable", "error"} {
+			if got := value(after, "sluice_store_errors_total", map[string]string{"code": c}); got != 0 {
+				t.Errorf("%v store errors with code %s", got, c)
+			}
+		}
 	})
 }
 
@@ -348,5 +361,83 @@ func TestScrapesDuringLoad(t *testing.T) {
 	})
 	if scrapes < 2 {
 		t.Errorf("only %d scrapes during the load", scrapes)
+	}
+}
+
+// TestBatchLinesWaitingFollowsTheBatch holds a running batch's lines at the
+// provider: the gauge reads all four waiting (scraped, and as an EMF line
+// from the sweep's EmitGauges), then none once they are let through.
+func TestBatchLinesWaitingFollowsTheBatch(t *testing.T) {
+	for _, b := range gatewaytest.Backends() {
+		t.Run(b.Name, func(t *testing.T) { testLinesWaiting(t, b) })
+	}
+}
+
+func testLinesWaiting(t *testing.T, b gatewaytest.Backend) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":5,"total_tokens":12}}`)
+	}))
+	t.Cleanup(up.Close)
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(let)
+	g := gatewaytest.Start(t, b, gatewaytest.Options{Config: chatConfig(up), Jobs: []string{"batch-worker"}, Batches: func(o *batches.Options) {
+		o.ChunkLines = 2
+		o.RetryDelay = 10 * time.Millisecond
+		o.StatusEvery = 20 * time.Millisecond
+	}})
+	_, key := g.TeamKey()
+	var in strings.Builder
+	for i := range 4 {
+		fmt.Fprintf(&in, `{"custom_id":"l%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt","messages":[{"role":"user","content":"hi"}]}}`+"\n", i)
+	}
+	c := openai.NewClient(option.WithBaseURL(g.URL+"/v1/"), option.WithAPIKey(key), option.WithHTTPClient(g.Client), option.WithMaxRetries(0))
+	ctx := context.Background()
+	f, err := c.Files.New(ctx, openai.FileNewParams{File: openai.File(strings.NewReader(in.String()), "in.jsonl", "application/jsonl"), Purpose: openai.FilePurposeBatch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Batches.New(ctx, openai.BatchNewParams{InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions, CompletionWindow: openai.BatchNewParamsCompletionWindow24h}); err != nil {
+		t.Fatal(err)
+	}
+	waitForGauge(t, g, 4)
+
+	var emf bytes.Buffer
+	m := metrics.New(nil, metrics.Options{EMF: &emf, Namespace: "sluice/test"})
+	m.WatchBatchLinesWaiting(g.Services.Batches.LinesWaiting)
+	m.EmitGauges(ctx)
+	if !strings.Contains(emf.String(), `"BatchLinesWaiting":4`) {
+		t.Errorf("EMF gauges: %s", emf.String())
+	}
+
+	let()
+	waitForGauge(t, g, 0)
+}
+
+// waitForGauge scrapes until sluice_batch_lines_waiting reads want.
+func waitForGauge(t *testing.T, g *gatewaytest.Gateway, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		fams := scrape(t, g)
+		got, ok := -1.0, fams["sluice_batch_lines_waiting"] != nil
+		if ok {
+			got = value(fams, "sluice_batch_lines_waiting", nil)
+		}
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sluice_batch_lines_waiting = %v (present %v), want %v", got, ok, want)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

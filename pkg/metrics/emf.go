@@ -78,6 +78,13 @@ func (l *emfLine) metric(name, unit string, v float64) {
 	l.props[name] = v
 }
 
+// values is a metric with several values (EMF's array form, at most
+// emfMaxValues), each one an observation.
+func (l *emfLine) values(name, unit string, v []float64) {
+	l.metrics = append(l.metrics, emfMetric{Name: name, Unit: unit})
+	l.props[name] = v
+}
+
 // write writes the line; a failure is logged, never returned: a metric
 // must not fail a call.
 func (l *emfLine) write() {

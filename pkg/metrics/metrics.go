@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -74,8 +75,21 @@ type Metrics struct {
 	cooldowns       *prometheus.CounterVec
 	batchLines      *prometheus.CounterVec
 	deliveries      *prometheus.CounterVec
-	scrapes         prometheus.Counter
-	handler         http.Handler
+	storeDuration   *prometheus.HistogramVec
+	storeErrors     *prometheus.CounterVec
+	storeAgg        *storeAggregate // a Lambda function's store operations; nil without EMF
+	waiting         *linesWaiting
+	// epoch is when the instruments were made: store operations are timed
+	// as monotonic offsets from it.
+	epoch time.Time
+
+	// The children the per-call measurements resolved (series.go).
+	routeSeries    *seriesCache[routeKey, routeSeries]
+	overheadSeries *seriesCache[string, prometheus.Observer]
+	callCounts     *seriesCache[callStatusKey, prometheus.Counter]
+	callSeries     *seriesCache[callKey, *callSeries]
+	scrapes        prometheus.Counter
+	handler        http.Handler
 }
 
 // Seconds buckets: sluice's own overhead is sub-millisecond to tens of
@@ -100,6 +114,9 @@ const (
 	lTokenType  = "gen_ai_token_type"
 	lKind       = "kind"
 	lOutcome    = "outcome"
+	lBackend    = "backend"
+	lStore      = "store"
+	lOperation  = "operation"
 )
 
 var callLabels = []string{lModel, lDeployment, lProvider, lTeam}
@@ -116,6 +133,7 @@ func New(cfg *config.Config, opts Options) *Metrics {
 		deployments: map[string]bool{},
 		providers:   map[string]bool{},
 		teams:       &teamSet{max: opts.MaxTeams, seen: map[string]bool{}},
+		epoch:       time.Now(),
 	}
 	for _, p := range passthroughProviders {
 		m.providers[p] = true
@@ -129,6 +147,7 @@ func New(cfg *config.Config, opts Options) *Metrics {
 	}
 	if opts.EMF != nil {
 		m.emf = newEMFWriter(opts.EMF, opts.Namespace, opts.Function)
+		m.storeAgg = &storeAggregate{w: m.emf}
 	}
 	f := factory{m.reg}
 	m.requests = f.counter("sluice_requests_total", "HTTP requests answered, by route and status class.", lRoute, lStatus)
@@ -146,6 +165,18 @@ func New(cfg *config.Config, opts Options) *Metrics {
 	m.cooldowns = f.counter("sluice_deployment_cooldowns_total", "Times a deployment was put in cooldown after failures.", lModel, lDeployment, lProvider)
 	m.batchLines = f.counter("sluice_batch_lines_total", "Batch lines ended, by outcome done or failed.", lModel, lTeam, lOutcome)
 	m.deliveries = f.counter("sluice_callback_events_total", "Log event deliveries to logging callbacks, by destination kind and outcome delivered, retried or dead_lettered.", lKind, lOutcome)
+	m.storeDuration = f.histogram("sluice_store_operation_duration_seconds", "Store operations' duration, by backend (local, aws), store (records, blobs, work_queue, delivery_queue, dead_letter_queue, bus, limiter, sealer) and operation.", storeBuckets, lBackend, lStore, lOperation)
+	m.storeErrors = f.counter("sluice_store_errors_total", "Store operations that returned an error, by backend, store, operation and code: not_found, condition_failed and canceled are answers callers expect; unavailable and error are faults.", lBackend, lStore, lOperation, lCode)
+	m.routeSeries = newSeriesCache(func(k routeKey) routeSeries {
+		return routeSeries{requests: m.requests.WithLabelValues(k.route, k.class), duration: m.requestDuration.WithLabelValues(k.route, k.class)}
+	})
+	m.overheadSeries = newSeriesCache(func(route string) prometheus.Observer { return m.overhead.WithLabelValues(route) })
+	m.callCounts = newSeriesCache(func(k callStatusKey) prometheus.Counter {
+		return m.calls.WithLabelValues(k.model, k.deployment, k.provider, k.team, k.status, k.code)
+	})
+	m.callSeries = newSeriesCache(func(callKey) *callSeries { return &callSeries{} })
+	m.waiting = &linesWaiting{}
+	m.reg.MustRegister(m.waiting)
 	m.scrapes = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_metrics_scrapes_total", Help: "Scrapes of the metrics endpoint."})
 	m.reg.MustRegister(m.scrapes)
 	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{EnableOpenMetrics: true, MaxRequestsInFlight: 4})
@@ -253,10 +284,17 @@ func (t *teamSet) label(team string) string {
 
 // statusClass is an HTTP status's class: "2xx", "4xx", "5xx".
 func statusClass(status int) string {
-	if status < 100 || status > 599 {
-		return "5xx"
+	switch status / 100 {
+	case 1:
+		return "1xx"
+	case 2:
+		return "2xx"
+	case 3:
+		return "3xx"
+	case 4:
+		return "4xx"
 	}
-	return strconv.Itoa(status/100) + "xx"
+	return "5xx"
 }
 
 // codes are the error codes sluice answers with (pkg/api, the providers'

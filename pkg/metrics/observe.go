@@ -19,14 +19,15 @@ func (m *Metrics) Request(route string, status int, errCode string, took, overhe
 	}
 	class := statusClass(status)
 	c := code(errCode)
-	m.requests.WithLabelValues(route, class).Inc()
-	m.requestDuration.WithLabelValues(route, class).Observe(took.Seconds())
+	rs := m.routeSeries.get(routeKey{route, class})
+	rs.requests.Inc()
+	rs.duration.Observe(took.Seconds())
 	failed := status >= 400
 	if failed {
 		m.errors.WithLabelValues(route, class, c).Inc()
 	}
 	if overhead >= 0 {
-		m.overhead.WithLabelValues(route).Observe(overhead.Seconds())
+		m.overheadSeries.get(route).Observe(overhead.Seconds())
 	}
 	if refused != "" {
 		m.refusals.WithLabelValues(route, refused).Inc()
@@ -73,23 +74,25 @@ func (m *Metrics) ObserveEvent(_ context.Context, ev *logevent.Event) {
 		}
 		c = code(ev.ErrorInformation.ErrorClass)
 	}
-	m.calls.WithLabelValues(model, dep, prov, team, status, c).Inc()
+	key := callKey{model, dep, prov, team}
+	m.callCounts.get(callStatusKey{key, status, c}).Inc()
+	cs := m.callSeries.get(key)
 	took := max(ev.EndTime-ev.StartTime, 0)
-	m.callDuration.WithLabelValues(model, dep, prov, team).Observe(took)
+	cs.duration.observe(m.callDuration, took, model, dep, prov, team)
 	ttft := -1.0
 	if ev.Stream && !failed && ev.CompletionStartTime > 0 {
 		ttft = max(ev.ResponseTime, 0)
-		m.ttft.WithLabelValues(model, dep, prov, team).Observe(ttft)
+		cs.ttft.observe(m.ttft, ttft, model, dep, prov, team)
 	}
 	if ev.PromptTokens > 0 || ev.CompletionTokens > 0 {
 		in, out := float64(ev.PromptTokens), float64(ev.CompletionTokens)
-		m.tokens.WithLabelValues(model, dep, prov, team, "input").Observe(in)
-		m.tokens.WithLabelValues(model, dep, prov, team, "output").Observe(out)
-		m.tokensTotal.WithLabelValues(model, dep, prov, team, "input").Add(in)
-		m.tokensTotal.WithLabelValues(model, dep, prov, team, "output").Add(out)
+		cs.tokensIn.observe(m.tokens, in, model, dep, prov, team, "input")
+		cs.tokensOut.observe(m.tokens, out, model, dep, prov, team, "output")
+		cs.totalIn.add(m.tokensTotal, in, model, dep, prov, team, "input")
+		cs.totalOut.add(m.tokensTotal, out, model, dep, prov, team, "output")
 	}
 	if ev.ResponseCost > 0 {
-		m.spend.WithLabelValues(model, dep, prov, team).Add(ev.ResponseCost)
+		cs.spend.add(m.spend, ev.ResponseCost, model, dep, prov, team)
 	}
 	outcome := ""
 	if ev.Metadata.BatchID != "" {

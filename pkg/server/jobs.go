@@ -256,6 +256,8 @@ func (s *Services) sweepBatches(ctx context.Context) error {
 		level = slog.LevelInfo
 	}
 	slog.Log(ctx, level, "batches: sweep done", "expired", res.Expired, "resent", res.Resent)
+	// In a Lambda function no one scrapes: the sweep reports the gauges.
+	s.Metrics.EmitGauges(ctx)
 	return nil
 }
 

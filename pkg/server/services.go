@@ -306,6 +306,7 @@ func (s *Services) buildBatches(deps Deps) {
 		Prices: s.Pricer, Budget: s.Budgets,
 	}, opts)
 	s.Files.Batches = s.Batches
+	deps.Metrics.WatchBatchLinesWaiting(s.Batches.LinesWaiting)
 	s.Batches.EnableNative(batches.NativeDeps{
 		Deployments: s.Models, Store: batchStore{deps.Backend.Blobs}, Events: s.Events,
 	})

@@ -13,7 +13,7 @@ import (
 
 // allScenarios lists every scenario in run order.
 func allScenarios() []string {
-	return []string{"noop", "embeddings", "embeddings-titan", "titan-fanout", "chat", "chat-c1", "chat-c64", "chat-stream", "chat-anthropic", "chat-anthropic-stream", "messages-openai", "messages-anthropic", "passthrough", "passthrough-stream", "upload", "batch", "callback", "budget"}
+	return []string{"noop", "embeddings", "embeddings-titan", "titan-fanout", "chat", "chat-c1", "chat-c64", "chat-stream", "chat-anthropic", "chat-anthropic-stream", "messages-openai", "messages-anthropic", "passthrough", "passthrough-stream", "upload", "batch", "callback", "budget", "telemetry"}
 }
 
 // config is the load generator's command line.

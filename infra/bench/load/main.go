@@ -157,6 +157,8 @@ func run(cfg *config) error {
 			s = b.runCallback(ctx, scenarios["embeddings"])
 		case "budget":
 			s = b.runBudget(ctx, scenarios["embeddings"])
+		case "telemetry":
+			s = b.runTelemetry(ctx, scenarios)
 		case "titan-fanout":
 			s = b.runTitanFanout(ctx)
 		default:

@@ -122,8 +122,9 @@ func Start(t testing.TB, b Backend, opts Options) *Gateway {
 	if opts.Metrics != nil {
 		opts.Metrics(&mopts)
 	}
-	svcs, err := server.NewServices(server.Deps{Settings: settings, Config: cfg, Backend: backend, MasterKey: master, Now: opts.Now, Getenv: getenv, Batches: opts.Batches,
-		Metrics: metrics.New(cfg, mopts), Tracer: opts.Tracer})
+	m := metrics.New(cfg, mopts)
+	svcs, err := server.NewServices(server.Deps{Settings: settings, Config: cfg, Backend: m.Instrument(backend, b.Name), MasterKey: master, Now: opts.Now, Getenv: getenv, Batches: opts.Batches,
+		Metrics: m, Tracer: opts.Tracer})
 	if err != nil {
 		t.Fatalf("build services: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/gateway"
 	"github.com/sluice-gateway/sluice/pkg/lambdaedge"
+	"github.com/sluice-gateway/sluice/pkg/metrics"
 	"github.com/sluice-gateway/sluice/pkg/server"
 )
 
@@ -67,7 +68,37 @@ func routes(s *server.Services, function string) (http.Handler, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	return h, stream, nil
+	return flushingHTTP{h, s.Metrics}, stream, nil
+}
+
+// flushingHTTP writes the measurements an invocation gathered (its store
+// operations' EMF line) once its request is answered.
+type flushingHTTP struct {
+	http.Handler
+	m *metrics.Metrics
+}
+
+func (f flushingHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer f.m.Flush()
+	f.Handler.ServeHTTP(w, r)
+}
+
+// flushingJob is flushingHTTP for a job's invocation; a scheduled job's
+// (faultsOnly) reports its store calls only when one failed, so that an
+// idle stack publishes no store metrics (Metrics.FlushFaults).
+type flushingJob struct {
+	lambda.Handler
+	m          *metrics.Metrics
+	faultsOnly bool
+}
+
+func (f flushingJob) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	if f.faultsOnly {
+		defer f.m.FlushFaults()
+	} else {
+		defer f.m.Flush()
+	}
+	return f.Handler.Invoke(ctx, payload)
 }
 
 // JobHandler is job j's Lambda handler over s. A scheduled job runs once per
@@ -79,7 +110,7 @@ func JobHandler(s *server.Services, j server.Job) (lambda.Handler, error) {
 		return nil, err
 	}
 	if j.Queue != "" {
-		return lambdaedge.SQSFunction(lambdaedge.MessageHandler(j.Handle(s)), j.Workers), nil
+		return flushingJob{lambdaedge.SQSFunction(lambdaedge.MessageHandler(j.Handle(s)), j.Workers), s.Metrics, false}, nil
 	}
-	return lambdaedge.ScheduledFunction(j.Run(s), server.ScheduleMargin), nil
+	return flushingJob{lambdaedge.ScheduledFunction(j.Run(s), server.ScheduleMargin), s.Metrics, true}, nil
 }

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+)
+
+// The target (issue 31): metrics on add at most 2 % CPU per request to the
+// same call with metrics off, for embeddings and passthrough; traces on
+// (exported over OTLP/HTTP to a collector stand-in) are reported.
+const metricsCPULimit = 1.02
+
+// telemetryVariants are the sluice processes the telemetry scenario
+// compares, each with its own SLUICE_METRICS / OTEL_EXPORTER_OTLP_ENDPOINT
+// (-telemetry's values), all on the same upstream and config.
+var telemetryVariants = []string{"off", "metrics", "traces"}
+
+// telemetryScenarios are the relay scenarios measured on each variant.
+var telemetryScenarios = []string{"embeddings", "passthrough"}
+
+// telemetryFigures is the telemetry scenario's Extra: per relay scenario,
+// each variant's CPU per request and the ratios to metrics off.
+type telemetryFigures struct {
+	Scenarios []telemetryScenario `json:"scenarios"`
+}
+
+type telemetryScenario struct {
+	Name   string           `json:"scenario"`
+	Rounds []telemetryRound `json:"rounds"`
+	// CPU per request (µs), medians over the rounds, by variant.
+	OffUS     float64 `json:"cpu_per_request_off_us"`
+	MetricsUS float64 `json:"cpu_per_request_metrics_us"`
+	TracesUS  float64 `json:"cpu_per_request_traces_us"`
+	// The medians of the rounds' own ratios to metrics off: each round
+	// measures the three processes back to back.
+	MetricsRatio float64 `json:"metrics_ratio"`
+	TracesRatio  float64 `json:"traces_ratio"`
+	OffP50MS     float64 `json:"p50_off_ms"`
+	MetricsP50MS float64 `json:"p50_metrics_ms"`
+	TracesP50MS  float64 `json:"p50_traces_ms"`
+}
+
+type telemetryRound struct {
+	CPUUS map[string]float64 `json:"cpu_per_request_us"`
+	P50MS map[string]float64 `json:"p50_ms"`
+	RPS   map[string]float64 `json:"throughput_rps"`
+}
+
+func (f *telemetryFigures) print(w io.Writer) {
+	for _, s := range f.Scenarios {
+		if len(s.Rounds) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "   %s CPU/request: %.1f µs metrics off, %.1f µs metrics on (%.3f×), %.1f µs metrics and traces (%.3f×); p50 %.3f / %.3f / %.3f ms\n",
+			s.Name, s.OffUS, s.MetricsUS, s.MetricsRatio, s.TracesUS, s.TracesRatio, s.OffP50MS, s.MetricsP50MS, s.TracesP50MS)
+	}
+}
+
+// runTelemetry starts a sluice per telemetry variant beside the run's own
+// and measures embeddings and passthrough on each, interleaved round by
+// round (the order rotating each round), so one run compares metrics off,
+// metrics on, and metrics with traces on the same machine state.
+func (b *bench) runTelemetry(ctx context.Context, scenarios map[string]httpScenario) *scenarioReport {
+	rep := newScenarioReport("telemetry", "embeddings and passthrough on three sluice processes: metrics off, metrics on (the default), metrics and OTLP traces to a local collector stand-in")
+	fig := &telemetryFigures{}
+	rep.Extra = fig
+	names := make([]string, len(telemetryScenarios))
+	for i, sc := range telemetryScenarios {
+		names[i] = fmt.Sprintf("%s: metrics on ≤ %.2f× CPU/request of metrics off", sc, metricsCPULimit)
+	}
+	fail := func(reason string, err error) *scenarioReport {
+		if err != nil {
+			rep.exclude(reason, err)
+		} else {
+			rep.Skipped["sluice"] = reason
+		}
+		for _, n := range names {
+			rep.Checks = append(rep.Checks, notMeasured(rep, n))
+		}
+		return rep
+	}
+	if b.sluice == nil {
+		return fail(b.sluiceSkip, nil)
+	}
+	targets := map[string]target{}
+	for _, v := range telemetryVariants {
+		if v == b.cfg.telemetry {
+			s := b.sluice
+			targets[v] = target{name: v, base: s.base, proc: s.child.proc, sluice: true, key: s.key, pprof: s.pprof}
+			continue
+		}
+		cfg := *b.cfg
+		cfg.telemetry, cfg.profile = v, false
+		b.logf("  %-18s starting a sluice with -telemetry %s", "telemetry", v)
+		s, err := startSluice(ctx, &cfg, b.client, b.upstreamURL, b.slowUpstreamURL, b.ticks)
+		if err != nil {
+			return fail("sluice", fmt.Errorf("start the %s sluice: %w", v, err))
+		}
+		defer s.stop()
+		targets[v] = target{name: v, base: s.base, proc: s.child.proc, sluice: true, key: s.key}
+	}
+	for i, name := range telemetryScenarios {
+		sc, ok := scenarios[name]
+		if !ok {
+			return fail("sluice", fmt.Errorf("no scenario %s", name))
+		}
+		for _, v := range telemetryVariants {
+			if err := b.probe(ctx, sc, targets[v]); err != nil {
+				return fail("sluice", fmt.Errorf("%s on the %s sluice: %w", name, v, err))
+			}
+		}
+		s, err := b.telemetryRun(ctx, sc, targets)
+		if err != nil {
+			return fail("sluice", err)
+		}
+		fig.Scenarios = append(fig.Scenarios, s)
+		st := statusPass
+		if s.MetricsRatio > metricsCPULimit {
+			st = statusFail
+		}
+		rep.Checks = append(rep.Checks, check{Scenario: rep.Name, Name: names[i], Status: st,
+			Detail: fmt.Sprintf("%.3f× (%+.1f µs): on %.1f, off %.1f; traces %.3f× (%.1f µs)", s.MetricsRatio, s.MetricsUS-s.OffUS,
+				s.MetricsUS, s.OffUS, s.TracesRatio, s.TracesUS)})
+	}
+	return rep
+}
+
+// telemetryRun measures sc on each variant, every round, and takes the
+// medians.
+func (b *bench) telemetryRun(ctx context.Context, sc httpScenario, targets map[string]target) (telemetryScenario, error) {
+	out := telemetryScenario{Name: sc.name}
+	var off, on, tr, onRatio, trRatio, p50Off, p50On, p50Tr []float64
+	for round := 1; round <= b.cfg.rounds && ctx.Err() == nil; round++ {
+		r := telemetryRound{CPUUS: map[string]float64{}, P50MS: map[string]float64{}, RPS: map[string]float64{}}
+		for k := range telemetryVariants {
+			v := telemetryVariants[(k+round)%len(telemetryVariants)] // rotate who goes first
+			m, err := b.measure(ctx, sc, targets[v], round, sc.concurrency, sc.rate)
+			if err != nil {
+				return out, fmt.Errorf("%s on the %s sluice: %w", sc.name, v, err)
+			}
+			r.CPUUS[v], r.P50MS[v], r.RPS[v] = m.Closed.CPUPerRequestUS, m.Open.Latency.P50, m.Closed.Throughput
+		}
+		out.Rounds = append(out.Rounds, r)
+		off, on, tr = append(off, r.CPUUS["off"]), append(on, r.CPUUS["metrics"]), append(tr, r.CPUUS["traces"])
+		if r.CPUUS["off"] > 0 {
+			onRatio = append(onRatio, r.CPUUS["metrics"]/r.CPUUS["off"])
+			trRatio = append(trRatio, r.CPUUS["traces"]/r.CPUUS["off"])
+		}
+		p50Off, p50On, p50Tr = append(p50Off, r.P50MS["off"]), append(p50On, r.P50MS["metrics"]), append(p50Tr, r.P50MS["traces"])
+		b.logf("  %-18s round %d %s: off %.1f µs/req, metrics %.1f, traces %.1f", "telemetry", round, sc.name,
+			r.CPUUS["off"], r.CPUUS["metrics"], r.CPUUS["traces"])
+	}
+	out.OffUS, out.MetricsUS, out.TracesUS = median(off), median(on), median(tr)
+	out.MetricsRatio, out.TracesRatio = median(onRatio), median(trRatio)
+	out.OffP50MS, out.MetricsP50MS, out.TracesP50MS = median(p50Off), median(p50On), median(p50Tr)
+	return out, nil
+}
