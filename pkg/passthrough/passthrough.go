@@ -89,6 +89,7 @@ type Service struct {
 	buffers   sync.Pool
 	transport http.RoundTripper
 	owners    owners
+	echoes    echoCache
 }
 
 // New builds the service. It does no I/O: credentials are resolved on a
@@ -190,7 +191,7 @@ type call struct {
 	start     time.Time
 	first     time.Time
 	counts    counts
-	secrets   []string // the credentials injected: never handed back
+	secrets   *echoSet // the credentials injected: never handed back
 }
 
 func (s *Service) serve(w http.ResponseWriter, r *http.Request, p Provider) error {
@@ -311,7 +312,7 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err := s.authorize(cctx, up, out, buffered); err != nil {
 		return err
 	}
-	c.secrets = injectedSecrets(out.Header)
+	c.secrets = s.injectedSecrets(out.Header)
 
 	// The transport directly: the client would only add redirect handling,
 	// which provider calls never follow, and a copy of every header.
