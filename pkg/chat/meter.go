@@ -51,6 +51,8 @@ type jsonMeter struct {
 	// meter then parses nothing (only forwarded OpenAI bodies are read).
 	usage  *oai.Usage
 	finish string
+	// scanned is the one pass over a whole answer (read).
+	scanned *answerScan
 }
 
 // newJSONMeter meters an answer of length bytes (-1: unknown), whose
@@ -116,38 +118,77 @@ func (m *jsonMeter) End(ev *logevent.Event) (oai.Usage, error) {
 		}
 		return usage, nil
 	}
-	var (
-		usage    oai.Usage
-		hasUsage bool
-	)
-	err := jsonscan.Members(m.buf, func(name, v []byte) error {
-		switch string(name) {
-		case "usage":
-			if !jsonscan.Null(v) {
-				u, err := parseUsage(m.kind, v)
-				usage, hasUsage = u, err == nil
-			}
-		case "choices":
-			if ev.FinishReason == "" {
-				ev.FinishReason = firstFinish(v)
-			}
-		case "status":
-			if m.kind == kindResponses {
-				ev.FinishReason, _ = jsonscan.String(v)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	sc := m.read()
+	switch {
+	case sc.hasStatus:
+		ev.FinishReason = sc.status
+	case ev.FinishReason == "":
+		ev.FinishReason = sc.finish
+	}
+	if sc.err != nil {
 		return m.estimate(ev, int64(len(m.buf))), api.Upstream(nil, "The provider's answer was not a complete JSON object.")
 	}
 	if jsonscan.Valid(m.buf) {
 		ev.Response = m.buf
 	}
-	if !hasUsage {
-		usage = m.estimate(ev, contentBytes(m.buf, m.kind))
+	if !sc.hasUsage {
+		return m.estimate(ev, contentBytes(m.buf, m.kind)), nil
 	}
-	return usage, nil
+	return sc.usage, nil
+}
+
+// answerScan is what one pass over a whole JSON answer found.
+type answerScan struct {
+	usage     oai.Usage
+	hasUsage  bool
+	finish    string // the first choice's finish_reason, of the first choices that has one
+	status    string // a Responses answer's status (its last)
+	hasStatus bool
+	err       error // the answer is no complete JSON object
+}
+
+// read scans the answer kept whole, once: Usage (the cost header, before
+// the answer goes out) and End share the pass.
+func (m *jsonMeter) read() *answerScan {
+	if m.scanned != nil {
+		return m.scanned
+	}
+	sc := &answerScan{}
+	sc.err = jsonscan.Members(m.buf, func(name, v []byte) error {
+		switch string(name) {
+		case "usage":
+			if !jsonscan.Null(v) {
+				u, err := parseUsage(m.kind, v)
+				sc.usage, sc.hasUsage = u, err == nil
+			}
+		case "choices":
+			if sc.finish == "" {
+				sc.finish = firstFinish(v)
+			}
+		case "status":
+			if m.kind == kindResponses {
+				sc.status, _ = jsonscan.String(v)
+				sc.hasStatus = true
+			}
+		}
+		return nil
+	})
+	m.scanned = sc
+	return sc
+}
+
+// Usage is the usage the answer reports, for its cost header: a
+// translator's, or read from an answer kept whole (read); not known for
+// one over the log's bound, which is never quoted.
+func (m *jsonMeter) Usage() (oai.Usage, bool) {
+	switch {
+	case m.usage != nil:
+		return *m.usage, true
+	case m.over:
+		return oai.Usage{}, false
+	}
+	sc := m.read()
+	return sc.usage, sc.hasUsage
 }
 
 // estimate stands in for an answer that reported no usage.

@@ -48,6 +48,24 @@ func TestJSONMeter(t *testing.T) {
 	}
 }
 
+func TestJSONMeterReadsTheAnswerOnceForTheCostHeaderAndTheEvent(t *testing.T) {
+	answer := `{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`
+	m := newJSONMeter(kindChat, noPrompt, int64(len(answer)))
+	var _ modelcall.UsageMeter = m
+	io.WriteString(m, answer)
+	quoted, ok := m.Usage()
+	first := m.scanned
+	var ev logevent.Event
+	u, err := m.End(&ev)
+	want := oai.Usage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5}
+	if err != nil || !ok || quoted != want || u != want || ev.FinishReason != "stop" {
+		t.Errorf("Usage %+v (%v), End %+v, %v, finish %q", quoted, ok, u, err, ev.FinishReason)
+	}
+	if first == nil || m.scanned != first {
+		t.Error("End read the answer again after Usage had")
+	}
+}
+
 func TestJSONMeterWithoutUsageEstimates(t *testing.T) {
 	m := newJSONMeter(kindChat, func() int64 { return 10 }, -1)
 	io.WriteString(m, `{"choices":[{"index":0,"message":{"role":"assistant","content":"four score and seven"},"finish_reason":"stop"}]}`)

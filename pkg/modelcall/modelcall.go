@@ -124,6 +124,8 @@ func Handler(op Operation, jsonLimit int64) func(w http.ResponseWriter, r *http.
 // stream (and a larger answer) has none: its log event has the cost.
 const CostHeader = "x-litellm-response-cost"
 
+var costHeaderKey = http.CanonicalHeaderKey(CostHeader)
+
 // costHeader writes the status and headers of a whole answer with its
 // first (and only) write, once the answer's usage can be read from it.
 type costHeader struct {
@@ -136,7 +138,9 @@ func (c *costHeader) Write(b []byte) (int, error) {
 	if !c.wrote {
 		c.wrote = true
 		if cost, ok := c.res.quote(b); ok {
-			c.Header().Set(CostHeader, strconv.FormatFloat(cost, 'g', -1, 64))
+			// The canonical key: Set would canonicalise CostHeader anew
+			// on every call.
+			c.Header()[costHeaderKey] = []string{strconv.FormatFloat(cost, 'g', -1, 64)}
 		}
 		c.ResponseWriter.WriteHeader(http.StatusOK)
 	}
@@ -154,6 +158,28 @@ func (r *Result) readWhole() bool {
 // quote prices the whole answer doc by the usage it carries (OpenAI's
 // names, or the Responses API's).
 func (r *Result) quote(doc []byte) (float64, bool) {
+	var u oai.Usage
+	if m, ok := r.meter.(UsageMeter); ok {
+		u, _ = m.Usage() // the meter has read it from the same bytes
+	} else {
+		u = answerUsage(doc)
+	}
+	ev := *r.call.Event
+	ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = u.PromptTokens, u.CompletionTokens, u.TotalTokens
+	ev.CachedTokens = u.PromptTokensDetails.CachedTokens
+	return r.call.calls.events.Quote(&ev)
+}
+
+// UsageMeter is a Meter of a whole answer that reads its usage as soon as
+// it has seen the answer, so that the cost header needs no pass of its own.
+type UsageMeter interface {
+	Meter
+	Usage() (oai.Usage, bool)
+}
+
+// answerUsage is the usage a whole answer doc carries (OpenAI's names, or
+// the Responses API's); zero when it has none.
+func answerUsage(doc []byte) oai.Usage {
 	var raw []byte
 	jsonscan.Members(doc, func(name, value []byte) error {
 		if string(name) == "usage" {
@@ -169,10 +195,7 @@ func (r *Result) quote(doc []byte) (float64, bool) {
 			u, _ = oai.ParseUsage(raw)
 		}
 	}
-	ev := *r.call.Event
-	ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = u.PromptTokens, u.CompletionTokens, u.TotalTokens
-	ev.CachedTokens = u.PromptTokensDetails.CachedTokens
-	return r.call.calls.events.Quote(&ev)
+	return u
 }
 
 // Tokens counts a finished call's tokens against its deployment's and its

@@ -275,52 +275,74 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 		return nil, err
 	}
 	r.RawMessages = msgs
+	for _, part := range []func(fields) error{r.parseStreaming, r.parseTooling, r.parseSampling, r.parseLiteLLM} {
+		if err := part(f); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// parseStreaming reads stream, stream_options and n.
+func (r *ChatRequest) parseStreaming(f fields) (err error) {
 	if r.Stream, _, err = boolField(f, "stream"); err != nil {
-		return nil, err
+		return err
 	}
 	if v, ok := f.get("stream_options"); ok && !jsonscan.Null(v) {
 		if !r.Stream {
-			return nil, api.InvalidValue("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.")
+			return api.InvalidValue("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.")
 		}
 		if r.IncludeUsage, err = streamOptions(v); err != nil {
-			return nil, err
+			return err
 		}
 		r.streamOptions = v
 	}
 	if n, given, err := intField(f, "n", 1, MaxChoices); err != nil {
-		return nil, err
+		return err
 	} else if given {
 		r.N = int(n)
 	}
+	return nil
+}
+
+// parseTooling reads tools, tool_choice, parallel_tool_calls and
+// response_format.
+func (r *ChatRequest) parseTooling(f fields) (err error) {
 	if v, ok := f.get("tools"); ok && !jsonscan.Null(v) {
 		if r.Tools, err = parseTools(v); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if v, ok := f.get("tool_choice"); ok && !jsonscan.Null(v) {
 		if r.ToolChoice, err = parseToolChoice(v, r.Tools); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if b, given, err := boolField(f, "parallel_tool_calls"); err != nil {
-		return nil, err
+		return err
 	} else if given {
 		r.ParallelToolCalls = &b
 	}
 	if v, ok := f.get("response_format"); ok && !jsonscan.Null(v) {
 		if r.ResponseFormat, err = parseResponseFormat(v); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
+
+// parseSampling reads the output bounds, stop, the sampling numbers,
+// logprobs, reasoning_effort and user.
+func (r *ChatRequest) parseSampling(f fields) (err error) {
 	if r.MaxTokens, _, err = intField(f, "max_tokens", 1, math.MaxInt32); err != nil {
-		return nil, err
+		return err
 	}
 	if r.MaxCompletionTokens, _, err = intField(f, "max_completion_tokens", 1, math.MaxInt32); err != nil {
-		return nil, err
+		return err
 	}
 	if v, ok := f.get("stop"); ok && !jsonscan.Null(v) {
 		if r.Stop, err = parseStop(v); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, n := range []struct {
@@ -334,43 +356,46 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 		{"presence_penalty", &r.PresencePenalty, -2, 2},
 	} {
 		if *n.dst, err = floatField(f, n.name, n.min, n.max); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if s, given, err := intField(f, "seed", math.MinInt64, math.MaxInt64); err != nil {
-		return nil, err
+		return err
 	} else if given {
 		r.Seed = &s
 	}
 	if r.Logprobs, _, err = boolField(f, "logprobs"); err != nil {
-		return nil, err
+		return err
 	}
 	if n, given, err := intField(f, "top_logprobs", 0, MaxTopLogprobs); err != nil {
-		return nil, err
+		return err
 	} else if given {
 		k := int(n)
 		r.TopLogprobs = &k
 	}
 	if r.ReasoningEffort, _, err = stringField(f, "reasoning_effort"); err != nil {
-		return nil, err
+		return err
 	}
-	if r.User, _, err = stringField(f, "user"); err != nil {
-		return nil, err
-	}
+	r.User, _, err = stringField(f, "user")
+	return err
+}
+
+// parseLiteLLM reads LiteLLM's own members, which Forward strips.
+func (r *ChatRequest) parseLiteLLM(f fields) (err error) {
 	if s, given, err := stringField(f, "mock_response"); err != nil {
-		return nil, err
+		return err
 	} else if given {
 		r.MockResponse = &s
 	}
 	if r.DropParams, _, err = boolField(f, "drop_params"); err != nil {
-		return nil, err
+		return err
 	}
 	for _, m := range litellmMembers {
 		if _, ok := f.get(m); ok {
 			r.litellmOnly = true
 		}
 	}
-	return r, nil
+	return nil
 }
 
 // parseChatTop is parseTop for chat: the modelled members, and the names of

@@ -159,14 +159,14 @@ func TestEncodedEchoOfTheCredentialIsNotHandedBack(t *testing.T) {
 }
 
 func TestEchoFormsFindEveryAlignment(t *testing.T) {
-	forms := echoForms([]string{"secret-value-42"})
+	forms := newEchoSet(echoForms([]string{"secret-value-42"}))
 	for _, prefix := range []string{"", "a", "ab", "abc", "abcd"} {
 		enc := base64.StdEncoding.EncodeToString([]byte(prefix + "secret-value-42" + "tail"))
-		if !revealsAny("X", []string{enc}, forms) {
+		if !forms.revealedIn("X", []string{enc}) {
 			t.Errorf("base64 after %q not recognised: %s", prefix, enc)
 		}
 	}
-	if revealsAny("X", []string{"application/json", base64.StdEncoding.EncodeToString([]byte("hello world"))}, forms) {
+	if forms.revealedIn("X", []string{"application/json", base64.StdEncoding.EncodeToString([]byte("hello world"))}) {
 		t.Error("innocent values taken for the secret")
 	}
 }

@@ -1,11 +1,8 @@
 package passthrough
 
 import (
-	"encoding/base64"
-	"encoding/hex"
 	"net/http"
 	"net/textproto"
-	"net/url"
 	"slices"
 	"strings"
 )
@@ -87,30 +84,6 @@ func dropped(name string, named map[string]bool) bool {
 		strings.IndexByte(name, '_') >= 0 && drops(textproto.CanonicalMIMEHeaderKey(strings.ReplaceAll(name, "_", "-")))
 }
 
-// injectedSecrets returns the spellings (echoForms) of the credentials
-// sluice put on an outbound request, read after the client's own were
-// dropped and sluice's injected: the API key, the OAuth2 access token, the
-// SigV4 signature and session token.
-func injectedSecrets(h http.Header) []string {
-	return echoForms(injectedCredentials(h))
-}
-
-func injectedCredentials(h http.Header) []string {
-	var out []string
-	for _, k := range []string{"X-Api-Key", "X-Goog-Api-Key", "X-Amz-Security-Token"} {
-		if v := h.Get(k); v != "" {
-			out = append(out, v)
-		}
-	}
-	auth := h.Get("Authorization")
-	if tok, ok := strings.CutPrefix(auth, "Bearer "); ok && tok != "" {
-		out = append(out, tok)
-	} else if _, sig, ok := strings.Cut(auth, "Signature="); ok && sig != "" {
-		out = append(out, sig)
-	}
-	return out
-}
-
 // redirectingHeaders would send the client to the provider's own host, where
 // its SDK would present the credential it holds — its sluice key — to the
 // provider: Gemini's resumable-upload URLs, and a Location that leaves
@@ -139,9 +112,10 @@ func leavesOrigin(v string) bool {
 // the redirecting ones, a Location unless every value of it is a path on
 // sluice's origin, the upstream's own X-Request-Id (sluice's request id is
 // the one returned), and any header whose name or value holds one of
-// secrets: an upstream, or a debugging proxy before it, that echoes the
-// request's headers must not hand sluice's credential to the client.
-func copyResponseHeader(dst, src http.Header, secrets []string) {
+// secrets (echoSet): an upstream, or a debugging proxy before it, that
+// echoes the request's headers must not hand sluice's credential to the
+// client.
+func copyResponseHeader(dst, src http.Header, secrets *echoSet) {
 	var named map[string]bool
 	for _, v := range src["Connection"] {
 		for f := range strings.SplitSeq(v, ",") {
@@ -155,64 +129,9 @@ func copyResponseHeader(dst, src http.Header, secrets []string) {
 	}
 	for k, vs := range src {
 		if hopByHop[k] || named[k] || k == "X-Request-Id" || redirectingHeaders[k] ||
-			k == "Location" && (len(vs) == 0 || slices.ContainsFunc(vs, leavesOrigin)) || revealsAny(k, vs, secrets) {
+			k == "Location" && (len(vs) == 0 || slices.ContainsFunc(vs, leavesOrigin)) || secrets.revealedIn(k, vs) {
 			continue
 		}
 		dst[k] = vs
 	}
-}
-
-// revealsAny reports whether a header's name or values hold a secret in any
-// of the spellings echoForms lists, compared case-insensitively: an upstream
-// may echo a credential lower-cased, percent-encoded, base64-encoded (alone
-// or inside a Basic credential) or in hex.
-func revealsAny(name string, values, forms []string) bool {
-	if len(forms) == 0 {
-		return false
-	}
-	holds := func(v string) bool {
-		v = strings.ToLower(v)
-		for _, f := range forms {
-			if strings.Contains(v, f) {
-				return true
-			}
-		}
-		return false
-	}
-	return holds(name) || slices.ContainsFunc(values, holds)
-}
-
-// minEchoForm is the shortest spelling of a secret looked for: shorter
-// runs (the tail of a short base64 alignment) would match innocent text.
-const minEchoForm = 8
-
-// echoForms returns the lower-cased spellings in which an echo could carry
-// one of secrets: as is, percent-encoded, in hex, and in base64 (standard
-// and URL alphabets) at each of the three alignments it can have inside a
-// longer encoded value (as in "Basic base64(user:secret)"), trimmed to the
-// characters that depend on the secret alone.
-func echoForms(secrets []string) []string {
-	var out []string
-	add := func(f string) {
-		if f = strings.ToLower(f); len(f) >= minEchoForm && !slices.Contains(out, f) {
-			out = append(out, f)
-		}
-	}
-	for _, s := range secrets {
-		add(s)
-		add(url.QueryEscape(s))
-		add(url.PathEscape(s))
-		add(hex.EncodeToString([]byte(s)))
-		for off := range 3 {
-			padded := append(make([]byte, off, off+len(s)), s...)
-			// Characters [first, last) hold only the secret's bits.
-			first, last := (off*8+5)/6, (off+len(s))*8/6
-			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
-				if e := enc.EncodeToString(padded); last > first {
-					add(e[first:last])
-				}
-			}
-		}
-	}
-	return out
 }

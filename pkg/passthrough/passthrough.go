@@ -89,6 +89,7 @@ type Service struct {
 	buffers   sync.Pool
 	transport http.RoundTripper
 	owners    owners
+	echoes    echoCache
 }
 
 // New builds the service. It does no I/O: credentials are resolved on a
@@ -190,7 +191,7 @@ type call struct {
 	start     time.Time
 	first     time.Time
 	counts    counts
-	secrets   []string // the credentials injected: never handed back
+	secrets   *echoSet // the credentials injected: never handed back
 }
 
 func (s *Service) serve(w http.ResponseWriter, r *http.Request, p Provider) error {
@@ -203,44 +204,9 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p Provider) erro
 // relay runs the call: validate, authorize, forward, stream back.
 func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 	ctx := r.Context()
-	if r.RequestURI != "" && r.RequestURI[0] != '/' {
-		return api.InvalidValue("path", "Absolute-form request targets are refused on passthrough routes.")
-	}
-	prefix, rest := splitPrefix(r.URL.EscapedPath())
-	if !isPrefixOf(c.provider, prefix) {
-		return api.NotFound("Unknown route: %s %s.", r.Method, r.URL.Path)
-	}
-	ep, err := parseEndpoint(rest)
+	up, t, ep, err := s.route(ctx, r, c)
 	if err != nil {
 		return err
-	}
-	c.path = ep.escaped
-	query, err := forwardQuery(r.URL.RawQuery)
-	if err != nil {
-		return err
-	}
-	if c.provider == VertexAI {
-		if err := checkVertexLocation(ep); err != nil {
-			return err
-		}
-	}
-	res := s.resolvers[c.provider]
-	up, err := res.get(ctx)
-	if err != nil {
-		return err
-	}
-	var t target
-	switch c.provider {
-	case Anthropic:
-		t = anthropicTarget(up.base, ep, query)
-	case Gemini:
-		t = geminiTarget(up.base, ep, query)
-	case VertexAI:
-		if t, err = vertexTarget(up, ep, query); err != nil {
-			return err
-		}
-	case Bedrock:
-		t = bedrockTarget(up, ep, query)
 	}
 	c.apiBase = t.url.Scheme + "://" + t.url.Host
 	c.model = t.model
@@ -261,38 +227,9 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err := s.checkObjectAccess(ctx, c, obj); err != nil {
 		return err
 	}
-
-	// The body: Bedrock's is read whole (SigV4 signs its hash); so is one
-	// that names the model of a restricted key's call. Every other body
-	// streams up, within MaxBody.
-	var (
-		buffered []byte
-		body     io.ReadCloser = http.NoBody
-		length   int64
-		limited  *limitedBody
-	)
-	needModel := rule.source == sourceBody || rule.source == sourceBatch
-	if c.provider == Bedrock || needModel {
-		if buffered, err = api.ReadBody(w, r, s.opts.MaxSignedBody); err != nil {
-			return err
-		}
-		if needModel {
-			if err := s.checkBodyModels(c, buffered, rule); err != nil {
-				return err
-			}
-		}
-		if len(buffered) > 0 {
-			body, length = io.NopCloser(bytes.NewReader(buffered)), int64(len(buffered))
-		}
-	} else if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		if r.ContentLength > s.opts.MaxBody {
-			return api.TooLarge("The request body (%d bytes) is larger than the passthrough limit of %d bytes.", r.ContentLength, s.opts.MaxBody)
-		}
-		limited = &limitedBody{r: r.Body, left: s.opts.MaxBody}
-		if r.ContentLength > 0 {
-			limited.left, limited.exact = r.ContentLength, true
-		}
-		body, length = limited, r.ContentLength
+	rb, err := s.requestBody(w, r, c, rule)
+	if err != nil {
+		return err
 	}
 
 	cctx, cancel := context.WithCancelCause(ctx)
@@ -303,27 +240,112 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 	out := (&http.Request{
 		Method: r.Method, URL: t.url, Host: t.url.Host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: outboundHeader(r.Header), Body: body, ContentLength: length,
+		Header: outboundHeader(r.Header), Body: rb.body, ContentLength: rb.length,
 	}).WithContext(cctx)
-	if len(buffered) > 0 {
+	if buffered := rb.buffered; len(buffered) > 0 {
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buffered)), nil }
 	}
-	if err := s.authorize(cctx, up, out, buffered); err != nil {
+	if err := s.authorize(cctx, up, out, rb.buffered); err != nil {
 		return err
 	}
-	c.secrets = injectedSecrets(out.Header)
+	c.secrets = s.injectedSecrets(out.Header)
 
 	// The transport directly: the client would only add redirect handling,
 	// which provider calls never follow, and a copy of every header.
 	resp, err := s.transport.RoundTrip(out)
 	if err != nil {
-		return s.callError(r, cctx, limited, err)
+		return s.callError(r, cctx, rb.limited, err)
 	}
 	defer resp.Body.Close()
 	if answersObjects(obj, c, resp) {
 		return s.answerObjects(w, r, cctx, watch, resp, c, obj)
 	}
 	return s.answer(w, r, cctx, watch, resp, c)
+}
+
+// route checks the request's path and query and finds where the call
+// goes: the provider's upstream (its credentials resolved) and the target
+// URL, with the model the path names.
+func (s *Service) route(ctx context.Context, r *http.Request, c *call) (*upstream, target, endpoint, error) {
+	if r.RequestURI != "" && r.RequestURI[0] != '/' {
+		return nil, target{}, endpoint{}, api.InvalidValue("path", "Absolute-form request targets are refused on passthrough routes.")
+	}
+	prefix, rest := splitPrefix(r.URL.EscapedPath())
+	if !isPrefixOf(c.provider, prefix) {
+		return nil, target{}, endpoint{}, api.NotFound("Unknown route: %s %s.", r.Method, r.URL.Path)
+	}
+	ep, err := parseEndpoint(rest)
+	if err != nil {
+		return nil, target{}, endpoint{}, err
+	}
+	c.path = ep.escaped
+	query, err := forwardQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, target{}, ep, err
+	}
+	if c.provider == VertexAI {
+		if err := checkVertexLocation(ep); err != nil {
+			return nil, target{}, ep, err
+		}
+	}
+	up, err := s.resolvers[c.provider].get(ctx)
+	if err != nil {
+		return nil, target{}, ep, err
+	}
+	var t target
+	switch c.provider {
+	case Anthropic:
+		t = anthropicTarget(up.base, ep, query)
+	case Gemini:
+		t = geminiTarget(up.base, ep, query)
+	case VertexAI:
+		t, err = vertexTarget(up, ep, query)
+	case Bedrock:
+		t = bedrockTarget(up, ep, query)
+	}
+	return up, t, ep, err
+}
+
+// requestBody is what goes upstream as the request's body.
+type requestBody struct {
+	body     io.ReadCloser
+	length   int64
+	buffered []byte       // the body read whole, when it was
+	limited  *limitedBody // the body streamed, when it is
+}
+
+// requestBody prepares the body: Bedrock's is read whole (SigV4 signs its
+// hash); so is one that names the model of a restricted key's call (rule).
+// Every other body streams up, within MaxBody.
+func (s *Service) requestBody(w http.ResponseWriter, r *http.Request, c *call, rule modelRule) (requestBody, error) {
+	rb := requestBody{body: http.NoBody}
+	needModel := rule.source == sourceBody || rule.source == sourceBatch
+	if c.provider == Bedrock || needModel {
+		buffered, err := api.ReadBody(w, r, s.opts.MaxSignedBody)
+		if err != nil {
+			return rb, err
+		}
+		if needModel {
+			if err := s.checkBodyModels(c, buffered, rule); err != nil {
+				return rb, err
+			}
+		}
+		if len(buffered) > 0 {
+			rb.buffered, rb.body, rb.length = buffered, io.NopCloser(bytes.NewReader(buffered)), int64(len(buffered))
+		}
+		return rb, nil
+	}
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		if r.ContentLength > s.opts.MaxBody {
+			return rb, api.TooLarge("The request body (%d bytes) is larger than the passthrough limit of %d bytes.", r.ContentLength, s.opts.MaxBody)
+		}
+		rb.limited = &limitedBody{r: r.Body, left: s.opts.MaxBody}
+		if r.ContentLength > 0 {
+			rb.limited.left, rb.limited.exact = r.ContentLength, true
+		}
+		rb.body, rb.length = rb.limited, r.ContentLength
+	}
+	return rb, nil
 }
 
 func isPrefixOf(p Provider, prefix string) bool {

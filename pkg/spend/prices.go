@@ -217,6 +217,11 @@ func (p *Pricer) Price(ctx context.Context, ev *logevent.Event) {
 	default:
 		ev.CostUnknown = true
 		model := ev.Model
+		// Load first: LoadOrStore boxes its key, an allocation on every
+		// call of an unpriced model.
+		if _, warned := p.warned.Load(model); warned {
+			break
+		}
 		if _, warned := p.warned.LoadOrStore(model, struct{}{}); !warned {
 			slog.WarnContext(ctx, "spend: no price for this model; its calls are counted at 0 with cost_unknown (set input_cost_per_token and output_cost_per_token on its deployment)",
 				"model", model, "deployment", ev.ModelID)

@@ -1,0 +1,223 @@
+package passthrough
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// injectedCredentials returns the credentials sluice put on an outbound
+// request, read after the client's own were dropped and sluice's injected:
+// the API key, the OAuth2 access token and the SigV4 session token (lasting:
+// the same on many calls), and the SigV4 signature (new on every call).
+func injectedCredentials(h http.Header) (lasting []string, signature string) {
+	for _, k := range []string{"X-Api-Key", "X-Goog-Api-Key", "X-Amz-Security-Token"} {
+		if v := h.Get(k); v != "" {
+			lasting = append(lasting, v)
+		}
+	}
+	auth := h.Get("Authorization")
+	if tok, ok := strings.CutPrefix(auth, "Bearer "); ok && tok != "" {
+		lasting = append(lasting, tok)
+	} else if _, sig, ok := strings.Cut(auth, "Signature="); ok && sig != "" {
+		signature = sig
+	}
+	return lasting, signature
+}
+
+// injectedSecrets returns the echo set of the credentials on an outbound
+// request. A lasting credential's set is built once (echoes); a signature's,
+// which no other call shares, every time.
+func (s *Service) injectedSecrets(h http.Header) *echoSet {
+	lasting, sig := injectedCredentials(h)
+	var set *echoSet
+	for _, v := range lasting {
+		set = set.union(s.echoes.of(v))
+	}
+	if sig != "" {
+		set = set.union(newEchoSet(echoForms([]string{sig})))
+	}
+	return set
+}
+
+// maxEchoSets bounds the echo sets kept: credentials rotate (OAuth2 tokens
+// and session tokens hourly), so the cache starts over when it is full.
+const maxEchoSets = 64
+
+// echoCache keeps the echo set of each lasting credential: its spellings
+// are a dozen encodings, the same on every call that injects it.
+type echoCache struct {
+	mu   sync.Mutex
+	sets map[string]*echoSet
+}
+
+func (c *echoCache) of(secret string) *echoSet {
+	c.mu.Lock()
+	e, ok := c.sets[secret]
+	c.mu.Unlock()
+	if ok {
+		return e
+	}
+	e = newEchoSet(echoForms([]string{secret}))
+	c.mu.Lock()
+	if c.sets == nil || len(c.sets) >= maxEchoSets {
+		c.sets = make(map[string]*echoSet, 4)
+	}
+	c.sets[secret] = e
+	c.mu.Unlock()
+	return e
+}
+
+// minEchoForm is the shortest spelling of a secret looked for: shorter
+// runs (the tail of a short base64 alignment) would match innocent text.
+const minEchoForm = 8
+
+// echoForms returns the lower-cased spellings in which an echo could carry
+// one of secrets: as is, percent-encoded, in hex, and in base64 (standard
+// and URL alphabets) at each of the three alignments it can have inside a
+// longer encoded value (as in "Basic base64(user:secret)"), trimmed to the
+// characters that depend on the secret alone.
+func echoForms(secrets []string) []string {
+	var out []string
+	add := func(f string) {
+		if f = strings.ToLower(f); len(f) >= minEchoForm && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	for _, s := range secrets {
+		add(s)
+		add(url.QueryEscape(s))
+		add(url.PathEscape(s))
+		add(hex.EncodeToString([]byte(s)))
+		for off := range 3 {
+			padded := append(make([]byte, off, off+len(s)), s...)
+			// Characters [first, last) hold only the secret's bits.
+			first, last := (off*8+5)/6, (off+len(s))*8/6
+			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+				if e := enc.EncodeToString(padded); last > first {
+					add(e[first:last])
+				}
+			}
+		}
+	}
+	return out
+}
+
+// echoSet holds the spellings (echoForms) an answer header must not hold,
+// with a prefilter: a bit for a hash of each spelling's first minEchoForm
+// bytes, so that a header is scanned once, a word at a time, and a
+// spelling compared only where a word's bit is set. Immutable once built:
+// sets are shared between calls.
+type echoSet struct {
+	forms []string
+	heads [4]uint64
+}
+
+func newEchoSet(forms []string) *echoSet {
+	e := &echoSet{forms: forms}
+	for _, f := range forms {
+		if !isASCII(f) {
+			continue // found by the slow path only (revealedIn)
+		}
+		h := headHash(binary.LittleEndian.Uint64([]byte(f[:minEchoForm])))
+		e.heads[h>>6] |= 1 << (h & 63)
+	}
+	return e
+}
+
+// union is the set of both; a nil e or o is the empty set.
+func (e *echoSet) union(o *echoSet) *echoSet {
+	switch {
+	case e == nil:
+		return o
+	case o == nil:
+		return e
+	}
+	u := &echoSet{forms: append(slices.Clip(e.forms), o.forms...)}
+	for i := range u.heads {
+		u.heads[i] = e.heads[i] | o.heads[i]
+	}
+	return u
+}
+
+// revealedIn reports whether a header's name or values hold one of the
+// spellings, compared case-insensitively: an upstream may echo a
+// credential lower-cased, percent-encoded, base64-encoded (alone or inside
+// a Basic credential) or in hex.
+func (e *echoSet) revealedIn(name string, values []string) bool {
+	if e == nil || len(e.forms) == 0 {
+		return false
+	}
+	return e.holds(name) || slices.ContainsFunc(values, e.holds)
+}
+
+func (e *echoSet) holds(v string) bool {
+	if len(v) < minEchoForm {
+		return false
+	}
+	if !isASCII(v) {
+		// Rare: strings.ToLower's Unicode folding, as the spellings had.
+		v = strings.ToLower(v)
+		return slices.ContainsFunc(e.forms, func(f string) bool { return strings.Contains(v, f) })
+	}
+	for i := 0; i+minEchoForm <= len(v); i++ {
+		w := lowerWord(binary.LittleEndian.Uint64([]byte(v[i : i+minEchoForm])))
+		if h := headHash(w); e.heads[h>>6]&(1<<(h&63)) == 0 {
+			continue
+		}
+		for _, f := range e.forms {
+			if len(f) <= len(v)-i && equalLowerASCII(v[i:i+len(f)], f) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// headHash maps a word of 8 lower-cased bytes to one of 256 bits.
+func headHash(w uint64) uint64 { return (w * 0x9e3779b97f4a7c15) >> 56 }
+
+// lowerWord lower-cases the ASCII letters of 8 ASCII bytes at once: a byte
+// of 'A'..'Z' gains 0x20. No byte has its high bit set, so the additions
+// carry into no neighbour.
+func lowerWord(w uint64) uint64 {
+	const ones = 0x0101010101010101
+	geA := w + (0x80-'A')*ones
+	gtZ := w + (0x80-'Z'-1)*ones
+	upper := (geA &^ gtZ) & (0x80 * ones)
+	return w | upper>>2
+}
+
+// equalLowerASCII reports whether ASCII s lower-cased is f.
+func equalLowerASCII(s, f string) bool {
+	for i := 0; i < len(f); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != f[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func isASCII(s string) bool {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if binary.LittleEndian.Uint64([]byte(s[i:i+8]))&0x8080808080808080 != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
