@@ -432,9 +432,7 @@ func templateEnv(t *testing.T, tmpl deploy.Template, id string) map[string]strin
 }
 
 // openEnv runs the readers a function runs at start-up (gateway.Open) over
-// env: the settings, and the AWS resources (read from the process
-// environment, so every variable they read is set here, empty if env has
-// none).
+// env: the settings, and the AWS resources.
 func openEnv(t *testing.T, env map[string]string) error {
 	settings, err := config.SettingsFromEnv(func(k string) string { return env[k] })
 	if err != nil {
@@ -446,11 +444,7 @@ func openEnv(t *testing.T, env map[string]string) error {
 	if !strings.HasPrefix(settings.ConfigLocation, "ssm:/") && !strings.HasPrefix(settings.ConfigLocation, "s3://") {
 		return fmt.Errorf("config location %q", settings.ConfigLocation)
 	}
-	for _, line := range (awsstore.Resources{}).Env() {
-		name, _, _ := strings.Cut(line, "=")
-		t.Setenv(name, env[name])
-	}
-	_, err = awsstore.ResourcesFromEnv()
+	_, err = awsstore.ResourcesFromEnv(func(k string) string { return env[k] })
 	return err
 }
 

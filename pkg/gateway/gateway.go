@@ -75,7 +75,7 @@ func OpenWith(ctx context.Context, settings config.Settings, getenv func(string)
 	for _, f := range opts {
 		f(&o)
 	}
-	cloud, err := openBackend(ctx, settings)
+	cloud, err := openBackend(ctx, settings, getenv)
 	if err != nil {
 		return nil, err
 	}
