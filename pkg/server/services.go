@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -11,6 +13,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/batches"
+	"github.com/sluice-gateway/sluice/pkg/batchinput"
 	"github.com/sluice-gateway/sluice/pkg/callbacks"
 	"github.com/sluice-gateway/sluice/pkg/callbacks/delivery"
 	"github.com/sluice-gateway/sluice/pkg/callbacks/gcsbucket"
@@ -281,6 +284,20 @@ func (s *Services) buildModels(deps Deps, client *http.Client) error {
 		"/v1/completions":      s.Chat.Completions,
 		"/v1/responses":        s.Chat.Responses,
 		"/v1/messages":         s.Messages.Messages,
+	}
+	return checkOperations(s.Operations)
+}
+
+// checkOperations holds the model operations to the batch endpoints
+// (batchinput.Endpoints, their one declaration): a batch line's url names
+// an operation, so a path with no operation, or an operation no batch may
+// name, is a wiring mistake caught at start-up.
+func checkOperations(ops modelcall.Operations) error {
+	declared := batchinput.Endpoints()
+	built := slices.Sorted(maps.Keys(ops))
+	slices.Sort(declared)
+	if !slices.Equal(built, declared) {
+		return fmt.Errorf("server: the model operations %v are not the batch endpoints %v (pkg/batchinput)", built, declared)
 	}
 	return nil
 }
