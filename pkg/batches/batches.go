@@ -149,6 +149,10 @@ type Deps struct {
 	// Budget refuses at create a batch whose estimate its caller's
 	// budgets cannot hold (nil: no check).
 	Budget Budget
+	// Native, when set, runs native batches: a create naming
+	// custom_llm_provider openai, azure or bedrock (or a model of such a
+	// deployment) runs on that provider's own batch API. nil: none.
+	Native *NativeDeps
 }
 
 // Budget checks a batch's estimate against its caller's budgets
@@ -238,7 +242,7 @@ type Service struct {
 	// or the expiry): its runs stop starting their lines at once, where
 	// other processes' runs notice within StatusEvery.
 	closing sync.Map // batch id → struct{}
-	// native runs native batches (EnableNative); nil: none.
+	// native runs native batches (Deps.Native, with its defaults); nil: none.
 	native *NativeDeps
 }
 
@@ -287,6 +291,9 @@ func NewService(deps Deps, opts Options) *Service {
 		wake:     newWakeup(),
 	}
 	s.lineBuffers.New = func() any { b := make([]byte, 0, 64<<10); return &b }
+	if deps.Native != nil {
+		s.native = deps.Native.withDefaults()
+	}
 	return s
 }
 
