@@ -50,7 +50,10 @@ type Gateway struct {
 // Option adjusts how Open assembles a gateway.
 type Option func(*options)
 
-type options struct{ traceExporter traces.Exporter }
+type options struct {
+	traceExporter traces.Exporter
+	handoff       func(store.Bus) store.Bus
+}
 
 // WithTraceExporter has the gateway export traces with newExporter when
 // OTEL_EXPORTER_OTLP_ENDPOINT is set (pkg/traces/otlp.Exporter: the local
@@ -58,6 +61,14 @@ type options struct{ traceExporter traces.Exporter }
 // weight in every cold start, does not, and is traced by X-Ray).
 func WithTraceExporter(newExporter traces.Exporter) Option {
 	return func(o *options) { o.traceExporter = newExporter }
+}
+
+// WithHandoff has the gateway's bus wrapped by wrap (pkg/handoff.Wrap: the
+// local process passes it, so that its log events reach its delivery job in
+// memory; a Lambda function, whose delivery is another function, links none
+// of it).
+func WithHandoff(wrap func(store.Bus) store.Bus) Option {
+	return func(o *options) { o.handoff = wrap }
 }
 
 // Open assembles a gateway from the environment read through getenv.
@@ -78,6 +89,9 @@ func OpenWith(ctx context.Context, settings config.Settings, getenv func(string)
 	cloud, err := openBackend(ctx, settings, getenv)
 	if err != nil {
 		return nil, err
+	}
+	if o.handoff != nil {
+		cloud.backend.Bus = o.handoff(cloud.backend.Bus)
 	}
 	cfg, err := config.Load(ctx, settings.ConfigLocation, cloud.fetch, getenv)
 	if err == nil && settings.Backend == config.BackendAWS {

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/batches"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/gateway"
+	"github.com/sluice-gateway/sluice/pkg/handoff"
 	"github.com/sluice-gateway/sluice/pkg/metrics"
 	"github.com/sluice-gateway/sluice/pkg/server"
 	"github.com/sluice-gateway/sluice/pkg/store"
@@ -114,6 +115,9 @@ func Start(t testing.TB, b Backend, opts Options) *Gateway {
 		t.Fatalf("parse test config: %v", err)
 	}
 	backend := b.Open(t)
+	// As the local process wires it (functions/local): log events reach a
+	// delivery job running here in memory.
+	backend.Bus = handoff.Wrap(backend.Bus)
 	if opts.Backend != nil {
 		opts.Backend(backend)
 	}
