@@ -56,7 +56,7 @@ func event(team string, messages string) *Event {
 		Metadata: logevent.Metadata{UserAPIKeyTeamID: team}, Messages: json.RawMessage(messages)}
 }
 
-// handled records what an InlineHandler was given.
+// handled records what a Handler was given.
 type handled struct {
 	mu     sync.Mutex
 	events [][]*Event
