@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/gateway"
+	"github.com/sluice-gateway/sluice/pkg/handoff"
 	"github.com/sluice-gateway/sluice/pkg/server"
 )
 
@@ -216,7 +217,7 @@ func startGateway(t *testing.T) (addr, master string) {
 		"SLUICE_ADDR":     "127.0.0.1:0",
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g, err := gateway.Open(ctx, func(k string) string { return env[k] })
+	g, err := gateway.Open(ctx, func(k string) string { return env[k] }, gateway.WithHandoff(handoff.Wrap))
 	if err != nil {
 		cancel()
 		t.Fatal(err)

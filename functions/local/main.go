@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/sluice-gateway/sluice/pkg/gateway"
+	"github.com/sluice-gateway/sluice/pkg/handoff"
 	"github.com/sluice-gateway/sluice/pkg/logging"
 	"github.com/sluice-gateway/sluice/pkg/traces/otlp"
 )
@@ -31,7 +32,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	slog.SetDefault(logging.New(os.Stderr, os.Getenv("SLUICE_LOG_FORMAT"), os.Getenv("SLUICE_LOG_LEVEL")))
-	g, err := gateway.Open(ctx, os.Getenv, gateway.WithTraceExporter(otlp.Exporter))
+	g, err := gateway.Open(ctx, os.Getenv, gateway.WithTraceExporter(otlp.Exporter), gateway.WithHandoff(handoff.Wrap))
 	if err != nil {
 		return err
 	}

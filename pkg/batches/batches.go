@@ -159,6 +159,10 @@ type Deps struct {
 	// budgets, refusing the batch when they cannot hold it (nil: no
 	// check).
 	Budget Budget
+	// Native, when set, runs native batches: a create naming
+	// custom_llm_provider openai, azure or bedrock (or a model of such a
+	// deployment) runs on that provider's own batch API. nil: none.
+	Native *NativeDeps
 }
 
 // Budget reserves a batch's estimate against its caller's budgets
@@ -252,7 +256,7 @@ type Service struct {
 	// or the expiry): its runs stop starting their lines at once, where
 	// other processes' runs notice within StatusEvery.
 	closing sync.Map // batch id → struct{}
-	// native runs native batches (EnableNative); nil: none.
+	// native runs native batches (Deps.Native, with its defaults); nil: none.
 	native *NativeDeps
 }
 
@@ -301,6 +305,9 @@ func NewService(deps Deps, opts Options) *Service {
 		wake:     newWakeup(),
 	}
 	s.lineBuffers.New = func() any { b := make([]byte, 0, 64<<10); return &b }
+	if deps.Native != nil {
+		s.native = deps.Native.withDefaults()
+	}
 	return s
 }
 

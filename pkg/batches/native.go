@@ -76,17 +76,15 @@ type NativeDeps struct {
 	PollLimit    int
 }
 
-// EnableNative lets the service run native batches: a create naming
-// custom_llm_provider openai, azure or bedrock (or a model of such a
-// deployment) runs on that provider's own batch API.
-func (s *Service) EnableNative(d NativeDeps) {
+// withDefaults is a copy of d with its zero settings defaulted.
+func (d NativeDeps) withDefaults() *NativeDeps {
 	if d.RefreshAfter <= 0 {
 		d.RefreshAfter = DefaultRefreshAfter
 	}
 	if d.PollLimit <= 0 {
 		d.PollLimit = DefaultPollLimit
 	}
-	s.native = &d
+	return &d
 }
 
 // nativeDoc is what a batch record holds of its provider's batch.

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/batches"
 	"github.com/sluice-gateway/sluice/pkg/gateway"
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
+	"github.com/sluice-gateway/sluice/pkg/handoff"
 	"github.com/sluice-gateway/sluice/pkg/server"
 )
 
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 func serveProcess() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	g, err := gateway.Open(ctx, os.Getenv)
+	g, err := gateway.Open(ctx, os.Getenv, gateway.WithHandoff(handoff.Wrap))
 	if err != nil {
 		return err
 	}

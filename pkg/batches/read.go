@@ -142,11 +142,22 @@ func (s *Service) Cancel(ctx context.Context, p auth.Principal, id string) (Batc
 	return st.object(), nil
 }
 
+// InUse returns the id of a batch still running on file fileID, or ""
+// (Inputs.InUse).
+func (s *Service) InUse(ctx context.Context, fileID string) (string, error) {
+	return Inputs{Records: s.deps.Records}.InUse(ctx, fileID)
+}
+
+// Inputs answers which running batch reads a file from the records alone
+// (files.BatchInputs): the files service, built before the batch engine
+// that reads through it, takes it at construction.
+type Inputs struct{ Records store.Records }
+
 // InUse returns the id of a batch still running on file fileID, or "": the
 // files service refuses to delete such a file, and its sweep keeps its
-// bytes (files.BatchInputs).
-func (s *Service) InUse(ctx context.Context, fileID string) (string, error) {
-	page, err := s.deps.Records.Query(ctx, store.Query{PK: inputPrefix + fileID, SKPrefix: batchPrefix, Limit: 1})
+// bytes.
+func (i Inputs) InUse(ctx context.Context, fileID string) (string, error) {
+	page, err := i.Records.Query(ctx, store.Query{PK: inputPrefix + fileID, SKPrefix: batchPrefix, Limit: 1})
 	if err != nil {
 		return "", fmt.Errorf("batches: batches of %s: %w", fileID, err)
 	}

@@ -27,7 +27,11 @@ const (
 	DefaultMaxLineBytes = 10 << 20
 )
 
-// endpoints are the url values a line may name.
+// endpoints are the url values a line may name, and a batch's endpoint: the
+// one declaration of the accepted batch endpoints. The gateway's model
+// operations (server.Services.Operations) are exactly these — the
+// composition root refuses to start otherwise — and docs/batches.md lists
+// them (a test holds it to this).
 var endpoints = []string{"/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses", "/v1/moderations", "/v1/messages"}
 
 // Endpoints returns the batch endpoints a line's url may name.

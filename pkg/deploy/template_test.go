@@ -125,250 +125,257 @@ func apiEvent(method, path string) map[string]any {
 // TestCheckCatchesDrift shows that the check fails for each kind of drift:
 // each case changes a copy of the template (and, for workers, the
 // declarations) and names a problem the check must report.
+// driftCase is a change to the template (or to the functions) and the
+// problems Check must report for it.
+type driftCase struct {
+	name   string
+	mutate func(deploy.Template)
+	fns    func([]deploy.Function) []deploy.Function
+	want   []string
+}
+
+// driftCases are the drifts TestCheckCatchesDrift makes.
+var driftCases = []driftCase{
+	// Routes.
+	{"a route removed", func(d deploy.Template) { delete(events(d, "FilesUploadFunction"), "PostV1Files") },
+		nil, []string{"function files-upload: no event routes POST /v1/files"}},
+	{"a route no code serves", func(d deploy.Template) {
+		events(d, "FilesListFunction")["Images"] = apiEvent("post", "/v1/images/generations")
+	}, nil, []string{"function files-list: event Images: routes POST /v1/images/generations, which is no route of pkg/server"}},
+	{"a route on the wrong function", func(d deploy.Template) {
+		events(d, "HealthFunction")["Models"] = apiEvent("get", "/v1/models")
+	}, nil, []string{"routes GET /v1/models, which pkg/server serves with function models"}},
+	{"ANY instead of the route's methods", func(d deploy.Template) { event(d, "PassthroughAnthropicFunction", "GetAnthropic")["Method"] = "any" },
+		nil, []string{"routes ANY /anthropic/{endpoint+}", "no event routes GET /anthropic/{endpoint+}"}},
+	{"a path parameter renamed", func(d deploy.Template) { event(d, "FileGetFunction", "GetV1FilesByFileId")["Path"] = "/v1/files/{id}" },
+		nil, []string{"routes GET /v1/files/{id}, which is no route", "no event routes GET /v1/files/{file_id}"}},
+	{"a greedy path made plain", func(d deploy.Template) {
+		event(d, "PassthroughGeminiFunction", "PostGemini")["Path"] = "/gemini/{endpoint}"
+	},
+		nil, []string{"no event routes POST /gemini/{endpoint+}"}},
+	{"a route on another API", func(d deploy.Template) { event(d, "ModelsFunction", "GetV1Models")["RestApiId"] = ref("OtherApi") },
+		nil, []string{"RestApiId \"${OtherApi}\", want !Ref Api"}},
+	{"a second API", func(d deploy.Template) {
+		resources(d)["OtherApi"] = map[string]any{"Type": "AWS::Serverless::HttpApi", "Properties": map[string]any{}}
+	}, nil, []string{"resource OtherApi (AWS::Serverless::HttpApi) routes requests outside the API"}},
+	{"a function URL", func(d deploy.Template) {
+		props(d, "EmbeddingsFunction")["FunctionUrlConfig"] = map[string]any{"AuthType": "NONE", "InvokeMode": "RESPONSE_STREAM"}
+	}, nil, []string{"function embeddings: FunctionUrlConfig is not allowed"}},
+	{"an OpenAPI body", func(d deploy.Template) { props(d, "Api")["DefinitionBody"] = map[string]any{"openapi": "3.0.1"} },
+		nil, []string{"api: DefinitionBody routes requests besides the functions' events"}},
+
+	// Streaming.
+	{"STREAM instead of RESPONSE_STREAM", func(d deploy.Template) {
+		event(d, "EmbeddingsFunction", "PostV1Embeddings")["ResponseTransferMode"] = "STREAM"
+	}, nil, []string{`ResponseTransferMode "STREAM" is not RESPONSE_STREAM`}},
+	{"a streaming route buffered", func(d deploy.Template) {
+		delete(event(d, "FileContentFunction", "GetV1FilesByFileIdContent"), "ResponseTransferMode")
+	}, nil, []string{"GET /v1/files/{file_id}/content): a streaming route without ResponseTransferMode"}},
+	{"a buffered route streamed", func(d deploy.Template) {
+		event(d, "FilesListFunction", "GetV1Files")["ResponseTransferMode"] = "RESPONSE_STREAM"
+	}, nil, []string{"GET /v1/files): a buffered route with ResponseTransferMode"}},
+	{"a stream cut at 29 s", func(d deploy.Template) {
+		event(d, "PassthroughBedrockFunction", "PostBedrock")["TimeoutInMillis"] = 29000
+	}, nil, []string{"function passthrough-bedrock: event PostBedrock (POST /bedrock/{endpoint+}): TimeoutInMillis 29000, want 900000"}},
+	{"an integration timeout that follows a parameter", func(d deploy.Template) {
+		event(d, "ChatCompletionsFunction", "PostV1ChatCompletions")["TimeoutInMillis"] = map[string]any{"Fn::FindInMap": []any{"Millis", ref("ChatTimeout"), "Value"}}
+	}, nil, []string{"never reaches API Gateway"}},
+	{"a passthrough timeout the operator cannot set", func(d deploy.Template) { props(d, "PassthroughGeminiFunction")["Timeout"] = 900 },
+		nil, []string{"function passthrough-gemini: Timeout 900, want !Ref PassthroughTimeout"}},
+	{"a timeout parameter past Lambda's limit", func(d deploy.Template) {
+		p := m(m(d["Parameters"])["PassthroughTimeout"])
+		p["AllowedValues"] = append(p["AllowedValues"].([]any), 1800)
+	}, nil, []string{"function passthrough-anthropic: Timeout ${PassthroughTimeout} (with PassthroughTimeout=1800), want 1..900 s"}},
+	{"a buffered function past API Gateway's 29 s", func(d deploy.Template) { props(d, "FilesUploadFunction")["Timeout"] = 60 },
+		nil, []string{"function files-upload: Timeout 60, want 1..29 s"}},
+
+	// Environment.
+	{"a variable removed", func(d deploy.Template) { delete(globalEnv(d), "SLUICE_TABLE") },
+		nil, []string{"function admin: environment variable SLUICE_TABLE is not set", "function files-sweep: environment variable SLUICE_TABLE is not set"}},
+	{"a variable pointing elsewhere", func(d deploy.Template) {
+		props(d, "FilesListFunction")["Environment"] = map[string]any{"Variables": map[string]any{"SLUICE_BUCKET": ref("WorkQueue")}}
+	}, nil, []string{`function files-list: environment variable SLUICE_BUCKET is "${WorkQueue}", want "${Files}"`}},
+	{"the local backend", func(d deploy.Template) { globalEnv(d)["SLUICE_BACKEND"] = "local" },
+		nil, []string{`function health: environment variable SLUICE_BACKEND is "local", want "aws"`}},
+	{"a variable nothing reads", func(d deploy.Template) { globalEnv(d)["SLUICE_TABEL"] = ref("Records") },
+		nil, []string{"function models: environment variable SLUICE_TABEL is set but not declared"}},
+
+	// Permissions.
+	{"a permission removed", func(d deploy.Template) { removePolicy(d, "FilesUploadFunction", "RecordsWritePolicy") },
+		nil, []string{"function files-upload: lacks dynamodb:PutItem on ${Records.Arn} (needed for records-write)"}},
+	{"a shared permission removed", func(d deploy.Template) { removeStatement(d, "AuthenticatedPolicy", "MasterKeySecret") },
+		nil, []string{"function admin: lacks secretsmanager:GetSecretValue on ${MasterKeySecret} (needed for master-key)"}},
+	{"the master key granted where no route takes a key", func(d deploy.Template) { addPolicy(d, "HealthFunction", ref("AuthenticatedPolicy")) },
+		nil, []string{"function health: is granted secretsmanager:GetSecretValue on ${MasterKeySecret}"}},
+	{"the config permission dropped for S3 configs", func(d deploy.Template) {
+		l := slices.Clone(statements(d, "BasePolicy"))
+		l[0] = map[string]any{"Fn::If": []any{"ConfigInS3", ref("AWS::NoValue"), m(l[0])["Fn::If"].([]any)[2]}}
+		setStatements(d, "BasePolicy", l)
+	}, nil, []string{"function files-sweep: lacks s3:GetObject on arn:${AWS::Partition}:s3:::${ConfigObject} when ConfigInS3"}},
+	{"Bedrock for a function that never calls models", func(d deploy.Template) {
+		addPolicy(d, "FilesListFunction", ifCondition("BedrockEnabled", ref("BedrockInvokePolicy")))
+	}, nil, []string{"function files-list: is granted bedrock:InvokeModel on arn:${AWS::Partition}:bedrock:*::foundation-model/* when BedrockEnabled, which none of its capabilities"}},
+	{"provider secrets for a CRUD function", func(d deploy.Template) { addPolicy(d, "FileDeleteFunction", ref("ModelCallPolicy")) },
+		nil, []string{"function file-delete: is granted secretsmanager:GetSecretValue on ${ProviderSecret}"}},
+	{"file bytes for a passthrough", func(d deploy.Template) { addPolicy(d, "PassthroughGeminiFunction", ref("FilesReadPolicy")) },
+		nil, []string{"function passthrough-gemini: is granted s3:GetObject on ${Files.Arn}/files/*"}},
+	{"a resource widened", func(d deploy.Template) {
+		statement(d, "FilesReadPolicy", "FileBytesRead")["Resource"] = map[string]any{"Fn::Sub": "${Files.Arn}/*"}
+	}, nil, []string{"function file-content: is granted s3:GetObject on ${Files.Arn}/*", "function file-content: lacks s3:GetObject on ${Files.Arn}/files/*"}},
+	{"the limiter's key condition dropped", func(d deploy.Template) { delete(statement(d, "AuthenticatedPolicy", "RateLimitWindows"), "Condition") },
+		nil, []string{"function files-list: is granted dynamodb:UpdateItem on ${Records.Arn}, which none"}},
+	{"a listing limited by prefix, which a read's missing-key check does not carry", func(d deploy.Template) {
+		statement(d, "FilesReadPolicy", "FileBytesList")["Condition"] = map[string]any{"StringLike": map[string]any{"s3:prefix": []any{"files/*"}}}
+	}, nil, []string{"function file-content: lacks s3:ListBucket on ${Files.Arn} (needed for files-read)"}},
+	{"a missing object read as 403", func(d deploy.Template) { removeStatement(d, "FilesReadPolicy", "FileBytesList") },
+		nil, []string{`function file-content: lacks s3:ListBucket on ${Files.Arn} (needed for files-read)`}},
+	{"Bedrock granted unconditionally", func(d deploy.Template) {
+		l := slices.Clone(policies(d, "EmbeddingsFunction"))
+		for i, p := range l {
+			if args, ok := m(p)["Fn::If"].([]any); ok && args[0] == "BedrockEnabled" {
+				l[i] = args[1]
+			}
+		}
+		setPolicies(d, "EmbeddingsFunction", l)
+	}, nil, []string{"function embeddings: Policies[2]: policy BedrockInvokePolicy exists only when BedrockEnabled"}},
+	{"an AWS managed policy", func(d deploy.Template) { addPolicy(d, "AdminFunction", "AmazonDynamoDBFullAccess") },
+		nil, []string{"function admin: Policies[2] is not !Ref"}},
+	{"a SAM policy template", func(d deploy.Template) {
+		addPolicy(d, "AdminFunction", map[string]any{"DynamoDBCrudPolicy": map[string]any{"TableName": ref("Records")}})
+	}, nil, []string{"function admin: Policies[2] is not !Ref"}},
+	{"inline statements", func(d deploy.Template) {
+		addPolicy(d, "AdminFunction", map[string]any{"Version": "2012-10-17", "Statement": []any{
+			map[string]any{"Effect": "Allow", "Action": "sns:Publish", "Resource": ref("Events")}}})
+	}, nil, []string{"function admin: Policies[2] is not !Ref", "give each capability's grants one managed policy"}},
+	{"more managed policies than a role takes", func(d deploy.Template) {
+		for _, p := range []string{"RecordsWritePolicy", "FilesReadPolicy", "FilesWritePolicy", "FilesDeletePolicy"} {
+			addPolicy(d, "UploadsFunction", ref(p))
+		}
+	}, nil, []string{"function uploads: 8 managed policies with the 2 SAM attaches, over 7 (IAM allows 10 a role"}},
+	{"a role of its own", func(d deploy.Template) { props(d, "AdminFunction")["Role"] = getAtt("SomeRole", "Arn") },
+		nil, []string{"function admin: Role is not allowed"}},
+
+	// Build and runtime.
+	{"the x86 architecture", func(d deploy.Template) { m(m(d["Globals"])["Function"])["Architectures"] = []any{"x86_64"} },
+		nil, []string{"function health: Architectures [x86_64], want [arm64]"}},
+	{"the go1.x builder", func(d deploy.Template) { m(m(resources(d)["ModelsFunction"])["Metadata"])["BuildMethod"] = "go1.x" },
+		nil, []string{`function models: Metadata.BuildMethod "go1.x", want makefile`}},
+	{"built from the function's folder", func(d deploy.Template) {
+		delete(m(m(resources(d)["ModelsFunction"])["Metadata"]), "ProjectRootDirectory")
+	},
+		nil, []string{`function models: Metadata.ProjectRootDirectory "", want .`}},
+	{"logs kept forever", func(d deploy.Template) { delete(props(d, "ModelsLogs"), "RetentionInDays") },
+		nil, []string{"function models: LoggingConfig.LogGroup must !Ref a log group with RetentionInDays"}},
+	{"text logs", func(d deploy.Template) {
+		m(m(m(d["Globals"])["Function"])["LoggingConfig"])["LogFormat"] = "Text"
+	}, nil, []string{`function admin: LoggingConfig.LogFormat "Text", want JSON`}},
+	{"a function removed", func(d deploy.Template) { delete(resources(d), "FilesSweepFunction") },
+		nil, []string{"function files-sweep: no AWS::Serverless::Function FilesSweepFunction"}},
+	{"a function nothing declares", func(d deploy.Template) {
+		resources(d)["ImagesFunction"] = map[string]any{"Type": "AWS::Serverless::Function", "Properties": map[string]any{}}
+	}, nil, []string{"function resource ImagesFunction is no function of pkg/deploy"}},
+	{"the sweep's schedule changed", func(d deploy.Template) { event(d, "FilesSweepFunction", "Schedule")["Schedule"] = "rate(1 day)" },
+		nil, []string{`function files-sweep: event Schedule: Schedule "rate(1 day)", want "rate(1 hour)"`}},
+	{"the sweep unscheduled", func(d deploy.Template) { delete(events(d, "FilesSweepFunction"), "Schedule") },
+		nil, []string{"function files-sweep: 0 Schedule events, want 1"}},
+
+	// Alarms.
+	{"a dead-letter queue without an alarm", func(d deploy.Template) { delete(resources(d), "WorkDeadLettersAlarm") },
+		nil, []string{"dead-letter queue WorkDeadLetters (of WorkQueue): no CloudWatch alarm"}},
+	{"an alarm nobody hears", func(d deploy.Template) { delete(props(d, "DeliveryDeadLettersAlarm"), "AlarmActions") },
+		nil, []string{"dead-letter queue DeliveryDeadLetters (of DeliveryQueue): no CloudWatch alarm"}},
+	{"a job without an error alarm", func(d deploy.Template) { delete(resources(d), deploy.JobErrorsAlarmID(0)) },
+		nil, []string{"function files-sweep: no CloudWatch alarm watches AWS/Lambda Errors of FilesSweepFunction"}},
+
+	// The API.
+	{"a gateway response removed", func(d deploy.Template) { delete(m(props(d, "Api")["GatewayResponses"]), "THROTTLED") },
+		nil, []string{"api: no gateway response THROTTLED"}},
+	{"a gateway response in another shape", func(d deploy.Template) {
+		r := m(m(props(d, "Api")["GatewayResponses"])["MISSING_AUTHENTICATION_TOKEN"])
+		r["ResponseTemplates"] = map[string]any{"application/json": `{"message":"Missing Authentication Token"}`}
+	}, nil, []string{`api: gateway response MISSING_AUTHENTICATION_TOKEN: want {"error":{"message","type","param","code"}}`}},
+	{"a gateway response with API Gateway's status", func(d deploy.Template) {
+		delete(m(m(props(d, "Api")["GatewayResponses"])["MISSING_AUTHENTICATION_TOKEN"]), "StatusCode")
+	}, nil, []string{"api: gateway response MISSING_AUTHENTICATION_TOKEN: status 0, want 404"}},
+	{"a gateway response with a wrong code", func(d deploy.Template) {
+		r := m(m(props(d, "Api")["GatewayResponses"])["REQUEST_TOO_LARGE"])
+		r["ResponseTemplates"] = map[string]any{"application/json": `{"error":{"message":$context.error.messageString,"type":"invalid_request_error","param":null,"code":"too_big"}}`}
+	}, nil, []string{`api: gateway response REQUEST_TOO_LARGE: error.code is not "payload_too_large"`}},
+	{"binary media types unescaped", func(d deploy.Template) {
+		props(d, "Api")["BinaryMediaTypes"] = []any{"multipart/form-data", "application/octet-stream"}
+	}, nil, []string{"api: BinaryMediaTypes lacks multipart~1form-data", "api: BinaryMediaTypes lacks application~1octet-stream"}},
+	{"an edge-optimized API", func(d deploy.Template) { props(d, "Api")["EndpointConfiguration"] = map[string]any{"Type": "EDGE"} },
+		nil, []string{"api: EndpointConfiguration"}},
+	{"no throttling", func(d deploy.Template) { delete(props(d, "Api"), "MethodSettings") },
+		nil, []string{"api: no stage throttling"}},
+	{"no access logs", func(d deploy.Template) { delete(props(d, "Api"), "AccessLogSetting") },
+		nil, []string{"api: no AccessLogSetting"}},
+	{"no output for a variable the functions read", func(d deploy.Template) { delete(m(d["Outputs"]), "DeliveryDLQURL") },
+		nil, []string{"outputs: none has the Description SLUICE_DELIVERY_DLQ_URL"}},
+	{"no API URL output", func(d deploy.Template) { delete(m(d["Outputs"]), "ApiURL") },
+		nil, []string{`outputs: ApiURL "" is not the API's invoke URL`}},
+	{"a master key written in the template", func(d deploy.Template) { props(d, "MasterKeySecret")["SecretString"] = "sk-123" },
+		nil, []string{"secret MasterKeySecret: the master key must be generated"}},
+
+	// Lifecycle.
+	{"a secret kept when the first deploy rolls back", func(d deploy.Template) { m(resources(d)["MasterKeySecret"])["DeletionPolicy"] = "Retain" },
+		nil, []string{"resource MasterKeySecret: DeletionPolicy Retain keeps it when a first deploy rolls back"}},
+	{"the table deleted with the stack", func(d deploy.Template) { m(resources(d)["Records"])["DeletionPolicy"] = "Delete" },
+		nil, []string{`resource Records (AWS::DynamoDB::Table): DeletionPolicy "Delete", want RetainExceptOnCreate`}},
+	{"file bytes lost on replacement", func(d deploy.Template) { delete(m(resources(d)["Files"]), "UpdateReplacePolicy") },
+		nil, []string{`resource Files (AWS::S3::Bucket): UpdateReplacePolicy "", want Retain`}},
+	{"the table deletable by accident", func(d deploy.Template) { delete(props(d, "Records"), "DeletionProtectionEnabled") },
+		nil, []string{"table Records: DeletionProtectionEnabled , want !If"}},
+	{"the table protected on its first create", func(d deploy.Template) { props(d, "Records")["DeletionProtectionEnabled"] = true },
+		nil, []string{"table Records: DeletionProtectionEnabled true, want !If [condition, true, false]", "ROLLBACK_FAILED"}},
+	{"the table unprotected by default", func(d deploy.Template) { m(m(d["Parameters"])["ProtectRecords"])["Default"] = "false" },
+		nil, []string{`table Records: DeletionProtectionEnabled follows ProtectRecords, whose default "false" is not "true"`}},
+	{"the sweep index copying whole items", func(d deploy.Template) {
+		m(m(props(d, "Records")["GlobalSecondaryIndexes"].([]any)[1])["Projection"])["ProjectionType"] = "ALL"
+	}, nil, []string{"table Records: index gsi2 projects ALL, want KEYS_ONLY"}},
+	{"the account's logging role always made", func(d deploy.Template) { delete(m(resources(d)["ApiGatewayAccount"]), "Condition") },
+		nil, []string{"resource ApiGatewayAccount: the account's API Gateway logging role must be optional"}},
+	{"the logging role made by default no more", func(d deploy.Template) {
+		m(m(d["Parameters"])["CreateApiGatewayAccount"])["Default"] = "false"
+	}, nil, []string{"resource ApiGatewayAccount: the account's API Gateway logging role must be optional"}},
+	{"the API depending on a resource that may not exist", func(d deploy.Template) { m(resources(d)["Api"])["DependsOn"] = "ApiGatewayAccount" },
+		nil, []string{"resource Api: DependsOn ApiGatewayAccount, which exists only when ApiGatewayAccountCreated"}},
+
+	// Costs and limits.
+	{"detailed metrics always on", func(d deploy.Template) {
+		m(props(d, "Api")["MethodSettings"].([]any)[0])["MetricsEnabled"] = true
+	}, nil, []string{"api: MetricsEnabled true, want !If"}},
+	{"detailed metrics on by default", func(d deploy.Template) { m(m(d["Parameters"])["EnableDetailedMetrics"])["Default"] = "true" },
+		nil, []string{`api: MetricsEnabled follows EnableDetailedMetrics, whose default "true" is not "false"`}},
+	{"audio bodies mangled", func(d deploy.Template) {
+		props(d, "Api")["BinaryMediaTypes"] = slices.DeleteFunc(slices.Clone(props(d, "Api")["BinaryMediaTypes"].([]any)), func(t any) bool { return t == "audio~1*" })
+	}, nil, []string{"api: BinaryMediaTypes lacks audio~1*"}},
+	{"a 413 that does not say what to do", func(d deploy.Template) {
+		r := m(m(props(d, "Api")["GatewayResponses"])["REQUEST_TOO_LARGE"])
+		r["ResponseTemplates"] = map[string]any{"application/json": `{"error":{"message":"Request too large.","type":"invalid_request_error","param":null,"code":"payload_too_large"}}`}
+	}, nil, []string{`api: gateway response REQUEST_TOO_LARGE: the message does not say "6 MB"`, `does not say "part_size"`}},
+
+	// Alarms.
+	{"no alarm on API Gateway's 5XX", func(d deploy.Template) { delete(resources(d), "ApiErrors") },
+		nil, []string{"alarms: none on AWS/ApiGateway 5XXError of the API (ApiName sluice-${Stage}, Stage ${Stage})"}},
+	{"no alarm on DynamoDB throttling", func(d deploy.Template) { delete(resources(d), "RecordsThrottles") },
+		nil, []string{"alarms: none on AWS/DynamoDB ReadThrottleEvents of table Records", "alarms: none on AWS/DynamoDB WriteThrottleEvents"}},
+	{"no alarm on the account's throttles", func(d deploy.Template) { delete(resources(d), "LambdaThrottles") },
+		nil, []string{"alarms: none on AWS/Lambda Throttles of the account"}},
+	{"an alarm on a topic of its own", func(d deploy.Template) { props(d, "ApiErrors")["AlarmActions"] = []any{ref("OpsTopic")} },
+		nil, []string{"alarm ApiErrors: AlarmActions [${OpsTopic}], want [!Ref Alarms]"}},
+
+	// Jobs: a queue consumer needs its queue event as declared.
+	{"an SQS event nothing declares", func(d deploy.Template) {
+		events(d, "AdminFunction")["Work"] = map[string]any{"Type": "SQS", "Properties": map[string]any{"Queue": getAtt("WorkQueue", "Arn")}}
+	}, nil, []string{"function admin: event Work: an SQS event on a function that declares no queue"}},
+	{"a scheduled job with no time to run", func(d deploy.Template) { props(d, "FilesSweepFunction")["Timeout"] = 15 },
+		nil, []string{"function files-sweep: Timeout 15 s leaves a scheduled run little time"}},
+}
+
 func TestCheckCatchesDrift(t *testing.T) {
 	base := load(t)
-	for _, tc := range []struct {
-		name   string
-		mutate func(deploy.Template)
-		fns    func([]deploy.Function) []deploy.Function
-		want   []string
-	}{
-		// Routes.
-		{"a route removed", func(d deploy.Template) { delete(events(d, "FilesUploadFunction"), "PostV1Files") },
-			nil, []string{"function files-upload: no event routes POST /v1/files"}},
-		{"a route no code serves", func(d deploy.Template) {
-			events(d, "FilesListFunction")["Images"] = apiEvent("post", "/v1/images/generations")
-		}, nil, []string{"function files-list: event Images: routes POST /v1/images/generations, which is no route of pkg/server"}},
-		{"a route on the wrong function", func(d deploy.Template) {
-			events(d, "HealthFunction")["Models"] = apiEvent("get", "/v1/models")
-		}, nil, []string{"routes GET /v1/models, which pkg/server serves with function models"}},
-		{"ANY instead of the route's methods", func(d deploy.Template) { event(d, "PassthroughAnthropicFunction", "GetAnthropic")["Method"] = "any" },
-			nil, []string{"routes ANY /anthropic/{endpoint+}", "no event routes GET /anthropic/{endpoint+}"}},
-		{"a path parameter renamed", func(d deploy.Template) { event(d, "FileGetFunction", "GetV1FilesByFileId")["Path"] = "/v1/files/{id}" },
-			nil, []string{"routes GET /v1/files/{id}, which is no route", "no event routes GET /v1/files/{file_id}"}},
-		{"a greedy path made plain", func(d deploy.Template) {
-			event(d, "PassthroughGeminiFunction", "PostGemini")["Path"] = "/gemini/{endpoint}"
-		},
-			nil, []string{"no event routes POST /gemini/{endpoint+}"}},
-		{"a route on another API", func(d deploy.Template) { event(d, "ModelsFunction", "GetV1Models")["RestApiId"] = ref("OtherApi") },
-			nil, []string{"RestApiId \"${OtherApi}\", want !Ref Api"}},
-		{"a second API", func(d deploy.Template) {
-			resources(d)["OtherApi"] = map[string]any{"Type": "AWS::Serverless::HttpApi", "Properties": map[string]any{}}
-		}, nil, []string{"resource OtherApi (AWS::Serverless::HttpApi) routes requests outside the API"}},
-		{"a function URL", func(d deploy.Template) {
-			props(d, "EmbeddingsFunction")["FunctionUrlConfig"] = map[string]any{"AuthType": "NONE", "InvokeMode": "RESPONSE_STREAM"}
-		}, nil, []string{"function embeddings: FunctionUrlConfig is not allowed"}},
-		{"an OpenAPI body", func(d deploy.Template) { props(d, "Api")["DefinitionBody"] = map[string]any{"openapi": "3.0.1"} },
-			nil, []string{"api: DefinitionBody routes requests besides the functions' events"}},
-
-		// Streaming.
-		{"STREAM instead of RESPONSE_STREAM", func(d deploy.Template) {
-			event(d, "EmbeddingsFunction", "PostV1Embeddings")["ResponseTransferMode"] = "STREAM"
-		}, nil, []string{`ResponseTransferMode "STREAM" is not RESPONSE_STREAM`}},
-		{"a streaming route buffered", func(d deploy.Template) {
-			delete(event(d, "FileContentFunction", "GetV1FilesByFileIdContent"), "ResponseTransferMode")
-		}, nil, []string{"GET /v1/files/{file_id}/content): a streaming route without ResponseTransferMode"}},
-		{"a buffered route streamed", func(d deploy.Template) {
-			event(d, "FilesListFunction", "GetV1Files")["ResponseTransferMode"] = "RESPONSE_STREAM"
-		}, nil, []string{"GET /v1/files): a buffered route with ResponseTransferMode"}},
-		{"a stream cut at 29 s", func(d deploy.Template) {
-			event(d, "PassthroughBedrockFunction", "PostBedrock")["TimeoutInMillis"] = 29000
-		}, nil, []string{"function passthrough-bedrock: event PostBedrock (POST /bedrock/{endpoint+}): TimeoutInMillis 29000, want 900000"}},
-		{"an integration timeout that follows a parameter", func(d deploy.Template) {
-			event(d, "ChatCompletionsFunction", "PostV1ChatCompletions")["TimeoutInMillis"] = map[string]any{"Fn::FindInMap": []any{"Millis", ref("ChatTimeout"), "Value"}}
-		}, nil, []string{"never reaches API Gateway"}},
-		{"a passthrough timeout the operator cannot set", func(d deploy.Template) { props(d, "PassthroughGeminiFunction")["Timeout"] = 900 },
-			nil, []string{"function passthrough-gemini: Timeout 900, want !Ref PassthroughTimeout"}},
-		{"a timeout parameter past Lambda's limit", func(d deploy.Template) {
-			p := m(m(d["Parameters"])["PassthroughTimeout"])
-			p["AllowedValues"] = append(p["AllowedValues"].([]any), 1800)
-		}, nil, []string{"function passthrough-anthropic: Timeout ${PassthroughTimeout} (with PassthroughTimeout=1800), want 1..900 s"}},
-		{"a buffered function past API Gateway's 29 s", func(d deploy.Template) { props(d, "FilesUploadFunction")["Timeout"] = 60 },
-			nil, []string{"function files-upload: Timeout 60, want 1..29 s"}},
-
-		// Environment.
-		{"a variable removed", func(d deploy.Template) { delete(globalEnv(d), "SLUICE_TABLE") },
-			nil, []string{"function admin: environment variable SLUICE_TABLE is not set", "function files-sweep: environment variable SLUICE_TABLE is not set"}},
-		{"a variable pointing elsewhere", func(d deploy.Template) {
-			props(d, "FilesListFunction")["Environment"] = map[string]any{"Variables": map[string]any{"SLUICE_BUCKET": ref("WorkQueue")}}
-		}, nil, []string{`function files-list: environment variable SLUICE_BUCKET is "${WorkQueue}", want "${Files}"`}},
-		{"the local backend", func(d deploy.Template) { globalEnv(d)["SLUICE_BACKEND"] = "local" },
-			nil, []string{`function health: environment variable SLUICE_BACKEND is "local", want "aws"`}},
-		{"a variable nothing reads", func(d deploy.Template) { globalEnv(d)["SLUICE_TABEL"] = ref("Records") },
-			nil, []string{"function models: environment variable SLUICE_TABEL is set but not declared"}},
-
-		// Permissions.
-		{"a permission removed", func(d deploy.Template) { removePolicy(d, "FilesUploadFunction", "RecordsWritePolicy") },
-			nil, []string{"function files-upload: lacks dynamodb:PutItem on ${Records.Arn} (needed for records-write)"}},
-		{"a shared permission removed", func(d deploy.Template) { removeStatement(d, "AuthenticatedPolicy", "MasterKeySecret") },
-			nil, []string{"function admin: lacks secretsmanager:GetSecretValue on ${MasterKeySecret} (needed for master-key)"}},
-		{"the master key granted where no route takes a key", func(d deploy.Template) { addPolicy(d, "HealthFunction", ref("AuthenticatedPolicy")) },
-			nil, []string{"function health: is granted secretsmanager:GetSecretValue on ${MasterKeySecret}"}},
-		{"the config permission dropped for S3 configs", func(d deploy.Template) {
-			l := slices.Clone(statements(d, "BasePolicy"))
-			l[0] = map[string]any{"Fn::If": []any{"ConfigInS3", ref("AWS::NoValue"), m(l[0])["Fn::If"].([]any)[2]}}
-			setStatements(d, "BasePolicy", l)
-		}, nil, []string{"function files-sweep: lacks s3:GetObject on arn:${AWS::Partition}:s3:::${ConfigObject} when ConfigInS3"}},
-		{"Bedrock for a function that never calls models", func(d deploy.Template) {
-			addPolicy(d, "FilesListFunction", ifCondition("BedrockEnabled", ref("BedrockInvokePolicy")))
-		}, nil, []string{"function files-list: is granted bedrock:InvokeModel on arn:${AWS::Partition}:bedrock:*::foundation-model/* when BedrockEnabled, which none of its capabilities"}},
-		{"provider secrets for a CRUD function", func(d deploy.Template) { addPolicy(d, "FileDeleteFunction", ref("ModelCallPolicy")) },
-			nil, []string{"function file-delete: is granted secretsmanager:GetSecretValue on ${ProviderSecret}"}},
-		{"file bytes for a passthrough", func(d deploy.Template) { addPolicy(d, "PassthroughGeminiFunction", ref("FilesReadPolicy")) },
-			nil, []string{"function passthrough-gemini: is granted s3:GetObject on ${Files.Arn}/files/*"}},
-		{"a resource widened", func(d deploy.Template) {
-			statement(d, "FilesReadPolicy", "FileBytesRead")["Resource"] = map[string]any{"Fn::Sub": "${Files.Arn}/*"}
-		}, nil, []string{"function file-content: is granted s3:GetObject on ${Files.Arn}/*", "function file-content: lacks s3:GetObject on ${Files.Arn}/files/*"}},
-		{"the limiter's key condition dropped", func(d deploy.Template) { delete(statement(d, "AuthenticatedPolicy", "RateLimitWindows"), "Condition") },
-			nil, []string{"function files-list: is granted dynamodb:UpdateItem on ${Records.Arn}, which none"}},
-		{"a listing limited by prefix, which a read's missing-key check does not carry", func(d deploy.Template) {
-			statement(d, "FilesReadPolicy", "FileBytesList")["Condition"] = map[string]any{"StringLike": map[string]any{"s3:prefix": []any{"files/*"}}}
-		}, nil, []string{"function file-content: lacks s3:ListBucket on ${Files.Arn} (needed for files-read)"}},
-		{"a missing object read as 403", func(d deploy.Template) { removeStatement(d, "FilesReadPolicy", "FileBytesList") },
-			nil, []string{`function file-content: lacks s3:ListBucket on ${Files.Arn} (needed for files-read)`}},
-		{"Bedrock granted unconditionally", func(d deploy.Template) {
-			l := slices.Clone(policies(d, "EmbeddingsFunction"))
-			for i, p := range l {
-				if args, ok := m(p)["Fn::If"].([]any); ok && args[0] == "BedrockEnabled" {
-					l[i] = args[1]
-				}
-			}
-			setPolicies(d, "EmbeddingsFunction", l)
-		}, nil, []string{"function embeddings: Policies[2]: policy BedrockInvokePolicy exists only when BedrockEnabled"}},
-		{"an AWS managed policy", func(d deploy.Template) { addPolicy(d, "AdminFunction", "AmazonDynamoDBFullAccess") },
-			nil, []string{"function admin: Policies[2] is not !Ref"}},
-		{"a SAM policy template", func(d deploy.Template) {
-			addPolicy(d, "AdminFunction", map[string]any{"DynamoDBCrudPolicy": map[string]any{"TableName": ref("Records")}})
-		}, nil, []string{"function admin: Policies[2] is not !Ref"}},
-		{"inline statements", func(d deploy.Template) {
-			addPolicy(d, "AdminFunction", map[string]any{"Version": "2012-10-17", "Statement": []any{
-				map[string]any{"Effect": "Allow", "Action": "sns:Publish", "Resource": ref("Events")}}})
-		}, nil, []string{"function admin: Policies[2] is not !Ref", "give each capability's grants one managed policy"}},
-		{"more managed policies than a role takes", func(d deploy.Template) {
-			for _, p := range []string{"RecordsWritePolicy", "FilesReadPolicy", "FilesWritePolicy", "FilesDeletePolicy"} {
-				addPolicy(d, "UploadsFunction", ref(p))
-			}
-		}, nil, []string{"function uploads: 8 managed policies with the 2 SAM attaches, over 7 (IAM allows 10 a role"}},
-		{"a role of its own", func(d deploy.Template) { props(d, "AdminFunction")["Role"] = getAtt("SomeRole", "Arn") },
-			nil, []string{"function admin: Role is not allowed"}},
-
-		// Build and runtime.
-		{"the x86 architecture", func(d deploy.Template) { m(m(d["Globals"])["Function"])["Architectures"] = []any{"x86_64"} },
-			nil, []string{"function health: Architectures [x86_64], want [arm64]"}},
-		{"the go1.x builder", func(d deploy.Template) { m(m(resources(d)["ModelsFunction"])["Metadata"])["BuildMethod"] = "go1.x" },
-			nil, []string{`function models: Metadata.BuildMethod "go1.x", want makefile`}},
-		{"built from the function's folder", func(d deploy.Template) {
-			delete(m(m(resources(d)["ModelsFunction"])["Metadata"]), "ProjectRootDirectory")
-		},
-			nil, []string{`function models: Metadata.ProjectRootDirectory "", want .`}},
-		{"logs kept forever", func(d deploy.Template) { delete(props(d, "ModelsLogs"), "RetentionInDays") },
-			nil, []string{"function models: LoggingConfig.LogGroup must !Ref a log group with RetentionInDays"}},
-		{"text logs", func(d deploy.Template) {
-			m(m(m(d["Globals"])["Function"])["LoggingConfig"])["LogFormat"] = "Text"
-		}, nil, []string{`function admin: LoggingConfig.LogFormat "Text", want JSON`}},
-		{"a function removed", func(d deploy.Template) { delete(resources(d), "FilesSweepFunction") },
-			nil, []string{"function files-sweep: no AWS::Serverless::Function FilesSweepFunction"}},
-		{"a function nothing declares", func(d deploy.Template) {
-			resources(d)["ImagesFunction"] = map[string]any{"Type": "AWS::Serverless::Function", "Properties": map[string]any{}}
-		}, nil, []string{"function resource ImagesFunction is no function of pkg/deploy"}},
-		{"the sweep's schedule changed", func(d deploy.Template) { event(d, "FilesSweepFunction", "Schedule")["Schedule"] = "rate(1 day)" },
-			nil, []string{`function files-sweep: event Schedule: Schedule "rate(1 day)", want "rate(1 hour)"`}},
-		{"the sweep unscheduled", func(d deploy.Template) { delete(events(d, "FilesSweepFunction"), "Schedule") },
-			nil, []string{"function files-sweep: 0 Schedule events, want 1"}},
-
-		// Alarms.
-		{"a dead-letter queue without an alarm", func(d deploy.Template) { delete(resources(d), "WorkDeadLettersAlarm") },
-			nil, []string{"dead-letter queue WorkDeadLetters (of WorkQueue): no CloudWatch alarm"}},
-		{"an alarm nobody hears", func(d deploy.Template) { delete(props(d, "DeliveryDeadLettersAlarm"), "AlarmActions") },
-			nil, []string{"dead-letter queue DeliveryDeadLetters (of DeliveryQueue): no CloudWatch alarm"}},
-		{"a job without an error alarm", func(d deploy.Template) { delete(resources(d), deploy.JobErrorsAlarmID(0)) },
-			nil, []string{"function files-sweep: no CloudWatch alarm watches AWS/Lambda Errors of FilesSweepFunction"}},
-
-		// The API.
-		{"a gateway response removed", func(d deploy.Template) { delete(m(props(d, "Api")["GatewayResponses"]), "THROTTLED") },
-			nil, []string{"api: no gateway response THROTTLED"}},
-		{"a gateway response in another shape", func(d deploy.Template) {
-			r := m(m(props(d, "Api")["GatewayResponses"])["MISSING_AUTHENTICATION_TOKEN"])
-			r["ResponseTemplates"] = map[string]any{"application/json": `{"message":"Missing Authentication Token"}`}
-		}, nil, []string{`api: gateway response MISSING_AUTHENTICATION_TOKEN: want {"error":{"message","type","param","code"}}`}},
-		{"a gateway response with API Gateway's status", func(d deploy.Template) {
-			delete(m(m(props(d, "Api")["GatewayResponses"])["MISSING_AUTHENTICATION_TOKEN"]), "StatusCode")
-		}, nil, []string{"api: gateway response MISSING_AUTHENTICATION_TOKEN: status 0, want 404"}},
-		{"a gateway response with a wrong code", func(d deploy.Template) {
-			r := m(m(props(d, "Api")["GatewayResponses"])["REQUEST_TOO_LARGE"])
-			r["ResponseTemplates"] = map[string]any{"application/json": `{"error":{"message":$context.error.messageString,"type":"invalid_request_error","param":null,"code":"too_big"}}`}
-		}, nil, []string{`api: gateway response REQUEST_TOO_LARGE: error.code is not "payload_too_large"`}},
-		{"binary media types unescaped", func(d deploy.Template) {
-			props(d, "Api")["BinaryMediaTypes"] = []any{"multipart/form-data", "application/octet-stream"}
-		}, nil, []string{"api: BinaryMediaTypes lacks multipart~1form-data", "api: BinaryMediaTypes lacks application~1octet-stream"}},
-		{"an edge-optimized API", func(d deploy.Template) { props(d, "Api")["EndpointConfiguration"] = map[string]any{"Type": "EDGE"} },
-			nil, []string{"api: EndpointConfiguration"}},
-		{"no throttling", func(d deploy.Template) { delete(props(d, "Api"), "MethodSettings") },
-			nil, []string{"api: no stage throttling"}},
-		{"no access logs", func(d deploy.Template) { delete(props(d, "Api"), "AccessLogSetting") },
-			nil, []string{"api: no AccessLogSetting"}},
-		{"no output for a variable the functions read", func(d deploy.Template) { delete(m(d["Outputs"]), "DeliveryDLQURL") },
-			nil, []string{"outputs: none has the Description SLUICE_DELIVERY_DLQ_URL"}},
-		{"no API URL output", func(d deploy.Template) { delete(m(d["Outputs"]), "ApiURL") },
-			nil, []string{`outputs: ApiURL "" is not the API's invoke URL`}},
-		{"a master key written in the template", func(d deploy.Template) { props(d, "MasterKeySecret")["SecretString"] = "sk-123" },
-			nil, []string{"secret MasterKeySecret: the master key must be generated"}},
-
-		// Lifecycle.
-		{"a secret kept when the first deploy rolls back", func(d deploy.Template) { m(resources(d)["MasterKeySecret"])["DeletionPolicy"] = "Retain" },
-			nil, []string{"resource MasterKeySecret: DeletionPolicy Retain keeps it when a first deploy rolls back"}},
-		{"the table deleted with the stack", func(d deploy.Template) { m(resources(d)["Records"])["DeletionPolicy"] = "Delete" },
-			nil, []string{`resource Records (AWS::DynamoDB::Table): DeletionPolicy "Delete", want RetainExceptOnCreate`}},
-		{"file bytes lost on replacement", func(d deploy.Template) { delete(m(resources(d)["Files"]), "UpdateReplacePolicy") },
-			nil, []string{`resource Files (AWS::S3::Bucket): UpdateReplacePolicy "", want Retain`}},
-		{"the table deletable by accident", func(d deploy.Template) { delete(props(d, "Records"), "DeletionProtectionEnabled") },
-			nil, []string{"table Records: DeletionProtectionEnabled , want !If"}},
-		{"the table protected on its first create", func(d deploy.Template) { props(d, "Records")["DeletionProtectionEnabled"] = true },
-			nil, []string{"table Records: DeletionProtectionEnabled true, want !If [condition, true, false]", "ROLLBACK_FAILED"}},
-		{"the table unprotected by default", func(d deploy.Template) { m(m(d["Parameters"])["ProtectRecords"])["Default"] = "false" },
-			nil, []string{`table Records: DeletionProtectionEnabled follows ProtectRecords, whose default "false" is not "true"`}},
-		{"the sweep index copying whole items", func(d deploy.Template) {
-			m(m(props(d, "Records")["GlobalSecondaryIndexes"].([]any)[1])["Projection"])["ProjectionType"] = "ALL"
-		}, nil, []string{"table Records: index gsi2 projects ALL, want KEYS_ONLY"}},
-		{"the account's logging role always made", func(d deploy.Template) { delete(m(resources(d)["ApiGatewayAccount"]), "Condition") },
-			nil, []string{"resource ApiGatewayAccount: the account's API Gateway logging role must be optional"}},
-		{"the logging role made by default no more", func(d deploy.Template) {
-			m(m(d["Parameters"])["CreateApiGatewayAccount"])["Default"] = "false"
-		}, nil, []string{"resource ApiGatewayAccount: the account's API Gateway logging role must be optional"}},
-		{"the API depending on a resource that may not exist", func(d deploy.Template) { m(resources(d)["Api"])["DependsOn"] = "ApiGatewayAccount" },
-			nil, []string{"resource Api: DependsOn ApiGatewayAccount, which exists only when ApiGatewayAccountCreated"}},
-
-		// Costs and limits.
-		{"detailed metrics always on", func(d deploy.Template) {
-			m(props(d, "Api")["MethodSettings"].([]any)[0])["MetricsEnabled"] = true
-		}, nil, []string{"api: MetricsEnabled true, want !If"}},
-		{"detailed metrics on by default", func(d deploy.Template) { m(m(d["Parameters"])["EnableDetailedMetrics"])["Default"] = "true" },
-			nil, []string{`api: MetricsEnabled follows EnableDetailedMetrics, whose default "true" is not "false"`}},
-		{"audio bodies mangled", func(d deploy.Template) {
-			props(d, "Api")["BinaryMediaTypes"] = slices.DeleteFunc(slices.Clone(props(d, "Api")["BinaryMediaTypes"].([]any)), func(t any) bool { return t == "audio~1*" })
-		}, nil, []string{"api: BinaryMediaTypes lacks audio~1*"}},
-		{"a 413 that does not say what to do", func(d deploy.Template) {
-			r := m(m(props(d, "Api")["GatewayResponses"])["REQUEST_TOO_LARGE"])
-			r["ResponseTemplates"] = map[string]any{"application/json": `{"error":{"message":"Request too large.","type":"invalid_request_error","param":null,"code":"payload_too_large"}}`}
-		}, nil, []string{`api: gateway response REQUEST_TOO_LARGE: the message does not say "6 MB"`, `does not say "part_size"`}},
-
-		// Alarms.
-		{"no alarm on API Gateway's 5XX", func(d deploy.Template) { delete(resources(d), "ApiErrors") },
-			nil, []string{"alarms: none on AWS/ApiGateway 5XXError of the API (ApiName sluice-${Stage}, Stage ${Stage})"}},
-		{"no alarm on DynamoDB throttling", func(d deploy.Template) { delete(resources(d), "RecordsThrottles") },
-			nil, []string{"alarms: none on AWS/DynamoDB ReadThrottleEvents of table Records", "alarms: none on AWS/DynamoDB WriteThrottleEvents"}},
-		{"no alarm on the account's throttles", func(d deploy.Template) { delete(resources(d), "LambdaThrottles") },
-			nil, []string{"alarms: none on AWS/Lambda Throttles of the account"}},
-		{"an alarm on a topic of its own", func(d deploy.Template) { props(d, "ApiErrors")["AlarmActions"] = []any{ref("OpsTopic")} },
-			nil, []string{"alarm ApiErrors: AlarmActions [${OpsTopic}], want [!Ref Alarms]"}},
-
-		// Jobs: a queue consumer needs its queue event as declared.
-		{"an SQS event nothing declares", func(d deploy.Template) {
-			events(d, "AdminFunction")["Work"] = map[string]any{"Type": "SQS", "Properties": map[string]any{"Queue": getAtt("WorkQueue", "Arn")}}
-		}, nil, []string{"function admin: event Work: an SQS event on a function that declares no queue"}},
-		{"a scheduled job with no time to run", func(d deploy.Template) { props(d, "FilesSweepFunction")["Timeout"] = 15 },
-			nil, []string{"function files-sweep: Timeout 15 s leaves a scheduled run little time"}},
-	} {
+	for _, tc := range driftCases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := base.Clone()
 			tc.mutate(d)
@@ -432,9 +439,7 @@ func templateEnv(t *testing.T, tmpl deploy.Template, id string) map[string]strin
 }
 
 // openEnv runs the readers a function runs at start-up (gateway.Open) over
-// env: the settings, and the AWS resources (read from the process
-// environment, so every variable they read is set here, empty if env has
-// none).
+// env: the settings, and the AWS resources.
 func openEnv(t *testing.T, env map[string]string) error {
 	settings, err := config.SettingsFromEnv(func(k string) string { return env[k] })
 	if err != nil {
@@ -446,11 +451,7 @@ func openEnv(t *testing.T, env map[string]string) error {
 	if !strings.HasPrefix(settings.ConfigLocation, "ssm:/") && !strings.HasPrefix(settings.ConfigLocation, "s3://") {
 		return fmt.Errorf("config location %q", settings.ConfigLocation)
 	}
-	for _, line := range (awsstore.Resources{}).Env() {
-		name, _, _ := strings.Cut(line, "=")
-		t.Setenv(name, env[name])
-	}
-	_, err = awsstore.ResourcesFromEnv()
+	_, err = awsstore.ResourcesFromEnv(func(k string) string { return env[k] })
 	return err
 }
 

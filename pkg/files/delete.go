@@ -37,8 +37,8 @@ func (s *Service) Delete(ctx context.Context, p auth.Principal, id string) error
 	if !p.CanAccessTeam(f.Team) {
 		return notFound(id)
 	}
-	if s.Batches != nil {
-		batchID, err := s.Batches.InUse(ctx, id)
+	if s.opts.Batches != nil {
+		batchID, err := s.opts.Batches.InUse(ctx, id)
 		if err != nil {
 			return fmt.Errorf("files: delete %s: check batches: %w", id, err)
 		}
@@ -178,10 +178,10 @@ func (s *Service) sweepFile(ctx context.Context, rec store.Record, now time.Time
 	if rec.Status == statusLive && !f.expired(now) {
 		return nil
 	}
-	if rec.Status == statusLive && s.Batches != nil {
+	if rec.Status == statusLive && s.opts.Batches != nil {
 		// A running batch still reads it: the next sweep after the batch
 		// ends removes it.
-		batchID, err := s.Batches.InUse(ctx, f.ID)
+		batchID, err := s.opts.Batches.InUse(ctx, f.ID)
 		if err != nil {
 			return fmt.Errorf("files: sweep %s: check batches: %w", f.ID, err)
 		}

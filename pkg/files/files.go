@@ -104,6 +104,9 @@ type Options struct {
 	MaxLineBytes int
 	// Now is the clock (tests move it); nil means time.Now.
 	Now func() time.Time
+	// Batches, when set, refuses deleting the input of a running batch
+	// (batches.Inputs); nil means no file is ever in use.
+	Batches BatchInputs
 }
 
 // Service is the files capability over a records table and a blob store.
@@ -113,9 +116,6 @@ type Service struct {
 	records store.Records
 	blobs   store.Blobs
 	opts    Options
-	// Batches, when set, refuses deleting the input of a running batch. Set
-	// it once, before serving; nil means no file is ever in use.
-	Batches BatchInputs
 }
 
 // NewService returns the files service.

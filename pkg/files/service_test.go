@@ -118,7 +118,8 @@ type busyBatches map[string]string
 func (b busyBatches) InUse(_ context.Context, fileID string) (string, error) { return b[fileID], nil }
 
 func TestDeleteRefusesInputOfRunningBatch(t *testing.T) {
-	s, _, _ := newTestService(t, Options{})
+	busy := busyBatches{}
+	s, _, _ := newTestService(t, Options{Batches: busy})
 	ctx := context.Background()
 	p := auth.Principal{TeamID: "t1"}
 	if _, err := s.blobs.Put(ctx, "k", strings.NewReader("x")); err != nil {
@@ -128,7 +129,7 @@ func TestDeleteRefusesInputOfRunningBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Batches = busyBatches{f.ID: "batch_abc"}
+	busy[f.ID] = "batch_abc"
 	err = s.Delete(ctx, p, f.ID)
 	if e := api.AsError(err); e.Status != http.StatusConflict || !strings.Contains(e.Message, "batch_abc") {
 		t.Fatalf("Delete = %v; want 409 naming the batch", err)
@@ -136,7 +137,7 @@ func TestDeleteRefusesInputOfRunningBatch(t *testing.T) {
 	if _, err := s.Get(ctx, p, f.ID); err != nil {
 		t.Fatalf("a refused delete removed the file: %v", err)
 	}
-	s.Batches = busyBatches{}
+	delete(busy, f.ID)
 	if err := s.Delete(ctx, p, f.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -16,10 +16,12 @@ type opened struct {
 	secrets config.Secrets // nil: no secret store
 }
 
-func openBackend(ctx context.Context, s config.Settings) (opened, error) {
+// openBackend opens the storage backend settings name; getenv names the
+// AWS resources (SLUICE_TABLE, ...).
+func openBackend(ctx context.Context, s config.Settings, getenv func(string) string) (opened, error) {
 	switch s.Backend {
 	case config.BackendAWS:
-		return openAWS(ctx)
+		return openAWS(ctx, getenv)
 	default:
 		b, err := local.Open(s.DataDir, local.Options{Deliveries: local.QueueOptions{Visibility: local.DeliveryVisibility}})
 		if err != nil {

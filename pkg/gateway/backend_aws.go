@@ -10,15 +10,15 @@ import (
 )
 
 // openAWS opens the AWS adapters over the resources named in the environment
-// (SLUICE_TABLE, SLUICE_BUCKET, ...), with endpoints from the SDK's standard
+// read through getenv (SLUICE_TABLE, SLUICE_BUCKET, ...), with endpoints from the SDK's standard
 // AWS_ENDPOINT_URL* variables, and the Secrets Manager and S3/SSM config
 // sources that come with them.
-func openAWS(ctx context.Context) (opened, error) {
+func openAWS(ctx context.Context, getenv func(string) string) (opened, error) {
 	cfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		return opened{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
-	res, err := awsstore.ResourcesFromEnv()
+	res, err := awsstore.ResourcesFromEnv(getenv)
 	if err != nil {
 		return opened{}, err
 	}

@@ -50,7 +50,10 @@ type Gateway struct {
 // Option adjusts how Open assembles a gateway.
 type Option func(*options)
 
-type options struct{ traceExporter traces.Exporter }
+type options struct {
+	traceExporter traces.Exporter
+	handoff       func(store.Bus) store.Bus
+}
 
 // WithTraceExporter has the gateway export traces with newExporter when
 // OTEL_EXPORTER_OTLP_ENDPOINT is set (pkg/traces/otlp.Exporter: the local
@@ -58,6 +61,14 @@ type options struct{ traceExporter traces.Exporter }
 // weight in every cold start, does not, and is traced by X-Ray).
 func WithTraceExporter(newExporter traces.Exporter) Option {
 	return func(o *options) { o.traceExporter = newExporter }
+}
+
+// WithHandoff has the gateway's bus wrapped by wrap (pkg/handoff.Wrap: the
+// local process passes it, so that its log events reach its delivery job in
+// memory; a Lambda function, whose delivery is another function, links none
+// of it).
+func WithHandoff(wrap func(store.Bus) store.Bus) Option {
+	return func(o *options) { o.handoff = wrap }
 }
 
 // Open assembles a gateway from the environment read through getenv.
@@ -75,7 +86,7 @@ func OpenWith(ctx context.Context, settings config.Settings, getenv func(string)
 	for _, f := range opts {
 		f(&o)
 	}
-	cloud, err := openBackend(ctx, settings)
+	cloud, err := openBackend(ctx, settings, getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +123,10 @@ func OpenWith(ctx context.Context, settings config.Settings, getenv func(string)
 	m := newMetrics(settings, cfg, lambdaFn)
 	// Every store call of the services goes through the instruments.
 	g.Backend = m.Instrument(cloud.backend, settings.Backend)
+	if o.handoff != nil {
+		// Over the instruments, so that a publish handed over is measured.
+		g.Backend.Bus = o.handoff(g.Backend.Bus)
+	}
 	g.Services, err = server.NewServices(server.Deps{
 		Settings: settings, Config: cfg, Backend: g.Backend, Secrets: cloud.secrets, Getenv: getenv,
 		MasterKey: masterKey, ResolveMasterKey: resolveMasterKey, Metrics: m,

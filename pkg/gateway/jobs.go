@@ -39,10 +39,12 @@ func RunJob(ctx context.Context, s *server.Services, j server.Job) error {
 		return err
 	}
 	handle := j.Handle(s)
-	if bus, ok := s.Backend.Bus.(logevent.HandoffBus); ok && j.Inline != nil && s.Events != nil {
-		// The emitter is in this process: it hands its events over in
-		// memory; the queue's consumers below take what it could not.
-		s.Events.Handoff(bus, j.Inline(s), j.Workers)
+	if bus, ok := s.Backend.Bus.(handoffBus); ok && j.Queue == server.DeliveryQueue {
+		// The emitter is in this process, on a bus that hands its events
+		// over in memory (the local composition's, WithHandoff): the job
+		// takes them there; the queue's consumers below take what it could
+		// not.
+		bus.Attach(s.DeliverEvents, j.Workers)
 	}
 	for {
 		err := store.Consume(ctx, q, j.Workers, handle)
@@ -56,6 +58,12 @@ func RunJob(ctx context.Context, s *server.Services, j server.Job) error {
 		case <-time.After(consumeRestart):
 		}
 	}
+}
+
+// handoffBus is a bus that hands the emitter's log events to the delivery
+// job in memory once it is attached (pkg/handoff.Bus).
+type handoffBus interface {
+	Attach(handle func(ctx context.Context, m store.Message, events []*logevent.Event) error, workers int)
 }
 
 // repeat runs job now and then every interval until ctx ends.

@@ -3,14 +3,12 @@ package logevent
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/store"
@@ -59,8 +57,8 @@ type Observer interface {
 // a publish is in flight go together in the next one — concurrent calls
 // share bus events (and, locally, queue transactions) instead of taking one
 // each; a Lambda container, which serves one call at a time, publishes each
-// at once. With a handoff (the local process), it also hands what it
-// publishes to the delivery job in memory.
+// at once. On a bus that is also a Handover (the local process's,
+// pkg/handoff), it offers what it publishes to the bus in memory first.
 type Emitter struct {
 	bus        store.Bus
 	blobs      store.Blobs
@@ -73,74 +71,35 @@ type Emitter struct {
 	running bool         // a run loop is publishing
 	current *publication // in flight, nil when idle
 	next    *publication // what waits for the next one
-	handoff *handoff     // nil: publish only
+	// handover is the bus as a Handover, nil when it is not one.
+	handover Handover
 }
 
-// HandoffBus is a bus whose subscriber runs in this process (local.Bus):
-// it can publish events already received by the caller, to be handled
-// without reading them back, and take the acks of those handled.
-type HandoffBus interface {
-	PublishHandoff(ctx context.Context, done []store.Message, ids []string, events ...store.Event) ([]store.Message, error)
-	AckHandoff(ctx context.Context, done []store.Message) error
+// Handover is a bus that takes log events in memory, before they are
+// encoded for it: the local process's handoff to its delivery job
+// (pkg/handoff). The emitter offers it every publish's events, grouped by
+// team and outcome, and publishes on the bus what it does not take.
+type Handover interface {
+	// Linger is how long a publish waits for company before it starts,
+	// so that the events of concurrent calls go together (0: none).
+	Linger() time.Duration
+	// Hand takes the groups it can handle now and returns the rest.
+	// encode encodes a group whole (claim checks included) should it
+	// write the group to its queue later.
+	Hand(ctx context.Context, groups []Group, encode EncodeGroup) (rest []Group)
+	// Drain waits until what it took is handled, or ctx ends.
+	Drain(ctx context.Context) error
 }
 
-// InlineHandler handles the log events of one bus message handed over in
-// memory, as the delivery queue's job would once it read and decoded the
-// message (delivery.Deliverer.HandleEvents): nil when done; an error leaves
-// the message to the queue, which delivers it again after its visibility
-// timeout.
-type InlineHandler func(ctx context.Context, m store.Message, events []*Event) error
-
-// handoff is an emitter's in-process delivery.
-type handoff struct {
-	bus          HandoffBus
-	handle       InlineHandler
-	slots        chan struct{} // one per handler running; when none is free, a publish goes to the queue only
-	linger       time.Duration
-	persistAfter time.Duration
-
-	running  atomic.Int64 // handlers and rounds running (a count, not a WaitGroup: publishes may start while drain waits)
-	mu       sync.Mutex
-	done     []store.Message // written to the queue, then handled: acked with the next write
-	flushing bool            // an ack flush is scheduled
+// Group is the log events of one team and outcome, as a Handover takes them.
+type Group struct {
+	Team, Status string
+	Events       []*Event
 }
 
-// Handoff lets the emitter deliver in this process: every bus event it
-// publishes (while fewer than workers are being handled) goes to handle at
-// once, as its log events are in memory — no queue transaction, no
-// encoding, no receive. The delivery queue gets a copy only of what is not
-// delivered within handoffPersistAfter: a handler still running then, or
-// one that failed, has its events written to the queue as a message
-// already received under the ID the handler was given (its progress is
-// kept under it), hidden for the visibility timeout and acked once handled;
-// a failure reaches the queue's consumers after the timeout, with the
-// retries and dead letter any message has. Publishes linger handoffLinger
-// for company first, so that the events of concurrent calls reach their
-// destinations in one request. The trade: a crash (not a shutdown, which
-// drains) loses the events of its last handoffPersistAfter that were not
-// delivered yet. Call it before the first Start.
-func (e *Emitter) Handoff(bus HandoffBus, handle InlineHandler, workers int) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.handoff = &handoff{bus: bus, handle: handle, slots: make(chan struct{}, max(workers, 1)),
-		linger: handoffLinger, persistAfter: handoffPersistAfter}
-}
-
-// handoffLinger is how long a publish waits for more events in handoff
-// mode: at a thousand calls a second the events of a few milliseconds go
-// to a destination in one request instead of one each, while a callback
-// still hears of a call within milliseconds.
-const handoffLinger = 20 * time.Millisecond
-
-// handoffPersistAfter is how long handed-over events may go undelivered
-// before they are written to the delivery queue: longer than a healthy
-// destination takes to answer (the usual case costs no write at all),
-// short enough that a crash loses little.
-const handoffPersistAfter = 500 * time.Millisecond
-
-// ackDelay bounds how long a handled message waits for a write to carry
-// its ack before it is acked alone.
-const ackDelay = 20 * time.Millisecond
+// EncodeGroup encodes g's events into bus events; events that cannot be
+// encoded are logged and left out.
+type EncodeGroup func(ctx context.Context, g Group) []store.Event
 
 // publication is the events of one publish, and its end.
 type publication struct {
@@ -192,9 +151,11 @@ func (e *Emitter) price(ctx context.Context, events []*Event) {
 	}
 }
 
-// NewEmitter builds an emitter. listeners may be nil: nobody listens.
+// NewEmitter builds an emitter. listeners may be nil: nobody listens. A bus
+// that is a Handover is offered the events in memory first.
 func NewEmitter(bus store.Bus, blobs store.Blobs, listeners Listeners, claimCheckBytes int) *Emitter {
-	return &Emitter{bus: bus, blobs: blobs, listeners: listeners, claimCheck: claimCheckBytes}
+	h, _ := bus.(Handover)
+	return &Emitter{bus: bus, blobs: blobs, listeners: listeners, claimCheck: claimCheckBytes, handover: h}
 }
 
 // Observe has o see every event emitted from now on. Call it before the
@@ -317,8 +278,8 @@ func (e *Emitter) start(ctx context.Context, events []*Event) (wait func()) {
 	return p.wait
 }
 
-// Drain waits until every publish started so far has finished, and with a
-// handoff every handler has returned and its ack is written, or ctx ends:
+// Drain waits until every publish started so far has finished, and what a
+// Handover took is handled (Handover.Drain), or ctx ends:
 // the local process calls it at shutdown, as its handlers do not wait for
 // their publishes.
 func (e *Emitter) Drain(ctx context.Context) error {
@@ -341,29 +302,23 @@ func (e *Emitter) Drain(ctx context.Context) error {
 			return fmt.Errorf("logevent: drain: %w", context.Cause(ctx))
 		}
 	}
-	if h := e.handoffMode(); h != nil {
-		return h.drain(ctx)
+	if e.handover != nil {
+		return e.handover.Drain(ctx)
 	}
 	return nil
 }
 
-func (e *Emitter) handoffMode() *handoff {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.handoff
-}
-
 // run publishes what waits, then whatever gathered meanwhile, until
-// nothing does. In handoff mode each publish first lingers for company.
+// nothing does. With a Handover that lingers, each publish first waits for
+// company.
 func (e *Emitter) run() {
-	h := e.handoffMode()
 	for {
-		if h != nil {
+		if d := e.lingerFor(); d > 0 {
 			e.mu.Lock()
 			p := e.next
 			e.mu.Unlock()
 			if p != nil {
-				linger := time.NewTimer(h.linger)
+				linger := time.NewTimer(d)
 				select {
 				case <-linger.C:
 				case <-p.hurry:
@@ -388,6 +343,14 @@ func (e *Emitter) run() {
 		e.current = nil
 		e.mu.Unlock()
 	}
+}
+
+// lingerFor is how long a publish waits for company.
+func (e *Emitter) lingerFor() time.Duration {
+	if e.handover == nil {
+		return 0
+	}
+	return e.handover.Linger()
 }
 
 // group is the log events of one team and outcome.
@@ -423,13 +386,12 @@ func (e *Emitter) messageLimit() int {
 	return e.claimCheck
 }
 
-// publish publishes events: with a handoff, as many groups as handlers are
-// free go to them in memory; the rest are encoded into bus events and
-// published in one call.
+// publish publishes events: a Handover takes the groups it can in memory;
+// the rest are encoded into bus events and published in one call.
 func (e *Emitter) publish(ctx context.Context, events []*Event) error {
 	groups := groupByTeam(events)
-	if h := e.handoffMode(); h != nil {
-		groups = h.hand(ctx, e, groups)
+	if e.handover != nil {
+		groups = e.handOver(ctx, groups)
 	}
 	out := e.encode(ctx, groups)
 	if len(out) == 0 {
@@ -510,211 +472,25 @@ const bodySlack = 8 << 10
 // an event's other members take.
 func encodedSizeHint(ev *Event) int { return 1536 + (len(ev.Messages)+len(ev.Response))*9/8 }
 
-// hand cuts groups into parts of at most MaxEventsPerMessage events and
-// hands as many as handlers are free to them; it returns the rest, for the
-// queue's consumers. A part is not cut to the bus's message size: it goes
-// to the delivery whole (the destination lanes batch it), and the local
-// queue a handoff writes to takes a message of any size.
-func (h *handoff) hand(ctx context.Context, e *Emitter, groups []group) (rest []group) {
-	var parts []group
-	for _, g := range groups {
-		for len(g.events) > MaxEventsPerMessage {
-			parts = append(parts, group{team: g.team, status: g.status, events: g.events[:MaxEventsPerMessage]})
-			g.events = g.events[MaxEventsPerMessage:]
-		}
-		parts = append(parts, g)
+// handOver offers groups to the Handover and returns those it left.
+func (e *Emitter) handOver(ctx context.Context, groups []group) []group {
+	offered := make([]Group, len(groups))
+	for i, g := range groups {
+		offered[i] = Group{Team: g.team, Status: g.status, Events: g.events}
 	}
-	n := 0
-	for n < len(parts) {
-		select {
-		case h.slots <- struct{}{}:
-			n++
-			continue
-		default:
-		}
-		break
+	rest := e.handover.Hand(ctx, offered, e.encodeWhole)
+	groups = groups[:0]
+	for _, g := range rest {
+		groups = append(groups, group{team: g.Team, status: g.Status, events: g.Events})
 	}
-	if n == 0 {
-		return parts
-	}
-	r := &round{h: h, e: e, left: n, allDone: make(chan struct{})}
-	h.running.Add(int64(n) + 1)
-	for _, g := range parts[:n] {
-		p := &handed{group: g, msg: store.Message{ID: rand.Text(), Receives: 1}}
-		r.parts = append(r.parts, p)
-		go r.run(p)
-	}
-	go r.watch(ctx)
-	return parts[n:]
+	return groups
 }
 
-// round is the groups of one publish handed over, until each is delivered
-// or written to the queue.
-type round struct {
-	h *handoff
-	e *Emitter // encodes what is written to the queue
-
-	mu      sync.Mutex
-	parts   []*handed
-	left    int           // handlers still running
-	allDone chan struct{} // closed when left reaches 0
+// encodeWhole encodes g into bus events without the bus's size limit (a
+// Handover's queue takes a message of any size).
+func (e *Emitter) encodeWhole(ctx context.Context, g Group) []store.Event {
+	return e.appendGroup(ctx, nil, group{team: g.Team, status: g.Status, events: g.Events}, math.MaxInt)
 }
-
-// handed is one group handed over: a message of the delivery queue that
-// exists only in memory until it is written (persisted set).
-type handed struct {
-	group
-	msg       store.Message // what the handler is given: an ID, receive 1
-	finished  bool
-	failed    bool
-	persisted *store.Message // the queue's copy, with its receipt
-}
-
-// run handles one handed-over group; once written to the queue and
-// handled, it is acked.
-func (r *round) run(p *handed) {
-	defer r.h.running.Add(-1)
-	defer func() { <-r.h.slots }()
-	handle := func(ctx context.Context, m store.Message) error { return r.h.handle(ctx, m, p.events) }
-	err := store.RunHandler(context.Background(), handle, p.msg)
-	r.mu.Lock()
-	p.finished, p.failed = true, err != nil
-	persisted := p.persisted
-	if r.left--; r.left == 0 {
-		close(r.allDone)
-	}
-	r.mu.Unlock()
-	if persisted != nil && err == nil {
-		r.h.queueAcks(*persisted)
-	}
-}
-
-// watch writes to the queue the groups of the round not delivered within
-// persistAfter — still being handled, or failed — as messages already
-// received, so that a failure is retried and a crash leaves them to the
-// next start; it acks those handled meanwhile.
-func (r *round) watch(ctx context.Context) {
-	defer r.h.running.Add(-1)
-	wait := time.NewTimer(r.h.persistAfter)
-	select {
-	case <-r.allDone:
-		wait.Stop()
-	case <-wait.C:
-	}
-	r.mu.Lock()
-	var keep []*handed
-	for _, p := range r.parts {
-		if !p.finished || p.failed {
-			keep = append(keep, p)
-		}
-	}
-	r.mu.Unlock()
-	if len(keep) == 0 {
-		return
-	}
-	// One message a part, under the ID its handler was given: the local
-	// queue takes a message of any size, and a part holds at most
-	// MaxEventsPerMessage events.
-	var written []*handed // those with an event left to write (one that cannot be encoded is logged)
-	ids := make([]string, 0, len(keep))
-	out := make([]store.Event, 0, len(keep))
-	for _, p := range keep {
-		n := len(out)
-		if out = r.e.appendGroup(ctx, out, p.group, math.MaxInt); len(out) > n {
-			written, ids = append(written, p), append(ids, p.msg.ID)
-		}
-	}
-	if len(written) == 0 {
-		return
-	}
-	done := r.h.takeDone()
-	msgs, err := r.h.bus.PublishHandoff(ctx, done, ids, out...)
-	if err != nil {
-		r.h.putBack(done)
-		slog.ErrorContext(ctx, "log events not written to the delivery queue: delivered only if their handler succeeds", "messages", len(written), "error", err)
-		return
-	}
-	var acks []store.Message
-	r.mu.Lock()
-	for i, p := range written {
-		p.persisted = &msgs[i]
-		if p.finished && !p.failed {
-			acks = append(acks, msgs[i])
-		}
-	}
-	r.mu.Unlock()
-	r.h.queueAcks(acks...)
-}
-
-// queueAcks queues the acks of msgs for the next write, or for ackDelay.
-func (h *handoff) queueAcks(msgs ...store.Message) {
-	if len(msgs) == 0 {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.done = append(h.done, msgs...)
-	if !h.flushing {
-		h.flushing = true
-		time.AfterFunc(ackDelay, h.flush)
-	}
-}
-
-func (h *handoff) takeDone() []store.Message {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	done := h.done
-	h.done = nil
-	return done
-}
-
-func (h *handoff) putBack(done []store.Message) {
-	h.mu.Lock()
-	h.done = append(h.done, done...)
-	h.mu.Unlock()
-}
-
-// flush acks what no write has carried since it was handled.
-func (h *handoff) flush() {
-	h.mu.Lock()
-	h.flushing = false
-	h.mu.Unlock()
-	if err := h.ack(context.Background()); err != nil {
-		// Not acked: delivered again after the visibility timeout;
-		// the destinations drop what they already have.
-		slog.Warn("handed-over log events not acked; they will be delivered again", "error", err)
-	}
-}
-
-func (h *handoff) ack(ctx context.Context) error {
-	done := h.takeDone()
-	if len(done) == 0 {
-		return nil
-	}
-	if err := h.bus.AckHandoff(ctx, done); err != nil {
-		h.putBack(done)
-		return err
-	}
-	return nil
-}
-
-// drain waits for the running handlers and rounds, then acks what they
-// handled.
-func (h *handoff) drain(ctx context.Context) error {
-	tick := time.NewTicker(drainPoll)
-	defer tick.Stop()
-	for h.running.Load() > 0 {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return fmt.Errorf("logevent: drain: log events still being delivered: %w", context.Cause(ctx))
-		}
-	}
-	return h.ack(ctx)
-}
-
-// drainPoll is how often drain looks whether the handlers are done.
-const drainPoll = 5 * time.Millisecond
 
 // appendEncoded appends ev's JSON to b; when that is larger than the
 // claim-check threshold, the request and response move to a blob and the

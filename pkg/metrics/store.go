@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -151,7 +150,7 @@ func (m *Metrics) Instrument(b *store.Backend, backend string) *store.Backend {
 	out.DeliveryDeadLetters = m.queue(b.DeliveryDeadLetters, backend, 4)
 	if b.Bus != nil {
 		bs := &bus{next: b.Bus, publish: m.storeOp(backend, 5, "publish")}
-		if h, ok := b.Bus.(logevent.HandoffBus); ok {
+		if h, ok := b.Bus.(localBus); ok {
 			out.Bus = &handoffBus{bus: bs, handoff: h}
 		} else {
 			out.Bus = bs
@@ -333,7 +332,14 @@ func (b *bus) Publish(ctx context.Context, events ...store.Event) error {
 // (the local backend): a handoff is a publish too.
 type handoffBus struct {
 	*bus
-	handoff logevent.HandoffBus
+	handoff localBus
+}
+
+// localBus is a bus whose subscriber runs in this process (the local
+// backend's), which pkg/handoff hands log events to in memory.
+type localBus interface {
+	PublishHandoff(ctx context.Context, done []store.Message, ids []string, events ...store.Event) ([]store.Message, error)
+	AckHandoff(ctx context.Context, done []store.Message) error
 }
 
 func (b *handoffBus) PublishHandoff(ctx context.Context, done []store.Message, ids []string, events ...store.Event) ([]store.Message, error) {

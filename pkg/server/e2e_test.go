@@ -55,39 +55,7 @@ func TestFoundationEndToEnd(t *testing.T) {
 			t.Errorf("/v1/models for a key limited to small = %s", resp.Body)
 		}
 
-		for _, tc := range []struct {
-			name, method, path, key string
-			body                    any
-			status                  int
-			code                    string
-		}{
-			{"no key", "GET", "/key/info", "", nil, 401, "invalid_api_key"},
-			{"unknown key", "GET", "/key/info", "sk-unknown", nil, 401, "invalid_api_key"},
-			{"team key on admin route", "POST", "/team/new", key, map[string]any{}, 403, "permission_denied"},
-			{"team key lists teams", "GET", "/team/list", key, nil, 403, "permission_denied"},
-			{"unknown route", "GET", "/v1/nothing", key, nil, 404, "not_found"},
-			{"wrong method", "DELETE", "/team/new", g.MasterKey, nil, 405, "method_not_allowed"},
-			{"malformed JSON", "POST", "/team/new", g.MasterKey, `{"team_alias":`, 400, "invalid_json"},
-			{"wrong type", "POST", "/team/new", g.MasterKey, `{"rpm_limit":"ten"}`, 400, "invalid_value"},
-			{"too large", "POST", "/team/new", g.MasterKey, `{"team_alias":"` + strings.Repeat("x", 11<<20) + `"}`, 413, "payload_too_large"},
-			{"duplicate team", "POST", "/team/new", g.MasterKey, map[string]any{"team_id": teamID}, 409, "conflict"},
-			{"reserved team", "POST", "/team/new", g.MasterKey, map[string]any{"team_id": "admin"}, 400, "invalid_value"},
-			{"key without team", "POST", "/key/generate", g.MasterKey, map[string]any{}, 400, "missing_required_parameter"},
-			{"key for unknown team", "POST", "/key/generate", g.MasterKey, map[string]any{"team_id": "nope"}, 400, "invalid_value"},
-			{"bad duration", "POST", "/key/generate", g.MasterKey, map[string]any{"team_id": teamID, "duration": "3 weeks"}, 400, "invalid_value"},
-			{"other team's info", "GET", "/team/info?team_id=someone-else", key, nil, 404, "not_found"},
-			{"dot segments", "GET", "/v1/../key/info", key, nil, 400, "invalid_value"},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				resp := g.Do(tc.method, tc.path, tc.key, tc.body)
-				if resp.Status != tc.status || resp.ErrorCode(t) != tc.code {
-					t.Errorf("%s %s = %d %s, want %d %s", tc.method, tc.path, resp.Status, resp.Body, tc.status, tc.code)
-				}
-				if id := resp.Header.Get("X-Request-Id"); !strings.HasPrefix(id, "req_") {
-					t.Errorf("x-request-id = %q", id)
-				}
-			})
-		}
+		checkRefusals(t, g, key, teamID)
 		if resp := g.Do("DELETE", "/team/new", g.MasterKey, nil); !strings.Contains(resp.Header.Get("Allow"), "POST") {
 			t.Errorf("405 Allow = %q", resp.Header.Get("Allow"))
 		}
@@ -121,6 +89,44 @@ func TestFoundationEndToEnd(t *testing.T) {
 			t.Errorf("the sibling key stopped working: %d", resp.Status)
 		}
 	})
+}
+
+// checkRefusals: each kind of bad request the foundation refuses answers
+// its status and code, with a request id; key is a team key of teamID.
+func checkRefusals(t *testing.T, g *gatewaytest.Gateway, key, teamID string) {
+	for _, tc := range []struct {
+		name, method, path, key string
+		body                    any
+		status                  int
+		code                    string
+	}{
+		{"no key", "GET", "/key/info", "", nil, 401, "invalid_api_key"},
+		{"unknown key", "GET", "/key/info", "sk-unknown", nil, 401, "invalid_api_key"},
+		{"team key on admin route", "POST", "/team/new", key, map[string]any{}, 403, "permission_denied"},
+		{"team key lists teams", "GET", "/team/list", key, nil, 403, "permission_denied"},
+		{"unknown route", "GET", "/v1/nothing", key, nil, 404, "not_found"},
+		{"wrong method", "DELETE", "/team/new", g.MasterKey, nil, 405, "method_not_allowed"},
+		{"malformed JSON", "POST", "/team/new", g.MasterKey, `{"team_alias":`, 400, "invalid_json"},
+		{"wrong type", "POST", "/team/new", g.MasterKey, `{"rpm_limit":"ten"}`, 400, "invalid_value"},
+		{"too large", "POST", "/team/new", g.MasterKey, `{"team_alias":"` + strings.Repeat("x", 11<<20) + `"}`, 413, "payload_too_large"},
+		{"duplicate team", "POST", "/team/new", g.MasterKey, map[string]any{"team_id": teamID}, 409, "conflict"},
+		{"reserved team", "POST", "/team/new", g.MasterKey, map[string]any{"team_id": "admin"}, 400, "invalid_value"},
+		{"key without team", "POST", "/key/generate", g.MasterKey, map[string]any{}, 400, "missing_required_parameter"},
+		{"key for unknown team", "POST", "/key/generate", g.MasterKey, map[string]any{"team_id": "nope"}, 400, "invalid_value"},
+		{"bad duration", "POST", "/key/generate", g.MasterKey, map[string]any{"team_id": teamID, "duration": "3 weeks"}, 400, "invalid_value"},
+		{"other team's info", "GET", "/team/info?team_id=someone-else", key, nil, 404, "not_found"},
+		{"dot segments", "GET", "/v1/../key/info", key, nil, 400, "invalid_value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := g.Do(tc.method, tc.path, tc.key, tc.body)
+			if resp.Status != tc.status || resp.ErrorCode(t) != tc.code {
+				t.Errorf("%s %s = %d %s, want %d %s", tc.method, tc.path, resp.Status, resp.Body, tc.status, tc.code)
+			}
+			if id := resp.Header.Get("X-Request-Id"); !strings.HasPrefix(id, "req_") {
+				t.Errorf("x-request-id = %q", id)
+			}
+		})
+	}
 }
 
 // TestAdmissionAtTheEdge: every keyed route admits its caller against the

@@ -41,11 +41,6 @@ type Job struct {
 	Run func(*Services) RunFunc
 	// Handle builds a queue job's handler over the services.
 	Handle func(*Services) MessageHandler
-	// Inline, for the delivery queue's job, builds the handler of the log
-	// events the emitter hands over in memory when the job runs in the
-	// emitter's process (the local one: logevent.Emitter.Handoff); Handle
-	// still takes what the queue delivers (redeliveries, what a crash left).
-	Inline func(*Services) logevent.InlineHandler
 }
 
 // Schedule is when a scheduled job runs.
@@ -128,8 +123,7 @@ func Jobs() []Job {
 		// between them.
 		{Name: "callback-delivery", Queue: DeliveryQueue, Workers: 32, Timeout: 45 * time.Second,
 			Needs:  []Capability{RecordsRead, RecordsWrite, ClaimCheckRead, DeliveryDeadLetter, Seal, ProviderSecrets},
-			Handle: func(s *Services) MessageHandler { return s.countThenDeliver },
-			Inline: func(s *Services) logevent.InlineHandler { return s.countThenDeliverEvents }},
+			Handle: func(s *Services) MessageHandler { return s.countThenDeliver }},
 	}
 }
 
@@ -147,9 +141,11 @@ func (s *Services) countThenDeliver(ctx context.Context, m store.Message) error 
 	return s.Delivery.Handle(ctx, m)
 }
 
-// countThenDeliverEvents is countThenDeliver for the events the local
-// emitter hands over in memory.
-func (s *Services) countThenDeliverEvents(ctx context.Context, m store.Message, events []*logevent.Event) error {
+// DeliverEvents is the delivery queue's job (countThenDeliver) for the log
+// events of message m held in memory already: the local process's handoff
+// (pkg/handoff) gives them to it without a queue transaction when the job
+// runs in the emitter's process (gateway.RunJob).
+func (s *Services) DeliverEvents(ctx context.Context, m store.Message, events []*logevent.Event) error {
 	if err := s.Counter.Count(ctx, events); err != nil {
 		return err
 	}
@@ -229,9 +225,6 @@ func (j Job) Validate() error {
 		}
 		if j.Handle == nil || j.Run != nil {
 			errs = append(errs, errors.New("a queue job has a Handle handler and no Run"))
-		}
-		if j.Inline != nil && j.Queue != DeliveryQueue {
-			errs = append(errs, errors.New("only the delivery queue's job takes log events in memory (Inline)"))
 		}
 	default:
 		errs = append(errs, errors.New("no trigger: want a schedule or a queue"))

@@ -1,6 +1,14 @@
-// Package server declares sluice's routes — which handler serves each method
-// and path, who may call it, and which Lambda function serves it in the cloud
-// — and turns them into an http.Handler with the shared middleware.
+// Package server is sluice's route and job tables and its composition root.
+//
+//   - routes.go declares every route — its method and path, who may call it,
+//     its handler, what it touches, the Lambda function that serves it — and
+//     jobs.go every worker function (schedule or queue); capabilities.go names
+//     what they touch. pkg/deploy, the Lambda entry points and the local
+//     process derive everything else from the two tables.
+//   - services.go builds the capability services from settings, config and
+//     the storage backend, in dependency order (NewServices).
+//   - mux.go mounts the routes, each inside the middleware
+//     (pkg/server/middleware: what runs around every handler).
 package server
 
 import (
@@ -12,23 +20,25 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/messages"
 	"github.com/sluice-gateway/sluice/pkg/passthrough"
+	"github.com/sluice-gateway/sluice/pkg/server/middleware"
 )
 
-// Access says who may call a route.
-type Access int
+// Access says who may call a route; the middleware enforces it.
+type Access = middleware.Access
 
+// Who may call a route.
 const (
 	// Public routes need no key (health checks).
-	Public Access = iota
+	Public = middleware.Public
 	// AnyKey routes need a valid key: a team key or the master key.
-	AnyKey
+	AnyKey = middleware.AnyKey
 	// AdminOnly routes need the master key; team keys get 403.
-	AdminOnly
+	AdminOnly = middleware.AdminOnly
 )
 
 // HandlerFunc is a route handler: it returns an error instead of writing
 // one, and the middleware renders it.
-type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+type HandlerFunc = middleware.HandlerFunc
 
 // Route is one method on one path.
 type Route struct {

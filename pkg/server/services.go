@@ -3,14 +3,16 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
 	"time"
 
-	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/batches"
+	"github.com/sluice-gateway/sluice/pkg/batchinput"
 	"github.com/sluice-gateway/sluice/pkg/callbacks"
 	"github.com/sluice-gateway/sluice/pkg/callbacks/delivery"
 	"github.com/sluice-gateway/sluice/pkg/callbacks/gcsbucket"
@@ -28,10 +30,10 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
 	"github.com/sluice-gateway/sluice/pkg/providers/vendors"
+	"github.com/sluice-gateway/sluice/pkg/server/middleware"
 	"github.com/sluice-gateway/sluice/pkg/spend"
 	"github.com/sluice-gateway/sluice/pkg/store"
 	"github.com/sluice-gateway/sluice/pkg/traces"
-	"github.com/sluice-gateway/sluice/pkg/ui"
 )
 
 // Deps is what a process brings to build its services: settings, the parsed
@@ -112,16 +114,24 @@ type Services struct {
 	// nil when off.
 	Tracer *traces.Tracer
 
-	authFailures *authFailureLog
+	// edge is the middleware every route's handler runs in.
+	edge *middleware.Chain
 }
 
-// NewServices builds the services over deps.
+// NewServices builds the services over deps, each once its dependencies
+// are built and handed to its constructor: auth; the callbacks' catalog, the
+// pricer and the emitter that asks them; the callbacks, their delivery and
+// spend; the models and their operations; files, then the batch engine that
+// reads through it; passthrough; the middleware.
 func NewServices(deps Deps) (*Services, error) {
 	if deps.Backend == nil {
 		return nil, errors.New("server: a storage backend is required")
 	}
 	if deps.Config == nil {
 		deps.Config = &config.Config{}
+	}
+	if deps.Getenv == nil {
+		deps.Getenv = os.Getenv
 	}
 	a, err := auth.NewService(deps.Backend.Records, deps.Backend.Limiter, deps.MasterKey, auth.Options{
 		CacheTTL:         deps.Settings.KeyCacheTTL,
@@ -131,47 +141,37 @@ func NewServices(deps Deps) (*Services, error) {
 	if err != nil {
 		return nil, err
 	}
-	if deps.Getenv == nil {
-		deps.Getenv = os.Getenv
-	}
 	s := &Services{
-		Settings: deps.Settings,
-		Config:   deps.Config,
-		Backend:  deps.Backend,
-		Secrets:  deps.Secrets,
-		Auth:     a,
-		Metrics:  deps.Metrics,
-		Tracer:   deps.Tracer,
-		Files: files.NewService(deps.Backend.Records, deps.Backend.Blobs, files.Options{
-			MaxFileSize: deps.Settings.MaxFileSize, MaxLineBytes: int(deps.Settings.JSONBodyLimit), Now: deps.Now,
-		}),
+		Settings: deps.Settings, Config: deps.Config, Backend: deps.Backend, Secrets: deps.Secrets,
+		Auth: a, Metrics: deps.Metrics, Tracer: deps.Tracer,
 	}
-	s.authFailures = newAuthFailureLog(deps.Now)
+	if err := s.buildEvents(deps); err != nil {
+		return nil, err
+	}
 	if err := s.buildCallbacks(deps); err != nil {
 		return nil, err
 	}
-	if err := s.buildSpend(deps); err != nil {
-		return nil, err
-	}
+	s.buildSpend(deps)
 	// One client, so model calls and passthrough share one connection pool.
 	client := providers.NewHTTPClient()
 	client.Transport = deps.Tracer.Transport(client.Transport)
 	if err := s.buildModels(deps, client); err != nil {
 		return nil, err
 	}
-	s.buildBatches(deps)
+	s.buildFilesAndBatches(deps)
 	if s.Passthrough, err = passthrough.New(passthrough.Options{
 		Config: deps.Config, Secrets: deps.Secrets, Getenv: deps.Getenv, Client: client,
 		Limits: a, Records: deps.Backend.Records, Events: s.Events, AWSDefaultChain: bedrock.SDKDefaultChain, MaxBody: deps.Settings.MaxFileSize,
 	}); err != nil {
 		return nil, err
 	}
+	s.edge = middleware.New(middleware.Deps{Auth: a, Budgets: s.Budgets, Metrics: deps.Metrics, Tracer: deps.Tracer, Now: deps.Now})
 	return s, nil
 }
 
-// buildCallbacks builds the logging callbacks: the catalog, the emitter
-// that asks it, the settings service and the delivery worker.
-func (s *Services) buildCallbacks(deps Deps) error {
+// buildEvents builds the catalog of who listens to log events, the pricer
+// of every event, and the emitter that asks them both.
+func (s *Services) buildEvents(deps Deps) error {
 	gateway, err := callbacks.GatewayCallbacks(deps.Config, deps.Getenv)
 	if err != nil {
 		return err
@@ -180,15 +180,27 @@ func (s *Services) buildCallbacks(deps Deps) error {
 		TTL: deps.Settings.CallbackCacheTTL, Now: deps.Now, Gateway: gateway,
 		Resolve: func(ctx context.Context, v string) (string, error) { return deps.Config.Resolve(ctx, deps.Secrets, v) },
 	})
+	table, err := spend.ShippedTable()
+	if err != nil {
+		return err
+	}
+	if s.Pricer, err = spend.NewPricer(table, deps.Config); err != nil {
+		return err
+	}
 	s.Events = logevent.NewEmitter(deps.Backend.Bus, deps.Backend.Blobs, s.Catalog, int(deps.Settings.ClaimCheckThreshold))
-	var recorder delivery.Recorder
+	s.Events.SetPricer(s.Pricer)
 	if deps.Metrics != nil {
 		s.Events.Observe(deps.Metrics)
-		recorder = deps.Metrics
 	}
 	if deps.Tracer.On() {
 		s.Events.Observe(deps.Tracer)
 	}
+	return nil
+}
+
+// buildCallbacks builds the callback settings service and the delivery
+// worker.
+func (s *Services) buildCallbacks(deps Deps) error {
 	guard, err := callbacks.NewGuard(deps.Config.CallbackSettings.AllowHosts)
 	if err != nil {
 		return err
@@ -199,6 +211,10 @@ func (s *Services) buildCallbacks(deps Deps) error {
 		Guard: guard, Accounts: accounts, Now: deps.Now,
 	}); err != nil {
 		return err
+	}
+	var recorder delivery.Recorder
+	if deps.Metrics != nil {
+		recorder = deps.Metrics
 	}
 	s.Delivery, err = delivery.New(delivery.Deps{
 		Catalog: s.Catalog, Records: deps.Backend.Records, Blobs: deps.Backend.Blobs, DeadLetters: deps.Backend.DeliveryDeadLetters,
@@ -211,23 +227,11 @@ func (s *Services) buildCallbacks(deps Deps) error {
 	return err
 }
 
-// buildSpend builds the pricing of every log event, the budgets, the
-// spend counter and the reports.
-func (s *Services) buildSpend(deps Deps) error {
-	table, err := spend.ShippedTable()
-	if err != nil {
-		return err
-	}
-	pricer, err := spend.NewPricer(table, deps.Config)
-	if err != nil {
-		return err
-	}
-	s.Events.SetPricer(pricer)
-	s.Pricer = pricer
+// buildSpend builds the budgets, the spend counter and the reports.
+func (s *Services) buildSpend(deps Deps) {
 	s.Budgets = spend.NewBudgets(deps.Backend.Records, spend.BudgetOptions{Now: deps.Now, Alerts: s.Events})
 	s.Counter = spend.NewCounter(deps.Backend.Records, s.Auth, spend.CounterOptions{Now: deps.Now})
 	s.Reports = spend.Reports{Records: deps.Backend.Records, Names: s.Auth}
-	return nil
 }
 
 // lineAdmitter admits a batch line as the HTTP edge admits a request: the
@@ -248,10 +252,6 @@ func (a lineAdmitter) AdmitCall(ctx context.Context, p auth.Principal) (context.
 	}
 	ctx, err := a.s.Budgets.Admit(ctx, p)
 	return ctx, func() { spend.Settle(ctx) }, err
-}
-
-func (s *Services) callbacksAPI() callbacks.Handlers {
-	return callbacks.Handlers{Service: s.Callbacks, JSONLimit: s.Settings.JSONBodyLimit}
 }
 
 // buildModels builds the router over the provider registry, the call layer,
@@ -282,12 +282,31 @@ func (s *Services) buildModels(deps Deps, client *http.Client) error {
 		"/v1/responses":        s.Chat.Responses,
 		"/v1/messages":         s.Messages.Messages,
 	}
+	return checkOperations(s.Operations)
+}
+
+// checkOperations holds the model operations to the batch endpoints
+// (batchinput.Endpoints, their one declaration): a batch line's url names
+// an operation, so a path with no operation, or an operation no batch may
+// name, is a wiring mistake caught at start-up.
+func checkOperations(ops modelcall.Operations) error {
+	declared := batchinput.Endpoints()
+	built := slices.Sorted(maps.Keys(ops))
+	slices.Sort(declared)
+	if !slices.Equal(built, declared) {
+		return fmt.Errorf("server: the model operations %v are not the batch endpoints %v (pkg/batchinput)", built, declared)
+	}
 	return nil
 }
 
-// buildBatches builds the batch engine over the model operations, and
-// has the files service ask it which files running batches read.
-func (s *Services) buildBatches(deps Deps) {
+// buildFilesAndBatches builds the files service — which asks the batch
+// records (batches.Inputs) which files running batches read — then the
+// batch engine over it and the model operations, native batches included.
+func (s *Services) buildFilesAndBatches(deps Deps) {
+	s.Files = files.NewService(deps.Backend.Records, deps.Backend.Blobs, files.Options{
+		MaxFileSize: deps.Settings.MaxFileSize, MaxLineBytes: int(deps.Settings.JSONBodyLimit), Now: deps.Now,
+		Batches: batches.Inputs{Records: deps.Backend.Records},
+	})
 	opts := batches.Options{
 		Windows:     deps.Settings.BatchCompletionWindows,
 		Concurrency: deps.Settings.BatchConcurrency,
@@ -304,12 +323,9 @@ func (s *Services) buildBatches(deps Deps) {
 		Files: s.Files, Keys: s.Auth, Admit: lineAdmitter{s}, Operations: s.Operations, Models: s.Models,
 		Tracer: deps.Tracer,
 		Prices: s.Pricer, Budget: s.Budgets,
+		Native: &batches.NativeDeps{Deployments: s.Models, Store: batchStore{deps.Backend.Blobs}, Events: s.Events},
 	}, opts)
-	s.Files.Batches = s.Batches
 	deps.Metrics.WatchBatchLinesWaiting(s.Batches.LinesWaiting)
-	s.Batches.EnableNative(batches.NativeDeps{
-		Deployments: s.Models, Store: batchStore{deps.Backend.Blobs}, Events: s.Events,
-	})
 }
 
 // batchStore is the blob store as a provider's batch API sees it: with its
@@ -321,94 +337,4 @@ func (b batchStore) S3URI(key string) (string, bool) {
 		return u.S3URI(key)
 	}
 	return "", false
-}
-
-func (s *Services) batchesAPI() batches.Handlers {
-	return batches.Handlers{Service: s.Batches, JSONLimit: s.Settings.JSONBodyLimit}
-}
-
-func (s *Services) admin() auth.Handlers {
-	return auth.Handlers{Service: s.Auth, JSONLimit: s.Settings.JSONBodyLimit, Spend: s.Budgets}
-}
-
-// page serves the admin page's embedded assets (pkg/ui).
-func (s *Services) page() HandlerFunc {
-	h, err := ui.New()
-	if err != nil {
-		return func(http.ResponseWriter, *http.Request) error { return err }
-	}
-	return h.Serve
-}
-
-func (s *Services) filesAPI() files.Handlers {
-	return files.Handlers{Service: s.Files, JSONLimit: s.Settings.JSONBodyLimit}
-}
-
-var healthy = map[string]string{"status": "healthy"}
-
-func (s *Services) liveliness(w http.ResponseWriter, r *http.Request) error {
-	api.WriteJSON(w, http.StatusOK, healthy)
-	return nil
-}
-
-func (s *Services) readiness(w http.ResponseWriter, r *http.Request) error {
-	if s.Backend.Ping != nil {
-		if err := s.Backend.Ping(r.Context()); err != nil {
-			e := api.Unavailable("Not ready: the storage backend does not answer.")
-			e.Err = err
-			return e
-		}
-	}
-	api.WriteJSON(w, http.StatusOK, healthy)
-	return nil
-}
-
-// metricsPage serves GET /metrics: the process's instruments in the
-// Prometheus text format. A Lambda function has no process worth scraping
-// (each container counts its own calls): it writes its measurements as EMF
-// lines, and this says so.
-func (s *Services) metricsPage(w http.ResponseWriter, r *http.Request) error {
-	switch {
-	case s.Metrics == nil:
-		return api.NotFound("Metrics are off on this gateway (SLUICE_METRICS=false).")
-	case s.Metrics.EMF():
-		return api.NotFound("In the cloud sluice's metrics are in CloudWatch, namespace %s (Embedded Metric Format in each function's log group); there is no /metrics to scrape.", s.Metrics.Namespace())
-	}
-	s.Metrics.Handler().ServeHTTP(w, r)
-	return nil
-}
-
-// model is an entry of GET /v1/models.
-type model struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	OwnedBy string `json:"owned_by"`
-}
-
-// listModels serves GET /v1/models: the configured model names the key may use.
-func (s *Services) listModels(w http.ResponseWriter, r *http.Request) error {
-	p := auth.FromContext(r.Context())
-	var names []string
-	for _, d := range s.Config.ModelList {
-		if p.AllowsModel(d.ModelName) && !slices.Contains(names, d.ModelName) {
-			names = append(names, d.ModelName)
-		}
-	}
-	data := make([]model, 0, len(names))
-	for _, n := range names {
-		data = append(data, model{ID: n, Object: "model", OwnedBy: "sluice"})
-	}
-	api.WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
-	return nil
-}
-
-// call is the route handler of the model operation at path (a key of
-// Operations): the one HTTP shell of every model endpoint.
-func (s *Services) call(path string) HandlerFunc {
-	op, ok := s.Operations[path]
-	if !ok {
-		panic("server: no model operation for " + path) // the route table names an operation that is not built
-	}
-	return modelcall.Handler(op, s.Settings.JSONBodyLimit)
 }

@@ -35,6 +35,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/callbacks"
 	"github.com/sluice-gateway/sluice/pkg/callbacks/delivery"
+	"github.com/sluice-gateway/sluice/pkg/handoff"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/server"
 	"github.com/sluice-gateway/sluice/pkg/store"
@@ -166,12 +167,14 @@ func run(sink string, n, producers, perMessage int, timeout time.Duration) error
 	done := make(chan error, 1)
 	go func() { done <- store.Consume(cctx, b.Deliveries, job.Workers, d.Handle) }()
 	if producers > 0 {
-		emitter := logevent.NewEmitter(b.Bus, b.Blobs, catalog, 200<<10)
-		// As the local process wires it (gateway.RunJob): the events reach
-		// the delivery job in memory, the queue keeps the durable copy.
-		if bus, ok := b.Bus.(logevent.HandoffBus); ok && job.Inline != nil {
-			emitter.Handoff(bus, d.HandleEvents, job.Workers)
+		// As the local process wires it (functions/local, gateway.RunJob):
+		// the events reach the delivery job in memory, the queue keeps the
+		// durable copy.
+		bus := handoff.Wrap(b.Bus)
+		if h, ok := bus.(*handoff.Bus); ok {
+			h.Attach(d.HandleEvents, job.Workers)
 		}
+		emitter := logevent.NewEmitter(bus, b.Blobs, catalog, 200<<10)
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		for range producers {

@@ -228,7 +228,7 @@ func (d *Deliverer) Handle(ctx context.Context, m store.Message) error {
 
 // HandleEvents is Handle for a message whose log events the caller holds
 // already, decoded: the local emitter hands what it publishes to the
-// delivery job in memory (logevent.Emitter.Handoff), and m is that
+// delivery job in memory (pkg/handoff), and m is that
 // message in the delivery queue, already received.
 func (d *Deliverer) HandleEvents(ctx context.Context, m store.Message, events []*logevent.Event) error {
 	return d.handle(ctx, m, Message{Events: events})

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/batches"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/gateway"
+	"github.com/sluice-gateway/sluice/pkg/handoff"
 	"github.com/sluice-gateway/sluice/pkg/metrics"
 	"github.com/sluice-gateway/sluice/pkg/server"
 	"github.com/sluice-gateway/sluice/pkg/store"
@@ -123,7 +124,11 @@ func Start(t testing.TB, b Backend, opts Options) *Gateway {
 		opts.Metrics(&mopts)
 	}
 	m := metrics.New(cfg, mopts)
-	svcs, err := server.NewServices(server.Deps{Settings: settings, Config: cfg, Backend: m.Instrument(backend, b.Name), MasterKey: master, Now: opts.Now, Getenv: getenv, Batches: opts.Batches,
+	instrumented := m.Instrument(backend, b.Name)
+	// As the local process wires it (functions/local): log events reach a
+	// delivery job running here in memory.
+	instrumented.Bus = handoff.Wrap(instrumented.Bus)
+	svcs, err := server.NewServices(server.Deps{Settings: settings, Config: cfg, Backend: instrumented, MasterKey: master, Now: opts.Now, Getenv: getenv, Batches: opts.Batches,
 		Metrics: m, Tracer: opts.Tracer})
 	if err != nil {
 		t.Fatalf("build services: %v", err)

@@ -1,8 +1,6 @@
 package awsstore
 
 import (
-	"os"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
@@ -33,21 +31,14 @@ func newClients(cfg aws.Config) clients {
 }
 
 // newS3Client returns an S3 client for cfg, using path-style addressing when
-// the endpoint is overridden: an emulator on 127.0.0.1 cannot serve
-// virtual-hosted buckets (bucket.127.0.0.1 does not resolve).
+// its endpoint is overridden: an emulator on 127.0.0.1 cannot serve
+// virtual-hosted buckets (bucket.127.0.0.1 does not resolve). The client has
+// resolved its endpoint by the time its options are applied — cfg's
+// BaseEndpoint (AWS_ENDPOINT_URL, a shared-config endpoint_url) or the
+// S3-specific one the SDK reads from cfg's config sources
+// (AWS_ENDPOINT_URL_S3) — so the adapter reads no environment itself.
 func newS3Client(cfg aws.Config) *s3.Client {
 	return s3.NewFromConfig(cfg, func(o *s3.Options) {
-		o.UsePathStyle = endpointOverridden(cfg)
+		o.UsePathStyle = o.BaseEndpoint != nil && *o.BaseEndpoint != ""
 	})
-}
-
-// endpointOverridden reports whether S3 requests go somewhere other than
-// AWS's own endpoints: config.LoadDefaultConfig puts AWS_ENDPOINT_URL (and
-// a shared-config endpoint_url) in cfg.BaseEndpoint; the S3 client itself
-// reads AWS_ENDPOINT_URL_S3.
-func endpointOverridden(cfg aws.Config) bool {
-	if cfg.BaseEndpoint != nil && *cfg.BaseEndpoint != "" {
-		return true
-	}
-	return os.Getenv("AWS_ENDPOINT_URL_S3") != "" && os.Getenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS") != "true"
 }

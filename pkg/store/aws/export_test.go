@@ -37,3 +37,7 @@ func CreateBus(ctx context.Context, cfg aws.Config, name string) (topicARN, queu
 func CreateKey(ctx context.Context, cfg aws.Config, alias string) (string, error) {
 	return provisioner{clients: newClients(cfg), region: cfg.Region}.key(ctx, alias)
 }
+
+// PathStyle reports whether the adapter's S3 client for cfg addresses
+// buckets by path.
+func PathStyle(cfg aws.Config) bool { return newS3Client(cfg).Options().UsePathStyle }

@@ -2,7 +2,6 @@ package awsstore
 
 import (
 	"fmt"
-	"os"
 	"strings"
 )
 
@@ -37,14 +36,16 @@ var envVars = []envVar{
 	{"SLUICE_KMS_KEY_ID", func(r *Resources) *string { return &r.KMSKeyID }, true},
 }
 
-// ResourcesFromEnv reads the resources from the SLUICE_* variables of Env.
-// The work queue's dead-letter queue URL is optional (only tools read it);
-// any other missing variable is an error that names every one missing.
-func ResourcesFromEnv() (Resources, error) {
+// ResourcesFromEnv reads the resources from the SLUICE_* variables of Env
+// through getenv (the composition root passes the process's os.Getenv; the
+// adapter reads no environment itself). The work queue's dead-letter queue
+// URL is optional (only tools read it); any other missing variable is an
+// error that names every one missing.
+func ResourcesFromEnv(getenv func(string) string) (Resources, error) {
 	var r Resources
 	var missing []string
 	for _, v := range envVars {
-		val := strings.TrimSpace(os.Getenv(v.name))
+		val := strings.TrimSpace(getenv(v.name))
 		if val == "" && v.required {
 			missing = append(missing, v.name)
 		}

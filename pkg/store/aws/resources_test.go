@@ -25,20 +25,22 @@ func TestResourcesEnvRoundTrip(t *testing.T) {
 	if len(lines) != 8 || !strings.HasPrefix(lines[0], "SLUICE_TABLE=") {
 		t.Fatalf("Env() = %q", lines)
 	}
+	env := map[string]string{}
 	for _, l := range lines {
 		name, value, _ := strings.Cut(l, "=")
-		t.Setenv(name, value)
+		env[name] = value
 	}
-	got, err := awsstore.ResourcesFromEnv()
+	getenv := func(k string) string { return env[k] }
+	got, err := awsstore.ResourcesFromEnv(getenv)
 	if err != nil || got != want {
 		t.Fatalf("ResourcesFromEnv() = %+v, %v; want %+v", got, err, want)
 	}
 
 	// The work queue's dead-letter queue is optional; the others are named when missing.
-	t.Setenv("SLUICE_WORK_DLQ_URL", "")
-	t.Setenv("SLUICE_BUCKET", "")
-	t.Setenv("SLUICE_KMS_KEY_ID", "")
-	_, err = awsstore.ResourcesFromEnv()
+	delete(env, "SLUICE_WORK_DLQ_URL")
+	env["SLUICE_BUCKET"] = ""
+	delete(env, "SLUICE_KMS_KEY_ID")
+	_, err = awsstore.ResourcesFromEnv(getenv)
 	if err == nil || !strings.Contains(err.Error(), "SLUICE_BUCKET, SLUICE_KMS_KEY_ID") || strings.Contains(err.Error(), "DLQ") {
 		t.Fatalf("ResourcesFromEnv() with two missing: %v", err)
 	}

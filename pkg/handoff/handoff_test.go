@@ -1,7 +1,8 @@
-package logevent
+package handoff
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -9,27 +10,53 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/store"
 	"github.com/sluice-gateway/sluice/pkg/store/local"
 )
 
+type Event = logevent.Event
+
 // handoffBackend is the local backend with a short delivery visibility, so
 // that what the handoff leaves reaches the queue's consumers quickly.
-func handoffBackend(t *testing.T, visibility time.Duration) (*store.Backend, HandoffBus) {
+func handoffBackend(t *testing.T, visibility time.Duration) (*store.Backend, LocalBus) {
 	t.Helper()
 	b, err := local.Open(t.TempDir(), local.Options{Deliveries: local.QueueOptions{Visibility: visibility}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	bus, ok := b.Bus.(HandoffBus)
+	bus, ok := b.Bus.(LocalBus)
 	if !ok {
 		t.Fatal("the local bus cannot hand over")
 	}
 	return b, bus
 }
 
-// handled records what an InlineHandler was given.
+// attached is bus handing over to handle, up to workers at once.
+func attached(bus LocalBus, handle Handler, workers int) *Bus {
+	b := New(bus)
+	b.Attach(handle, workers)
+	return b
+}
+
+func listeningTo(teams ...string) logevent.Listeners {
+	return logevent.ListeningFunc(func(_ context.Context, team, _ string) (bool, error) {
+		for _, t := range teams {
+			if t == team {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+func event(team string, messages string) *Event {
+	return &Event{ID: "req_1", CallType: logevent.CallEmbedding, Status: logevent.StatusSuccess, Model: "m",
+		Metadata: logevent.Metadata{UserAPIKeyTeamID: team}, Messages: json.RawMessage(messages)}
+}
+
+// handled records what a Handler was given.
 type handled struct {
 	mu     sync.Mutex
 	events [][]*Event
@@ -51,7 +78,7 @@ func (h *handled) handle(_ context.Context, m store.Message, events []*Event) er
 
 // writesCounted counts a handoff bus's writes of handed-over events.
 type writesCounted struct {
-	HandoffBus
+	LocalBus
 	writes atomic.Int64
 }
 
@@ -59,7 +86,7 @@ func (w *writesCounted) PublishHandoff(ctx context.Context, done []store.Message
 	if len(events) > 0 {
 		w.writes.Add(1)
 	}
-	return w.HandoffBus.PublishHandoff(ctx, done, ids, events...)
+	return w.LocalBus.PublishHandoff(ctx, done, ids, events...)
 }
 
 // eventually polls cond for up to 5 s.
@@ -93,9 +120,8 @@ func queued(t *testing.T, b *store.Backend) int {
 func TestHandoffDeliversInMemory(t *testing.T) {
 	b, bus := handoffBackend(t, time.Minute)
 	h := &handled{}
-	e := NewEmitter(b.Bus, b.Blobs, listeningTo("a"), 0)
-	counted := &writesCounted{HandoffBus: bus}
-	e.Handoff(counted, h.handle, 4)
+	counted := &writesCounted{LocalBus: bus}
+	e := logevent.NewEmitter(attached(counted, h.handle, 4), b.Blobs, listeningTo("a"), 0)
 	ctx := context.Background()
 	first, second := event("a", `"one"`), event("a", `"two"`)
 	second.ID = "req_2"
@@ -123,9 +149,9 @@ func TestHandoffDeliversInMemory(t *testing.T) {
 func TestHandoffSlowDeliveryIsWrittenThenAcked(t *testing.T) {
 	b, bus := handoffBackend(t, time.Minute)
 	h := &handled{block: make(chan struct{})}
-	e := NewEmitter(b.Bus, b.Blobs, listeningTo("a"), 0)
-	e.Handoff(bus, h.handle, 4)
-	e.handoff.persistAfter = 10 * time.Millisecond
+	hb := attached(bus, h.handle, 4)
+	hb.persistAfter = 10 * time.Millisecond
+	e := logevent.NewEmitter(hb, b.Blobs, listeningTo("a"), 0)
 	ctx := context.Background()
 	e.Emit(ctx, event("a", `"slow"`))
 	eventually(t, "the slow delivery's events are not in the queue", func() bool { return queued(t, b) == 1 })
@@ -146,8 +172,7 @@ func TestHandoffSlowDeliveryIsWrittenThenAcked(t *testing.T) {
 func TestHandoffFailureLeavesTheMessageToTheQueue(t *testing.T) {
 	b, bus := handoffBackend(t, 50*time.Millisecond)
 	h := &handled{err: errors.New("destination down")}
-	e := NewEmitter(b.Bus, b.Blobs, listeningTo("a"), 0)
-	e.Handoff(bus, h.handle, 4)
+	e := logevent.NewEmitter(attached(bus, h.handle, 4), b.Blobs, listeningTo("a"), 0)
 	ctx := context.Background()
 	e.Emit(ctx, event("a", `"one"`))
 	if err := e.Drain(ctx); err != nil {
@@ -169,7 +194,7 @@ func TestHandoffFailureLeavesTheMessageToTheQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, err := DecodeEvents(e2.Body)
+	evs, err := logevent.DecodeEvents(e2.Body)
 	if err != nil || len(evs) != 1 || string(evs[0].Messages) != `"one"` {
 		t.Fatalf("redelivered events %v, %v", evs, err)
 	}
@@ -180,8 +205,7 @@ func TestHandoffFailureLeavesTheMessageToTheQueue(t *testing.T) {
 func TestHandoffBusyLeavesNewEventsToTheQueue(t *testing.T) {
 	b, bus := handoffBackend(t, time.Minute)
 	h := &handled{block: make(chan struct{})}
-	e := NewEmitter(b.Bus, b.Blobs, listeningTo("a"), 0)
-	e.Handoff(bus, h.handle, 1)
+	e := logevent.NewEmitter(attached(bus, h.handle, 1), b.Blobs, listeningTo("a"), 0)
 	ctx := context.Background()
 	e.Emit(ctx, event("a", `"held"`)) // its handler blocks: the one slot is taken
 	e.Emit(ctx, event("a", `"queued"`))
@@ -201,9 +225,9 @@ func TestHandoffBusyLeavesNewEventsToTheQueue(t *testing.T) {
 // A caller that waits for its publish does not wait out the linger.
 func TestHandoffWaitingCallerIsNotLingered(t *testing.T) {
 	b, bus := handoffBackend(t, time.Minute)
-	e := NewEmitter(b.Bus, b.Blobs, listeningTo("a"), 0)
-	e.Handoff(bus, (&handled{}).handle, 4)
-	e.handoff.linger = time.Hour
+	hb := attached(bus, (&handled{}).handle, 4)
+	hb.linger = time.Hour
+	e := logevent.NewEmitter(hb, b.Blobs, listeningTo("a"), 0)
 	done := make(chan struct{})
 	go func() {
 		e.Emit(context.Background(), event("a", `"one"`))
@@ -223,8 +247,7 @@ func TestHandoffWaitingCallerIsNotLingered(t *testing.T) {
 // standing.
 func TestHandoffPanicLeavesTheMessageToTheQueue(t *testing.T) {
 	b, bus := handoffBackend(t, 50*time.Millisecond)
-	e := NewEmitter(b.Bus, b.Blobs, listeningTo("a"), 0)
-	e.Handoff(bus, func(context.Context, store.Message, []*Event) error { panic("boom") }, 4)
+	e := logevent.NewEmitter(attached(bus, func(context.Context, store.Message, []*Event) error { panic("boom") }, 4), b.Blobs, listeningTo("a"), 0)
 	ctx := context.Background()
 	e.Emit(ctx, event("a", `"one"`))
 	if err := e.Drain(ctx); err != nil {
@@ -242,9 +265,9 @@ func TestHandoffPanicLeavesTheMessageToTheQueue(t *testing.T) {
 func TestHandoffHandsATeamsRoundWhole(t *testing.T) {
 	b, bus := handoffBackend(t, time.Minute)
 	h := &handled{}
-	e := NewEmitter(b.Bus, b.Blobs, listeningTo("a"), 4<<10)
-	e.Handoff(bus, h.handle, 4)
-	e.handoff.linger = time.Hour // the three gather; the Emit below hurries them
+	hb := attached(bus, h.handle, 4)
+	hb.linger = time.Hour
+	e := logevent.NewEmitter(hb, b.Blobs, listeningTo("a"), 4<<10) // the three gather; the Emit below hurries them
 	ctx := context.Background()
 	big := `"` + strings.Repeat("x", 3<<10) + `"`
 	var waits []func()

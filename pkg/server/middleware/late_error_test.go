@@ -1,4 +1,4 @@
-package server
+package middleware
 
 import (
 	"errors"
@@ -12,8 +12,7 @@ import (
 // (a provider that breaks mid-stream) leaves the client a broken answer,
 // never a short one that reads as whole.
 func TestLateErrorCutsTheAnswer(t *testing.T) {
-	s := &Services{}
-	h := s.wrap(Route{Method: "GET", Pattern: "/stream", Access: Public}, func(w http.ResponseWriter, r *http.Request) error {
+	h := New(Deps{}).Wrap(Rule{Method: "GET", Pattern: "/stream", Access: Public}, func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Write([]byte("data: first\n\n"))
 		http.NewResponseController(w).Flush()
