@@ -38,24 +38,22 @@ var wantOperations = map[string]map[string]int{
 	"bare/embeddings":    {"SNS PublishBatch": 1},
 	"bare/chat streamed": {"SNS PublishBatch": 1},
 	"bare/passthrough":   {"SNS PublishBatch": 1},
-	// The limiter's windows: the key's, the team's and the deployment's rpm
-	// windows take the request (an UpdateItem each); their tpm windows are
-	// checked for room with a read (GetItem) and take the call's tokens once
-	// the usage is known (an UpdateItem each); and the log event's publish
-	// (one, shared by spend and the callback).
+	// The limiter's windows, one item a scope holding its rpm and tpm
+	// counters: at admission the key's, the team's and the deployment's
+	// take the request and check their tokens' room in one UpdateItem
+	// each; once the usage is known each adds the call's tokens (an
+	// UpdateItem each); and the log event's publish (one, shared by spend
+	// and the callback).
 	"metered/embeddings": {
-		"DynamoDB GetItem":    3,
 		"DynamoDB UpdateItem": 6,
 		"SNS PublishBatch":    1,
 	},
 	"metered/chat streamed": {
-		"DynamoDB GetItem":    3,
 		"DynamoDB UpdateItem": 6,
 		"SNS PublishBatch":    1,
 	},
 	// A passthrough call has no deployment: the key's and team's windows.
 	"metered/passthrough": {
-		"DynamoDB GetItem":    2,
 		"DynamoDB UpdateItem": 4,
 		"SNS PublishBatch":    1,
 	},
