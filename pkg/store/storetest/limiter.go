@@ -71,7 +71,9 @@ func limiterExact(t *testing.T, ctx context.Context, l store.Limiter, p string) 
 		errs := make([]error, takers)
 		var wg sync.WaitGroup
 		for i := range takers {
-			wg.Go(func() { decisions[i], errs[i] = l.Take(ctx, scope, time.Minute, store.Take{Counter: "n", Limit: limit, N: 1}) })
+			wg.Go(func() {
+				decisions[i], errs[i] = l.Take(ctx, scope, time.Minute, store.Take{Counter: "n", Limit: limit, N: 1})
+			})
 		}
 		wg.Wait()
 		var remaining []int64
