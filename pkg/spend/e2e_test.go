@@ -347,8 +347,10 @@ func TestACrashBetweenTheCallAndItsCountCountsItOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, m := range msgs {
-				// The process that counted it dies before the ack; another
-				// (fresh services, nothing in memory) gets it again.
+				// The process that received it dies before its count
+				// (nothing to do here); the next one counts it and dies
+				// before the ack; another (fresh services, nothing in
+				// memory) gets it again.
 				if err := job.Handle(g.Services)(ctx, m); err != nil {
 					t.Fatal(err)
 				}
@@ -365,6 +367,9 @@ func TestACrashBetweenTheCallAndItsCountCountsItOnce(t *testing.T) {
 				msg, err := delivery.DecodeMessage(m)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if msg.Name == "" {
+					t.Errorf("message %s has no name: it was counted event by event, not as the message", m.ID)
 				}
 				handled += len(msg.Events)
 			}
