@@ -335,9 +335,9 @@ type recLimiter struct {
 	u *usage
 }
 
-func (l recLimiter) Take(ctx context.Context, scope string, window time.Duration, limit, n int64) (store.Decision, error) {
+func (l recLimiter) Take(ctx context.Context, scope string, window time.Duration, takes ...store.Take) (store.Decision, error) {
 	l.u.use(server.Limits)
-	return l.Limiter.Take(ctx, scope, window, limit, n)
+	return l.Limiter.Take(ctx, scope, window, takes...)
 }
 
 type recSealer struct {

@@ -13,77 +13,86 @@ import (
 // limitWindow is the window of rpm and tpm limits.
 const limitWindow = time.Minute
 
-type limit struct {
-	scope string // e.g. "key:<token>:rpm"
-	what  string // for the message: "key", "team"
-	max   int64
+// scopeLimits is one scope's rpm and tpm limits (0: none): both
+// counters live in one limiter item per window, so a call takes one write
+// a scope at admission, however many of its limits are set.
+type scopeLimits struct {
+	scope    string // "key:<token>" or "team:<id>"
+	what     string // for the message: "key", "team"
+	rpm, tpm int64
 }
 
-// limits returns the key's and team's limits of kind ("rpm" or "tpm"). Most
-// keys have none, so the common case allocates nothing.
-func (p Principal) limits(kind string) []limit {
-	var out []limit
-	if p.Key != nil {
-		if v := pick(kind, p.Key.RPMLimit, p.Key.TPMLimit); v > 0 {
-			out = append(out, limit{scope: "key:" + p.Key.Token + ":" + kind, what: "key", max: v})
+// limits returns the key's and team's limits; scopes without any are left
+// out. Most keys have none, so the common case allocates nothing.
+func (p Principal) limits() []scopeLimits {
+	var out []scopeLimits
+	if k := p.Key; k != nil {
+		if l := (scopeLimits{scope: "key:" + k.Token, what: "key", rpm: deref(k.RPMLimit), tpm: deref(k.TPMLimit)}); l.rpm > 0 || l.tpm > 0 {
+			out = append(out, l)
 		}
 	}
-	if p.Team != nil {
-		if v := pick(kind, p.Team.RPMLimit, p.Team.TPMLimit); v > 0 {
-			out = append(out, limit{scope: "team:" + p.Team.TeamID + ":" + kind, what: "team", max: v})
+	if t := p.Team; t != nil {
+		if l := (scopeLimits{scope: "team:" + t.TeamID, what: "team", rpm: deref(t.RPMLimit), tpm: deref(t.TPMLimit)}); l.rpm > 0 || l.tpm > 0 {
+			out = append(out, l)
 		}
 	}
 	return out
 }
 
-// pick returns the rpm or tpm limit, 0 when unset.
-func pick(kind string, rpm, tpm *int64) int64 {
-	v := tpm
-	if kind == "rpm" {
-		v = rpm
-	}
+func deref(v *int64) int64 {
 	if v == nil {
 		return 0
 	}
 	return *v
 }
 
-// Admit counts one request against the key's and team's rpm limits and
-// checks that their tpm windows have room; a full window is a 429. Limits
-// are shared by every process through the limiter.
-func (s *Service) Admit(ctx context.Context, p Principal) error {
-	for _, l := range p.limits("rpm") {
-		if err := s.take(ctx, l, 1, api.TypeRequests, "requests per minute"); err != nil {
-			return err
-		}
+// Limit counters: a window's requests and tokens.
+const (
+	CounterRequests = "rpm"
+	CounterTokens   = "tpm"
+)
+
+// AdmitTakes is what admitting one request takes from a scope with rpm and
+// tpm limits (0: none): the request, counted against rpm, and room for one
+// more token checked against tpm — a check, not a take: the call's tokens
+// are added once its usage is known. Both in one take, one write.
+func AdmitTakes(rpm, tpm int64) []store.Take {
+	takes := make([]store.Take, 0, 2)
+	if rpm > 0 {
+		takes = append(takes, store.Take{Counter: CounterRequests, Limit: rpm, N: 1})
 	}
-	// A tpm window already full refuses the call: checked with a read (a
-	// take of nothing that wants one token of room), not a write — a
-	// metered call's store operations are most of what it costs beyond
-	// Lambda and API Gateway. RecordTokens adds the tokens once the usage
-	// is known.
-	for _, l := range p.limits("tpm") {
-		if err := s.take(ctx, l, 0, api.TypeTokens, "tokens per minute"); err != nil {
-			return err
-		}
+	if tpm > 0 {
+		takes = append(takes, store.Take{Counter: CounterTokens, Limit: tpm - 1})
 	}
-	return nil
+	return takes
 }
 
-// take takes n units from l's window; n = 0 only checks that the window has
-// room for one more unit.
-func (s *Service) take(ctx context.Context, l limit, n int64, typ, unit string) error {
-	limit := l.max
-	if n == 0 {
-		limit--
-	}
-	d, err := s.limiter.Take(ctx, l.scope, limitWindow, limit, n)
-	if err != nil {
-		return fmt.Errorf("rate limit %s: %w", l.scope, err)
-	}
-	if !d.Allowed {
+// TokensTake adds a finished call's tokens to a scope's tpm counter (the
+// call was already admitted, so the count may pass the limit: the next
+// call is refused until the window turns).
+func TokensTake(tokens int64) store.Take {
+	return store.Take{Counter: CounterTokens, Limit: math.MaxInt64, N: tokens}
+}
+
+// Admit counts one request against the key's and team's rpm limits and
+// checks that their tpm windows have room: one limiter take a scope. A
+// full window is a 429. Limits are shared by every process through the
+// limiter.
+func (s *Service) Admit(ctx context.Context, p Principal) error {
+	for _, l := range p.limits() {
+		d, err := s.limiter.Take(ctx, l.scope, limitWindow, AdmitTakes(l.rpm, l.tpm)...)
+		if err != nil {
+			return fmt.Errorf("rate limit %s: %w", l.scope, err)
+		}
+		if d.Allowed {
+			continue
+		}
+		typ, unit, max := api.TypeRequests, "requests per minute", l.rpm
+		if d.Refused == CounterTokens {
+			typ, unit, max = api.TypeTokens, "tokens per minute", l.tpm
+		}
 		return api.RateLimited(typ, d.RetryAfter, "Rate limit reached: this %s allows %d %s. Retry after %s.",
-			l.what, l.max, unit, d.RetryAfter.Round(time.Second))
+			l.what, max, unit, d.RetryAfter.Round(time.Second))
 	}
 	return nil
 }
@@ -95,8 +104,11 @@ func (s *Service) RecordTokens(ctx context.Context, p Principal, tokens int64) e
 	if tokens <= 0 {
 		return nil
 	}
-	for _, l := range p.limits("tpm") {
-		if _, err := s.limiter.Take(ctx, l.scope, limitWindow, math.MaxInt64, tokens); err != nil {
+	for _, l := range p.limits() {
+		if l.tpm <= 0 {
+			continue
+		}
+		if _, err := s.limiter.Take(ctx, l.scope, limitWindow, TokensTake(tokens)); err != nil {
 			return fmt.Errorf("record tokens %s: %w", l.scope, err)
 		}
 	}

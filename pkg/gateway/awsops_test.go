@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
@@ -38,24 +39,22 @@ var wantOperations = map[string]map[string]int{
 	"bare/embeddings":    {"SNS PublishBatch": 1},
 	"bare/chat streamed": {"SNS PublishBatch": 1},
 	"bare/passthrough":   {"SNS PublishBatch": 1},
-	// The limiter's windows: the key's, the team's and the deployment's rpm
-	// windows take the request (an UpdateItem each); their tpm windows are
-	// checked for room with a read (GetItem) and take the call's tokens once
-	// the usage is known (an UpdateItem each); and the log event's publish
-	// (one, shared by spend and the callback).
+	// The limiter's windows, one item a scope holding its rpm and tpm
+	// counters: at admission the key's, the team's and the deployment's
+	// take the request and check their tokens' room in one UpdateItem
+	// each; once the usage is known each adds the call's tokens (an
+	// UpdateItem each); and the log event's publish (one, shared by spend
+	// and the callback).
 	"metered/embeddings": {
-		"DynamoDB GetItem":    3,
 		"DynamoDB UpdateItem": 6,
 		"SNS PublishBatch":    1,
 	},
 	"metered/chat streamed": {
-		"DynamoDB GetItem":    3,
 		"DynamoDB UpdateItem": 6,
 		"SNS PublishBatch":    1,
 	},
 	// A passthrough call has no deployment: the key's and team's windows.
 	"metered/passthrough": {
-		"DynamoDB GetItem":    2,
 		"DynamoDB UpdateItem": 4,
 		"SNS PublishBatch":    1,
 	},
@@ -285,14 +284,18 @@ func uploadFile(t *testing.T, g *gatewaytest.Gateway, key, content string) strin
 }
 
 // callbackEvents is how many log events TestAWSOperationsOfCallbackEvents
-// publishes and delivers. Not 1,000: spend counts each event before its
-// delivery (a dedupe record per event in a TransactWriteItems), and
-// moto_server copies the table once per item of a transaction (its
-// rollback copy), so counting there costs events × table size: 1,000
-// events took 26 s, and more than two minutes under -race. DynamoDB's
-// transactions do not grow with the table; the delivery throughput is
-// measured by make bench-delivery.
-const callbackEvents = 300
+// publishes and delivers, from callbackCallers calls at a time: the
+// emitter group-commits the events of concurrent calls into bus messages,
+// and spend counts a message under one dedupe record. (moto_server copies
+// the table once per item of a transaction — its rollback copy — so a
+// dedupe record per event, one call at a time, made 1,000 events take
+// minutes under -race; DynamoDB's transactions do not grow with the
+// table.) In Lambda each call publishes its own message: the cost table
+// prices that, from TestAWSOperationsPerRequestKind.
+const (
+	callbackEvents  = 1000
+	callbackCallers = 20
+)
 
 // maxCallbackOperations bound the AWS operations of delivering
 // callbackEvents log events to a logging callback, at most one of each per
@@ -362,11 +365,27 @@ func TestAWSOperationsOfCallbackEvents(t *testing.T) {
 	delivered = 0
 	mu.Unlock()
 	ops.Reset()
-	for i := range callbackEvents {
-		if r := g.Do("POST", "/v1/embeddings", key, fmt.Sprintf(`{"model":"text-embedding-3-small","input":"call %d"}`, i)); r.Status != 200 {
-			t.Fatalf("call %d: %d %s", i, r.Status, r.Body)
-		}
+	began := time.Now()
+	var calls sync.WaitGroup
+	next := make(chan int)
+	for range callbackCallers {
+		calls.Go(func() {
+			for i := range next {
+				if r := g.Do("POST", "/v1/embeddings", key, fmt.Sprintf(`{"model":"text-embedding-3-small","input":"call %d"}`, i)); r.Status != 200 {
+					t.Errorf("call %d: %d %s", i, r.Status, r.Body)
+				}
+			}
+		})
 	}
+	for i := range callbackEvents {
+		next <- i
+	}
+	close(next)
+	calls.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	started := time.Now()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		mu.Lock()
@@ -381,9 +400,25 @@ func TestAWSOperationsOfCallbackEvents(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	settle(ops)
-	t.Logf("%d callback events:\n%s", callbackEvents, ops)
-	for op, n := range ops.Counts() {
-		if limit, ok := maxCallbackOperations[op]; !ok || n > limit {
+	t.Logf("%d callback events (%d calls at a time), delivered %v after the last call:\n%s", callbackEvents, callbackCallers, time.Since(started).Round(time.Millisecond), ops)
+	// Spend's count writes a dedupe record a bus message (an SNS
+	// PublishBatch holds at most 10), not one an event, and per transaction
+	// the counters the events touch (5 here: the key's, team's and model's
+	// day rows, the key's and team's budget periods): 2 WCU each, as
+	// transactional writes.
+	counts := ops.Counts()
+	most := 2 * (10*counts["SNS PublishBatch"] + 5*counts["DynamoDB TransactWriteItems"])
+	if wcu, _ := ops.Capacity(); wcu > most {
+		t.Errorf("%d callback events cost %d DynamoDB WCU, want at most %d: a dedupe record a message, not an event", callbackEvents, wcu, most)
+	}
+	// The caches' refreshes, per process and TTL, not per event: the
+	// callbacks catalog (a Query) and the key and its team (a GetItem each).
+	refreshes := 1 + int(time.Since(began)/config.DefaultCallbackCacheTTL)
+	limits := maps.Clone(maxCallbackOperations)
+	limits["DynamoDB Query"] = refreshes
+	limits["DynamoDB GetItem"] = 2 * refreshes
+	for op, n := range counts {
+		if limit, ok := limits[op]; !ok || n > limit {
 			t.Errorf("%d callback events made %d %s (at most %d expected): update maxCallbackOperations and the cost table in docs/deploy-aws.md together", callbackEvents, n, op, limit)
 		}
 	}

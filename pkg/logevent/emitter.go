@@ -19,6 +19,13 @@ import (
 const (
 	AttrTeam   = "team_id"
 	AttrStatus = "status"
+	// AttrMessage names a bus event the emitter published: the ID of its
+	// first log event. Every copy of it (a publish retried, the bus's and
+	// the queue's redeliveries) carries the same name and the same events,
+	// so spend counts the message once by its name (pkg/spend). The copies
+	// of events handed over in memory are not named: they are counted
+	// event by event.
+	AttrMessage = "message"
 )
 
 // ClaimCheckPrefix is the blob key prefix for bodies too large for the bus.
@@ -363,6 +370,16 @@ func (g group) attributes() map[string]string {
 	return map[string]string{AttrTeam: g.team, AttrStatus: g.status}
 }
 
+// busEvent is a bus event of g's with body; named by first (AttrMessage)
+// unless first is empty.
+func (g group) busEvent(body []byte, first string) store.Event {
+	attrs := g.attributes()
+	if first != "" {
+		attrs[AttrMessage] = first
+	}
+	return store.Event{Attributes: attrs, Body: body}
+}
+
 // groupByTeam groups events by team and outcome, in order of appearance.
 func groupByTeam(events []*Event) []group {
 	var groups []group
@@ -405,7 +422,7 @@ func (e *Emitter) publish(ctx context.Context, events []*Event) error {
 func (e *Emitter) encode(ctx context.Context, groups []group) []store.Event {
 	var out []store.Event
 	for _, g := range groups {
-		out = e.appendGroup(ctx, out, g, e.messageLimit())
+		out = e.appendGroup(ctx, out, g, e.messageLimit(), true)
 	}
 	return out
 }
@@ -413,8 +430,9 @@ func (e *Emitter) encode(ctx context.Context, groups []group) []store.Event {
 // appendGroup appends g's bus events to out: bodies of at most limit bytes
 // (but for a single event that passes it alone) and MaxEventsPerMessage
 // events. Each event is encoded straight into its body, sized from the
-// events' raw members up front.
-func (e *Emitter) appendGroup(ctx context.Context, out []store.Event, g group, limit int) []store.Event {
+// events' raw members up front. named: each bus event is named by its first
+// log event (AttrMessage).
+func (e *Emitter) appendGroup(ctx context.Context, out []store.Event, g group, limit int, named bool) []store.Event {
 	size := 0
 	for _, ev := range g.events {
 		size += encodedSizeHint(ev)
@@ -427,6 +445,7 @@ func (e *Emitter) appendGroup(ctx context.Context, out []store.Event, g group, l
 	}
 	body := make([]byte, 0, room)
 	members := 0
+	first := "" // the name of the body being filled
 	for _, ev := range g.events {
 		mark := len(body)
 		var ok bool
@@ -436,14 +455,17 @@ func (e *Emitter) appendGroup(ctx context.Context, out []store.Event, g group, l
 		if members > 0 && (len(body) > limit || members == MaxEventsPerMessage) {
 			// Full: this event starts the next body.
 			line := body[mark+1:]
-			out = append(out, store.Event{Attributes: g.attributes(), Body: body[:mark]})
+			out = append(out, g.busEvent(body[:mark], first))
 			body = append(make([]byte, 0, max(room, len(line))), line...)
 			members = 0
+		}
+		if members == 0 && named {
+			first = ev.ID
 		}
 		members++
 	}
 	if members > 0 {
-		out = append(out, store.Event{Attributes: g.attributes(), Body: body})
+		out = append(out, g.busEvent(body, first))
 	}
 	return out
 }
@@ -489,7 +511,9 @@ func (e *Emitter) handOver(ctx context.Context, groups []group) []group {
 // encodeWhole encodes g into bus events without the bus's size limit (a
 // Handover's queue takes a message of any size).
 func (e *Emitter) encodeWhole(ctx context.Context, g Group) []store.Event {
-	return e.appendGroup(ctx, nil, group{team: g.Team, status: g.Status, events: g.Events}, math.MaxInt)
+	// Not named: its events were handed to the handler, which counts them
+	// one by one (as is this copy, if it is delivered).
+	return e.appendGroup(ctx, nil, group{team: g.Team, status: g.Status, events: g.Events}, math.MaxInt, false)
 }
 
 // appendEncoded appends ev's JSON to b; when that is larger than the

@@ -358,9 +358,9 @@ type limiter struct {
 	take *storeOp
 }
 
-func (l *limiter) Take(ctx context.Context, scope string, window time.Duration, limit, n int64) (store.Decision, error) {
+func (l *limiter) Take(ctx context.Context, scope string, window time.Duration, takes ...store.Take) (store.Decision, error) {
 	t := l.take.start()
-	d, err := l.next.Take(ctx, scope, window, limit, n)
+	d, err := l.next.Take(ctx, scope, window, takes...)
 	l.take.done(t, err)
 	return d, err
 }

@@ -67,7 +67,7 @@ func TestStoreOperationsAreMeasured(t *testing.T) {
 				t.Fatalf("size of a missing blob: %v", err)
 			}
 			must(st.Work.Send(ctx, []byte("one"), []byte("two")))
-			if _, err := st.Limiter.Take(ctx, "metrics-scope", time.Minute, 10, 1); err != nil {
+			if _, err := st.Limiter.Take(ctx, "metrics-scope", time.Minute, store.Take{Counter: "rpm", Limit: 10, N: 1}); err != nil {
 				t.Fatal(err)
 			}
 			must(st.Bus.Publish(ctx, store.Event{Body: []byte("{}")}))
@@ -210,7 +210,7 @@ func TestStoreEMFLinesCarryEveryDuration(t *testing.T) {
 	for range 130 {
 		st.Records.Get(ctx, store.Key{PK: "A", SK: "B"})
 	}
-	st.Limiter.Take(ctx, "s", time.Minute, 10, 1)
+	st.Limiter.Take(ctx, "s", time.Minute, store.Take{Counter: "rpm", Limit: 10, N: 1})
 	m.Flush()
 	m.Flush() // nothing left: no line
 	lines := strings.Split(strings.TrimSpace(emf.String()), "\n")
@@ -281,7 +281,7 @@ func BenchmarkInstrumentedLimiter(b *testing.B) {
 			l := bc.wrap(local.NewLimiter())
 			b.ReportAllocs()
 			for b.Loop() {
-				l.Take(ctx, "scope", time.Minute, 1<<62, 1)
+				l.Take(ctx, "scope", time.Minute, store.Take{Counter: "rpm", Limit: 1 << 62, N: 1})
 			}
 		})
 	}

@@ -31,11 +31,13 @@ type recordingLimiter struct {
 	takes []string
 }
 
-func (l *recordingLimiter) Take(ctx context.Context, scope string, window time.Duration, limit, n int64) (store.Decision, error) {
+func (l *recordingLimiter) Take(ctx context.Context, scope string, window time.Duration, takes ...store.Take) (store.Decision, error) {
 	l.mu.Lock()
-	l.takes = append(l.takes, fmt.Sprintf("%s %d", scope, n))
+	for _, t := range takes {
+		l.takes = append(l.takes, fmt.Sprintf("%s:%s %d", scope, t.Counter, t.N))
+	}
 	l.mu.Unlock()
-	return l.Limiter.Take(ctx, scope, window, limit, n)
+	return l.Limiter.Take(ctx, scope, window, takes...)
 }
 
 // charges returns the takes since the last call.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -581,34 +580,26 @@ func (r *Router) healthyOther(g *group, skip, failed []bool, now time.Time) bool
 }
 
 // take counts one request against d's rpm window and checks that its tpm
-// window has room. A full window is returned as the 429 it would be.
+// window has room, in one limiter take (auth.AdmitTakes: one write). A
+// full window is returned as the 429 it would be.
 func (r *Router) take(ctx context.Context, d *deployment) (*api.Error, error) {
-	for _, l := range []struct {
-		kind  string
-		limit int64
-		typ   string
-	}{{"rpm", d.rpm, api.TypeRequests}, {"tpm", d.tpm, api.TypeTokens}} {
-		if l.limit <= 0 {
-			continue
-		}
-		// rpm takes the request; tpm only checks that the window has room
-		// for a token (a take of nothing: a read, not a write), and Finish
-		// adds the call's tokens.
-		n, limit := int64(1), l.limit
-		if l.kind == "tpm" {
-			n, limit = 0, l.limit-1
-		}
-		dec, err := r.limiter.Take(ctx, d.scope+":"+l.kind, limitWindow, limit, n)
-		if err != nil {
-			return nil, fmt.Errorf("deployment %s %s: %w", d.target.DeploymentID, l.kind, err)
-		}
-		if !dec.Allowed {
-			return api.RateLimited(l.typ, dec.RetryAfter,
-				"Rate limit reached for model '%s': its deployments are at their %s limits. Retry after %s.",
-				d.target.ModelGroup, l.kind, dec.RetryAfter.Round(time.Second)), nil
-		}
+	if d.rpm <= 0 && d.tpm <= 0 {
+		return nil, nil
 	}
-	return nil, nil
+	dec, err := r.limiter.Take(ctx, d.scope, limitWindow, auth.AdmitTakes(d.rpm, d.tpm)...)
+	if err != nil {
+		return nil, fmt.Errorf("deployment %s limits: %w", d.target.DeploymentID, err)
+	}
+	if dec.Allowed {
+		return nil, nil
+	}
+	kind, typ := "rpm", api.TypeRequests
+	if dec.Refused == auth.CounterTokens {
+		kind, typ = "tpm", api.TypeTokens
+	}
+	return api.RateLimited(typ, dec.RetryAfter,
+		"Rate limit reached for model '%s': its deployments are at their %s limits. Retry after %s.",
+		d.target.ModelGroup, kind, dec.RetryAfter.Round(time.Second)), nil
 }
 
 // open returns d's endpoint, opening it on first use. Success is kept for
@@ -711,7 +702,7 @@ func (r *Router) Finish(ctx context.Context, p auth.Principal, rep *Reply, token
 	}
 	if rep != nil && rep.d != nil && rep.d.tpm > 0 {
 		d := rep.d
-		if _, err := r.limiter.Take(ctx, d.scope+":tpm", limitWindow, math.MaxInt64, tokens); err != nil {
+		if _, err := r.limiter.Take(ctx, d.scope, limitWindow, auth.TokensTake(tokens)); err != nil {
 			slog.WarnContext(ctx, "deployment tokens not counted", "deployment", d.target.DeploymentID, "error", err)
 		}
 	}

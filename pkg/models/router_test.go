@@ -87,14 +87,18 @@ type countingLimiter struct {
 	used map[string]int64
 }
 
-func (l *countingLimiter) Take(ctx context.Context, scope string, window time.Duration, limit, n int64) (store.Decision, error) {
+func (l *countingLimiter) Take(ctx context.Context, scope string, window time.Duration, takes ...store.Take) (store.Decision, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.used[scope]+n > limit {
-		return store.Decision{RetryAfter: 42 * time.Second}, nil
+	for _, t := range takes {
+		if l.used[scope+":"+t.Counter]+t.N > t.Limit {
+			return store.Decision{Refused: t.Counter, RetryAfter: 42 * time.Second}, nil
+		}
 	}
-	l.used[scope] += n
-	return store.Decision{Allowed: true, Remaining: limit - l.used[scope]}, nil
+	for _, t := range takes {
+		l.used[scope+":"+t.Counter] += t.N
+	}
+	return store.Decision{Allowed: true, Remaining: takes[0].Limit - l.used[scope+":"+takes[0].Counter]}, nil
 }
 
 type fakeKeyTokens struct{ tokens int64 }

@@ -133,8 +133,11 @@ func Jobs() []Job {
 // redelivery; one that cannot be read goes to the delivery, which
 // dead-letters it.
 func (s *Services) countThenDeliver(ctx context.Context, m store.Message) error {
-	if msg, err := delivery.DecodeMessage(m); err == nil {
-		if err := s.Counter.Count(ctx, msg.Events); err != nil {
+	// A dead letter (msg.Callback) is not counted: its events were, before
+	// the delivery that gave up on them. A named message is counted once
+	// by its name (spend.Counter).
+	if msg, err := delivery.DecodeMessage(m); err == nil && msg.Callback == "" {
+		if err := s.Counter.CountMessage(ctx, msg.Name, msg.Events); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,10 +43,33 @@ const (
 // model per UTC day (the reports), and per key and team per budget period
 // (the budgets). Count is a group commit: the events handed to it while a
 // flush lingers go in one transaction (or a few: a transaction holds at
-// most store.MaxTransactWrites writes) — each event's dedupe record (put
-// only if absent) and the sums added to the counters they touch. An event
-// counted before (a redelivery, a retry after a crash between the count
-// and the queue's ack) fails its dedupe condition and is left out.
+// most store.MaxTransactWrites writes) — the dedupe records and the sums
+// added to the counters they touch. A message counted before (a
+// redelivery, a retry after a crash between the count and the queue's ack)
+// fails its dedupe record's condition and is left out.
+//
+// The dedupe record is one a bus message (CountMessage) where the
+// emitter named the message, else one an event (Count). A named message
+// is counted exactly once when:
+//   - every copy of it carries its name and the same events in the same
+//     order: the emitter names a bus event once, as it builds it, and
+//     the bus's retries, SNS's duplicates and the queue's redeliveries
+//     copy its bytes (logevent.AttrMessage);
+//   - none of its events is in another named message, nor counted on its
+//     own: a call's event is published once (a failed publish is logged,
+//     not regrouped), events handed over in memory are not named (they
+//     and their queue copies are counted one by one), and a native batch's
+//     lines, which a retried copy of the provider's output emits again
+//     under the same IDs, are counted one by one (a message holding one is
+//     counted by event);
+//   - its count is atomic or resumable: the record holds how many of its
+//     events are counted. It is written in the transaction that adds them:
+//     all of them when they fit one transaction; else in parts, each
+//     conditional on the count the previous one left, so a redelivery
+//     resumes after the last part written and counts nothing twice;
+//   - a dead letter (the delivery worker's, for one callback) is not
+//     counted again: its events were counted before the delivery that gave
+//     up on them (the caller skips it).
 type Counter struct {
 	records    store.Records
 	principals Principals
@@ -55,8 +79,8 @@ type Counter struct {
 	pending *flush
 
 	// Writes counts the item writes of the flushes (dedupe records and
-	// counters), for the bench.
-	Writes, CounterWrites, Flushes int64
+	// counters), for the bench; Records the dedupe records among them.
+	Writes, CounterWrites, Records, Flushes int64
 }
 
 // flush is one group commit: the callers whose events it counts, each
@@ -70,6 +94,7 @@ type flush struct {
 }
 
 type caller struct {
+	name   string // the message's name; "" counts each event on its own
 	events []*logevent.Event
 	err    error
 }
@@ -88,14 +113,29 @@ func NewCounter(records store.Records, principals Principals, opts CounterOption
 	return &Counter{records: records, principals: principals, opts: opts}
 }
 
-// Count counts events and returns once they are stored (or counted
-// before). An error means they may not be: the caller leaves its message
-// for redelivery, which counts what is missing and nothing twice.
+// Count counts events, each under its own dedupe record, and returns once
+// they are stored (or counted before). An error means they may not be: the
+// caller leaves its message for redelivery, which counts what is missing
+// and nothing twice.
 func (c *Counter) Count(ctx context.Context, events []*logevent.Event) error {
-	if len(events) == 0 {
+	return c.count(ctx, &caller{events: events})
+}
+
+// CountMessage counts the events of the bus message named name
+// (logevent.AttrMessage) under one dedupe record for the message; an
+// unnamed message, or one holding a native batch's line, is counted event
+// by event (Count).
+func (c *Counter) CountMessage(ctx context.Context, name string, events []*logevent.Event) error {
+	if slices.ContainsFunc(events, func(ev *logevent.Event) bool { return ev.NativeBatch }) {
+		name = ""
+	}
+	return c.count(ctx, &caller{name: name, events: events})
+}
+
+func (c *Counter) count(ctx context.Context, me *caller) error {
+	if len(me.events) == 0 {
 		return nil
 	}
-	me := &caller{events: events}
 	c.mu.Lock()
 	f := c.pending
 	lead := f == nil
@@ -133,17 +173,32 @@ func (c *Counter) Count(ctx context.Context, events []*logevent.Event) error {
 // large flush is not cut short as a whole).
 const stepTimeout = 30 * time.Second
 
-// item is one event's writes: its dedupe record and its counter deltas.
-type item struct {
-	id     string
-	dedupe *store.Write
-	adds   map[store.Key]map[string]int64
-	// owners are the callers that handed this event in (more than one
-	// when a redelivered message meets its first delivery).
+// adds is one event's counter deltas (nil: it counts nothing).
+type adds map[store.Key]map[string]int64
+
+// unit is what one dedupe record guards: one event, or a named message's
+// events.
+type unit struct {
+	key     store.Key // its dedupe record; zero: none (an event without an ID)
+	message bool
+	events  []adds // a message's in its order; an event's one
+	// A message's progress: from events were counted before (its
+	// record's count, of the record's version; 0 and 0: no record), and
+	// the transaction being written counts them up to to.
+	from, to int
+	version  int64
+	// owners are the callers that handed it in (more than one when a
+	// redelivered message meets its first delivery).
 	owners []*caller
 }
 
+// countedEvents is the counter of a message's dedupe record: how many of
+// its events are counted.
+const countedEvents = "events"
+
 func dedupeKey(id string) store.Key { return store.Key{PK: "SPEND#EVENT#" + id, SK: "EVENT"} }
+
+func messageKey(name string) store.Key { return store.Key{PK: "SPEND#MESSAGE#" + name, SK: "MESSAGE"} }
 
 // dayKey is the record of one group's spend on one UTC day: the reports
 // read a day's partition. Keys and models are filed under their team, so
@@ -153,56 +208,32 @@ func dayKey(day, group string) store.Key { return store.Key{PK: "SPEND#DAY#" + d
 // flush counts the callers' events, setting each caller's err to the
 // first failure among the transactions that held its events.
 func (c *Counter) flush(ctx context.Context, callers []*caller) {
-	items := make([]item, 0, len(callers))
-	byID := map[string]int{}
-	for _, cl := range callers {
-		for _, ev := range cl.events {
-			if ev.BudgetAlert != nil {
-				continue // no call: nothing spent, no request
-			}
-			if at, ok := byID[ev.ID]; ok && ev.ID != "" {
-				items[at].owners = appendOwner(items[at].owners, cl) // the same event twice in one flush
-				continue
-			}
-			it, err := c.itemOf(ctx, ev)
-			if err != nil {
-				cl.err = cmpFirst(cl.err, err)
-				continue
-			}
-			it.owners = []*caller{cl}
-			if ev.ID != "" {
-				byID[ev.ID] = len(items)
-			}
-			items = append(items, it)
-		}
-	}
-	for len(items) > 0 {
-		n, writes := chunk(items)
+	units := c.units(ctx, callers)
+	for len(units) > 0 {
+		n, writes := c.pack(units)
 		tctx, cancel := context.WithTimeout(ctx, stepTimeout)
 		err := c.records.Transact(tctx, writes)
+		cancel()
 		if errors.Is(err, store.ErrConditionFailed) {
-			// Some events were counted before: find them, drop them, and
-			// write the rest.
-			cancel()
-			// Its own bound: one read per event of the transaction.
+			// Some were counted before: find how far, and write the rest.
+			// Its own bound: one read per unit of the transaction.
 			uctx, ucancel := context.WithTimeout(ctx, stepTimeout)
-			kept, ferr := c.uncounted(uctx, items[:n])
+			kept, ferr := c.uncounted(uctx, units[:n])
 			ucancel()
 			if ferr == nil {
-				items = append(kept, items[n:]...)
+				units = append(kept, units[n:]...)
 				continue
 			}
 			err = ferr
 		}
-		cancel()
 		if err != nil {
-			err = fmt.Errorf("spend: count %d events: %w", n, err)
-			for _, it := range items[:n] {
-				for _, cl := range it.owners {
+			err = fmt.Errorf("spend: count %d messages or events: %w", n, err)
+			for _, u := range units[:n] {
+				for _, cl := range u.owners {
 					cl.err = cmpFirst(cl.err, err)
 				}
 			}
-			items = items[n:]
+			units = units[n:]
 			continue
 		}
 		c.mu.Lock()
@@ -211,11 +242,77 @@ func (c *Counter) flush(ctx context.Context, callers []*caller) {
 		for _, w := range writes {
 			if w.Kind == store.WriteAdd {
 				c.CounterWrites++
+			} else {
+				c.Records++
 			}
 		}
 		c.mu.Unlock()
-		items = items[n:]
+		// A message written in part goes on from where it stopped.
+		var rest []*unit
+		for _, u := range units[:n] {
+			if u.message && u.to < len(u.events) {
+				u.from, u.version = u.to, u.version+1
+				rest = append(rest, u)
+			}
+		}
+		units = append(rest, units[n:]...)
 	}
+}
+
+// units turns the callers' events into dedupe units: a named message one
+// (handed in twice: one unit, both its owners), else one an event. A
+// message one of whose events cannot be priced into counters fails whole:
+// it is not counted in part.
+func (c *Counter) units(ctx context.Context, callers []*caller) []*unit {
+	var units []*unit
+	byKey := map[store.Key]*unit{}
+	for _, cl := range callers {
+		if cl.name != "" {
+			key := messageKey(cl.name)
+			if u := byKey[key]; u != nil {
+				u.owners = appendOwner(u.owners, cl)
+				continue
+			}
+			u := &unit{key: key, message: true, events: make([]adds, len(cl.events)), owners: []*caller{cl}}
+			for i, ev := range cl.events {
+				a, err := c.addsOf(ctx, ev)
+				if err != nil {
+					cl.err, u = err, nil
+					break
+				}
+				u.events[i] = a
+			}
+			if u != nil && slices.ContainsFunc(u.events, func(a adds) bool { return a != nil }) {
+				byKey[key] = u
+				units = append(units, u)
+			}
+			continue
+		}
+		for _, ev := range cl.events {
+			var key store.Key
+			if ev.ID != "" {
+				key = dedupeKey(ev.ID)
+				if u := byKey[key]; u != nil { // the same event twice in one flush
+					u.owners = appendOwner(u.owners, cl)
+					continue
+				}
+			}
+			a, err := c.addsOf(ctx, ev)
+			if err != nil {
+				cl.err = cmpFirst(cl.err, err)
+				continue
+			}
+			if a == nil {
+				continue // nothing to count, nothing to remember
+			}
+			u := &unit{key: key, events: []adds{a}, owners: []*caller{cl}}
+			if ev.ID != "" {
+				byKey[key] = u
+			}
+			units = append(units, u)
+		}
+	}
+	return units
 }
 
 func appendOwner(owners []*caller, cl *caller) []*caller {
@@ -234,82 +331,141 @@ func cmpFirst(first, err error) error {
 	return err
 }
 
-// chunk takes the first items whose writes fit one transaction, merging
-// their counter deltas, and returns how many it took and the writes.
-func chunk(items []item) (int, []store.Write) {
-	adds := map[store.Key]map[string]int64{}
+// pack takes the first units whose writes fit one transaction, merging
+// their counter deltas, and returns how many it took and the writes. A
+// message that does not fit a transaction of its own is cut: the
+// transaction takes its events up to u.to.
+func (c *Counter) pack(units []*unit) (int, []store.Write) {
+	sums := map[store.Key]map[string]int64{}
 	var order []store.Key
-	dedupes := 0
-	n := 0
-	for _, it := range items {
-		newKeys := 0
-		for k := range it.adds {
-			if _, ok := adds[k]; !ok {
-				newKeys++
+	records, n := 0, 0
+	for _, u := range units {
+		rec := 0
+		if u.key != (store.Key{}) {
+			rec = 1
+		}
+		fresh := map[store.Key]bool{} // rows u adds to the transaction's
+		to := u.from
+		for ; to < len(u.events); to++ {
+			extra := 0
+			for k := range u.events[to] {
+				if _, ok := sums[k]; !ok && !fresh[k] {
+					extra++
+				}
+			}
+			if records+rec+len(order)+len(fresh)+extra > store.MaxTransactWrites {
+				break
+			}
+			for k := range u.events[to] {
+				if _, ok := sums[k]; !ok {
+					fresh[k] = true
+				}
 			}
 		}
-		d := 0
-		if it.dedupe != nil {
-			d = 1
+		if to < len(u.events) && n > 0 {
+			break // the next transaction, alone if it must be cut
 		}
-		if n > 0 && dedupes+d+len(adds)+newKeys > store.MaxTransactWrites {
-			break
-		}
-		dedupes += d
-		for k, deltas := range it.adds {
-			sum, ok := adds[k]
-			if !ok {
-				sum = map[string]int64{}
-				adds[k] = sum
-				order = append(order, k)
-			}
-			for name, v := range deltas {
-				sum[name] += v
+		u.to = to
+		records += rec
+		for _, a := range u.events[u.from:to] {
+			for k, deltas := range a {
+				sum, ok := sums[k]
+				if !ok {
+					sum = map[string]int64{}
+					sums[k] = sum
+					order = append(order, k)
+				}
+				for name, v := range deltas {
+					sum[name] += v
+				}
 			}
 		}
 		n++
+		if to < len(u.events) {
+			break
+		}
 	}
-	writes := make([]store.Write, 0, dedupes+len(order))
-	for _, it := range items[:n] {
-		if it.dedupe != nil {
-			writes = append(writes, *it.dedupe)
+	expires := c.opts.Now().Add(c.opts.DedupeTTL)
+	writes := make([]store.Write, 0, records+len(order))
+	for _, u := range units[:n] {
+		switch {
+		case u.key == store.Key{}:
+		case u.message:
+			cond := store.Cond{Absent: true}
+			if u.version > 0 {
+				cond = store.Cond{Version: u.version}
+			}
+			writes = append(writes, store.Write{Kind: store.WritePut, Cond: cond, Record: store.Record{
+				Key: u.key, Counters: map[string]int64{countedEvents: int64(u.to)}, ExpiresAt: expires}})
+		default:
+			writes = append(writes, store.Write{Kind: store.WritePut, Cond: store.Cond{Absent: true}, Record: store.Record{
+				Key: u.key, ExpiresAt: expires}})
 		}
 	}
 	for _, k := range order {
-		writes = append(writes, store.Write{Kind: store.WriteAdd, Record: store.Record{Key: k, Counters: adds[k]}})
+		writes = append(writes, store.Write{Kind: store.WriteAdd, Record: store.Record{Key: k, Counters: sums[k]}})
 	}
 	return n, writes
 }
 
-// uncounted returns the items whose dedupe record is absent.
-func (c *Counter) uncounted(ctx context.Context, items []item) ([]item, error) {
-	var kept []item
-	for _, it := range items {
-		if it.dedupe == nil {
-			kept = append(kept, it)
+// uncounted reads the dedupe records of units whose transaction failed its
+// condition: an event counted before is dropped, a message goes on from
+// the count its record holds (dropped when that is all of it).
+func (c *Counter) uncounted(ctx context.Context, units []*unit) ([]*unit, error) {
+	var kept []*unit
+	moved := false
+	for _, u := range units {
+		if u.key == (store.Key{}) {
+			kept = append(kept, u)
 			continue
 		}
-		_, err := c.records.Get(ctx, it.dedupe.Record.Key)
+		rec, err := c.records.Get(ctx, u.key)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			kept = append(kept, it)
+			if u.message && u.version != 0 {
+				u.from, u.version, moved = 0, 0, true // expired meanwhile: as new
+			}
+			kept = append(kept, u)
+			continue
 		case err != nil:
-			return nil, fmt.Errorf("spend: read dedupe of event %s: %w", it.id, err)
+			return nil, fmt.Errorf("spend: read dedupe record %s: %w", u.key.PK, err)
 		}
+		if !u.message {
+			moved = true
+			continue // counted before
+		}
+		counted := int(rec.Counters[countedEvents])
+		if counted >= len(u.events) {
+			moved = true
+			continue
+		}
+		if counted != u.from || rec.Version != u.version {
+			u.from, u.version, moved = counted, rec.Version, true
+		}
+		kept = append(kept, u)
 	}
-	if len(kept) == len(items) {
-		return nil, fmt.Errorf("spend: a count failed its condition but no event of it was counted before")
+	if !moved {
+		return nil, fmt.Errorf("spend: a count failed its condition but nothing of it was counted before")
 	}
 	return kept, nil
 }
 
-// itemOf is the writes that count ev.
-func (c *Counter) itemOf(ctx context.Context, ev *logevent.Event) (item, error) {
-	it := item{id: ev.ID, adds: map[store.Key]map[string]int64{}}
-	if ev.ID != "" {
-		it.dedupe = &store.Write{Kind: store.WritePut, Cond: store.Cond{Absent: true}, Record: store.Record{
-			Key: dedupeKey(ev.ID), ExpiresAt: c.opts.Now().Add(c.opts.DedupeTTL)}}
+// addsOf is the counter deltas that count ev: nil for a budget alert (no
+// call: nothing spent, no request).
+func (c *Counter) addsOf(ctx context.Context, ev *logevent.Event) (adds, error) {
+	if ev.BudgetAlert != nil {
+		return nil, nil
 	}
+	it, err := c.itemOf(ctx, ev)
+	return it.adds, err
+}
+
+// item is one event's counter deltas.
+type item struct{ adds adds }
+
+// itemOf is the counter deltas that count ev.
+func (c *Counter) itemOf(ctx context.Context, ev *logevent.Event) (item, error) {
+	it := item{adds: adds{}}
 	deltas := map[string]int64{
 		counterCost: nanos(ev.ResponseCost), counterInput: ev.PromptTokens,
 		counterOutput: ev.CompletionTokens, counterRequests: 1,

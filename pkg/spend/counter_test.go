@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -211,6 +212,129 @@ func TestCounterFailsOnlyTheCallersOfAFailedTransaction(t *testing.T) {
 		rep := report(t, records, now.UTC().Format(time.DateOnly), "team")
 		if rep.Total.Requests == 0 || rep.Total.Requests >= 201 {
 			t.Errorf("counted %d requests, want those of the transactions that succeeded", rep.Total.Requests)
+		}
+	})
+}
+
+// A named message is counted once under one dedupe record, however often
+// it comes: again after its count (a redelivery, a crash before the ack),
+// and twice at once (SNS's duplicate beside the queue's redelivery).
+func TestCounterCountsANamedMessageOnce(t *testing.T) {
+	each(t, func(t *testing.T, records store.Records) {
+		c := spend.NewCounter(records, principals{time.Now()}, spend.CounterOptions{Linger: 20 * time.Millisecond})
+		ctx := context.Background()
+		now := time.Now()
+		var events []*logevent.Event
+		for i := range 1000 { // a batch's message: one key, team and model
+			events = append(events, event(fmt.Sprintf("line-%d", i), now, 0.001))
+		}
+		if err := c.CountMessage(ctx, events[0].ID, events); err != nil {
+			t.Fatal(err)
+		}
+		if c.Records != 1 {
+			t.Errorf("%d dedupe records for one message of 1,000 events, want 1", c.Records)
+		}
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() {
+				if err := c.CountMessage(ctx, events[0].ID, events); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		// Another message holds new events: it counts.
+		more := []*logevent.Event{event("call-1", now, 0.5), event("call-2", now, 0.25)}
+		if err := c.CountMessage(ctx, more[0].ID, more); err != nil {
+			t.Fatal(err)
+		}
+		rep := report(t, records, now.UTC().Format(time.DateOnly), "api_key")
+		if rep.Total.Requests != 1002 || !near(rep.Total.Spend, 1.75) {
+			t.Errorf("counted %d requests, %v USD; want 1002, 1.75", rep.Total.Requests, rep.Total.Spend)
+		}
+	})
+}
+
+// Events that can be emitted again under the same IDs (a native batch's
+// lines, copied again after a retry) are counted one by one even in a named
+// message: the same lines in a message of another name count once.
+func TestCounterCountsNativeBatchLinesByEvent(t *testing.T) {
+	each(t, func(t *testing.T, records store.Records) {
+		c := spend.NewCounter(records, principals{time.Now()}, spend.CounterOptions{Linger: time.Millisecond})
+		ctx := context.Background()
+		now := time.Now()
+		a, b := event("batch_req_1", now, 0.5), event("batch_req_2", now, 0.25)
+		a.NativeBatch, b.NativeBatch = true, true
+		for _, name := range []string{"copy-1", "copy-2"} {
+			if err := c.CountMessage(ctx, name, []*logevent.Event{a, b}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep := report(t, records, now.UTC().Format(time.DateOnly), "team")
+		if rep.Total.Requests != 2 || !near(rep.Total.Spend, 0.75) {
+			t.Errorf("counted %d requests, %v USD; want 2, 0.75", rep.Total.Requests, rep.Total.Spend)
+		}
+	})
+}
+
+// keys answers each key as its own key of team t1.
+type keys struct{ created time.Time }
+
+func (k keys) PrincipalOf(_ context.Context, token string) (auth.Principal, error) {
+	b := auth.Budget{BudgetDuration: "1h"}
+	return auth.Principal{TeamID: "t1",
+		Key:  &auth.KeyInfo{Token: token, TeamID: "t1", CreatedAt: k.created, Budget: b},
+		Team: &auth.Team{TeamID: "t1", CreatedAt: k.created, Budget: b}}, nil
+}
+
+// failOnce fails the first transaction that goes on with a message counted
+// in part (a write of its dedupe record conditional on the count before),
+// as a timed-out transaction or a crash between two parts does.
+type failOnce struct {
+	store.Records
+	failed *atomic.Bool
+}
+
+func (f failOnce) Transact(ctx context.Context, writes []store.Write) error {
+	for _, w := range writes {
+		if strings.HasPrefix(w.Record.Key.PK, "SPEND#MESSAGE#") && w.Cond.Version > 0 && f.failed.CompareAndSwap(false, true) {
+			return fmt.Errorf("transaction: %w", store.ErrUnavailable)
+		}
+	}
+	return f.Records.Transact(ctx, writes)
+}
+
+// A message too large for one transaction (here: 150 keys, two counters
+// each) is counted in parts; one that fails between parts leaves the
+// message for redelivery, which resumes where the record says and counts
+// nothing twice.
+func TestCounterResumesAMessageCountedInParts(t *testing.T) {
+	each(t, func(t *testing.T, records store.Records) {
+		var failed atomic.Bool
+		c := spend.NewCounter(failOnce{records, &failed}, keys{time.Now()}, spend.CounterOptions{Linger: time.Millisecond})
+		ctx := context.Background()
+		now := time.Now()
+		var events []*logevent.Event
+		for i := range 150 {
+			ev := event(fmt.Sprintf("call-%d", i), now, 0.001)
+			ev.Metadata.UserAPIKeyHash = fmt.Sprintf("tok-%d", i)
+			events = append(events, ev)
+		}
+		if err := c.CountMessage(ctx, events[0].ID, events); err == nil || !failed.Load() {
+			t.Fatalf("count with a part failing: %v (failed: %v), want an error", err, failed.Load())
+		}
+		rep := report(t, records, now.UTC().Format(time.DateOnly), "team")
+		if rep.Total.Requests == 0 || rep.Total.Requests >= 150 {
+			t.Fatalf("after a failed part: %d requests counted, want the first part's", rep.Total.Requests)
+		}
+		for range 2 { // redelivered, then once more after its count
+			if err := c.CountMessage(ctx, events[0].ID, events); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep = report(t, records, now.UTC().Format(time.DateOnly), "team")
+		if rep.Total.Requests != 150 || !near(rep.Total.Spend, 0.15) {
+			t.Errorf("counted %d requests, %v USD; want 150, 0.15", rep.Total.Requests, rep.Total.Spend)
 		}
 	})
 }

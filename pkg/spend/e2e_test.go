@@ -15,8 +15,10 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/callbacks/delivery"
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
+	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/server"
 	"github.com/sluice-gateway/sluice/pkg/spend"
+	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
 // upstream is an OpenAI-compatible provider answering every chat call
@@ -347,8 +349,10 @@ func TestACrashBetweenTheCallAndItsCountCountsItOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, m := range msgs {
-				// The process that counted it dies before the ack; another
-				// (fresh services, nothing in memory) gets it again.
+				// The process that received it dies before its count
+				// (nothing to do here); the next one counts it and dies
+				// before the ack; another (fresh services, nothing in
+				// memory) gets it again.
 				if err := job.Handle(g.Services)(ctx, m); err != nil {
 					t.Fatal(err)
 				}
@@ -366,12 +370,52 @@ func TestACrashBetweenTheCallAndItsCountCountsItOnce(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				if msg.Name == "" {
+					t.Errorf("message %s has no name: it was counted event by event, not as the message", m.ID)
+				}
 				handled += len(msg.Events)
 			}
 		}
 		rep := waitReport(t, g, key, "api_key", 3)
 		if got := rep["total"].(map[string]any)["spend"].(float64); !near(got, 3*callCost) {
 			t.Errorf("spend %v, want %v", got, 3*callCost)
+		}
+	})
+}
+
+// A dead letter (the delivery worker's, for one callback) re-driven to the
+// delivery queue is not counted again: its events were counted before the
+// delivery that gave up on them — and it carries no message name, so a
+// record an event would not find them.
+func TestARedrivenDeadLetterIsNotCountedAgain(t *testing.T) {
+	u := newUpstream(t, 0)
+	opts := options(u, nil)
+	opts.Jobs = nil // the events stay in the delivery queue
+	gatewaytest.Run(t, opts, func(t *testing.T, g *gatewaytest.Gateway) {
+		_, key := g.TeamKey()
+		if r := g.Do("POST", "/v1/chat/completions", key, chat); r.Status != 200 {
+			t.Fatalf("chat: %d %s", r.Status, r.Body)
+		}
+		ctx := context.Background()
+		job, _ := server.LookupJob("callback-delivery")
+		msgs, err := g.Backend.Deliveries.Receive(ctx, 10, 5*time.Second)
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("received %d messages (%v), want the call's", len(msgs), err)
+		}
+		if err := job.Handle(g.Services)(ctx, msgs[0]); err != nil {
+			t.Fatal(err)
+		}
+		ev, err := store.DecodeEvent(msgs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead := store.Event{Attributes: map[string]string{logevent.AttrTeam: ev.Attributes[logevent.AttrTeam],
+			delivery.AttrCallback: "no-such-callback", delivery.AttrError: "gave up", delivery.AttrReceives: "5"}, Body: ev.Body}
+		// Its destination is gone: delivering it may fail; counting it must not happen.
+		_ = job.Handle(g.Services)(ctx, store.Message{ID: "dead-1", Body: store.EncodeEvent(dead), Receives: 1})
+		rep := waitReport(t, g, key, "api_key", 1)
+		if got := rep["total"].(map[string]any)["spend"].(float64); !near(got, callCost) {
+			t.Errorf("spend %v, want %v", got, callCost)
 		}
 	})
 }

@@ -9,6 +9,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 )
@@ -202,18 +203,33 @@ type Bus interface {
 
 // Decision is a limiter's answer.
 type Decision struct {
-	Allowed    bool
-	Remaining  int64         // units left in the window after this take
+	Allowed bool
+	// Refused names the counter that refused the take (when not Allowed).
+	Refused string
+	// Remaining is the units left after the take in its first counter
+	// (when allowed) or in the refusing one.
+	Remaining  int64
 	RetryAfter time.Duration // when refused: time until the window resets
 }
 
-// Limiter counts units per fixed window, shared by every process using the store.
+// Take is one counter's part of a limiter take.
+type Take struct {
+	Counter string // e.g. "rpm", "tpm"
+	Limit   int64  // the counter may hold at most this many units after the take
+	N       int64  // units to add; 0 only checks that the counter holds at most Limit
+}
+
+// Limiter counts units per fixed window, shared by every process using the
+// store. A scope's window holds several counters (a key's requests and
+// tokens), so that one take can count and check them all at once: one
+// write, not one per counter.
 type Limiter interface {
-	// Take takes n units from scope's current window of the given length,
-	// allowing at most limit units per window. A refused take takes nothing;
-	// a take of 0 only checks that the window holds at most limit (an
-	// adapter may answer it with a read).
-	Take(ctx context.Context, scope string, window time.Duration, limit, n int64) (Decision, error)
+	// Take applies takes to the counters of scope's current window of the
+	// given length, all or none: it is allowed only if every counter
+	// stays within its take's limit. A refused take takes nothing; a take
+	// whose every N is 0 only checks (an adapter may answer it with a
+	// read).
+	Take(ctx context.Context, scope string, window time.Duration, takes ...Take) (Decision, error)
 }
 
 // Sealer encrypts small secrets with envelope encryption. The context is bound
@@ -246,4 +262,27 @@ type Backend struct {
 	PurgeExpired func(ctx context.Context) (int, error)
 	// Close releases the adapters' resources.
 	Close func() error
+}
+
+// CheckTakes reports a take a limiter cannot apply: no counter, a window or
+// limit that allows nothing sensible, a negative n, or a counter named
+// twice.
+func CheckTakes(window time.Duration, takes []Take) error {
+	if window <= 0 {
+		return fmt.Errorf("window %v: want > 0", window)
+	}
+	if len(takes) == 0 {
+		return errors.New("no counter to take from")
+	}
+	for i, t := range takes {
+		if t.Counter == "" || t.Limit < 0 || t.N < 0 {
+			return fmt.Errorf("take %q: limit %d, n %d: want a counter, limit ≥ 0, n ≥ 0", t.Counter, t.Limit, t.N)
+		}
+		for _, u := range takes[:i] {
+			if u.Counter == t.Counter {
+				return fmt.Errorf("counter %q taken from twice", t.Counter)
+			}
+		}
+	}
+	return nil
 }

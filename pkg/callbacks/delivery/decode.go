@@ -25,6 +25,9 @@ type Message struct {
 	// Callback, when set, is the one callback the events go to: the message
 	// is a re-driven dead letter.
 	Callback string
+	// Name is the emitter's name of the message (logevent.AttrMessage),
+	// empty when it has none: spend counts a named message once by it.
+	Name string
 }
 
 // DecodeMessage decodes a delivery queue message: a bus event
@@ -40,5 +43,5 @@ func DecodeMessage(m store.Message) (Message, error) {
 	if err != nil {
 		return Message{}, fmt.Errorf("message %s: %w", m.ID, err)
 	}
-	return Message{Events: events, Callback: e.Attributes[AttrCallback]}, nil
+	return Message{Events: events, Callback: e.Attributes[AttrCallback], Name: e.Attributes[logevent.AttrMessage]}, nil
 }

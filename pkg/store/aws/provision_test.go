@@ -163,13 +163,13 @@ func TestBackend(t *testing.T) {
 	}
 
 	// Limiter and records share the table; a refusal reports what is left.
-	if d, err := b.Limiter.Take(ctx, "key-1", time.Minute, 10, 7); err != nil || !d.Allowed || d.Remaining != 3 {
+	if d, err := b.Limiter.Take(ctx, "key-1", time.Minute, store.Take{Counter: "rpm", Limit: 10, N: 7}); err != nil || !d.Allowed || d.Remaining != 3 {
 		t.Fatalf("Take 7 of 10: %+v %v", d, err)
 	}
-	if d, err := b.Limiter.Take(ctx, "key-1", time.Minute, 10, 5); err != nil || d.Allowed || d.Remaining != 3 {
+	if d, err := b.Limiter.Take(ctx, "key-1", time.Minute, store.Take{Counter: "rpm", Limit: 10, N: 5}); err != nil || d.Allowed || d.Remaining != 3 {
 		t.Fatalf("Take 5 more of 10: %+v %v, want refused with 3 remaining", d, err)
 	}
-	if d, err := b.Limiter.Take(ctx, "key-1", time.Minute, 10, 11); err != nil || d.Allowed || d.Remaining != 3 {
+	if d, err := b.Limiter.Take(ctx, "key-1", time.Minute, store.Take{Counter: "rpm", Limit: 10, N: 11}); err != nil || d.Allowed || d.Remaining != 3 {
 		t.Fatalf("Take 11 of 10: %+v %v, want refused with 3 remaining", d, err)
 	}
 

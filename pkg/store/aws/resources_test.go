@@ -79,7 +79,7 @@ func TestUnavailable(t *testing.T) {
 	defer cancel()
 	_, getErr := b.Records.Get(ctx, store.Key{PK: "a", SK: "b"})
 	_, sizeErr := b.Blobs.Size(ctx, "k")
-	_, takeErr := b.Limiter.Take(ctx, "s", time.Minute, 1, 1)
+	_, takeErr := b.Limiter.Take(ctx, "s", time.Minute, store.Take{Counter: "rpm", Limit: 1, N: 1})
 	_, sealErr := b.Sealer.Seal(ctx, []byte("x"), nil)
 	for what, err := range map[string]error{
 		"Ping": b.Ping(ctx), "Get": getErr, "Size": sizeErr, "Take": takeErr, "Seal": sealErr,

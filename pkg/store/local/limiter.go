@@ -28,7 +28,7 @@ type windowKey struct {
 }
 
 type windowCount struct {
-	used int64
+	used map[string]int64 // by counter
 	end  time.Time
 }
 
@@ -39,11 +39,11 @@ func NewLimiter() *Limiter {
 	return &Limiter{windows: make(map[windowKey]*windowCount)}
 }
 
-// Take takes n units from scope's current window unless that would exceed
+// Take applies takes to scope's current window unless one would pass its
 // limit; a refused take takes nothing and says when the window ends.
-func (l *Limiter) Take(ctx context.Context, scope string, window time.Duration, limit, n int64) (store.Decision, error) {
-	if window <= 0 || limit < 0 || n < 0 {
-		return store.Decision{}, fmt.Errorf("local limiter: take %s: window %s, limit %d, n %d: want window > 0, limit ≥ 0, n ≥ 0", scope, window, limit, n)
+func (l *Limiter) Take(ctx context.Context, scope string, window time.Duration, takes ...store.Take) (store.Decision, error) {
+	if err := store.CheckTakes(window, takes); err != nil {
+		return store.Decision{}, fmt.Errorf("local limiter: take %s: %w", scope, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return store.Decision{}, err
@@ -64,12 +64,19 @@ func (l *Limiter) Take(ctx context.Context, scope string, window time.Duration, 
 	}
 	w := l.windows[key]
 	if w == nil {
-		w = &windowCount{end: time.Unix(0, start).Add(window)}
+		w = &windowCount{used: map[string]int64{}, end: time.Unix(0, start).Add(window)}
 		l.windows[key] = w
 	}
-	if w.used+n > limit {
-		return store.Decision{Remaining: max(limit-w.used, 0), RetryAfter: w.end.Sub(now)}, nil
+	for _, t := range takes {
+		if w.used[t.Counter]+t.N > t.Limit {
+			return store.Decision{Refused: t.Counter, Remaining: max(t.Limit-w.used[t.Counter], 0), RetryAfter: w.end.Sub(now)}, nil
+		}
 	}
-	w.used += n
-	return store.Decision{Allowed: true, Remaining: limit - w.used}, nil
+	for _, t := range takes {
+		if t.N > 0 {
+			w.used[t.Counter] += t.N
+		}
+	}
+	first := takes[0]
+	return store.Decision{Allowed: true, Remaining: first.Limit - w.used[first.Counter]}, nil
 }

@@ -26,6 +26,7 @@ func Limiter(t *testing.T, open func(t *testing.T) store.Limiter) {
 		{"TakeOfNothingChecks", limiterCheck},
 		{"NewWindowStartsFresh", limiterNewWindow},
 		{"ScopesAreIndependent", limiterScopes},
+		{"CountersOfAScopeTogether", limiterCounters},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -55,7 +56,7 @@ func inOneWindow(t *testing.T, window time.Duration, p string, check func(scope 
 
 func take(t *testing.T, ctx context.Context, l store.Limiter, scope string, window time.Duration, limit, n int64) store.Decision {
 	t.Helper()
-	d, err := l.Take(ctx, scope, window, limit, n)
+	d, err := l.Take(ctx, scope, window, store.Take{Counter: "n", Limit: limit, N: n})
 	ok(t, err, "Take")
 	if !d.Allowed && (d.RetryAfter <= 0 || d.RetryAfter > window) {
 		t.Fatalf("refused take: RetryAfter %s, want in (0, %s]", d.RetryAfter, window)
@@ -70,7 +71,9 @@ func limiterExact(t *testing.T, ctx context.Context, l store.Limiter, p string) 
 		errs := make([]error, takers)
 		var wg sync.WaitGroup
 		for i := range takers {
-			wg.Go(func() { decisions[i], errs[i] = l.Take(ctx, scope, time.Minute, limit, 1) })
+			wg.Go(func() {
+				decisions[i], errs[i] = l.Take(ctx, scope, time.Minute, store.Take{Counter: "n", Limit: limit, N: 1})
+			})
 		}
 		wg.Wait()
 		var remaining []int64
@@ -170,6 +173,51 @@ func limiterScopes(t *testing.T, ctx context.Context, l store.Limiter, p string)
 		}
 		if d := take(t, ctx, l, scope+"b", time.Minute, 1, 1); !d.Allowed {
 			return fmt.Errorf("take on scope b refused after scope a ran out: %+v", d)
+		}
+		return nil
+	})
+}
+
+// limiterCounters: the counters of one scope are taken from all or none —
+// one refusing leaves every other unchanged and is named — a counter
+// only checked is not changed, and a counter of a scope is independent of
+// its others.
+func limiterCounters(t *testing.T, ctx context.Context, l store.Limiter, p string) {
+	inOneWindow(t, time.Minute, p, func(scope string) error {
+		steps := []struct {
+			takes     []store.Take
+			allowed   bool
+			refused   string
+			remaining int64
+		}{
+			// A request of 3 a window, with room for a token of 10 checked.
+			{[]store.Take{{Counter: "rpm", Limit: 3, N: 1}, {Counter: "tpm", Limit: 9}}, true, "", 2},
+			// 9 tokens: the check above took none.
+			{[]store.Take{{Counter: "tpm", Limit: 10, N: 9}}, true, "", 1},
+			{[]store.Take{{Counter: "rpm", Limit: 3, N: 1}, {Counter: "tpm", Limit: 9}}, true, "", 1},
+			// 10 tokens: the tpm check refuses, and the request is not taken…
+			{[]store.Take{{Counter: "tpm", Limit: 10, N: 1}}, true, "", 0},
+			{[]store.Take{{Counter: "rpm", Limit: 3, N: 1}, {Counter: "tpm", Limit: 9}}, false, "tpm", 0},
+			// …so a third request fits, and a fourth is refused by rpm…
+			{[]store.Take{{Counter: "rpm", Limit: 3, N: 1}}, true, "", 0},
+			{[]store.Take{{Counter: "rpm", Limit: 3, N: 1}, {Counter: "tpm", Limit: 100, N: 5}}, false, "rpm", 0},
+			// …adding none of its tokens.
+			{[]store.Take{{Counter: "tpm", Limit: 10}}, true, "", 0},
+		}
+		for i, s := range steps {
+			d, err := l.Take(ctx, scope, time.Minute, s.takes...)
+			ok(t, err, "Take")
+			if d.Allowed != s.allowed || d.Refused != s.refused || d.Remaining != s.remaining {
+				return fmt.Errorf("step %d, take %+v: got %+v, want allowed %v refused %q remaining %d", i, s.takes, d, s.allowed, s.refused, s.remaining)
+			}
+			if !d.Allowed && (d.RetryAfter <= 0 || d.RetryAfter > time.Minute) {
+				return fmt.Errorf("step %d: refused with RetryAfter %s", i, d.RetryAfter)
+			}
+		}
+		for _, bad := range [][]store.Take{nil, {{Counter: "rpm", Limit: 1, N: 1}, {Counter: "rpm", Limit: 1}}, {{Counter: "", Limit: 1}}} {
+			if _, err := l.Take(ctx, scope, time.Minute, bad...); err == nil {
+				return fmt.Errorf("take %+v accepted", bad)
+			}
 		}
 		return nil
 	})
