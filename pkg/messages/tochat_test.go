@@ -142,3 +142,32 @@ func TestParseRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestParseHeadLeavesTheRestUndecoded: ParseHead reads what routing and the
+// log event need and leaves messages, system and tools to the deployment
+// (native) or to Chat (translated), which refuses what is wrong in them.
+func TestParseHeadLeavesTheRestUndecoded(t *testing.T) {
+	in := `{"model":"m","max_tokens":5,"stream":true,"metadata":{"user_id":"u1"},"temperature":0.5,` +
+		`"tools":[{"name":"f","input_schema":{}},{"name":"g","input_schema":{}}],` +
+		`"messages":[{"role":"system","content":"x"}]}`
+	p, err := ParseHead([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Model != "m" || p.MaxTokens != 5 || !p.Stream || p.Metadata.UserID != "u1" || *p.Temperature != 0.5 ||
+		string(p.RawMessages) != `[{"role":"system","content":"x"}]` || p.Messages != nil || p.Tools != nil || string(p.Body) != in {
+		t.Errorf("head %+v", p)
+	}
+	for i := 0; i < 2; i++ { // the refusal stays when asked again
+		_, err = p.Chat()
+		if e := api.AsError(err); err == nil || e.Status != 400 || e.Param != "messages[0].role" {
+			t.Errorf("Chat: %v, want a 400 naming messages[0].role", err)
+		}
+	}
+	if _, err := ParseHead([]byte(`{"model":"m","max_tokens":5,"messages":[],"temperature":"hot"}`)); api.AsError(err).Param != "temperature" {
+		t.Errorf("a head member of the wrong type: %v", err)
+	}
+	if _, err := ParseHead([]byte(`{"model":"m","max_tokens":5,"messages":[],"thinking":{"type":"enabled","budget_tokens":"x"}}`)); api.AsError(err).Param != "thinking.budget_tokens" {
+		t.Errorf("a nested head member of the wrong type: %v", err)
+	}
+}

@@ -124,20 +124,18 @@ type Block struct {
 }
 
 // UnmarshalJSON decodes the blocks sluice models; any other is kept raw,
-// whatever its members.
+// whatever its members. One decode serves both: a block of another type
+// that does not fit Block's members is not an error.
 func (b *Block) UnmarshalJSON(data []byte) error {
-	var head struct {
-		Type string `json:"type"`
-	}
-	if err := json.Unmarshal(data, &head); err != nil {
+	type plain Block
+	var p plain
+	err := json.Unmarshal(data, &p)
+	switch p.Type {
+	case BlockText, BlockImage, BlockDocument, BlockToolUse, BlockToolResult, BlockThinking, BlockRedactedThinking, "":
+		*b = Block(p)
 		return err
 	}
-	switch head.Type {
-	case BlockText, BlockImage, BlockDocument, BlockToolUse, BlockToolResult, BlockThinking, BlockRedactedThinking, "":
-		type plain Block
-		return json.Unmarshal(data, (*plain)(b))
-	}
-	*b = Block{Type: head.Type, Raw: append(json.RawMessage(nil), data...)}
+	*b = Block{Type: p.Type, Raw: append(json.RawMessage(nil), data...)}
 	return nil
 }
 
