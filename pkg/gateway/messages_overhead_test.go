@@ -1,11 +1,8 @@
 package gateway
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -45,25 +42,8 @@ func BenchmarkMessagesOverhead(b *testing.B) {
 // benchMessagesSluice starts the local process with a Claude deployment and
 // an OpenAI-compatible one on upstream, and the Anthropic passthrough.
 func benchMessagesSluice(b testing.TB, upstream string) (url, key string) {
-	dir := b.TempDir()
-	conf := "model_list:\n" +
-		"  - model_name: claude-sonnet-4-5\n    litellm_params: {model: anthropic/claude-sonnet-4-5, api_base: " + upstream + ", api_key: sk-ant-up}\n" +
-		"  - model_name: gpt-4o-mini\n    litellm_params: {model: openai/gpt-4o-mini, api_base: " + upstream + "/v1, api_key: sk-up}\n" +
-		"passthrough:\n  anthropic: {api_base: " + upstream + ", api_key: sk-ant-up}\n"
-	confPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	master := "sk-bench-master"
-	env := map[string]string{"SLUICE_DATA_DIR": filepath.Join(dir, "data"), "SLUICE_ADDR": "127.0.0.1:0", "SLUICE_MASTER_KEY": master, "SLUICE_CONFIG": confPath}
-	g, err := Open(context.Background(), func(k string) string { return env[k] })
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { g.Close() })
-	url, _, stop := serve(b, g)
-	b.Cleanup(stop)
-	team := post(b, url+"/team/new", master, `{"team_alias":"bench"}`)["team_id"].(string)
-	key = post(b, url+"/key/generate", master, `{"team_id":"`+team+`"}`)["key"].(string)
-	return url, key
+	return benchSluiceWith(b, "model_list:\n"+
+		"  - model_name: claude-sonnet-4-5\n    litellm_params: {model: anthropic/claude-sonnet-4-5, api_base: "+upstream+", api_key: sk-ant-up}\n"+
+		"  - model_name: gpt-4o-mini\n    litellm_params: {model: openai/gpt-4o-mini, api_base: "+upstream+"/v1, api_key: sk-up}\n"+
+		"passthrough:\n  anthropic: {api_base: "+upstream+", api_key: sk-ant-up}\n")
 }
