@@ -200,6 +200,9 @@ func (p *Parsed) decodeWhole() error {
 		return api.InvalidValue(fieldOf(err), "Invalid request: %s.", describe(err))
 	}
 	r.Body = p.Body
+	if jsonscan.Null(r.MockResponse) {
+		r.MockResponse = nil // null is not given, as the head reads it
+	}
 	p.Request = r
 	if err := checkSystem(r.System); err != nil {
 		return err
