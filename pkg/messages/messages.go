@@ -111,7 +111,7 @@ func (s *Service) Messages(ctx context.Context, p auth.Principal, body []byte) (
 	case req.Stream:
 		return c.StreamAs(Stream(ans.Body, req.Model), newStreamMeter(), ErrorEvent), nil
 	}
-	b, err := readAnswer(ans.Body)
+	b, err := readAnswer(ans.Body, ans.ContentLength)
 	var res *Response
 	if err == nil {
 		if res, err = FromChat(b, req.Model); err == nil {
@@ -125,17 +125,21 @@ func (s *Service) Messages(ctx context.Context, p auth.Principal, body []byte) (
 }
 
 // readAnswer reads a translated provider's whole JSON answer (to be
-// translated again), within providers.MaxAnswerBytes.
-func readAnswer(body io.ReadCloser) ([]byte, error) {
+// translated again), within providers.MaxAnswerBytes; length (-1: unknown)
+// sizes the buffer once.
+func readAnswer(body io.ReadCloser, length int64) ([]byte, error) {
 	defer body.Close()
-	b, err := io.ReadAll(io.LimitReader(body, providers.MaxAnswerBytes+1))
-	if err != nil {
+	var buf bytes.Buffer
+	if length > 0 && length <= providers.MaxAnswerBytes {
+		buf.Grow(int(length) + bytes.MinRead) // ReadFrom wants MinRead free to see the end
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(body, providers.MaxAnswerBytes+1)); err != nil {
 		return nil, api.Upstream(err, "The provider's answer was cut off before it ended.")
 	}
-	if len(b) > providers.MaxAnswerBytes {
+	if buf.Len() > providers.MaxAnswerBytes {
 		return nil, api.Upstream(nil, "The provider's answer is larger than %d bytes.", providers.MaxAnswerBytes)
 	}
-	return b, nil
+	return buf.Bytes(), nil
 }
 
 // CountTokens is POST /v1/messages/count_tokens: the request checked as a

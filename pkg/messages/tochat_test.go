@@ -1,9 +1,12 @@
 package messages
 
 import (
+	"io"
 	"testing"
+	"testing/iotest"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/providertest"
 )
 
@@ -169,5 +172,27 @@ func TestParseHeadLeavesTheRestUndecoded(t *testing.T) {
 	}
 	if _, err := ParseHead([]byte(`{"model":"m","max_tokens":5,"messages":[],"thinking":{"type":"enabled","budget_tokens":"x"}}`)); api.AsError(err).Param != "thinking.budget_tokens" {
 		t.Errorf("a nested head member of the wrong type: %v", err)
+	}
+}
+
+// zeros reads as many zero bytes as asked.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// TestReadAnswerIsBounded: a translated provider's answer is read whole up
+// to providers.MaxAnswerBytes, sized by its length when known; a larger or
+// cut one is a 502.
+func TestReadAnswerIsBounded(t *testing.T) {
+	body := func(n int64) io.ReadCloser { return io.NopCloser(io.LimitReader(zeros{}, n)) }
+	if b, err := readAnswer(body(1000), 1000); err != nil || len(b) != 1000 {
+		t.Errorf("a 1000-byte answer: %d bytes, %v", len(b), err)
+	}
+	if _, err := readAnswer(body(providers.MaxAnswerBytes+1), -1); api.AsError(err).Status != 502 {
+		t.Errorf("an answer over the bound: %v", err)
+	}
+	cut := io.NopCloser(io.MultiReader(io.LimitReader(zeros{}, 10), iotest.ErrReader(io.ErrUnexpectedEOF)))
+	if _, err := readAnswer(cut, 100); api.AsError(err).Status != 502 {
+		t.Errorf("a cut answer: %v", err)
 	}
 }
