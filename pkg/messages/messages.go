@@ -11,32 +11,28 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
-	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers"
-	"github.com/sluice-gateway/sluice/pkg/tokencount"
 )
 
 // Router is what the service needs of pkg/models.
 type Router interface {
 	Messages(ctx context.Context, p auth.Principal, req *models.MessagesRequest) (*models.Reply, bool, error)
 	Has(model string) bool
-	Deployments() []config.Deployment
 }
 
 // Service is the Messages API's operations, transport-free.
 type Service struct {
 	router Router
 	calls  *modelcall.Calls
-	tokens *tokencount.Counter
 }
 
 // New builds the service over router, its calls ending through calls.
 func New(router Router, calls *modelcall.Calls) *Service {
-	return &Service{router: router, calls: calls, tokens: tokencount.New()}
+	return &Service{router: router, calls: calls}
 }
 
 type headersKey struct{}
@@ -144,10 +140,8 @@ func readAnswer(body io.ReadCloser, length int64) ([]byte, error) {
 
 // CountTokens is POST /v1/messages/count_tokens: the request checked as a
 // Messages request (max_tokens may be left out), the model one p may use,
-// and the prompt's tokens counted with the model's tokenizer where one
-// ships in the binary (OpenAI's models: o200k_base, cl100k_base) and named
-// in the answer; for other models (no tokenizer of theirs ships offline)
-// estimated, and marked so. An image or a document is estimated either way.
+// and the prompt's tokens estimated — no model's tokenizer ships offline —
+// and marked so.
 func (s *Service) CountTokens(ctx context.Context, p auth.Principal, body []byte) (*TokenCount, error) {
 	parsed, err := parseCount(body)
 	if err != nil {
@@ -159,29 +153,7 @@ func (s *Service) CountTokens(ctx context.Context, p auth.Principal, body []byte
 	if !s.router.Has(parsed.Model) {
 		return nil, api.ModelNotFound(parsed.Model)
 	}
-	if enc := s.encodingOf(parsed.Model); enc != "" {
-		count, err := s.tokens.Encoder(enc)
-		if err != nil {
-			return nil, err
-		}
-		n, estimated := countTokens(&parsed.Request, count, chatFraming)
-		return &TokenCount{InputTokens: n, Estimated: estimated, Tokenizer: enc}, nil
-	}
 	return &TokenCount{InputTokens: Estimate(&parsed.Request), Estimated: true}, nil
-}
-
-// encodingOf is the tokenizer of the model group's first deployment (the
-// model it calls), else of the group's name; "" when neither is known.
-func (s *Service) encodingOf(group string) string {
-	for _, d := range s.router.Deployments() {
-		if d.ModelName == group {
-			if enc := tokencount.EncodingOf(d.Params.Model); enc != "" {
-				return enc
-			}
-			break
-		}
-	}
-	return tokencount.EncodingOf(group)
 }
 
 // parseCount parses a count_tokens body: a Messages request without
@@ -211,32 +183,9 @@ const imageTokens = 1600
 // definitions, tool inputs and results at oai.EstimateTokens' 4 bytes a
 // token, each image and document at imageTokens.
 func Estimate(r *Request) int64 {
-	n, _ := countTokens(r, oai.EstimateTokens, estimateFraming)
-	return n
-}
-
-// framing is what a count adds for the turns' framing: per message, for
-// the system prompt when given, and once for the answer's start.
-type framing struct{ message, system, reply int64 }
-
-var (
-	// estimateFraming: 3 tokens a turn.
-	estimateFraming = framing{message: 3}
-	// chatFraming: OpenAI's count of a chat request's framing (the system
-	// prompt is a message) — 3 tokens a message and 1 its role, 3 priming
-	// the answer.
-	chatFraming = framing{message: 4, system: 4, reply: 3}
-)
-
-// countTokens counts a request's input tokens with text: its texts, tool
-// definitions, tool inputs and results, plus f's framing; each image and
-// document is imageTokens, and makes the count estimated.
-func countTokens(r *Request, text func(string) int64, f framing) (n int64, estimated bool) {
-	if len(r.System.Blocks) > 0 {
-		n += f.system
-	}
+	var n int64
 	for _, b := range r.System.Blocks {
-		n += text(b.Text)
+		n += oai.EstimateTokens(b.Text)
 	}
 	var blocks func([]Block)
 	blocks = func(bs []Block) {
@@ -245,9 +194,8 @@ func countTokens(r *Request, text func(string) int64, f framing) (n int64, estim
 			switch b.Type {
 			case BlockImage, BlockDocument:
 				n += imageTokens
-				estimated = true
 			default:
-				n += text(b.Text) + text(b.Thinking) + text(string(b.Input)) + text(b.Name)
+				n += oai.EstimateTokens(b.Text) + oai.EstimateTokens(b.Thinking) + oai.EstimateTokens(string(b.Input)) + oai.EstimateTokens(b.Name)
 			}
 			if b.Content != nil {
 				blocks(b.Content.Blocks)
@@ -255,13 +203,13 @@ func countTokens(r *Request, text func(string) int64, f framing) (n int64, estim
 		}
 	}
 	for i := range r.Messages {
-		n += f.message
+		n += 3 // the turn's framing
 		blocks(r.Messages[i].Content.Blocks)
 	}
 	for _, t := range r.Tools {
-		n += text(t.Name) + text(t.Description) + text(string(t.InputSchema))
+		n += oai.EstimateTokens(t.Name) + oai.EstimateTokens(t.Description) + oai.EstimateTokens(string(t.InputSchema))
 	}
-	return n + f.reply, estimated
+	return n
 }
 
 // CountHandler is the HTTP handler of count_tokens.

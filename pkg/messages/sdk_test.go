@@ -343,27 +343,3 @@ func TestTranslatedAnswerLogEvent(t *testing.T) {
 		}
 	})
 }
-
-// TestCountTokensWithTheModelsTokenizer: an OpenAI model's count is its
-// tokenizer's, named, as OpenAI counts a chat request (3 tokens a message
-// and 1 its role, 3 priming the answer: 4+4 + 4+6 + 3 for these texts of 4
-// and 6 o200k tokens); an image in it makes the count an estimate.
-func TestCountTokensWithTheModelsTokenizer(t *testing.T) {
-	cfg := "model_list:\n  - model_name: gpt-4o-mini\n    litellm_params: {model: openai/gpt-4o-mini, api_key: k}\n" +
-		"  - model_name: house-model\n    litellm_params: {model: openai/gpt-4-turbo, api_key: k}\n"
-	chattest.Run(t, chattest.Options{Config: cfg}, func(t *testing.T, h *chattest.Harness) {
-		for _, tc := range []struct{ body, want string }{
-			{`{"model":"gpt-4o-mini","system":"You are terse.","messages":[{"role":"user","content":"Why is the sky blue?"}]}`,
-				`{"input_tokens":21,"tokenizer":"o200k_base"}`},
-			{`{"model":"house-model","messages":[{"role":"user","content":"hello world"}]}`,
-				`{"input_tokens":9,"tokenizer":"cl100k_base"}`},
-			{`{"model":"gpt-4o-mini","messages":[{"role":"user","content":[{"type":"text","text":"hello world"},{"type":"image","source":{"type":"url","url":"https://example.com/a.png"}}]}]}`,
-				`{"input_tokens":1609,"estimated":true,"tokenizer":"o200k_base"}`},
-		} {
-			res := h.Gateway.Do("POST", "/v1/messages/count_tokens", "", tc.body, "X-Api-Key", h.Key)
-			if res.Status != 200 || strings.TrimSpace(string(res.Body)) != tc.want {
-				t.Errorf("%s: %d %s, want %s", tc.body, res.Status, res.Body, tc.want)
-			}
-		}
-	})
-}

@@ -293,10 +293,6 @@ type MessageDeltaDelta struct {
 type TokenCount struct {
 	InputTokens int64 `json:"input_tokens"`
 	// Estimated is sluice's: true when the count is an estimate (no
-	// tokenizer for the model, or an image or document in the request),
-	// not the model's count.
+	// tokenizer for the model), not the model's count.
 	Estimated bool `json:"estimated,omitempty"`
-	// Tokenizer is sluice's: the encoding that counted the texts
-	// (o200k_base, cl100k_base), when the model's ships in the binary.
-	Tokenizer string `json:"tokenizer,omitempty"`
 }
