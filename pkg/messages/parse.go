@@ -28,13 +28,6 @@ type Parsed struct {
 	decodeErr error
 }
 
-// head is the top-level members ParseHead decodes: the small ones.
-var head = map[string]bool{
-	"model": true, "max_tokens": true, "stream": true, "stop_sequences": true, "temperature": true,
-	"top_p": true, "top_k": true, "tool_choice": true, "thinking": true, "metadata": true,
-	"mock_response": true, "drop_params": true, "service_tier": true,
-}
-
 // Parse reads and checks a Messages request body: every problem is a 400
 // naming the member (messages[1].content[0].source.data).
 func Parse(body []byte) (*Parsed, error) {
@@ -73,8 +66,6 @@ func ParseHead(body []byte) (*Parsed, error) {
 			if !null && jsonscan.Elements(value, func([]byte) error { p.tools++; return nil }) != nil {
 				return api.InvalidValue("tools", "'tools' must be an array of tools.")
 			}
-			return nil
-		case !head[n]:
 			return nil
 		}
 		switch n {
@@ -139,7 +130,8 @@ func ParseHead(body []byte) (*Parsed, error) {
 	return p, nil
 }
 
-// decodeMember decodes the head member name of a request into r.
+// decodeMember decodes the member name of a request into r when it is one
+// of the head's: the small ones.
 func decodeMember(r *Request, name string, value []byte) error {
 	var dst any
 	switch name {
@@ -173,6 +165,8 @@ func decodeMember(r *Request, name string, value []byte) error {
 		dst = &r.DropParams
 	case "service_tier":
 		dst = &r.ServiceTier
+	default:
+		return nil
 	}
 	if err := json.Unmarshal(value, dst); err != nil {
 		// Name the member as a decode of the whole request would.
