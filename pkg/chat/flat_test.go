@@ -3,56 +3,31 @@ package chat_test
 import (
 	"bytes"
 	"fmt"
-	"io"
-	"math"
 	"net/http"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/sluice-gateway/sluice/pkg/gateway/chattest"
 	"github.com/sluice-gateway/sluice/pkg/providers/providertest"
 	"github.com/sluice-gateway/sluice/pkg/sse"
+	"github.com/sluice-gateway/sluice/pkg/sse/ssetest"
 )
 
 // longEvents is how many text events each provider streams.
 const longEvents = 10_000
 
-// longStream is a provider answering with a stream of head, longEvents
-// times delta, then tail: made as it is written, never held whole.
 func longStream(contentType string, head, delta, tail []byte) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", contentType)
-		w.Write(head)
-		for range longEvents {
-			w.Write(delta)
-		}
-		w.Write(tail)
-	}
+	return ssetest.LongStream(longEvents, contentType, head, delta, tail)
 }
 
 func joined(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
-// liveHeap is the heap in use after a collection (two: the second frees
-// what the first left in the pools' victim caches).
-func liveHeap() int64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
-}
-
 // TestLongStreamsRelayInFlatMemoryOnEveryProvider: a stream of 10,000 text
 // events from each provider — OpenAI's chunks relayed, Anthropic's,
 // Bedrock's and Gemini's events translated — reaches an HTTP client of the
-// gateway whole, with its usage, while the heap in use stays flat: its
-// least at the 9,000th and 10,000th text events (the stream still open) is
-// within 512 KiB of its least over the first 4,000 — holding even the
-// 100-odd bytes of each chunk between them would add 500 KiB and more. (The
-// least of a few samples: what the gateway's other goroutines hold comes
-// and goes.) The log event keeps the text, a few bytes an event, within
-// its own bound.
+// gateway whole, with its usage, while the heap in use stays flat
+// (ssetest.ReadFlat). The log event keeps the text, a few bytes an event,
+// within its own bound.
 func TestLongStreamsRelayInFlatMemoryOnEveryProvider(t *testing.T) {
 	const word = "word "
 	oaChunk := func(delta, finish string) []byte {
@@ -106,41 +81,18 @@ func TestLongStreamsRelayInFlatMemoryOnEveryProvider(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer resp.Body.Close()
-				rd := sse.NewReader(resp.Body, sse.Limits{})
 				var (
-					texts, events int
-					early, late   int64 = math.MaxInt64, math.MaxInt64
-					last          []byte
-					usage         bool
+					last  []byte
+					usage bool
 				)
-				for {
-					ev, err := rd.Next()
-					if err == io.EOF {
-						break
-					}
-					if err != nil {
-						t.Fatalf("after %d events: %v", events, err)
-					}
-					events++
-					if bytes.Contains(ev.Data, []byte(`"content":"`+word+`"`)) {
-						switch texts++; {
-						case texts%1000 != 0:
-						case texts <= 4000:
-							early = min(early, liveHeap())
-						case texts >= longEvents-1000:
-							late = min(late, liveHeap())
-						}
-					}
-					last = append(last[:0], ev.Data...)
-					usage = usage || bytes.Contains(ev.Data, []byte(`"usage":{"prompt_tokens":3,"completion_tokens":10000,"total_tokens":10003`))
-				}
+				texts := ssetest.ReadFlat(t, resp.Body, longEvents,
+					func(ev sse.Event) bool { return bytes.Contains(ev.Data, []byte(`"content":"`+word+`"`)) },
+					func(ev sse.Event) {
+						last = append(last[:0], ev.Data...)
+						usage = usage || bytes.Contains(ev.Data, []byte(`"usage":{"prompt_tokens":3,"completion_tokens":10000,"total_tokens":10003`))
+					})
 				if texts != longEvents || !usage || string(last) != "[DONE]" {
-					t.Fatalf("%d text events of %d, usage chunk %v, last %q", texts, events, usage, last)
-				}
-				if grown := late - early; grown > 512<<10 {
-					t.Errorf("the heap grew by %d KiB over the stream", grown>>10)
-				} else {
-					t.Logf("the heap grew by %d KiB over the stream", grown>>10)
+					t.Fatalf("%d text events, usage chunk %v, last %q", texts, usage, last)
 				}
 				if ev := h.Event(t); ev.TotalTokens != 10003 || ev.Status != "success" {
 					t.Errorf("event %+v", ev)

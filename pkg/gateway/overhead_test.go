@@ -177,13 +177,19 @@ func benchUpstream() http.Handler {
 // benchSluice starts the local process on upstream and returns its URL and
 // a team key.
 func benchSluice(b testing.TB, upstream string) (url, key string) {
-	dir := b.TempDir()
 	conf := "model_list:\n" +
 		"  - model_name: text-embedding-3-small\n    litellm_params: {model: openai/text-embedding-3-small, api_base: " + upstream + "/v1, api_key: sk-up}\n" +
 		"  - model_name: gpt-4o-mini\n    litellm_params: {model: openai/gpt-4o-mini, api_base: " + upstream + "/v1, api_key: sk-up}\n" +
 		"  - model_name: titan\n    litellm_params: {model: bedrock/amazon.titan-embed-text-v2:0, api_base: " + upstream +
 		", aws_region_name: us-east-1, aws_access_key_id: AKIDBENCH, aws_secret_access_key: bench-secret}\n" +
 		"passthrough:\n  anthropic: {api_base: " + upstream + ", api_key: sk-ant-up}\n"
+	return benchSluiceWith(b, conf)
+}
+
+// benchSluiceWith starts the local process with the config conf and
+// returns its URL and a team key.
+func benchSluiceWith(b testing.TB, conf string) (url, key string) {
+	dir := b.TempDir()
 	confPath := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		b.Fatal(err)

@@ -98,15 +98,11 @@ func FromChat(body []byte, model string) (*Response, error) {
 func AnswerJSON(r *Response) ([]byte, error) {
 	type wire struct {
 		Response
-		Content []json.RawMessage `json:"content"`
+		Content []any `json:"content"`
 	}
-	w := wire{Response: *r, Content: make([]json.RawMessage, 0, len(r.Content))}
+	w := wire{Response: *r, Content: make([]any, len(r.Content))}
 	for i := range r.Content {
-		b, err := blockJSON(&r.Content[i])
-		if err != nil {
-			return nil, err
-		}
-		w.Content = append(w.Content, b)
+		w.Content[i] = answerBlock(&r.Content[i])
 	}
 	b, err := json.Marshal(w)
 	if err != nil {
@@ -116,16 +112,19 @@ func AnswerJSON(r *Response) ([]byte, error) {
 }
 
 // blockJSON encodes an answer's block with the members its type always has.
-func blockJSON(b *Block) ([]byte, error) {
-	var v any
+func blockJSON(b *Block) ([]byte, error) { return json.Marshal(answerBlock(b)) }
+
+// answerBlock is an answer's block as encoded: with the members its type
+// always has.
+func answerBlock(b *Block) any {
 	switch b.Type {
 	case BlockText:
-		v = struct {
+		return struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		}{b.Type, b.Text}
 	case BlockThinking:
-		v = struct {
+		return struct {
 			Type      string `json:"type"`
 			Thinking  string `json:"thinking"`
 			Signature string `json:"signature"`
@@ -135,14 +134,12 @@ func blockJSON(b *Block) ([]byte, error) {
 		if len(input) == 0 {
 			input = json.RawMessage("{}")
 		}
-		v = struct {
+		return struct {
 			Type  string          `json:"type"`
 			ID    string          `json:"id"`
 			Name  string          `json:"name"`
 			Input json.RawMessage `json:"input"`
 		}{b.Type, b.ID, b.Name, input}
-	default:
-		v = b
 	}
-	return json.Marshal(v)
+	return b
 }

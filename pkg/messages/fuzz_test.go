@@ -11,9 +11,10 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/sse"
 )
 
-// FuzzParse: Parse never panics, refuses with a 400 only, accepts only
-// JSON objects encoding/json reads, and what it accepts translates for the
-// chat seam or is refused with a 400.
+// FuzzParse: Parse and ParseHead never panic and refuse with a 400 only;
+// Parse accepts only JSON objects encoding/json reads, what it accepts
+// ParseHead accepts with the same head (what a native call is routed and
+// logged by), and it translates for the chat seam or is refused with a 400.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"Hi"}]}`,
@@ -26,6 +27,12 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		h, herr := ParseHead(body)
+		if herr != nil {
+			if e := api.AsError(herr); e.Status != 400 {
+				t.Fatalf("head: status %d for %q: %v", e.Status, body, herr)
+			}
+		}
 		p, err := Parse(body)
 		if err != nil {
 			if e := api.AsError(err); e.Status != 400 {
@@ -36,6 +43,14 @@ func FuzzParse(f *testing.F) {
 		var v map[string]any
 		if json.Unmarshal(body, &v) != nil {
 			t.Fatalf("accepted what encoding/json refuses: %q", body)
+		}
+		if herr != nil {
+			t.Fatalf("Parse accepts what ParseHead refuses (%v): %q", herr, body)
+		}
+		if h.Model != p.Model || h.MaxTokens != p.MaxTokens || h.Stream != p.Stream || h.tools != len(p.Tools) ||
+			(h.Metadata == nil) != (p.Metadata == nil) || h.Metadata != nil && h.Metadata.UserID != p.Metadata.UserID ||
+			(h.MockResponse == nil) != (p.MockResponse == nil) || !bytes.Equal(h.RawMessages, p.RawMessages) {
+			t.Fatalf("the head differs from the whole request's for %q:\n%+v\n%+v", body, h.Request, p.Request)
 		}
 		if _, err := p.Chat(); err != nil {
 			if e := api.AsError(err); e.Status != 400 {

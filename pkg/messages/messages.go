@@ -69,7 +69,9 @@ func (s *Service) Messages(ctx context.Context, p auth.Principal, body []byte) (
 		CallType: CallType,
 		Parse: func(body []byte) (*models.MessagesRequest, error) {
 			var err error
-			if parsed, err = Parse(body); err != nil {
+			// Only the head: a native deployment takes the body as it came,
+			// and the chat seam decodes the rest (Chat) when it is tried.
+			if parsed, err = ParseHead(body); err != nil {
 				return nil, err
 			}
 			return &models.MessagesRequest{
@@ -83,7 +85,7 @@ func (s *Service) Messages(ctx context.Context, p auth.Principal, body []byte) (
 			if parsed.Metadata != nil {
 				ev.EndUser = parsed.Metadata.UserID
 			}
-			ev.ModelParameters = parameters(&parsed.Request)
+			ev.ModelParameters = parameters(parsed)
 			return nil
 		},
 		Route: func(ctx context.Context, p auth.Principal, req *models.MessagesRequest) (*models.Reply, error) {
@@ -105,9 +107,9 @@ func (s *Service) Messages(ctx context.Context, p auth.Principal, body []byte) (
 	case req.Stream:
 		return c.StreamAs(Stream(ans.Body, req.Model), newStreamMeter(), ErrorEvent), nil
 	}
-	b, err := readAnswer(ans.Body)
+	b, err := readAnswer(ans.Body, ans.ContentLength)
+	var res *Response
 	if err == nil {
-		var res *Response
 		if res, err = FromChat(b, req.Model); err == nil {
 			b, err = AnswerJSON(res)
 		}
@@ -115,21 +117,25 @@ func (s *Service) Messages(ctx context.Context, p auth.Principal, body []byte) (
 	if err != nil {
 		return nil, c.Fail(err)
 	}
-	return c.Answer(io.NopCloser(bytes.NewReader(b)), int64(len(b)), newJSONMeter()), nil
+	return c.Answer(io.NopCloser(bytes.NewReader(b)), int64(len(b)), &answerMeter{answer: b, res: res}), nil
 }
 
 // readAnswer reads a translated provider's whole JSON answer (to be
-// translated again), within providers.MaxAnswerBytes.
-func readAnswer(body io.ReadCloser) ([]byte, error) {
+// translated again), within providers.MaxAnswerBytes; length (-1: unknown)
+// sizes the buffer once.
+func readAnswer(body io.ReadCloser, length int64) ([]byte, error) {
 	defer body.Close()
-	b, err := io.ReadAll(io.LimitReader(body, providers.MaxAnswerBytes+1))
-	if err != nil {
+	var buf bytes.Buffer
+	if length > 0 && length <= providers.MaxAnswerBytes {
+		buf.Grow(int(length) + bytes.MinRead) // ReadFrom wants MinRead free to see the end
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(body, providers.MaxAnswerBytes+1)); err != nil {
 		return nil, api.Upstream(err, "The provider's answer was cut off before it ended.")
 	}
-	if len(b) > providers.MaxAnswerBytes {
+	if buf.Len() > providers.MaxAnswerBytes {
 		return nil, api.Upstream(nil, "The provider's answer is larger than %d bytes.", providers.MaxAnswerBytes)
 	}
-	return b, nil
+	return buf.Bytes(), nil
 }
 
 // CountTokens is POST /v1/messages/count_tokens: the request checked as a
@@ -224,7 +230,8 @@ func (s *Service) CountHandler(jsonLimit int64) func(w http.ResponseWriter, r *h
 
 // parameters are the request's parameters as the log event keeps them
 // (LiteLLM's model_parameters): the ones given.
-func parameters(r *Request) map[string]any {
+func parameters(p *Parsed) map[string]any {
+	r := &p.Request
 	m := map[string]any{"max_tokens": r.MaxTokens}
 	if r.Stream {
 		m["stream"] = true
@@ -241,8 +248,8 @@ func parameters(r *Request) map[string]any {
 	if len(r.StopSequences) > 0 {
 		m["stop_sequences"] = r.StopSequences
 	}
-	if len(r.Tools) > 0 {
-		m["tools"] = len(r.Tools)
+	if p.tools > 0 {
+		m["tools"] = p.tools
 	}
 	if r.ToolChoice != nil {
 		m["tool_choice"] = r.ToolChoice.Type

@@ -94,6 +94,23 @@ func (m *jsonMeter) End(ev *logevent.Event) (oai.Usage, error) {
 	return toOAI(a.Usage), nil
 }
 
+// answerMeter meters a translated answer, which sluice wrote: its usage
+// and stop reason are known, nothing is read back from the bytes.
+type answerMeter struct {
+	answer []byte
+	res    *Response
+}
+
+func (m *answerMeter) Write(p []byte) (int, error) { return len(p), nil }
+
+func (m *answerMeter) End(ev *logevent.Event) (oai.Usage, error) {
+	ev.Response = m.answer
+	if m.res.StopReason != nil {
+		ev.FinishReason = *m.res.StopReason
+	}
+	return toOAI(m.res.Usage), nil
+}
+
 // streamMeter reads a Messages event stream as it goes by: the usage of
 // message_start and message_delta (whose counts are cumulative), the stop
 // reason, and whether message_stop went out (the caller has it whole).

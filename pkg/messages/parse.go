@@ -3,6 +3,7 @@ package messages
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -10,52 +11,89 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 )
 
-// Parsed is a checked request with what the translation needs beyond it.
+// Parsed is a request read as far as its use needs. ParseHead reads what
+// routing and the log event need — the top-level members but messages,
+// system and tools, which it only delimits — so a natively served request
+// goes on as the client sent it, never decoded; Parse (or Chat, for the chat
+// seam) decodes and checks the whole.
 type Parsed struct {
 	Request
 	// RawMessages is messages as sent: what the log event keeps.
 	RawMessages json.RawMessage
+	// tools is the number of tools given: a parameter of the log event.
+	tools int
+	// decoded: Request holds the whole request, checked, or decodeErr
+	// says what is wrong with it.
+	decoded   bool
+	decodeErr error
 }
 
 // Parse reads and checks a Messages request body: every problem is a 400
 // naming the member (messages[1].content[0].source.data).
 func Parse(body []byte) (*Parsed, error) {
+	p, err := ParseHead(body)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.decode(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// ParseHead reads and checks a Messages request's top-level members — model,
+// max_tokens, stream, the sampling parameters, tool_choice, thinking,
+// metadata — and delimits messages, system and tools without decoding them:
+// what a native deployment checks itself. Each problem is a 400 naming the
+// member.
+func ParseHead(body []byte) (*Parsed, error) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
 		return nil, api.InvalidJSON("The request body must be a JSON object.")
 	}
-	// One structural pass names the members given (a required one may be
-	// absent, or null); the typed decode below checks the rest.
-	top := map[string]bool{}
 	p := &Parsed{}
+	r := &p.Request
+	var given struct{ model, maxTokens, messages bool }
 	err := jsonscan.Members(body, func(name, value []byte) error {
-		if !jsonscan.Null(value) {
-			top[string(name)] = true
+		n := string(name)
+		null := jsonscan.Null(value)
+		switch {
+		case n == "messages":
+			p.RawMessages, given.messages = value, !null
+			return nil
+		case n == "tools":
+			p.tools = 0
+			if !null && jsonscan.Elements(value, func([]byte) error { p.tools++; return nil }) != nil {
+				return api.InvalidValue("tools", "'tools' must be an array of tools.")
+			}
+			return nil
 		}
-		if string(name) == "messages" {
-			p.RawMessages = value
+		switch n {
+		case "model":
+			given.model = !null
+		case "max_tokens":
+			given.maxTokens = !null
 		}
-		return nil
+		return decodeMember(r, n, value)
 	})
 	if err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) {
+			return nil, err
+		}
 		return nil, api.InvalidJSON("The request body is not valid JSON.")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&p.Request); err != nil {
-		return nil, api.InvalidValue(fieldOf(err), "Invalid request: %s.", describe(err))
-	}
 	p.Body = body
-	r := &p.Request
 	switch {
-	case !top["model"]:
+	case !given.model:
 		return nil, api.MissingParam("model")
 	case strings.TrimSpace(r.Model) == "":
 		return nil, api.InvalidValue("model", "'model' must name a model.")
-	case !top["max_tokens"]:
+	case !given.maxTokens:
 		return nil, api.MissingParam("max_tokens")
 	case r.MaxTokens < 1:
 		return nil, api.InvalidValue("max_tokens", "'max_tokens' must be at least 1.")
-	case !top["messages"]:
+	case !given.messages:
 		return nil, api.MissingParam("messages")
 	case r.Temperature != nil && (*r.Temperature < 0 || *r.Temperature > 1):
 		return nil, api.InvalidValue("temperature", "'temperature' must be between 0 and 1.")
@@ -64,40 +102,12 @@ func Parse(body []byte) (*Parsed, error) {
 	case r.TopK != nil && *r.TopK < 0:
 		return nil, api.InvalidValue("top_k", "'top_k' must not be negative.")
 	}
-	if err := checkSystem(r.System); err != nil {
-		return nil, err
-	}
-	for i := range r.Messages {
-		if err := checkMessage(&r.Messages[i], fmt.Sprintf("messages[%d]", i)); err != nil {
-			return nil, err
-		}
-	}
-	names := map[string]bool{}
-	for i, t := range r.Tools {
-		at := fmt.Sprintf("tools[%d]", i)
-		if t.Name == "" {
-			return nil, api.InvalidValue(at+".name", "'%s.name' must name the tool.", at)
-		}
-		if names[t.Name] {
-			return nil, api.InvalidValue(at+".name", "Tool names must be unique: '%s' is given twice.", t.Name)
-		}
-		names[t.Name] = true
-		if len(t.InputSchema) > 0 && !isObject(t.InputSchema) {
-			return nil, api.InvalidValue(at+".input_schema", "'%s.input_schema' must be a JSON Schema object.", at)
-		}
-		if (t.Type == "" || t.Type == "custom") && len(t.InputSchema) == 0 {
-			return nil, api.MissingParam(at + ".input_schema")
-		}
-	}
 	if tc := r.ToolChoice; tc != nil {
 		switch tc.Type {
 		case "auto", "any", "none":
 		case "tool":
 			if tc.Name == "" {
 				return nil, api.MissingParam("tool_choice.name")
-			}
-			if !names[tc.Name] {
-				return nil, api.InvalidValue("tool_choice.name", "tool_choice names the tool '%s', which is not in 'tools'.", tc.Name)
 			}
 		default:
 			return nil, api.InvalidValue("tool_choice.type", "'tool_choice.type' must be auto, any, tool or none.")
@@ -118,6 +128,105 @@ func Parse(body []byte) (*Parsed, error) {
 		}
 	}
 	return p, nil
+}
+
+// decodeMember decodes the member name of a request into r when it is one
+// of the head's: the small ones.
+func decodeMember(r *Request, name string, value []byte) error {
+	var dst any
+	switch name {
+	case "model":
+		dst = &r.Model
+	case "max_tokens":
+		dst = &r.MaxTokens
+	case "stream":
+		dst = &r.Stream
+	case "stop_sequences":
+		dst = &r.StopSequences
+	case "temperature":
+		dst = &r.Temperature
+	case "top_p":
+		dst = &r.TopP
+	case "top_k":
+		dst = &r.TopK
+	case "tool_choice":
+		dst = &r.ToolChoice
+	case "thinking":
+		dst = &r.Thinking
+	case "metadata":
+		dst = &r.Metadata
+	case "mock_response":
+		r.MockResponse = nil
+		if !jsonscan.Null(value) {
+			r.MockResponse = value
+		}
+		return nil
+	case "drop_params":
+		dst = &r.DropParams
+	case "service_tier":
+		dst = &r.ServiceTier
+	default:
+		return nil
+	}
+	if err := json.Unmarshal(value, dst); err != nil {
+		// Name the member as a decode of the whole request would.
+		if te, ok := err.(*json.UnmarshalTypeError); ok {
+			te.Field = strings.TrimSuffix(name+"."+te.Field, ".")
+		}
+		return api.InvalidValue(fieldOf(err), "Invalid request: %s.", describe(err))
+	}
+	return nil
+}
+
+// decode decodes the whole request and checks what ParseHead left: the
+// system prompt, each message and block, the tools.
+func (p *Parsed) decode() error {
+	if !p.decoded {
+		p.decoded = true
+		p.decodeErr = p.decodeWhole()
+	}
+	return p.decodeErr
+}
+
+func (p *Parsed) decodeWhole() error {
+	var r Request
+	if err := json.Unmarshal(p.Body, &r); err != nil {
+		return api.InvalidValue(fieldOf(err), "Invalid request: %s.", describe(err))
+	}
+	r.Body = p.Body
+	if jsonscan.Null(r.MockResponse) {
+		r.MockResponse = nil // null is not given, as the head reads it
+	}
+	p.Request = r
+	if err := checkSystem(r.System); err != nil {
+		return err
+	}
+	for i := range r.Messages {
+		if err := checkMessage(&r.Messages[i], fmt.Sprintf("messages[%d]", i)); err != nil {
+			return err
+		}
+	}
+	names := make(map[string]bool, len(r.Tools))
+	for i, t := range r.Tools {
+		at := fmt.Sprintf("tools[%d]", i)
+		if t.Name == "" {
+			return api.InvalidValue(at+".name", "'%s.name' must name the tool.", at)
+		}
+		if names[t.Name] {
+			return api.InvalidValue(at+".name", "Tool names must be unique: '%s' is given twice.", t.Name)
+		}
+		names[t.Name] = true
+		if len(t.InputSchema) > 0 && !isObject(t.InputSchema) {
+			return api.InvalidValue(at+".input_schema", "'%s.input_schema' must be a JSON Schema object.", at)
+		}
+		if (t.Type == "" || t.Type == "custom") && len(t.InputSchema) == 0 {
+			return api.MissingParam(at + ".input_schema")
+		}
+	}
+	if tc := r.ToolChoice; tc != nil && tc.Type == "tool" && !names[tc.Name] {
+		return api.InvalidValue("tool_choice.name", "tool_choice names the tool '%s', which is not in 'tools'.", tc.Name)
+	}
+	return nil
 }
 
 func checkSystem(c Content) error {

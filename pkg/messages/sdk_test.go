@@ -325,3 +325,21 @@ func TestMockDeployment(t *testing.T) {
 		}
 	})
 }
+
+// TestTranslatedAnswerLogEvent: a translated answer's log event has the
+// answer as the client got it, its stop reason and its usage.
+func TestTranslatedAnswerLogEvent(t *testing.T) {
+	w := newWorld(t)
+	chattest.Run(t, chattest.Options{Config: w.cfg, Env: w.env}, func(t *testing.T, h *chattest.Harness) {
+		res := h.Gateway.Do("POST", "/v1/messages", "", `{"model":"openai-model","max_tokens":10,"metadata":{"user_id":"u1"},"messages":[{"role":"user","content":"Hi"}]}`, "X-Api-Key", h.Key)
+		if res.Status != 200 {
+			t.Fatalf("%d %s", res.Status, res.Body)
+		}
+		ev := h.Event(t)
+		if string(ev.Response) != string(res.Body) || ev.FinishReason != "end_turn" || ev.EndUser != "u1" ||
+			ev.PromptTokens != 11 || ev.CompletionTokens != 7 || ev.TotalTokens != 18 || ev.Status != "success" {
+			t.Errorf("log event: response %s, finish %q, user %q, tokens %d+%d=%d, %s",
+				ev.Response, ev.FinishReason, ev.EndUser, ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens, ev.Status)
+		}
+	})
+}

@@ -98,6 +98,9 @@ func effort(budget int64) string {
 // cannot honour of the rest (top_k, reasoning_effort, …) its chat
 // translation refuses, or drops with drop_params.
 func (p *Parsed) ChatBody() ([]byte, error) {
+	if err := p.decode(); err != nil {
+		return nil, err
+	}
 	r := &p.Request
 	out := chatRequest{
 		Model: r.Model, MaxTokens: r.MaxTokens, Stream: r.Stream, Stop: r.StopSequences,
@@ -160,7 +163,9 @@ func (p *Parsed) ChatBody() ([]byte, error) {
 	return b, nil
 }
 
-// Chat is the request as the chat seam takes it (ChatBody, parsed).
+// Chat is the request as the chat seam takes it (ChatBody, parsed): the
+// request is decoded and checked whole first, if ParseHead read only its
+// head.
 func (p *Parsed) Chat() (*oai.ChatRequest, error) {
 	b, err := p.ChatBody()
 	if err != nil {

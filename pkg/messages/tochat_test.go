@@ -1,9 +1,12 @@
 package messages
 
 import (
+	"io"
 	"testing"
+	"testing/iotest"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/providertest"
 )
 
@@ -140,5 +143,56 @@ func TestParseRefuses(t *testing.T) {
 		if e := api.AsError(err); err == nil || e.Status != 400 || e.Param != tc.param {
 			t.Errorf("%s: error %v, want a 400 naming %q", tc.in, err, tc.param)
 		}
+	}
+}
+
+// TestParseHeadLeavesTheRestUndecoded: ParseHead reads what routing and the
+// log event need and leaves messages, system and tools to the deployment
+// (native) or to Chat (translated), which refuses what is wrong in them.
+func TestParseHeadLeavesTheRestUndecoded(t *testing.T) {
+	in := `{"model":"m","max_tokens":5,"stream":true,"metadata":{"user_id":"u1"},"temperature":0.5,` +
+		`"tools":[{"name":"f","input_schema":{}},{"name":"g","input_schema":{}}],` +
+		`"messages":[{"role":"system","content":"x"}]}`
+	p, err := ParseHead([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Model != "m" || p.MaxTokens != 5 || !p.Stream || p.Metadata.UserID != "u1" || *p.Temperature != 0.5 ||
+		string(p.RawMessages) != `[{"role":"system","content":"x"}]` || p.Messages != nil || p.Tools != nil || string(p.Body) != in {
+		t.Errorf("head %+v", p)
+	}
+	for i := 0; i < 2; i++ { // the refusal stays when asked again
+		_, err = p.Chat()
+		if e := api.AsError(err); err == nil || e.Status != 400 || e.Param != "messages[0].role" {
+			t.Errorf("Chat: %v, want a 400 naming messages[0].role", err)
+		}
+	}
+	if _, err := ParseHead([]byte(`{"model":"m","max_tokens":5,"messages":[],"temperature":"hot"}`)); api.AsError(err).Param != "temperature" {
+		t.Errorf("a head member of the wrong type: %v", err)
+	}
+	if _, err := ParseHead([]byte(`{"model":"m","max_tokens":5,"messages":[],"thinking":{"type":"enabled","budget_tokens":"x"}}`)); api.AsError(err).Param != "thinking.budget_tokens" {
+		t.Errorf("a nested head member of the wrong type: %v", err)
+	}
+}
+
+// zeros reads as many zero bytes as asked.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// TestReadAnswerIsBounded: a translated provider's answer is read whole up
+// to providers.MaxAnswerBytes, sized by its length when known; a larger or
+// cut one is a 502.
+func TestReadAnswerIsBounded(t *testing.T) {
+	body := func(n int64) io.ReadCloser { return io.NopCloser(io.LimitReader(zeros{}, n)) }
+	if b, err := readAnswer(body(1000), 1000); err != nil || len(b) != 1000 {
+		t.Errorf("a 1000-byte answer: %d bytes, %v", len(b), err)
+	}
+	if _, err := readAnswer(body(providers.MaxAnswerBytes+1), -1); api.AsError(err).Status != 502 {
+		t.Errorf("an answer over the bound: %v", err)
+	}
+	cut := io.NopCloser(io.MultiReader(io.LimitReader(zeros{}, 10), iotest.ErrReader(io.ErrUnexpectedEOF)))
+	if _, err := readAnswer(cut, 100); api.AsError(err).Status != 502 {
+		t.Errorf("a cut answer: %v", err)
 	}
 }

@@ -9,7 +9,11 @@
 // and errors are Anthropic's shapes either way.
 package messages
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
+)
 
 // CallType is the log event's call type of a Messages call (LiteLLM's).
 const CallType = "anthropic_messages"
@@ -55,22 +59,34 @@ type Content struct {
 // IsZero reports content never given.
 func (c Content) IsZero() bool { return !c.Plain && c.Blocks == nil }
 
-// UnmarshalJSON takes a string or an array of blocks.
+// UnmarshalJSON takes a string or an array of blocks. b is valid JSON (the
+// decoder calling it checked it): a string is unquoted and the blocks are
+// decoded one by one without encoding/json checking b again, a pass over
+// the content at each level it nests.
 func (c *Content) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
+	switch {
+	case len(b) > 0 && b[0] == '"':
+		s, err := jsonscan.String(b)
+		if err != nil {
 			return err
 		}
 		*c = Content{Blocks: []Block{{Type: BlockText, Text: s}}, Plain: true}
 		return nil
+	case len(b) > 0 && b[0] == '[':
+		blocks := []Block{}
+		err := jsonscan.Elements(b, func(v []byte) error {
+			blocks = append(blocks, Block{})
+			return blocks[len(blocks)-1].UnmarshalJSON(v)
+		})
+		if err != nil {
+			return err
+		}
+		*c = Content{Blocks: blocks}
+		return nil
 	}
-	var blocks []Block
+	var blocks []Block // not a string nor an array: encoding/json's error
 	if err := json.Unmarshal(b, &blocks); err != nil {
 		return err
-	}
-	if blocks == nil {
-		blocks = []Block{}
 	}
 	*c = Content{Blocks: blocks}
 	return nil
@@ -124,20 +140,18 @@ type Block struct {
 }
 
 // UnmarshalJSON decodes the blocks sluice models; any other is kept raw,
-// whatever its members.
+// whatever its members. One decode serves both: a block of another type
+// that does not fit Block's members is not an error.
 func (b *Block) UnmarshalJSON(data []byte) error {
-	var head struct {
-		Type string `json:"type"`
-	}
-	if err := json.Unmarshal(data, &head); err != nil {
+	type plain Block
+	var p plain
+	err := json.Unmarshal(data, &p)
+	switch p.Type {
+	case BlockText, BlockImage, BlockDocument, BlockToolUse, BlockToolResult, BlockThinking, BlockRedactedThinking, "":
+		*b = Block(p)
 		return err
 	}
-	switch head.Type {
-	case BlockText, BlockImage, BlockDocument, BlockToolUse, BlockToolResult, BlockThinking, BlockRedactedThinking, "":
-		type plain Block
-		return json.Unmarshal(data, (*plain)(b))
-	}
-	*b = Block{Type: head.Type, Raw: append(json.RawMessage(nil), data...)}
+	*b = Block{Type: p.Type, Raw: append(json.RawMessage(nil), data...)}
 	return nil
 }
 

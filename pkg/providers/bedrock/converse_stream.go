@@ -109,6 +109,71 @@ func (f *frameReader) next() (frame, error) {
 	}, nil
 }
 
+// eventReader reads an event stream's events, for both streamed actions
+// (ConverseStream, InvokeModelWithResponseStream): an exception or error
+// message is an error, a message of a later protocol's type is skipped,
+// and the first message can be read ahead (prime).
+type eventReader struct {
+	frameReader
+	pending *frame // the first message, read before the answer was handed over
+}
+
+func newEventReader(body io.Reader) eventReader {
+	return eventReader{frameReader: frameReader{r: body, dec: eventstream.NewDecoder()}}
+}
+
+// prime reads the first message before the answer is handed over, so that
+// an exception Bedrock sends first (a throttle, an overloaded model) is a
+// *models.ProviderError the router can retry, not a stream that failed.
+// action names the call in its errors.
+func (e *eventReader) prime(action string) error {
+	f, err := e.frameReader.next()
+	switch {
+	case err == io.EOF:
+		return &models.ProviderError{Provider: Name, Status: http.StatusOK, Message: "answered " + action + " with an empty event stream"}
+	case err != nil:
+		var ae *api.Error
+		if errors.As(err, &ae) {
+			return &models.ProviderError{Provider: Name, Status: http.StatusOK, Message: ae.Message}
+		}
+		return err
+	}
+	switch f.messageType {
+	case "exception":
+		return &models.ProviderError{Provider: Name, Status: exceptionStatus(f.exception, f.payload), Code: f.exception, Message: exceptionMessage(f.payload)}
+	case "error":
+		return &models.ProviderError{Provider: Name, Status: http.StatusInternalServerError, Code: f.errorCode, Message: f.errorText}
+	}
+	e.pending = &f
+	return nil
+}
+
+// next returns the next event: io.EOF at the end of the stream between
+// messages; an exception or error message as the stream's error
+// (streamError).
+func (e *eventReader) next() (frame, error) {
+	for {
+		var f frame
+		if e.pending != nil {
+			f, e.pending = *e.pending, nil
+		} else {
+			var err error
+			if f, err = e.frameReader.next(); err != nil {
+				return frame{}, err
+			}
+		}
+		switch f.messageType {
+		case "event":
+			return f, nil
+		case "exception":
+			return frame{}, streamError(f.exception, exceptionStatus(f.exception, f.payload), exceptionMessage(f.payload))
+		case "error":
+			return frame{}, streamError(f.errorCode, http.StatusInternalServerError, f.errorText)
+		}
+		// A message type of a later protocol: nothing to read.
+	}
+}
+
 // converseStream translates a ConverseStream answer into OpenAI chunk
 // events, one provider event per call of next: messageStart → the role
 // chunk; contentBlockStart (a tool use) → a tool call's first delta;
@@ -116,11 +181,10 @@ func (f *frameReader) next() (frame, error) {
 // messageStop → the finish chunk; metadata → the usage chunk and [DONE];
 // an exception → an *api.Error.
 type converseStream struct {
-	frames   frameReader
+	frames   eventReader
 	w        *oai.ChunkWriter
 	jsonMode bool
 
-	pending  *frame // the first message, read before the answer was handed over
 	role     bool   // the role chunk went out
 	calls    int    // tool calls started
 	blocks   []int  // by contentBlockIndex: its tool call + 1, jsonBlock, or 0 (text, reasoning)
@@ -137,53 +201,25 @@ const jsonBlock = -1
 
 func newConverseStream(body io.Reader, model string, jsonMode bool) *converseStream {
 	return &converseStream{
-		frames:   frameReader{r: body, dec: eventstream.NewDecoder()},
+		frames:   newEventReader(body),
 		w:        oai.NewChunkWriter(oai.NewChatID(), model, time.Now().Unix()),
 		jsonMode: jsonMode,
 	}
 }
 
-// prime reads the first message before the answer is handed over, so that
-// an exception Bedrock sends first (a throttle, an overloaded model) is a
-// *models.ProviderError the router can retry, not a stream that failed.
-func (s *converseStream) prime() error {
-	f, err := s.frames.next()
-	switch {
-	case err == io.EOF:
-		return &models.ProviderError{Provider: Name, Status: http.StatusOK, Message: "answered ConverseStream with an empty event stream"}
-	case err != nil:
-		var ae *api.Error
-		if errors.As(err, &ae) {
-			return &models.ProviderError{Provider: Name, Status: http.StatusOK, Message: ae.Message}
-		}
-		return err
-	}
-	switch f.messageType {
-	case "exception":
-		msg := exceptionMessage(f.payload)
-		return &models.ProviderError{Provider: Name, Status: exceptionStatus(f.exception, f.payload), Code: f.exception, Message: msg}
-	case "error":
-		return &models.ProviderError{Provider: Name, Status: http.StatusInternalServerError, Code: f.errorCode, Message: f.errorText}
-	}
-	s.pending = &f
-	return nil
-}
+// prime reads the first message ahead (eventReader.prime).
+func (s *converseStream) prime() error { return s.frames.prime("ConverseStream") }
 
 // next appends the output of the next provider event to dst.
 func (s *converseStream) next(dst []byte) ([]byte, error) {
 	if s.ended {
 		return dst, io.EOF
 	}
-	var f frame
-	if s.pending != nil {
-		f, s.pending = *s.pending, nil
-	} else {
-		var err error
-		if f, err = s.frames.next(); err == io.EOF {
-			return s.end(dst)
-		} else if err != nil {
-			return dst, err
-		}
+	f, err := s.frames.next()
+	if err == io.EOF {
+		return s.end(dst)
+	} else if err != nil {
+		return dst, err
 	}
 	out, err := s.event(dst, &f)
 	if err == io.EOF {
@@ -204,15 +240,6 @@ func (s *converseStream) end(dst []byte) ([]byte, error) {
 }
 
 func (s *converseStream) event(dst []byte, f *frame) ([]byte, error) {
-	switch f.messageType {
-	case "event":
-	case "exception":
-		return dst, streamError(f.exception, exceptionStatus(f.exception, f.payload), exceptionMessage(f.payload))
-	case "error":
-		return dst, streamError(f.errorCode, http.StatusInternalServerError, f.errorText)
-	default:
-		return dst, nil // a message type of a later protocol
-	}
 	var err error
 	switch f.eventType {
 	case "messageStart":

@@ -4,16 +4,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
-	"net/http"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
-
-	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers/anthropic"
@@ -78,8 +73,8 @@ func (e *endpoint) Messages(ctx context.Context, req *models.MessagesRequest) (*
 		return nil, true, &models.ProviderError{Provider: Name, Status: resp.StatusCode,
 			Message: fmt.Sprintf("answered InvokeModelWithResponseStream with Content-Type %q, not an event stream", mt)}
 	}
-	s := &invokeStream{frames: frameReader{r: resp.Body, dec: eventstream.NewDecoder()}}
-	if err := s.prime(); err != nil {
+	s := &invokeStream{frames: newEventReader(resp.Body)}
+	if err := s.frames.prime("InvokeModelWithResponseStream"); err != nil {
 		resp.Body.Close()
 		return nil, true, err
 	}
@@ -92,62 +87,25 @@ func (e *endpoint) Messages(ctx context.Context, req *models.MessagesRequest) (*
 // *api.Error (the stream's error event); a stream ending before
 // message_stop is cut.
 type invokeStream struct {
-	frames  frameReader
-	pending *frame
+	frames  eventReader
 	stopped bool
 	ended   bool
 	raw     []byte // a chunk's decoded bytes, reused
-}
-
-func (s *invokeStream) prime() error {
-	f, err := s.frames.next()
-	switch {
-	case err == io.EOF:
-		return &models.ProviderError{Provider: Name, Status: http.StatusOK, Message: "answered InvokeModelWithResponseStream with an empty event stream"}
-	case err != nil:
-		var ae *api.Error
-		if errors.As(err, &ae) {
-			return &models.ProviderError{Provider: Name, Status: http.StatusOK, Message: ae.Message}
-		}
-		return err
-	}
-	switch f.messageType {
-	case "exception":
-		return &models.ProviderError{Provider: Name, Status: exceptionStatus(f.exception, f.payload), Code: f.exception, Message: exceptionMessage(f.payload)}
-	case "error":
-		return &models.ProviderError{Provider: Name, Status: http.StatusInternalServerError, Code: f.errorCode, Message: f.errorText}
-	}
-	s.pending = &f
-	return nil
 }
 
 func (s *invokeStream) next(dst []byte) ([]byte, error) {
 	if s.ended {
 		return dst, io.EOF
 	}
-	var f frame
-	if s.pending != nil {
-		f, s.pending = *s.pending, nil
-	} else {
-		var err error
-		if f, err = s.frames.next(); err == io.EOF {
-			s.ended = true
-			if !s.stopped {
-				return dst, errNoStop
-			}
-			return dst, io.EOF
-		} else if err != nil {
-			return dst, err
+	f, err := s.frames.next()
+	if err == io.EOF {
+		s.ended = true
+		if !s.stopped {
+			return dst, errNoStop
 		}
-	}
-	switch f.messageType {
-	case "event":
-	case "exception":
-		return dst, streamError(f.exception, exceptionStatus(f.exception, f.payload), exceptionMessage(f.payload))
-	case "error":
-		return dst, streamError(f.errorCode, http.StatusInternalServerError, f.errorText)
-	default:
-		return dst, nil // a message type of a later protocol
+		return dst, io.EOF
+	} else if err != nil {
+		return dst, err
 	}
 	if f.eventType != "chunk" {
 		return dst, nil

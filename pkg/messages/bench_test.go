@@ -1,0 +1,56 @@
+package messages
+
+import (
+	"strings"
+	"testing"
+)
+
+// The bench's Messages request (about 120 tokens of text) and an OpenAI
+// answer to it, as BenchmarkMessagesOverhead in pkg/gateway sends them.
+var (
+	benchRequest = []byte(`{"model":"gpt-4o-mini","max_tokens":256,"system":"You are terse.","messages":[{"role":"user","content":"` +
+		strings.Repeat("Sluice stands in front of hosted model providers. ", 12) + `"}]}`)
+	benchChatAnswer = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1764000000,"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+		strings.Repeat("Sluice answers. ", 50) + `","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":130,"completion_tokens":200,"total_tokens":330},"system_fingerprint":"fp_1"}`)
+)
+
+// BenchmarkNativeRequest is what a natively served call reads of its
+// request (ParseHead); BenchmarkTranslatedRequest what a translated one
+// does to it (the head, then Chat: decoded whole, translated, parsed as a
+// chat request); BenchmarkTranslatedAnswer what it does to the answer.
+//
+//	go test -run '^$' -bench 'Request|Answer' -benchmem ./pkg/messages
+func BenchmarkNativeRequest(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseHead(benchRequest); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkTranslatedRequest(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := ParseHead(benchRequest)
+		if err == nil {
+			_, err = p.Chat()
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkTranslatedAnswer(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := FromChat(benchChatAnswer, "gpt-4o-mini")
+		if err == nil {
+			_, err = AnswerJSON(res)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
