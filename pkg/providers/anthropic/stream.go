@@ -353,7 +353,8 @@ func (s *streamer) messageDelta(e *event) error {
 		return s.malformed("message_delta has no delta object")
 	}
 	if !jsonscan.Null(stop) {
-		s.finish = finishReason(stop)
+		reason, _ := jsonscan.String(stop) // not a string: a stop
+		s.finish = finishReason(reason)
 	}
 	if len(e.usage) > 0 {
 		if err := s.usage.read(e.usage); err != nil {
