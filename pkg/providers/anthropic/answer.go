@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,10 +75,11 @@ func (c *Call) Answer(body []byte) (*models.Answer, error) {
 
 // message is the members of a Messages answer the translation reads.
 type message struct {
-	Model      string            `json:"model"`
-	Content    []json.RawMessage `json:"content"`
-	StopReason string            `json:"stop_reason"`
-	Usage      *answerUsage      `json:"usage"`
+	// Model and StopReason are read when they are strings.
+	Model      json.RawMessage `json:"model"`
+	Content    []contentBlock  `json:"content"`
+	StopReason json.RawMessage `json:"stop_reason"`
+	Usage      *answerUsage    `json:"usage"`
 }
 
 // answerUsage is a whole answer's usage: Usage's counts (a null count is
@@ -92,25 +94,23 @@ type answerUsage struct {
 // contentBlock is the members of a content block the translation reads;
 // which it needs depends on the type (contentBlocks checks them).
 type contentBlock struct {
-	Type     string          `json:"type"`
-	Text     *string         `json:"text"`
-	ID       *string         `json:"id"`
-	Name     *string         `json:"name"`
-	Input    json.RawMessage `json:"input"`
-	Thinking *string         `json:"thinking"`
+	Type      string          `json:"type"`
+	Text      *string         `json:"text"`
+	ID        *string         `json:"id"`
+	Name      *string         `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	Thinking  *string         `json:"thinking"`
+	Signature *string         `json:"signature"`
+	Data      *string         `json:"data"`
 }
 
-// lenient decodes doc into v, passing over members of another type than v
-// declares (the Messages API may grow them) unless strict says the member
-// matters: a wrong type there, or a document that is not an object, is an
-// error.
-func lenient(doc []byte, v any, strict func(field string) bool) error {
-	err := json.Unmarshal(doc, v)
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" && !strict(te.Field) {
-		return nil
-	}
-	return err
+// thinkingBlock is a thinking or redacted_thinking block as the client gets
+// it back in thinking_blocks (to send it back with its signature).
+type thinkingBlock struct {
+	Type      string  `json:"type"`
+	Thinking  *string `json:"thinking,omitempty"`
+	Signature *string `json:"signature,omitempty"`
+	Data      *string `json:"data,omitempty"`
 }
 
 // completion reads a Messages answer: its text blocks become the content,
@@ -120,10 +120,7 @@ func lenient(doc []byte, v any, strict func(field string) bool) error {
 // format tool's input is the content.
 func (c *Call) completion(body []byte) (*oai.ChatCompletion, error) {
 	var m message
-	err := lenient(body, &m, func(field string) bool {
-		return field == "content" || strings.HasPrefix(field, "usage")
-	})
-	if err != nil {
+	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, fmt.Errorf("the message is not a JSON object: %w", err)
 	}
 	if m.Content == nil {
@@ -139,7 +136,7 @@ func (c *Call) completion(body []byte) (*oai.ChatCompletion, error) {
 			return nil, err
 		}
 	}
-	finish := finishReason(m.StopReason)
+	finish := finishReason(stringOf(m.StopReason))
 	content := ""
 	if msg.Content != nil {
 		content = *msg.Content
@@ -156,8 +153,8 @@ func (c *Call) completion(body []byte) (*oai.ChatCompletion, error) {
 	}
 	ou := u.openAI(len(msg.ReasoningContent))
 	model := c.model
-	if m.Model != "" {
-		model = m.Model
+	if s := stringOf(m.Model); s != "" {
+		model = s
 	}
 	return &oai.ChatCompletion{
 		ID: oai.NewChatID(), Object: oai.ObjectChatCompletion, Created: time.Now().Unix(), Model: model,
@@ -170,19 +167,14 @@ func (c *Call) completion(body []byte) (*oai.ChatCompletion, error) {
 // (its text, reasoning, thinking blocks and tool calls) and, in JSON mode,
 // the format tool's input. Server tools' blocks (not asked for) are left
 // out.
-func (c *Call) contentBlocks(blocks []json.RawMessage) (msg *oai.AnswerMessage, jsonText []byte, err error) {
+func (c *Call) contentBlocks(blocks []contentBlock) (msg *oai.AnswerMessage, jsonText []byte, err error) {
 	msg = &oai.AnswerMessage{Role: oai.RoleAssistant}
 	var (
 		text, reasoning strings.Builder
-		thinking        []byte // the thinking_blocks array
+		thinking        []thinkingBlock
 	)
-	for _, raw := range blocks {
-		var b contentBlock
-		// A member of the wrong type is an error in the blocks translated.
-		translated := func(string) bool { return b.Type == "text" || b.Type == "tool_use" || b.Type == "thinking" }
-		if err := lenient(raw, &b, translated); err != nil {
-			return nil, nil, fmt.Errorf("a content block is not a JSON object: %w", err)
-		}
+	for i := range blocks {
+		b := &blocks[i]
 		switch b.Type {
 		case "text":
 			if b.Text == nil {
@@ -204,9 +196,9 @@ func (c *Call) contentBlocks(blocks []json.RawMessage) (msg *oai.AnswerMessage, 
 				return nil, nil, errors.New("a thinking block has no thinking string")
 			}
 			reasoning.WriteString(*b.Thinking)
-			thinking = appendElement(thinking, raw)
+			thinking = append(thinking, thinkingBlock{Type: b.Type, Thinking: b.Thinking, Signature: b.Signature})
 		case "redacted_thinking":
-			thinking = appendElement(thinking, raw)
+			thinking = append(thinking, thinkingBlock{Type: b.Type, Data: b.Data})
 		}
 	}
 	if text.Len() > 0 {
@@ -215,9 +207,24 @@ func (c *Call) contentBlocks(blocks []json.RawMessage) (msg *oai.AnswerMessage, 
 	}
 	msg.ReasoningContent = reasoning.String()
 	if thinking != nil {
-		msg.ThinkingBlocks = append(thinking, ']')
+		if msg.ThinkingBlocks, err = json.Marshal(thinking); err != nil {
+			return nil, nil, err
+		}
 	}
 	return msg, jsonText, nil
+}
+
+// stringOf is the string v holds; "" when it holds another value.
+func stringOf(v json.RawMessage) string {
+	if len(v) < 2 || v[0] != '"' {
+		return ""
+	}
+	if !bytes.Contains(v, []byte{'\\'}) { // decoded already: a valid literal without escapes
+		return string(v[1 : len(v)-1])
+	}
+	var s string
+	json.Unmarshal(v, &s)
+	return s
 }
 
 // set takes a whole answer's usage.
@@ -232,15 +239,4 @@ func (u *usage) set(a *answerUsage) error {
 		u.thinking, u.thinkingKnown = *t, true
 	}
 	return nil
-}
-
-// appendElement adds el to the JSON array arr is the start of ("[…", not
-// yet closed; nil for none).
-func appendElement(arr, el []byte) []byte {
-	if arr == nil {
-		arr = append(arr, '[')
-	} else {
-		arr = append(arr, ',')
-	}
-	return append(arr, el...)
 }

@@ -149,8 +149,8 @@ func TestAnswerTranslation(t *testing.T) {
 				"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`,
 		},
 		{
-			name: "members of another type are passed over where the translation does not read them", call: plain,
-			body: `{"model":5,"content":[{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":{"type":"web_search_tool_result_error"},"text":3},{"type":"text","text":"Hi","citations":7}],"stop_reason":7,"usage":{"input_tokens":2,"output_tokens":null,"service_tier":1}}`,
+			name: "a model and stop_reason not strings are passed over", call: plain,
+			body: `{"model":5,"content":[{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":{"type":"web_search_tool_result_error"}},{"type":"text","text":"Hi","citations":7}],"stop_reason":7,"usage":{"input_tokens":2,"output_tokens":null,"service_tier":1}}`,
 			want: `{"id":"*","object":"chat.completion","created":"*","model":"claude-sonnet-4-5",
 				"choices":[{"index":0,"message":{"role":"assistant","content":"Hi","refusal":null},"finish_reason":"stop","logprobs":null}],
 				"usage":{"prompt_tokens":2,"total_tokens":2}}`,
@@ -185,6 +185,7 @@ func TestAnswerUnreadable(t *testing.T) {
 		`{"type":"message","content":[],"usage":{"output_tokens":1.5}}`,
 		`{"type":"message","content":[],"usage":{"output_tokens_details":{"thinking_tokens":-2}}}`,
 		`{"type":"message","content":[{"type":"text","text":"a"}]`,
+		`{"model":5,"content":[{"type":"text","text":7}]}`,
 	} {
 		_, err := call.Answer([]byte(body))
 		var pe *models.ProviderError
