@@ -22,7 +22,10 @@ type Provider struct {
 // New returns the provider, calling out through client.
 func New(client *http.Client) *Provider { return &Provider{client: client} }
 
-var _ models.Chatter = (*endpoint)(nil)
+var (
+	_ models.Chatter   = (*endpoint)(nil)
+	_ models.Messenger = (*endpoint)(nil)
+)
 
 // Open resolves the deployment's credential (Key) and builds its
 // Messages URL: {api_base}/v1/messages, or api_base itself when it already

@@ -234,6 +234,7 @@ var (
 	_ models.Chatter      = (*endpoint)(nil)
 	_ models.Batcher      = (*endpoint)(nil)
 	_ models.BatchCleaner = (*endpoint)(nil)
+	_ models.Messenger    = (*endpoint)(nil)
 )
 
 type endpoint struct {

@@ -153,8 +153,9 @@ func (p *Provider) tokenSource(creds string) (*google.TokenSource, error) {
 }
 
 var (
-	_ models.Embedder = (*endpoint)(nil)
-	_ models.Chatter  = (*endpoint)(nil)
+	_ models.Embedder  = (*endpoint)(nil)
+	_ models.Chatter   = (*endpoint)(nil)
+	_ models.Messenger = (*endpoint)(nil)
 )
 
 type endpoint struct {
