@@ -365,13 +365,7 @@ func (e *encoder) system() ([]requestBlock, error) {
 			continue
 		}
 		blocks, err := textBlocks(i, m, false)
-		if err != nil {
-			return nil, err
-		}
-		if len(blocks) == 0 {
-			continue
-		}
-		if err := messageCache(i, m, blocks); err != nil {
+		if blocks, err = messageCache(i, m, blocks, err); err != nil {
 			return nil, err
 		}
 		out = append(out, blocks...)
@@ -406,14 +400,11 @@ func (e *encoder) messages() ([]turn, error) {
 		default:
 			blocks, err = textBlocks(i, m, true)
 		}
-		if err != nil {
+		if blocks, err = messageCache(i, m, blocks, err); err != nil {
 			return nil, err
 		}
 		if len(blocks) == 0 {
 			continue
-		}
-		if err := messageCache(i, m, blocks); err != nil {
-			return nil, err
 		}
 		if n := len(turns); n > 0 && turns[n-1].Role == role {
 			turns[n-1].Content = append(turns[n-1].Content, blocks...)
@@ -632,13 +623,19 @@ func thinkingBlocks(i int, m *oai.Message) ([]requestBlock, error) {
 }
 
 // messageCache puts a message's cache_control (LiteLLM's prompt-caching
-// extension) on its last block.
-func messageCache(i int, m *oai.Message, blocks []requestBlock) error {
+// extension) on the last of its blocks, the blocks' builder's answer.
+func messageCache(i int, m *oai.Message, blocks []requestBlock, err error) ([]requestBlock, error) {
+	if err != nil || len(blocks) == 0 {
+		return nil, err
+	}
 	cc, err := cacheControl(m.Raw, path(i, "cache_control"))
+	if err != nil {
+		return nil, err
+	}
 	if cc != nil {
 		blocks[len(blocks)-1].CacheControl = cc
 	}
-	return err
+	return blocks, nil
 }
 
 // cacheControl is the cache_control member of raw (a message, a part),
