@@ -42,6 +42,20 @@ func NewRequest(ctx context.Context, provider, url string, v any) (*http.Request
 	return req, body, nil
 }
 
+// Post posts v, encoded as JSON, to url with the credential authorize puts
+// on the request (it gets the body too, for a signature), and reads the
+// answer as Do does.
+func Post(ctx context.Context, client *http.Client, provider, url string, v any, authorize func(*http.Request, []byte) error) (*Response, error) {
+	req, body, err := NewRequest(ctx, provider, url, v)
+	if err != nil {
+		return nil, err
+	}
+	if err := authorize(req, body); err != nil {
+		return nil, err
+	}
+	return Do(client, provider, req)
+}
+
 // Do sends req through client and reads its JSON answer whole (to be
 // translated). An answer other
 // than 2xx is a *models.ProviderError (its message read from the body); an

@@ -1,25 +1,25 @@
 package anthropic
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // finishReason maps a stop_reason to OpenAI's finish_reason.
-func finishReason(stop []byte) string {
-	switch string(stop) {
-	case `"max_tokens"`, `"model_context_window_exceeded"`:
+func finishReason(stop string) string {
+	switch stop {
+	case "max_tokens", "model_context_window_exceeded":
 		return oai.FinishLength
-	case `"tool_use"`:
+	case "tool_use":
 		return oai.FinishToolCalls
-	case `"refusal"`:
+	case "refusal":
 		return oai.FinishContentFilter
 	}
 	return oai.FinishStop // end_turn, stop_sequence, pause_turn
@@ -31,47 +31,6 @@ type usage struct {
 	// thinking is output_tokens_details.thinking_tokens, when given.
 	thinking      int64
 	thinkingKnown bool
-}
-
-// read takes the counts a usage object gives (a stream's message_delta
-// repeats only some of them, cumulatively): absent and null counts keep
-// their value.
-func (u *usage) read(raw []byte) error {
-	count := func(v []byte, dst *int64) error {
-		if jsonscan.Null(v) {
-			return nil
-		}
-		n, ok := jsonscan.Count(v)
-		if !ok {
-			return errors.New("usage: a token count is not a non-negative integer")
-		}
-		*dst = n
-		return nil
-	}
-	return jsonscan.Members(raw, func(name, v []byte) error {
-		switch string(name) {
-		case "input_tokens":
-			return count(v, &u.input)
-		case "output_tokens":
-			return count(v, &u.output)
-		case "cache_read_input_tokens":
-			return count(v, &u.cacheRead)
-		case "cache_creation_input_tokens":
-			return count(v, &u.cacheCreation)
-		case "output_tokens_details":
-			if jsonscan.Null(v) {
-				return nil
-			}
-			return jsonscan.Members(v, func(name, v []byte) error {
-				if string(name) == "thinking_tokens" && !jsonscan.Null(v) {
-					u.thinkingKnown = true
-					return count(v, &u.thinking)
-				}
-				return nil
-			})
-		}
-		return nil
-	})
 }
 
 // openAI is the usage as LiteLLM reports Anthropic's: the prompt counts
@@ -114,106 +73,132 @@ func (c *Call) Answer(body []byte) (*models.Answer, error) {
 	return models.Translated(out, cc.Usage, cc.Choices[0].FinishReason), nil
 }
 
+// message is the members of a Messages answer the translation reads.
+type message struct {
+	// Model and StopReason are read when they are strings.
+	Model      json.RawMessage `json:"model"`
+	Content    []contentBlock  `json:"content"`
+	StopReason json.RawMessage `json:"stop_reason"`
+	Usage      *answerUsage    `json:"usage"`
+}
+
+// answerUsage is a whole answer's usage: Usage's counts (a null count is
+// 0), and the thinking tokens when given.
+type answerUsage struct {
+	Usage
+	OutputTokensDetails struct {
+		ThinkingTokens *int64 `json:"thinking_tokens"`
+	} `json:"output_tokens_details"`
+}
+
+// contentBlock is the members of a content block the translation reads;
+// which it needs depends on the type (contentBlocks checks them).
+type contentBlock struct {
+	Type      string          `json:"type"`
+	Text      *string         `json:"text"`
+	ID        *string         `json:"id"`
+	Name      *string         `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	Thinking  *string         `json:"thinking"`
+	Signature *string         `json:"signature"`
+	Data      *string         `json:"data"`
+}
+
+// thinkingBlock is a thinking or redacted_thinking block as the client gets
+// it back in thinking_blocks (to send it back with its signature).
+type thinkingBlock struct {
+	Type      string  `json:"type"`
+	Thinking  *string `json:"thinking,omitempty"`
+	Signature *string `json:"signature,omitempty"`
+	Data      *string `json:"data,omitempty"`
+}
+
 // completion reads a Messages answer: its text blocks become the content,
 // its tool_use blocks the tool calls (their input the arguments), its
 // thinking blocks the reasoning_content and the thinking_blocks (as they
 // are, signatures included, for the client to send back). In JSON mode the
 // format tool's input is the content.
 func (c *Call) completion(body []byte) (*oai.ChatCompletion, error) {
-	var model, content, stop, rawUsage []byte
-	err := jsonscan.Members(body, func(name, v []byte) error {
-		switch string(name) {
-		case "model":
-			model = v
-		case "content":
-			content = v
-		case "stop_reason":
-			stop = v
-		case "usage":
-			rawUsage = v
-		}
-		return nil
-	})
-	if err != nil {
+	var m message
+	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, fmt.Errorf("the message is not a JSON object: %w", err)
 	}
-	if len(content) == 0 || content[0] != '[' {
+	if m.Content == nil {
 		return nil, errors.New("the message has no content array")
 	}
-	var (
-		msg       = oai.AnswerMessage{Role: oai.RoleAssistant}
-		text      strings.Builder
-		reasoning strings.Builder
-		thinking  []byte // the thinking_blocks array
-		jsonText  []byte // JSON mode: the format tool's input
-	)
-	err = jsonscan.Elements(content, func(block []byte) error {
-		var typ, txt, id, toolName, input, think []byte
-		if err := jsonscan.Members(block, func(name, v []byte) error {
-			switch string(name) {
-			case "type":
-				typ = v
-			case "text":
-				txt = v
-			case "id":
-				id = v
-			case "name":
-				toolName = v
-			case "input":
-				input = v
-			case "thinking":
-				think = v
-			}
-			return nil
-		}); err != nil {
-			return fmt.Errorf("a content block is not a JSON object: %w", err)
-		}
-		switch string(typ) {
-		case `"text"`:
-			s, err := jsonscan.String(txt)
-			if err != nil {
-				return errors.New("a text block has no text string")
-			}
-			text.WriteString(s)
-		case `"tool_use"`:
-			callID, err1 := jsonscan.String(id)
-			fn, err2 := jsonscan.String(toolName)
-			if err1 != nil || err2 != nil || len(input) == 0 || input[0] != '{' || !json.Valid(input) {
-				return errors.New("a tool_use block lacks its id, name or input object")
-			}
-			if c.jsonMode && fn == JSONToolName {
-				jsonText = input
-				return nil
-			}
-			msg.ToolCalls = append(msg.ToolCalls, oai.ToolCall{ID: callID, Type: "function",
-				Function: oai.FunctionCall{Name: fn, Arguments: string(input)}})
-		case `"thinking"`:
-			s, err := jsonscan.String(think)
-			if err != nil {
-				return errors.New("a thinking block has no thinking string")
-			}
-			reasoning.WriteString(s)
-			thinking = appendElement(thinking, block)
-		case `"redacted_thinking"`:
-			thinking = appendElement(thinking, block)
-		}
-		return nil // server tools' blocks (not asked for) are left out
-	})
+	msg, jsonText, err := c.contentBlocks(m.Content)
 	if err != nil {
 		return nil, err
 	}
 	var u usage
-	if len(rawUsage) > 0 {
-		if err := u.read(rawUsage); err != nil {
+	if a := m.Usage; a != nil {
+		if err := u.set(a); err != nil {
 			return nil, err
 		}
 	}
-	finish := finishReason(stop)
+	finish := finishReason(stringOf(m.StopReason))
+	content := ""
+	if msg.Content != nil {
+		content = *msg.Content
+	}
 	if jsonText != nil {
-		text.Reset()
-		text.Write(jsonText)
+		content = string(jsonText)
 		if finish == oai.FinishToolCalls && len(msg.ToolCalls) == 0 {
 			finish = oai.FinishStop
+		}
+	}
+	msg.Content = nil
+	if content != "" {
+		msg.Content = &content
+	}
+	ou := u.openAI(len(msg.ReasoningContent))
+	model := c.model
+	if s := stringOf(m.Model); s != "" {
+		model = s
+	}
+	return &oai.ChatCompletion{
+		ID: oai.NewChatID(), Object: oai.ObjectChatCompletion, Created: time.Now().Unix(), Model: model,
+		Choices: []oai.ChatChoice{{Message: *msg, FinishReason: finish}},
+		Usage:   &ou,
+	}, nil
+}
+
+// contentBlocks translates an answer's content blocks into the message
+// (its text, reasoning, thinking blocks and tool calls) and, in JSON mode,
+// the format tool's input. Server tools' blocks (not asked for) are left
+// out.
+func (c *Call) contentBlocks(blocks []contentBlock) (msg *oai.AnswerMessage, jsonText []byte, err error) {
+	msg = &oai.AnswerMessage{Role: oai.RoleAssistant}
+	var (
+		text, reasoning strings.Builder
+		thinking        []thinkingBlock
+	)
+	for i := range blocks {
+		b := &blocks[i]
+		switch b.Type {
+		case "text":
+			if b.Text == nil {
+				return nil, nil, errors.New("a text block has no text string")
+			}
+			text.WriteString(*b.Text)
+		case "tool_use":
+			if b.ID == nil || b.Name == nil || len(b.Input) == 0 || b.Input[0] != '{' {
+				return nil, nil, errors.New("a tool_use block lacks its id, name or input object")
+			}
+			if c.jsonMode && *b.Name == JSONToolName {
+				jsonText = b.Input
+				continue
+			}
+			msg.ToolCalls = append(msg.ToolCalls, oai.ToolCall{ID: *b.ID, Type: "function",
+				Function: oai.FunctionCall{Name: *b.Name, Arguments: string(b.Input)}})
+		case "thinking":
+			if b.Thinking == nil {
+				return nil, nil, errors.New("a thinking block has no thinking string")
+			}
+			reasoning.WriteString(*b.Thinking)
+			thinking = append(thinking, thinkingBlock{Type: b.Type, Thinking: b.Thinking, Signature: b.Signature})
+		case "redacted_thinking":
+			thinking = append(thinking, thinkingBlock{Type: b.Type, Data: b.Data})
 		}
 	}
 	if text.Len() > 0 {
@@ -222,27 +207,36 @@ func (c *Call) completion(body []byte) (*oai.ChatCompletion, error) {
 	}
 	msg.ReasoningContent = reasoning.String()
 	if thinking != nil {
-		msg.ThinkingBlocks = append(thinking, ']')
+		if msg.ThinkingBlocks, err = json.Marshal(thinking); err != nil {
+			return nil, nil, err
+		}
 	}
-	ou := u.openAI(reasoning.Len())
-	m := c.model
-	if s, err := jsonscan.String(model); err == nil && s != "" {
-		m = s
-	}
-	return &oai.ChatCompletion{
-		ID: oai.NewChatID(), Object: oai.ObjectChatCompletion, Created: time.Now().Unix(), Model: m,
-		Choices: []oai.ChatChoice{{Message: msg, FinishReason: finish}},
-		Usage:   &ou,
-	}, nil
+	return msg, jsonText, nil
 }
 
-// appendElement adds el to the JSON array arr is the start of ("[…", not
-// yet closed; nil for none).
-func appendElement(arr, el []byte) []byte {
-	if arr == nil {
-		arr = append(arr, '[')
-	} else {
-		arr = append(arr, ',')
+// stringOf is the string v holds; "" when it holds another value.
+func stringOf(v json.RawMessage) string {
+	if len(v) < 2 || v[0] != '"' {
+		return ""
 	}
-	return append(arr, el...)
+	if !bytes.Contains(v, []byte{'\\'}) { // decoded already: a valid literal without escapes
+		return string(v[1 : len(v)-1])
+	}
+	var s string
+	json.Unmarshal(v, &s)
+	return s
+}
+
+// set takes a whole answer's usage.
+func (u *usage) set(a *answerUsage) error {
+	t := a.OutputTokensDetails.ThinkingTokens
+	if a.InputTokens < 0 || a.OutputTokens < 0 || a.CacheReadInputTokens < 0 || a.CacheCreationInputTokens < 0 || (t != nil && *t < 0) {
+		return errors.New("usage: a token count is not a non-negative integer")
+	}
+	u.input, u.output = a.InputTokens, a.OutputTokens
+	u.cacheRead, u.cacheCreation = a.CacheReadInputTokens, a.CacheCreationInputTokens
+	if t != nil {
+		u.thinking, u.thinkingKnown = *t, true
+	}
+	return nil
 }

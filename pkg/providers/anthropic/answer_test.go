@@ -148,6 +148,13 @@ func TestAnswerTranslation(t *testing.T) {
 				"choices":[{"index":0,"message":{"role":"assistant","content":"Hi","refusal":null},"finish_reason":"stop","logprobs":null}],
 				"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`,
 		},
+		{
+			name: "a model and stop_reason not strings are passed over", call: plain,
+			body: `{"model":5,"content":[{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":{"type":"web_search_tool_result_error"}},{"type":"text","text":"Hi","citations":7}],"stop_reason":7,"usage":{"input_tokens":2,"output_tokens":null,"service_tier":1}}`,
+			want: `{"id":"*","object":"chat.completion","created":"*","model":"claude-sonnet-4-5",
+				"choices":[{"index":0,"message":{"role":"assistant","content":"Hi","refusal":null},"finish_reason":"stop","logprobs":null}],
+				"usage":{"prompt_tokens":2,"total_tokens":2}}`,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := answerJSON(t, tc.call, tc.body)
@@ -170,6 +177,15 @@ func TestAnswerUnreadable(t *testing.T) {
 		`{"type":"message","content":[{"type":"thinking"}]}`,
 		`{"type":"message","content":[],"usage":{"input_tokens":-1}}`,
 		`{"type":"message","content":[1]}`,
+		`{"type":"message","content":null}`,
+		`{"type":"message","content":[{"type":"tool_use","id":1,"name":"f","input":{}}]}`,
+		`{"type":"message","content":[{"type":"tool_use","id":"t","input":{}}]}`,
+		`{"type":"message","content":[{"type":"thinking","thinking":{}}]}`,
+		`{"type":"message","content":[],"usage":"x"}`,
+		`{"type":"message","content":[],"usage":{"output_tokens":1.5}}`,
+		`{"type":"message","content":[],"usage":{"output_tokens_details":{"thinking_tokens":-2}}}`,
+		`{"type":"message","content":[{"type":"text","text":"a"}]`,
+		`{"model":5,"content":[{"type":"text","text":7}]}`,
 	} {
 		_, err := call.Answer([]byte(body))
 		var pe *models.ProviderError

@@ -22,7 +22,10 @@ type Provider struct {
 // New returns the provider, calling out through client.
 func New(client *http.Client) *Provider { return &Provider{client: client} }
 
-var _ models.Chatter = (*endpoint)(nil)
+var (
+	_ models.Chatter   = (*endpoint)(nil)
+	_ models.Messenger = (*endpoint)(nil)
+)
 
 // Open resolves the deployment's credential (Key) and builds its
 // Messages URL: {api_base}/v1/messages, or api_base itself when it already
@@ -67,21 +70,28 @@ func (e *endpoint) Chat(ctx context.Context, req *oai.ChatRequest) (*models.Answ
 		return nil, fmt.Errorf("anthropic: build the request: %w", err)
 	}
 	h := hreq.Header
-	h.Set("Content-Type", "application/json")
 	h.Set("Anthropic-Version", APIVersion)
 	e.cred.Authorize(h)
-	if req.Stream {
+	return call.Send(e.client, hreq, req.Stream)
+}
+
+// Send sends the call's request — built with Body, its credential on its
+// headers — and translates the answer, or the event stream, back.
+func (c *Call) Send(client *http.Client, hreq *http.Request, stream bool) (*models.Answer, error) {
+	h := hreq.Header
+	h.Set("Content-Type", "application/json")
+	if stream {
 		h.Set("Accept", "text/event-stream")
-		ans, err := providers.RelayStream(e.client, Name, hreq)
+		ans, err := providers.RelayStream(client, c.provider, hreq)
 		if err != nil {
 			return nil, err
 		}
-		return call.Stream(ans.Body), nil
+		return c.Stream(ans.Body), nil
 	}
 	h.Set("Accept", "application/json")
-	resp, err := providers.Do(e.client, Name, hreq)
+	resp, err := providers.Do(client, c.provider, hreq)
 	if err != nil {
 		return nil, err
 	}
-	return call.Answer(resp.Body)
+	return c.Answer(resp.Body)
 }

@@ -3,13 +3,13 @@ package anthropic
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
-	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers"
 )
@@ -110,10 +110,11 @@ func NewCall(req *oai.ChatRequest, o Options) (*Call, error) {
 		return nil, err
 	}
 	e := encoder{req: req}
-	if err := e.encode(o); err != nil {
+	body, err := e.encode(o)
+	if err != nil {
 		return nil, err
 	}
-	return &Call{Body: e.b, provider: o.Provider, model: o.Model, jsonMode: e.jsonMode}, nil
+	return &Call{Body: body, provider: o.Provider, model: o.Model, jsonMode: e.jsonMode}, nil
 }
 
 // checkParams refuses the parameters Anthropic cannot honour, unless they
@@ -161,19 +162,100 @@ func checkParams(req *oai.ChatRequest, drop providers.DropParams) error {
 	return drop.Check(req, bad...)
 }
 
-// encoder appends the Messages API body.
-type encoder struct {
-	req *oai.ChatRequest
-	b   []byte
-
-	jsonMode bool
-	// The open turn of messages: its role ("" before the first) and how
-	// many content blocks it has.
-	turn   string
-	blocks int
+// request is the Messages API request body.
+type request struct {
+	Model            string          `json:"model,omitempty"` // left out for Vertex (Options.Version)
+	MaxTokens        int64           `json:"max_tokens"`
+	System           []requestBlock  `json:"system,omitempty"`
+	Messages         []turn          `json:"messages"`
+	Stream           bool            `json:"stream,omitempty"`
+	Temperature      *float64        `json:"temperature,omitempty"`
+	TopP             *float64        `json:"top_p,omitempty"`
+	TopK             *int64          `json:"top_k,omitempty"`
+	StopSequences    []string        `json:"stop_sequences,omitempty"`
+	Metadata         *metadata       `json:"metadata,omitempty"`
+	Tools            []tool          `json:"tools,omitempty"`
+	ToolChoice       *toolChoice     `json:"tool_choice,omitempty"`
+	Thinking         json.RawMessage `json:"thinking,omitempty"`
+	AnthropicVersion string          `json:"anthropic_version,omitempty"`
 }
 
-func (e *encoder) encode(o Options) error {
+// turn is one turn of the conversation: a role's consecutive messages.
+type turn struct {
+	Role    string         `json:"role"`
+	Content []requestBlock `json:"content"`
+}
+
+// requestBlock is a content block sent: text, image, document, tool_use,
+// tool_result, thinking or redacted_thinking, each with its members.
+// Thinking blocks are sent back as the client has them (raw literals).
+type requestBlock struct {
+	Type      string          `json:"type"`
+	Text      *string         `json:"text,omitempty"`
+	Source    *source         `json:"source,omitempty"`
+	ToolUseID *string         `json:"tool_use_id,omitempty"`
+	Content   any             `json:"content,omitempty"` // tool_result: a string or []requestBlock
+	ID        *string         `json:"id,omitempty"`
+	Name      *string         `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	Thinking  json.RawMessage `json:"thinking,omitempty"`
+	Signature json.RawMessage `json:"signature,omitempty"`
+	Data      json.RawMessage `json:"data,omitempty"`
+	// CacheControl is LiteLLM's prompt-caching extension, as the client
+	// gave it.
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+}
+
+// source is an image's or a document's source: base64 data with its media
+// type, or a URL.
+type source struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type,omitempty"`
+	Data      string `json:"data,omitempty"`
+	URL       string `json:"url,omitempty"`
+}
+
+type metadata struct {
+	UserID string `json:"user_id"`
+}
+
+type tool struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	Strict       bool            `json:"strict,omitempty"`
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+}
+
+type toolChoice struct {
+	Type                   string `json:"type"`
+	Name                   string `json:"name,omitempty"`
+	DisableParallelToolUse *bool  `json:"disable_parallel_tool_use,omitempty"`
+}
+
+// encode builds the Messages API body of e.req.
+func (e *encoder) encode(o Options) ([]byte, error) {
+	r, err := e.build(o)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	buf.Grow(bodySize(e.req))
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // the texts as the client wrote them
+	if err := enc.Encode(r); err != nil {
+		return nil, fmt.Errorf("%s: encode the request: %w", o.Provider, err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// encoder translates a chat request into a Messages API request.
+type encoder struct {
+	req      *oai.ChatRequest
+	jsonMode bool
+}
+
+func (e *encoder) build(o Options) (*request, error) {
 	req := e.req
 	var x oai.Extras // a walk of the whole body: only when there is something to find
 	if slices.Contains(req.Others, "top_k") || slices.Contains(req.Others, "thinking") {
@@ -181,87 +263,61 @@ func (e *encoder) encode(o Options) error {
 	}
 	budget, err := thinkingBudget(req.ReasoningEffort)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	thinkingOn := budget > 0
 	thinking := x["thinking"] // the client's own thinking config wins
 	if thinking != nil {
 		if budget, thinkingOn, err = thinkingConfig(thinking); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if !thinkingOn {
 		budget = 0
 	}
-	maxTokens := req.MaxOutputTokens()
-	if maxTokens == 0 {
-		maxTokens = DefaultMaxTokens(o.Model) + budget
-	} else if budget >= maxTokens {
+	r := &request{MaxTokens: req.MaxOutputTokens(), Stream: req.Stream, Temperature: req.Temperature, TopP: req.TopP, AnthropicVersion: o.Version}
+	if r.MaxTokens == 0 {
+		r.MaxTokens = DefaultMaxTokens(o.Model) + budget
+	} else if budget >= r.MaxTokens {
 		param := "max_tokens"
 		if req.MaxCompletionTokens > 0 {
 			param = "max_completion_tokens"
 		}
-		return api.InvalidValue(param, "Invalid value for '%s': %d; with thinking on, Anthropic needs more than the thinking budget of %d tokens (it counts the thinking).", param, maxTokens, budget)
+		return nil, api.InvalidValue(param, "Invalid value for '%s': %d; with thinking on, Anthropic needs more than the thinking budget of %d tokens (it counts the thinking).", param, r.MaxTokens, budget)
 	}
 	if t := req.Temperature; t != nil && *t > 1 {
-		return api.InvalidValue("temperature", "Invalid value for 'temperature': %g; Anthropic's range is 0 to 1.", *t)
+		return nil, api.InvalidValue("temperature", "Invalid value for 'temperature': %g; Anthropic's range is 0 to 1.", *t)
 	}
-
-	e.b = make([]byte, 0, bodySize(req))
-	e.b = append(e.b, '{')
 	if o.Version == "" {
-		e.b = append(e.b, `"model":`...)
-		e.b = jsonscan.AppendString(e.b, o.Model)
-		e.b = append(e.b, ',')
+		r.Model = o.Model
 	}
-	e.b = append(e.b, `"max_tokens":`...)
-	e.b = strconv.AppendInt(e.b, maxTokens, 10)
-	if err := e.system(); err != nil {
-		return err
+	if r.System, err = e.system(); err != nil {
+		return nil, err
 	}
-	if err := e.messages(); err != nil {
-		return err
-	}
-	if req.Stream {
-		e.b = append(e.b, `,"stream":true`...)
-	}
-	if t := req.Temperature; t != nil {
-		e.b = append(e.b, `,"temperature":`...)
-		e.b = strconv.AppendFloat(e.b, *t, 'g', -1, 64)
-	}
-	if p := req.TopP; p != nil {
-		e.b = append(e.b, `,"top_p":`...)
-		e.b = strconv.AppendFloat(e.b, *p, 'g', -1, 64)
+	if r.Messages, err = e.messages(); err != nil {
+		return nil, err
 	}
 	if k := x["top_k"]; k != nil {
-		if _, ok := jsonscan.Count(k); !ok {
-			return api.InvalidValue("top_k", "Invalid type for 'top_k': expected a non-negative integer.")
+		if json.Unmarshal(k, &r.TopK) != nil || r.TopK == nil || *r.TopK < 0 {
+			return nil, api.InvalidValue("top_k", "Invalid type for 'top_k': expected a non-negative integer.")
 		}
-		e.b = append(e.b, `,"top_k":`...)
-		e.b = append(e.b, k...)
 	}
-	e.stop()
+	for _, s := range req.Stop {
+		if strings.TrimSpace(s) != "" { // refused unless dropped (checkParams)
+			r.StopSequences = append(r.StopSequences, s)
+		}
+	}
 	if u := req.User; u != "" && !personal(u) {
-		e.b = append(e.b, `,"metadata":{"user_id":`...)
-		e.b = jsonscan.AppendString(e.b, u)
-		e.b = append(e.b, '}')
+		r.Metadata = &metadata{UserID: u}
 	}
-	e.tools(thinkingOn)
+	r.Tools, r.ToolChoice = e.tools(thinkingOn)
 	switch {
 	case thinking != nil:
-		e.b = append(e.b, `,"thinking":`...)
-		e.b = append(e.b, thinking...)
+		r.Thinking = thinking
 	case budget > 0:
-		e.b = append(e.b, `,"thinking":{"type":"enabled","budget_tokens":`...)
-		e.b = strconv.AppendInt(e.b, budget, 10)
-		e.b = append(e.b, '}')
+		r.Thinking = json.RawMessage(`{"type":"enabled","budget_tokens":` + strconv.FormatInt(budget, 10) + `}`)
 	}
-	if o.Version != "" {
-		e.b = append(e.b, `,"anthropic_version":`...)
-		e.b = jsonscan.AppendString(e.b, o.Version)
-	}
-	e.b = append(e.b, '}')
-	return nil
+	return r, nil
 }
 
 // bodySize guesses the body's size, to allocate it once: the messages as
@@ -281,24 +337,17 @@ func thinkingConfig(v []byte) (budget int64, on bool, err error) {
 	if v[0] != '{' {
 		return 0, false, api.InvalidValue("thinking", "Invalid type for 'thinking': expected an object such as {\"type\": \"enabled\", \"budget_tokens\": 2048}.")
 	}
-	on = true
-	err = jsonscan.Members(v, func(name, v []byte) error {
-		switch string(name) {
-		case "type":
-			on = string(v) != `"disabled"`
-		case "budget_tokens":
-			if jsonscan.Null(v) {
-				return nil
-			}
-			n, ok := jsonscan.Count(v)
-			if !ok {
-				return api.InvalidValue("thinking.budget_tokens", "Invalid type for 'thinking.budget_tokens': expected a non-negative integer.")
-			}
-			budget = n
-		}
-		return nil
-	})
-	return budget, on, err
+	var cfg struct {
+		Type         json.RawMessage `json:"type"`
+		BudgetTokens *int64          `json:"budget_tokens"`
+	}
+	if err := json.Unmarshal(v, &cfg); err != nil || (cfg.BudgetTokens != nil && *cfg.BudgetTokens < 0) {
+		return 0, false, api.InvalidValue("thinking.budget_tokens", "Invalid type for 'thinking.budget_tokens': expected a non-negative integer.")
+	}
+	if cfg.BudgetTokens != nil {
+		budget = *cfg.BudgetTokens
+	}
+	return budget, string(cfg.Type) != `"disabled"`, nil
 }
 
 // personal matches a user that looks like an e-mail address or a phone
@@ -306,233 +355,154 @@ func thinkingConfig(v []byte) (budget int64, on bool, err error) {
 // wanted), so it is not sent (as in LiteLLM).
 var personal = regexp.MustCompile(`^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}$|^\+?[\d\s()-]{7,}$`).MatchString
 
-func (e *encoder) stop() {
-	first := true
-	for _, s := range e.req.Stop {
-		if strings.TrimSpace(s) == "" {
-			continue // refused unless dropped (checkParams)
-		}
-		if first {
-			e.b = append(e.b, `,"stop_sequences":[`...)
-			first = false
-		} else {
-			e.b = append(e.b, ',')
-		}
-		e.b = jsonscan.AppendString(e.b, s)
-	}
-	if !first {
-		e.b = append(e.b, ']')
-	}
-}
-
 // system gathers the system and developer messages, wherever they are, into
 // the system blocks.
-func (e *encoder) system() error {
-	mark := len(e.b)
-	e.b = append(e.b, `,"system":[`...)
-	e.blocks = 0
+func (e *encoder) system() ([]requestBlock, error) {
+	var out []requestBlock
 	for i := range e.req.Messages {
 		m := &e.req.Messages[i]
 		if m.Role != oai.RoleSystem && m.Role != oai.RoleDeveloper {
 			continue
 		}
-		n, err := e.textBlocks(i, m, false)
-		if err != nil {
-			return err
+		blocks, err := textBlocks(i, m, false)
+		if blocks, err = messageCache(i, m, blocks, err); err != nil {
+			return nil, err
 		}
-		if n == 0 {
-			continue
-		}
-		if err := e.messageCache(i, m); err != nil {
-			return err
-		}
+		out = append(out, blocks...)
 	}
-	if e.blocks == 0 {
-		e.b = e.b[:mark]
-	} else {
-		e.b = append(e.b, ']')
-	}
-	e.blocks = 0
-	return nil
+	return out, nil
 }
 
-// messages appends the conversation: user and tool messages become user
+// messages builds the conversation: user and tool messages become user
 // turns (a tool message a tool_result block), assistant messages assistant
 // turns; consecutive messages of one role are merged into one turn, as
 // Anthropic wants turns to alternate. A message with nothing to send (an
 // empty text) is left out.
-func (e *encoder) messages() error {
-	e.b = append(e.b, `,"messages":[`...)
+func (e *encoder) messages() ([]turn, error) {
+	turns := []turn{}
 	for i := range e.req.Messages {
 		m := &e.req.Messages[i]
+		var (
+			blocks []requestBlock
+			err    error
+		)
 		role := oai.RoleUser
 		switch m.Role {
 		case oai.RoleSystem, oai.RoleDeveloper:
 			continue
+		case oai.RoleFunction:
+			return nil, api.InvalidValue(path(i, "role"), "Invalid value for '%s': 'function' messages (deprecated by OpenAI) have no tool call id Anthropic could answer; send 'tool' messages.", path(i, "role"))
+		case oai.RoleTool:
+			blocks, err = toolResult(i, m)
 		case oai.RoleAssistant:
 			role = oai.RoleAssistant
-		case oai.RoleFunction:
-			return api.InvalidValue(path(i, "role"), "Invalid value for '%s': 'function' messages (deprecated by OpenAI) have no tool call id Anthropic could answer; send 'tool' messages.", path(i, "role"))
-		}
-		mark, turn, blocks := len(e.b), e.turn, e.blocks
-		if role != e.turn {
-			if e.turn != "" {
-				e.b = append(e.b, "]},"...)
-			}
-			e.b = append(e.b, `{"role":"`...)
-			e.b = append(e.b, role...)
-			e.b = append(e.b, `","content":[`...)
-			e.turn, e.blocks = role, 0
-		}
-		var (
-			n   int
-			err error
-		)
-		switch m.Role {
-		case oai.RoleTool:
-			n, err = e.toolResult(i, m)
-		case oai.RoleAssistant:
-			n, err = e.assistant(i, m)
+			blocks, err = assistant(i, m)
 		default:
-			n, err = e.textBlocks(i, m, true)
+			blocks, err = textBlocks(i, m, true)
 		}
-		if err != nil {
-			return err
+		if blocks, err = messageCache(i, m, blocks, err); err != nil {
+			return nil, err
 		}
-		if n == 0 {
-			e.b, e.turn, e.blocks = e.b[:mark], turn, blocks
+		if len(blocks) == 0 {
 			continue
 		}
-		if err := e.messageCache(i, m); err != nil {
-			return err
+		if n := len(turns); n > 0 && turns[n-1].Role == role {
+			turns[n-1].Content = append(turns[n-1].Content, blocks...)
+		} else {
+			turns = append(turns, turn{Role: role, Content: blocks})
 		}
 	}
-	if e.turn != "" {
-		e.b = append(e.b, "]}"...)
-	}
-	e.b = append(e.b, ']')
-	return nil
+	return turns, nil
 }
 
-// block starts a content block of the open turn.
-func (e *encoder) block() {
-	if e.blocks > 0 {
-		e.b = append(e.b, ',')
-	}
-	e.blocks++
-}
-
-// textBlocks appends a message's content as blocks: text (empty texts left
-// out: Anthropic refuses them), and, where media is allowed (user
-// messages), images and PDF files. It returns how many it appended.
-func (e *encoder) textBlocks(i int, m *oai.Message, media bool) (int, error) {
+// textBlocks is a message's content as blocks: text (empty texts left out:
+// Anthropic refuses them), and, where media is allowed (user messages),
+// images and PDF files.
+func textBlocks(i int, m *oai.Message, media bool) ([]requestBlock, error) {
 	if m.Parts == nil {
 		if m.Content == "" {
-			return 0, nil
+			return nil, nil
 		}
-		e.block()
-		e.text(m.Content)
-		e.b = append(e.b, '}')
-		return 1, nil
+		return []requestBlock{textBlock(m.Content)}, nil
 	}
-	n := 0
+	blocks := make([]requestBlock, 0, len(m.Parts))
 	for j := range m.Parts {
 		p := &m.Parts[j]
 		at := path(i, "content["+strconv.Itoa(j)+"]")
+		var (
+			b   requestBlock
+			err error
+		)
 		switch p.Type {
 		case oai.PartText, oai.PartRefusal:
 			if p.Text == "" {
 				continue
 			}
-			e.block()
-			e.text(p.Text)
+			b = textBlock(p.Text)
 		case oai.PartImageURL:
 			if !media {
-				return 0, api.InvalidValue(at, "Anthropic takes images in user messages only.")
+				return nil, api.InvalidValue(at, "Anthropic takes images in user messages only.")
 			}
-			e.block()
-			if err := e.image(p.ImageURL, at+".image_url.url"); err != nil {
-				return 0, err
-			}
+			b, err = image(p.ImageURL, at+".image_url.url")
 		case oai.PartFile:
 			if !media {
-				return 0, api.InvalidValue(at, "Anthropic takes files in user messages only.")
+				return nil, api.InvalidValue(at, "Anthropic takes files in user messages only.")
 			}
-			e.block()
-			if err := e.document(p.File, at+".file"); err != nil {
-				return 0, err
-			}
+			b, err = document(p.File, at+".file")
 		default:
-			return 0, api.InvalidValue(at+".type", "Anthropic cannot take a '%s' content part.", p.Type)
+			return nil, api.InvalidValue(at+".type", "Anthropic cannot take a '%s' content part.", p.Type)
 		}
-		if err := e.partCache(p, at); err != nil {
-			return 0, err
+		if err != nil {
+			return nil, err
 		}
-		e.b = append(e.b, '}')
-		n++
+		if b.CacheControl, err = cacheControl(p.Raw, at+".cache_control"); err != nil {
+			return nil, err
+		}
+		blocks = append(blocks, b)
 	}
-	return n, nil
+	return blocks, nil
 }
 
-// text appends an open text block (the caller closes it).
-func (e *encoder) text(s string) {
-	e.b = append(e.b, `{"type":"text","text":`...)
-	e.b = jsonscan.AppendString(e.b, s)
-}
+func textBlock(s string) requestBlock { return requestBlock{Type: "text", Text: &s} }
 
 // Media types Anthropic takes images in.
 var imageTypes = []string{"image/jpeg", "image/png", "image/gif", "image/webp"}
 
-// image appends an open image block: a data: URI as base64 data with its
-// media type, any other URL as a url source.
-func (e *encoder) image(u, at string) error {
+// image is an image block: a data: URI as base64 data with its media type,
+// any other URL as a url source.
+func image(u, at string) (requestBlock, error) {
 	if !strings.HasPrefix(u, "data:") {
-		e.b = append(e.b, `{"type":"image","source":{"type":"url","url":`...)
-		e.b = jsonscan.AppendString(e.b, u)
-		e.b = append(e.b, '}')
-		return nil
+		return requestBlock{Type: "image", Source: &source{Type: "url", URL: u}}, nil
 	}
 	mediaType, data, ok := dataURI(u)
 	if !ok {
-		return api.InvalidValue(at, "Invalid '%s': a data: URI must be base64 (data:image/png;base64,…).", at)
+		return requestBlock{}, api.InvalidValue(at, "Invalid '%s': a data: URI must be base64 (data:image/png;base64,…).", at)
 	}
-	found := false
-	for _, t := range imageTypes {
-		found = found || t == mediaType
+	if !slices.Contains(imageTypes, mediaType) {
+		return requestBlock{}, api.InvalidValue(at, "Invalid '%s': Anthropic takes JPEG, PNG, GIF and WebP images, not %q.", at, clip(mediaType, 40))
 	}
-	if !found {
-		return api.InvalidValue(at, "Invalid '%s': Anthropic takes JPEG, PNG, GIF and WebP images, not %q.", at, clip(mediaType, 40))
-	}
-	e.b = append(e.b, `{"type":"image","source":{"type":"base64","media_type":`...)
-	e.b = jsonscan.AppendString(e.b, mediaType)
-	e.b = append(e.b, `,"data":`...)
-	e.b = jsonscan.AppendString(e.b, data)
-	e.b = append(e.b, '}')
-	return nil
+	return requestBlock{Type: "image", Source: &source{Type: "base64", MediaType: mediaType, Data: data}}, nil
 }
 
-// document appends an open document block for a file part: a PDF given as
-// base64 (a data: URI, or bare base64 with a .pdf filename).
-func (e *encoder) document(f *oai.File, at string) error {
+// document is the document block of a file part: a PDF given as base64 (a
+// data: URI, or bare base64 with a .pdf filename).
+func document(f *oai.File, at string) (requestBlock, error) {
 	if f.Data == "" {
-		return api.InvalidValue(at+".file_id", "Anthropic cannot read uploaded files by id; send the file's bytes as file_data.")
+		return requestBlock{}, api.InvalidValue(at+".file_id", "Anthropic cannot read uploaded files by id; send the file's bytes as file_data.")
 	}
 	mediaType, data := "", f.Data
 	if strings.HasPrefix(f.Data, "data:") {
 		var ok bool
 		if mediaType, data, ok = dataURI(f.Data); !ok {
-			return api.InvalidValue(at+".file_data", "Invalid '%s.file_data': a data: URI must be base64 (data:application/pdf;base64,…).", at)
+			return requestBlock{}, api.InvalidValue(at+".file_data", "Invalid '%s.file_data': a data: URI must be base64 (data:application/pdf;base64,…).", at)
 		}
 	} else if strings.HasSuffix(strings.ToLower(f.Name), ".pdf") {
 		mediaType = "application/pdf"
 	}
 	if mediaType != "application/pdf" {
-		return api.InvalidValue(at+".file_data", "Invalid '%s.file_data': Anthropic takes PDF files (application/pdf).", at)
+		return requestBlock{}, api.InvalidValue(at+".file_data", "Invalid '%s.file_data': Anthropic takes PDF files (application/pdf).", at)
 	}
-	e.b = append(e.b, `{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":`...)
-	e.b = jsonscan.AppendString(e.b, data)
-	e.b = append(e.b, '}')
-	return nil
+	return requestBlock{Type: "document", Source: &source{Type: "base64", MediaType: mediaType, Data: data}}, nil
 }
 
 // dataURI splits a base64 data: URI into its media type and data.
@@ -549,46 +519,38 @@ func dataURI(u string) (mediaType, data string, ok bool) {
 	return strings.ToLower(strings.TrimSpace(mediaType)), data, true
 }
 
-// toolResult appends a tool message as a tool_result block.
-func (e *encoder) toolResult(i int, m *oai.Message) (int, error) {
-	e.block()
-	e.b = append(e.b, `{"type":"tool_result","tool_use_id":`...)
-	e.b = jsonscan.AppendString(e.b, m.ToolCallID)
-	e.b = append(e.b, `,"content":`...)
-	if m.Parts == nil {
-		e.b = jsonscan.AppendString(e.b, m.Content)
-		e.b = append(e.b, '}')
-		return 1, nil
+// toolResult is a tool message as a tool_result block: its content a
+// string, or its parts as text blocks.
+func toolResult(i int, m *oai.Message) ([]requestBlock, error) {
+	b := requestBlock{Type: "tool_result", ToolUseID: &m.ToolCallID, Content: m.Content}
+	if m.Parts != nil {
+		parts, err := textBlocks(i, m, false)
+		if err != nil {
+			return nil, err
+		}
+		if parts == nil {
+			parts = []requestBlock{}
+		}
+		b.Content = parts
 	}
-	e.b = append(e.b, '[')
-	turnBlocks := e.blocks
-	e.blocks = 0
-	if _, err := e.textBlocks(i, m, false); err != nil {
-		return 0, err
-	}
-	e.blocks = turnBlocks
-	e.b = append(e.b, "]}"...)
-	return 1, nil
+	return []requestBlock{b}, nil
 }
 
-// assistant appends an assistant message: its thinking blocks (sent back,
-// first, as Anthropic wants them), its text, and its tool calls as
+// assistant is an assistant message's blocks: its thinking blocks (sent
+// back, first, as Anthropic wants them), its text, and its tool calls as
 // tool_use blocks.
-func (e *encoder) assistant(i int, m *oai.Message) (int, error) {
-	n, err := e.thinkingBlocks(i, m)
+func assistant(i int, m *oai.Message) ([]requestBlock, error) {
+	blocks, err := thinkingBlocks(i, m)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	t, err := e.textBlocks(i, m, false)
+	text, err := textBlocks(i, m, false)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n += t
+	blocks = append(blocks, text...)
 	if m.Parts == nil && m.Content == "" && m.Refusal != "" {
-		e.block()
-		e.text(m.Refusal)
-		e.b = append(e.b, '}')
-		n++
+		blocks = append(blocks, textBlock(m.Refusal))
 	}
 	for j := range m.ToolCalls {
 		c := &m.ToolCalls[j]
@@ -598,246 +560,192 @@ func (e *encoder) assistant(i int, m *oai.Message) (int, error) {
 		}
 		if args[0] != '{' || !json.Valid([]byte(args)) {
 			at := path(i, "tool_calls["+strconv.Itoa(j)+"].function.arguments")
-			return 0, api.InvalidValue(at, "Invalid '%s': Anthropic needs a tool call's arguments as a JSON object.", at)
+			return nil, api.InvalidValue(at, "Invalid '%s': Anthropic needs a tool call's arguments as a JSON object.", at)
 		}
-		e.block()
-		e.b = append(e.b, `{"type":"tool_use","id":`...)
-		e.b = jsonscan.AppendString(e.b, c.ID)
-		e.b = append(e.b, `,"name":`...)
-		e.b = jsonscan.AppendString(e.b, c.Function.Name)
-		e.b = append(e.b, `,"input":`...)
-		e.b = append(e.b, args...)
-		e.b = append(e.b, '}')
-		n++
+		blocks = append(blocks, requestBlock{Type: "tool_use", ID: &c.ID, Name: &c.Function.Name, Input: json.RawMessage(args)})
 	}
-	return n, nil
+	return blocks, nil
 }
 
-// thinkingBlocks appends the thinking_blocks of an assistant message (an
+// thinkingBlocks are the thinking_blocks of an assistant message (an
 // earlier answer's, as sluice returned them): thinking blocks with their
 // signatures, and redacted ones. A reasoning_content alone cannot be sent
 // back (Anthropic checks the signature) and is left out.
-func (e *encoder) thinkingBlocks(i int, m *oai.Message) (int, error) {
+func thinkingBlocks(i int, m *oai.Message) ([]requestBlock, error) {
 	if !bytes.Contains(m.Raw, []byte(`"thinking_blocks"`)) {
-		return 0, nil
+		return nil, nil
 	}
-	blocks := member(m.Raw, "thinking_blocks")
-	if jsonscan.Null(blocks) {
-		return 0, nil
+	var members struct {
+		ThinkingBlocks json.RawMessage `json:"thinking_blocks"`
+	}
+	json.Unmarshal(m.Raw, &members) // a message the parser took: a JSON object
+	raw := members.ThinkingBlocks
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
 	}
 	at := path(i, "thinking_blocks")
-	if blocks[0] != '[' {
-		return 0, api.InvalidValue(at, "Invalid type for '%s': expected an array of thinking blocks.", at)
+	var els []json.RawMessage
+	if json.Unmarshal(raw, &els) != nil {
+		return nil, api.InvalidValue(at, "Invalid type for '%s': expected an array of thinking blocks.", at)
 	}
-	n := 0
-	err := jsonscan.Elements(blocks, func(el []byte) error {
-		bat := at + "[" + strconv.Itoa(n) + "]"
-		var typ, thinking, signature, data []byte
-		if len(el) == 0 || el[0] != '{' {
-			return api.InvalidValue(bat, "Invalid type for '%s': expected a thinking block object.", bat)
+	blocks := make([]requestBlock, 0, len(els))
+	for j, el := range els {
+		bat := at + "[" + strconv.Itoa(j) + "]"
+		if el[0] != '{' {
+			return nil, api.InvalidValue(bat, "Invalid type for '%s': expected a thinking requestBlock object.", bat)
 		}
-		if err := jsonscan.Members(el, func(name, v []byte) error {
-			switch string(name) {
-			case "type":
-				typ = v
-			case "thinking":
-				thinking = v
-			case "signature":
-				signature = v
-			case "data":
-				data = v
-			}
-			return nil
-		}); err != nil {
-			return api.InvalidValue(bat, "'%s' is not a valid JSON object.", bat)
+		var t struct {
+			Type                      json.RawMessage
+			Thinking, Signature, Data json.RawMessage
 		}
-		str := func(v []byte) bool { return len(v) > 0 && v[0] == '"' }
-		e.block()
-		switch string(typ) {
+		if json.Unmarshal(el, &t) != nil {
+			return nil, api.InvalidValue(bat, "'%s' is not a valid JSON object.", bat)
+		}
+		str := func(v json.RawMessage) bool { return len(v) > 0 && v[0] == '"' }
+		var b requestBlock
+		switch string(t.Type) {
 		case `"thinking"`:
-			if !str(thinking) || !str(signature) {
-				return api.InvalidValue(bat, "Invalid '%s': a thinking block needs its 'thinking' and 'signature' strings.", bat)
+			if !str(t.Thinking) || !str(t.Signature) {
+				return nil, api.InvalidValue(bat, "Invalid '%s': a thinking block needs its 'thinking' and 'signature' strings.", bat)
 			}
-			e.b = append(e.b, `{"type":"thinking","thinking":`...)
-			e.b = append(e.b, thinking...)
-			e.b = append(e.b, `,"signature":`...)
-			e.b = append(e.b, signature...)
+			b = requestBlock{Type: "thinking", Thinking: t.Thinking, Signature: t.Signature}
 		case `"redacted_thinking"`:
-			if !str(data) {
-				return api.InvalidValue(bat, "Invalid '%s': a redacted_thinking block needs its 'data' string.", bat)
+			if !str(t.Data) {
+				return nil, api.InvalidValue(bat, "Invalid '%s': a redacted_thinking block needs its 'data' string.", bat)
 			}
-			e.b = append(e.b, `{"type":"redacted_thinking","data":`...)
-			e.b = append(e.b, data...)
+			b = requestBlock{Type: "redacted_thinking", Data: t.Data}
 		default:
-			return api.InvalidValue(bat+".type", "Invalid value for '%s.type': expected 'thinking' or 'redacted_thinking'.", bat)
+			return nil, api.InvalidValue(bat+".type", "Invalid value for '%s.type': expected 'thinking' or 'redacted_thinking'.", bat)
 		}
-		e.b = append(e.b, '}')
-		n++
-		return nil
-	})
-	return n, err
+		blocks = append(blocks, b)
+	}
+	return blocks, nil
 }
 
 // messageCache puts a message's cache_control (LiteLLM's prompt-caching
-// extension) on its last block.
-func (e *encoder) messageCache(i int, m *oai.Message) error {
-	if !bytes.Contains(m.Raw, []byte(`"cache_control"`)) {
-		return nil
+// extension) on the last of its blocks, the blocks' builder's answer.
+func messageCache(i int, m *oai.Message, blocks []requestBlock, err error) ([]requestBlock, error) {
+	if err != nil || len(blocks) == 0 {
+		return nil, err
 	}
-	return e.cacheControl(member(m.Raw, "cache_control"), path(i, "cache_control"))
+	cc, err := cacheControl(m.Raw, path(i, "cache_control"))
+	if err != nil {
+		return nil, err
+	}
+	if cc != nil {
+		blocks[len(blocks)-1].CacheControl = cc
+	}
+	return blocks, nil
 }
 
-// partCache puts a content part's cache_control on its (open) block.
-func (e *encoder) partCache(p *oai.Part, at string) error {
-	if !bytes.Contains(p.Raw, []byte(`"cache_control"`)) {
-		return nil
+// cacheControl is the cache_control member of raw (a message, a part),
+// which must be an object or null; nil when absent or null.
+func cacheControl(raw json.RawMessage, at string) (json.RawMessage, error) {
+	if !bytes.Contains(raw, []byte(`"cache_control"`)) {
+		return nil, nil
 	}
-	cc := member(p.Raw, "cache_control")
-	if jsonscan.Null(cc) {
-		return nil
+	var members struct {
+		CacheControl json.RawMessage `json:"cache_control"`
+	}
+	json.Unmarshal(raw, &members) // raw is a slice of the parsed body: a JSON object
+	cc := members.CacheControl
+	if len(cc) == 0 || string(cc) == "null" {
+		return nil, nil
 	}
 	if cc[0] != '{' {
-		return api.InvalidValue(at+".cache_control", "Invalid type for '%s.cache_control': expected an object such as {\"type\": \"ephemeral\"}.", at)
+		return nil, api.InvalidValue(at, "Invalid type for '%s': expected an object such as {\"type\": \"ephemeral\"}.", at)
 	}
-	e.b = append(e.b, `,"cache_control":`...)
-	e.b = append(e.b, cc...)
-	return nil
+	return cc, nil
 }
 
-// cacheControl adds cc to the last (closed) block appended.
-func (e *encoder) cacheControl(cc []byte, at string) error {
-	if jsonscan.Null(cc) {
-		return nil
-	}
-	if cc[0] != '{' {
-		return api.InvalidValue(at, "Invalid type for '%s': expected an object such as {\"type\": \"ephemeral\"}.", at)
-	}
-	e.b = append(e.b[:len(e.b)-1], `,"cache_control":`...)
-	e.b = append(e.b, cc...)
-	e.b = append(e.b, '}')
-	return nil
-}
-
-// tools appends the function tools, the response format's tool, and the
+// tools are the function tools and the response format's tool, and the
 // tool choice. Without tools no tool_choice is sent (Anthropic refuses
 // one).
-func (e *encoder) tools(thinkingOn bool) {
+func (e *encoder) tools(thinkingOn bool) ([]tool, *toolChoice) {
 	req := e.req
+	var tools []tool
+	for i := range req.Tools {
+		if t := &req.Tools[i]; t.Type == "function" { // others are refused unless dropped (checkParams)
+			tools = append(tools, functionTool(t))
+		}
+	}
 	rf := req.ResponseFormat
 	e.jsonMode = rf != nil && (rf.Type == oai.FormatJSONSchema || rf.Type == oai.FormatJSONObject)
-	n := 0
-	for i := range req.Tools {
-		t := &req.Tools[i]
-		if t.Type != "function" {
-			continue // refused unless dropped (checkParams)
-		}
-		if n == 0 {
-			e.b = append(e.b, `,"tools":[`...)
-		} else {
-			e.b = append(e.b, ',')
-		}
-		n++
-		e.b = append(e.b, `{"name":`...)
-		e.b = jsonscan.AppendString(e.b, t.Function.Name)
-		if t.Function.Description != "" {
-			e.b = append(e.b, `,"description":`...)
-			e.b = jsonscan.AppendString(e.b, t.Function.Description)
-		}
-		e.b = append(e.b, `,"input_schema":`...)
-		if t.Function.Parameters != nil {
-			e.b = append(e.b, t.Function.Parameters...)
-		} else {
-			e.b = append(e.b, `{"type":"object","properties":{}}`...)
-		}
-		if s := t.Function.Strict; s != nil && *s {
-			e.b = append(e.b, `,"strict":true`...)
-		}
-		if bytes.Contains(t.Raw, []byte(`"cache_control"`)) {
-			cc := member(t.Raw, "cache_control")
-			if cc == nil {
-				cc = member(member(t.Raw, "function"), "cache_control")
-			}
-			if !jsonscan.Null(cc) && cc[0] == '{' {
-				e.b = append(e.b, `,"cache_control":`...)
-				e.b = append(e.b, cc...)
-			}
-		}
-		e.b = append(e.b, '}')
-	}
 	if e.jsonMode {
-		if n == 0 {
-			e.b = append(e.b, `,"tools":[`...)
-		} else {
-			e.b = append(e.b, ',')
-		}
-		n++
-		e.b = append(e.b, `{"name":"`+JSONToolName+`"`...)
-		schema := json.RawMessage(nil)
+		t := tool{Name: JSONToolName, InputSchema: json.RawMessage(`{"type":"object","additionalProperties":true,"properties":{}}`)}
 		if s := rf.JSONSchema; s != nil {
-			if s.Description != "" {
-				e.b = append(e.b, `,"description":`...)
-				e.b = jsonscan.AppendString(e.b, s.Description)
+			t.Description = s.Description
+			if s.Schema != nil {
+				t.InputSchema = s.Schema
 			}
-			schema = s.Schema
 		}
-		e.b = append(e.b, `,"input_schema":`...)
-		if schema != nil {
-			e.b = append(e.b, schema...)
-		} else {
-			e.b = append(e.b, `{"type":"object","additionalProperties":true,"properties":{}}`...)
-		}
-		e.b = append(e.b, '}')
+		tools = append(tools, t)
 	}
-	if n == 0 {
-		return
+	if len(tools) == 0 {
+		return nil, nil
 	}
-	e.b = append(e.b, ']')
 	// A forced tool cannot be combined with thinking: the model then
 	// chooses to call the format's tool (it is told to in its schema's
 	// name), as in LiteLLM.
 	if e.jsonMode && !thinkingOn {
-		e.b = append(e.b, `,"tool_choice":{"type":"tool","name":"`+JSONToolName+`"}`...)
-		return
+		return tools, &toolChoice{Type: "tool", Name: JSONToolName}
 	}
-	c, parallel := req.ToolChoice, req.ParallelToolCalls
+	return tools, choice(req.ToolChoice, req.ParallelToolCalls)
+}
+
+// functionTool is a function tool, with the cache_control LiteLLM allows
+// on it or on its function.
+func functionTool(t *oai.Tool) tool {
+	out := tool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: t.Function.Parameters}
+	if out.InputSchema == nil {
+		out.InputSchema = json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	out.Strict = t.Function.Strict != nil && *t.Function.Strict
+	if bytes.Contains(t.Raw, []byte(`"cache_control"`)) {
+		var members struct {
+			CacheControl json.RawMessage `json:"cache_control"`
+			Function     struct {
+				CacheControl json.RawMessage `json:"cache_control"`
+			} `json:"function"`
+		}
+		json.Unmarshal(t.Raw, &members) // a tool the parser took: a JSON object
+		cc := members.CacheControl
+		if cc == nil {
+			cc = members.Function.CacheControl
+		}
+		if len(cc) > 0 && cc[0] == '{' {
+			out.CacheControl = cc
+		}
+	}
+	return out
+}
+
+// choice is the tool_choice of the client's tool choice and
+// parallel_tool_calls: nil when neither is given.
+func choice(c *oai.ToolChoice, parallel *bool) *toolChoice {
 	mode := oai.ToolChoiceAuto
 	if c != nil {
 		mode = c.Mode
 	} else if parallel == nil {
-		return
+		return nil
 	}
+	var tc toolChoice
 	switch mode {
 	case oai.ToolChoiceNone:
-		e.b = append(e.b, `,"tool_choice":{"type":"none"}`...)
-		return
+		return &toolChoice{Type: "none"}
 	case oai.ToolChoiceAuto:
-		e.b = append(e.b, `,"tool_choice":{"type":"auto"`...)
+		tc.Type = "auto"
 	case oai.ToolChoiceRequired:
-		e.b = append(e.b, `,"tool_choice":{"type":"any"`...)
+		tc.Type = "any"
 	case oai.ToolChoiceFunction:
-		e.b = append(e.b, `,"tool_choice":{"type":"tool","name":`...)
-		e.b = jsonscan.AppendString(e.b, c.Function)
+		tc.Type, tc.Name = "tool", c.Function
 	default:
-		return // refused unless dropped (checkParams)
+		return nil // refused unless dropped (checkParams)
 	}
 	if parallel != nil {
-		e.b = append(e.b, `,"disable_parallel_tool_use":`...)
-		e.b = strconv.AppendBool(e.b, !*parallel)
+		tc.DisableParallelToolUse = new(!*parallel)
 	}
-	e.b = append(e.b, '}')
-}
-
-// member returns the raw value of an object's member; nil when absent (or
-// obj is not an object).
-func member(obj []byte, name string) []byte {
-	var out []byte
-	jsonscan.Members(obj, func(k, v []byte) error {
-		if string(k) == name {
-			out = v
-		}
-		return nil
-	})
-	return out
+	return &tc
 }
 
 func path(i int, rest string) string { return "messages[" + strconv.Itoa(i) + "]." + rest }

@@ -234,6 +234,13 @@ func TestRequestTranslation(t *testing.T) {
 				"tools":[{"name":"f","input_schema":{"type":"object","properties":{}}}]}`,
 		},
 		{
+			name: "a tool result without content keeps its empty content",
+			body: `{"model":"claude","messages":[{"role":"assistant","tool_calls":[{"id":"t1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"t1","content":""},{"role":"tool","tool_call_id":"t1","content":[{"type":"text","text":""}]}]}`,
+			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[
+				{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]},
+				{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":""},{"type":"tool_result","tool_use_id":"t1","content":[]}]}]}`,
+		},
+		{
 			name: "the request's own drop_params",
 			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"seed":7,"drop_params":true}`,
 			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}`,
@@ -251,6 +258,19 @@ func TestRequestTranslation(t *testing.T) {
 	}
 }
 
+func TestRequestKeepsTextAsWritten(t *testing.T) {
+	call, err := translate(t, `{"model":"claude","messages":[{"role":"user","content":"a <b> & \"c\""}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"text":"a <b> & \"c\""`; !strings.Contains(string(call.Body), want) {
+		t.Errorf("body %s, want %s in it", call.Body, want)
+	}
+	if call.Body[len(call.Body)-1] != '}' {
+		t.Errorf("body %q does not end with its object", call.Body)
+	}
+}
+
 func TestRequestRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		name, body, param, code, message string
@@ -265,6 +285,9 @@ func TestRequestRefusals(t *testing.T) {
 		{"max tokens within the thinking budget", `{"model":"claude","messages":[{"role":"user","content":"x"}],"reasoning_effort":"high","max_tokens":4096}`, "max_tokens", "invalid_value", "thinking budget of 4096"},
 		{"thinking not an object", `{"model":"claude","messages":[{"role":"user","content":"x"}],"thinking":true}`, "thinking", "invalid_value", ""},
 		{"top_k not a count", `{"model":"claude","messages":[{"role":"user","content":"x"}],"top_k":-1}`, "top_k", "invalid_value", ""},
+		{"a thinking budget below 0", `{"model":"claude","messages":[{"role":"user","content":"x"}],"thinking":{"type":"enabled","budget_tokens":-5}}`, "thinking.budget_tokens", "invalid_value", ""},
+		{"a redacted thinking block without data", `{"model":"claude","messages":[{"role":"assistant","content":"a","thinking_blocks":[{"type":"redacted_thinking","data":5}]}]}`, "messages[0].thinking_blocks[0]", "invalid_value", "data"},
+		{"a thinking block of another type", `{"model":"claude","messages":[{"role":"assistant","content":"a","thinking_blocks":[{"type":7}]}]}`, "messages[0].thinking_blocks[0].type", "invalid_value", ""},
 		{"arguments not an object", `{"model":"claude","messages":[{"role":"assistant","tool_calls":[{"id":"t","type":"function","function":{"name":"f","arguments":"[1]"}}]}]}`, "messages[0].tool_calls[0].function.arguments", "invalid_value", "JSON object"},
 		{"arguments not JSON", `{"model":"claude","messages":[{"role":"assistant","tool_calls":[{"id":"t","type":"function","function":{"name":"f","arguments":"{city"}}]}]}`, "messages[0].tool_calls[0].function.arguments", "invalid_value", ""},
 		{"an image of an unknown type", `{"model":"claude","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/tiff;base64,AAAA"}}]}]}`, "messages[0].content[0].image_url.url", "invalid_value", "image/tiff"},

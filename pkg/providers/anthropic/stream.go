@@ -353,7 +353,8 @@ func (s *streamer) messageDelta(e *event) error {
 		return s.malformed("message_delta has no delta object")
 	}
 	if !jsonscan.Null(stop) {
-		s.finish = finishReason(stop)
+		reason, _ := jsonscan.String(stop) // not a string: a stop
+		s.finish = finishReason(reason)
 	}
 	if len(e.usage) > 0 {
 		if err := s.usage.read(e.usage); err != nil {
@@ -410,4 +411,45 @@ func isString(v []byte) bool {
 		}
 	}
 	return true
+}
+
+// read takes the counts a usage object gives (a stream's message_delta
+// repeats only some of them, cumulatively): absent and null counts keep
+// their value.
+func (u *usage) read(raw []byte) error {
+	count := func(v []byte, dst *int64) error {
+		if jsonscan.Null(v) {
+			return nil
+		}
+		n, ok := jsonscan.Count(v)
+		if !ok {
+			return errors.New("usage: a token count is not a non-negative integer")
+		}
+		*dst = n
+		return nil
+	}
+	return jsonscan.Members(raw, func(name, v []byte) error {
+		switch string(name) {
+		case "input_tokens":
+			return count(v, &u.input)
+		case "output_tokens":
+			return count(v, &u.output)
+		case "cache_read_input_tokens":
+			return count(v, &u.cacheRead)
+		case "cache_creation_input_tokens":
+			return count(v, &u.cacheCreation)
+		case "output_tokens_details":
+			if jsonscan.Null(v) {
+				return nil
+			}
+			return jsonscan.Members(v, func(name, v []byte) error {
+				if string(name) == "thinking_tokens" && !jsonscan.Null(v) {
+					u.thinkingKnown = true
+					return count(v, &u.thinking)
+				}
+				return nil
+			})
+		}
+		return nil
+	})
 }

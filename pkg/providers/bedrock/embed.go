@@ -234,6 +234,7 @@ var (
 	_ models.Chatter      = (*endpoint)(nil)
 	_ models.Batcher      = (*endpoint)(nil)
 	_ models.BatchCleaner = (*endpoint)(nil)
+	_ models.Messenger    = (*endpoint)(nil)
 )
 
 type endpoint struct {
@@ -464,17 +465,16 @@ func headerTokens(h http.Header) (int64, bool) {
 
 // invoke sends one InvokeModel call, SigV4-signed over the exact body.
 func (e *endpoint) invoke(ctx context.Context, v any) (*providers.Response, error) {
-	hreq, body, err := providers.NewRequest(ctx, Name, e.invokeURL, v)
-	if err != nil {
-		return nil, err
-	}
-	if err := e.auth.Sign(ctx, hreq, body); err != nil {
+	return providers.Post(ctx, e.client, Name, e.invokeURL, v, func(r *http.Request, body []byte) error {
+		err := e.auth.Sign(ctx, r, body)
+		if err == nil {
+			return nil
+		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("bedrock invoke: %w", err)
+			return fmt.Errorf("bedrock invoke: %w", err)
 		}
 		u := api.Unavailable("The gateway has no usable AWS credentials for Bedrock model '%s' (%s).", e.model, e.auth.Source)
 		u.Err = err
-		return nil, u
-	}
-	return providers.Do(e.client, Name, hreq)
+		return u
+	})
 }

@@ -141,12 +141,10 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 }
 
 func (e *endpoint) post(ctx context.Context, v embedRequest) (*providers.Response, error) {
-	hreq, _, err := providers.NewRequest(ctx, Name, e.url, v)
-	if err != nil {
-		return nil, err
-	}
-	e.cred.Authorize(hreq.Header)
-	return providers.Do(e.client, Name, hreq)
+	return providers.Post(ctx, e.client, Name, e.url, v, func(r *http.Request, _ []byte) error {
+		e.cred.Authorize(r.Header)
+		return nil
+	})
 }
 
 // ParseEmbed reads a /v2/embed answer: embeddings.float (one vector per

@@ -98,11 +98,15 @@ func (e *ChatEndpoint) Chat(ctx context.Context, req *oai.ChatRequest) (*models.
 		return nil, &models.ProviderError{Provider: e.Provider, Status: resp.StatusCode,
 			Message: fmt.Sprintf("answered more than %d bytes", providers.MaxAnswerBytes)}
 	}
-	out, err := translateAnswer(doc, e.Model, req.N)
+	cc, err := translateAnswer(doc, e.Model, req.N)
 	if err != nil {
 		return nil, &models.ProviderError{Provider: e.Provider, Status: resp.StatusCode, Message: "unreadable answer: " + err.Error()}
 	}
-	return &models.Answer{Body: io.NopCloser(bytes.NewReader(out)), ContentLength: int64(len(out))}, nil
+	out, err := encodeAnswer(cc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: encode the answer: %w", e.Provider, err)
+	}
+	return models.Translated(out, cc.Usage, cc.Choices[0].FinishReason), nil
 }
 
 // maxErrorBody bounds how much of an error answer is read.

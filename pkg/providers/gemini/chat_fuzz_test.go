@@ -68,9 +68,13 @@ func FuzzChatAnswer(f *testing.F) {
 		f.Add([]byte(s), 1)
 	}
 	f.Fuzz(func(t *testing.T, doc []byte, n int) {
-		out, err := translateAnswer(doc, "gemini-2.5-flash", n%4)
+		cc, err := translateAnswer(doc, "gemini-2.5-flash", n%4)
 		if err != nil {
 			return
+		}
+		out, err := encodeAnswer(cc)
+		if err != nil {
+			t.Fatalf("encode: %v", err)
 		}
 		var c struct {
 			Object  string            `json:"object"`

@@ -466,6 +466,7 @@ func TestChatAnswer(t *testing.T) {
 			if d := cmp.Diff(decodeJSON(t, tc.want), decodeAnswer(t, got)); d != "" {
 				t.Errorf("answer (-want +got):\n%s", d)
 			}
+			checkAnswerCarries(t, ans, got)
 		})
 	}
 }
@@ -557,5 +558,27 @@ func TestChatTransportError(t *testing.T) {
 	var ae *api.Error
 	if err == nil || errors.As(err, &pe) || errors.As(err, &ae) || !strings.Contains(err.Error(), "gemini /v1beta/models/gemini-2.5-flash:generateContent") {
 		t.Errorf("error %v, want the transport's, wrapped", err)
+	}
+}
+
+// checkAnswerCarries checks that a translated answer carries the usage and
+// the first finish reason its body has (the chat meter reads them there,
+// not from the body).
+func checkAnswerCarries(t *testing.T, ans *models.Answer, body []byte) {
+	t.Helper()
+	var cc struct {
+		Usage   *oai.Usage `json:"usage"`
+		Choices []struct {
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(body, &cc); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(cc.Usage, ans.Usage); d != "" {
+		t.Errorf("Answer.Usage (-body +carried):\n%s", d)
+	}
+	if ans.FinishReason != cc.Choices[0].FinishReason {
+		t.Errorf("Answer.FinishReason %q, the body's %q", ans.FinishReason, cc.Choices[0].FinishReason)
 	}
 }

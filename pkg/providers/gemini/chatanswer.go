@@ -13,204 +13,93 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
-// A GenerateContentResponse — the whole answer, or one event of a stream —
-// read as slices of the document (pkg/jsonscan): nothing is decoded that is
-// copied through.
+// response is a GenerateContentResponse — the whole answer, or one event of
+// a stream — as the translation reads it.
 type response struct {
-	candidates []byte // array
-	usage      []byte // usageMetadata
-	feedback   []byte // promptFeedback
-	err        []byte // error (a stream's in-band error)
-}
-
-func parseResponse(doc []byte) (response, error) {
-	var r response
-	err := jsonscan.Members(doc, func(name, v []byte) error {
-		if jsonscan.Null(v) {
-			return nil
-		}
-		switch string(name) {
-		case "candidates":
-			if v[0] != '[' {
-				return errors.New("candidates is not an array")
-			}
-			r.candidates = v
-		case "usageMetadata":
-			r.usage = v
-		case "promptFeedback":
-			r.feedback = v
-		case "error":
-			r.err = v
-		}
-		return nil
-	})
-	return r, err
+	Candidates     []candidate     `json:"candidates"`
+	UsageMetadata  *UsageMetadata  `json:"usageMetadata"`
+	PromptFeedback *promptFeedback `json:"promptFeedback"`
+	Error          json.RawMessage `json:"error"` // a stream's in-band error
 }
 
 // candidate is one candidate of a response.
 type candidate struct {
-	index   int
-	content []byte // Content object; nil when absent
-	finish  string // finishReason; "" until its last event
+	Index        int            `json:"index"`
+	Content      *answerContent `json:"content"`
+	FinishReason string         `json:"finishReason"` // "" until its last event
 }
 
-func parseCandidate(doc []byte) (candidate, error) {
-	var c candidate
-	err := jsonscan.Members(doc, func(name, v []byte) error {
-		if jsonscan.Null(v) {
-			return nil
-		}
-		switch string(name) {
-		case "index":
-			n, ok := jsonscan.Count(v)
-			if !ok || n >= oai.MaxChoices {
-				return fmt.Errorf("candidate index %.20s is out of range", v)
-			}
-			c.index = int(n)
-		case "content":
-			c.content = v
-		case "finishReason":
-			s, err := jsonscan.String(v)
-			if err != nil {
-				return errors.New("finishReason is not a string")
-			}
-			c.finish = s
-		}
-		return nil
-	})
-	return c, err
+type answerContent struct {
+	Parts []answerPart `json:"parts"`
 }
 
-// answerPart is one part of a candidate's content. text and signature are JSON
-// string literals as the answer holds them (checked: safe to copy into
-// another JSON document).
+// answerPart is one part of a candidate's content.
 type answerPart struct {
-	text      []byte
-	thought   bool
-	signature []byte
-	call      []byte // functionCall object
+	Text             *string       `json:"text"`
+	Thought          bool          `json:"thought"`
+	ThoughtSignature string        `json:"thoughtSignature"`
+	FunctionCall     *functionCall `json:"functionCall"`
 }
 
-// eachPart calls f with each part of a Content object.
-func eachPart(content []byte, f func(p answerPart) error) error {
-	if content == nil {
-		return nil
+type promptFeedback struct {
+	BlockReason        string `json:"blockReason"`
+	BlockReasonMessage string `json:"blockReasonMessage"`
+}
+
+// parseResponse decodes a response and checks what encoding/json does
+// not: candidate indexes in range, function calls named with object
+// arguments, counts not below 0.
+func parseResponse(doc []byte) (*response, error) {
+	var r response
+	if err := json.Unmarshal(doc, &r); err != nil {
+		return nil, err
 	}
-	var parts []byte
-	if err := jsonscan.Members(content, func(name, v []byte) error {
-		if string(name) == "parts" && !jsonscan.Null(v) {
-			parts = v
+	for i := range r.Candidates {
+		c := &r.Candidates[i]
+		if c.Index < 0 || c.Index >= oai.MaxChoices {
+			return nil, fmt.Errorf("candidate index %d is out of range", c.Index)
 		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if parts == nil {
-		return nil
-	}
-	return jsonscan.Elements(parts, func(el []byte) error {
-		var p answerPart
-		err := jsonscan.Members(el, func(name, v []byte) error {
-			if jsonscan.Null(v) {
-				return nil
+		if c.Content == nil {
+			continue
+		}
+		for _, p := range c.Content.Parts {
+			if f := p.FunctionCall; f != nil {
+				if f.Name == "" {
+					return nil, errors.New("a functionCall has no name")
+				}
+				if len(f.Args) > 0 && string(f.Args) != "null" && f.Args[0] != '{' {
+					return nil, errors.New("functionCall.args is not an object")
+				}
 			}
-			switch string(name) {
-			case "text":
-				if !validLiteral(v) {
-					return errors.New("a part's text is not a JSON string")
-				}
-				p.text = v
-			case "thought":
-				p.thought = string(v) == "true"
-			case "thoughtSignature":
-				if !validLiteral(v) {
-					return errors.New("a part's thoughtSignature is not a JSON string")
-				}
-				p.signature = v
-			case "functionCall":
-				if v[0] != '{' {
-					return errors.New("a part's functionCall is not an object")
-				}
-				p.call = v
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		return f(p)
-	})
-}
-
-// validLiteral reports whether v is a JSON string literal that can be
-// copied as it is: jsonscan found its end without a control character, so
-// only its escapes are left to check.
-func validLiteral(v []byte) bool {
-	if len(v) < 2 || v[0] != '"' {
-		return false
-	}
-	if e, err := jsonscan.StringEnd(v, 0); err != nil || e != len(v) {
-		return false
-	}
-	for _, c := range v[1 : len(v)-1] {
-		if c == '\\' {
-			return json.Valid(v)
 		}
 	}
-	return true
+	if u := r.UsageMetadata; u != nil && !jsonscan.NonNegative(u.Fields()) {
+		return nil, errors.New("usageMetadata: a token count is not a count")
+	}
+	return &r, nil
 }
 
-// parseCall reads a functionCall: its name and args (a JSON object; "{}"
+// arguments is a function call's args as the tool call's arguments ("{}"
 // when absent).
-func parseCall(doc []byte) (name string, args []byte, err error) {
-	err = jsonscan.Members(doc, func(k, v []byte) error {
-		switch string(k) {
-		case "name":
-			s, err := jsonscan.String(v)
-			if err != nil {
-				return errors.New("functionCall.name is not a string")
-			}
-			name = s
-		case "args":
-			if !jsonscan.Null(v) {
-				if v[0] != '{' {
-					return errors.New("functionCall.args is not an object")
-				}
-				args = v
-			}
-		}
-		return nil
-	})
-	if err == nil && name == "" {
-		err = errors.New("a functionCall has no name")
+func (f *functionCall) arguments() string {
+	if len(f.Args) == 0 || string(f.Args) == "null" {
+		return "{}"
 	}
-	if args == nil {
-		args = []byte("{}")
-	}
-	return name, args, err
+	return string(f.Args)
 }
 
-// parseUsage reads usageMetadata (UsageMetadata.OpenAI).
-func parseUsage(doc []byte) (oai.Usage, error) {
-	var u UsageMetadata
-	if !u.Decode(doc) || !jsonscan.NonNegative(u.Fields()) {
-		return oai.Usage{}, errors.New("usageMetadata: a token count is not a count")
-	}
-	return u.OpenAI(), nil
-}
-
-// blockReason reads promptFeedback: why the prompt was blocked ("" when it
-// was not), with Google's explanation if it gave one.
-func blockReason(feedback []byte) (reason, message string) {
-	if feedback == nil {
+// blockReason is why the prompt was blocked ("" when it was not), with
+// Google's explanation if it gave one.
+func (r *response) blockReason() (reason, message string) {
+	f := r.PromptFeedback
+	if f == nil {
 		return "", ""
 	}
-	s := jsonscan.Strings(feedback, "blockReason", "blockReasonMessage")
-	reason, message = s[0], s[1]
+	reason = f.BlockReason
 	if reason == "BLOCKED_REASON_UNSPECIFIED" {
 		reason = "OTHER"
 	}
-	return reason, message
+	return reason, f.BlockReasonMessage
 }
 
 // blockedMessage is the refusal sluice answers for a blocked prompt.
@@ -266,45 +155,28 @@ func splitToolCallID(id string) (base, signature string) {
 // translateAnswer turns a generateContent answer into a chat.completion
 // for model. n is the number of choices asked for (a blocked prompt gets
 // that many refusals).
-func translateAnswer(doc []byte, model string, n int) ([]byte, error) {
+func translateAnswer(doc []byte, model string, n int) (*oai.ChatCompletion, error) {
 	r, err := parseResponse(doc)
 	if err != nil {
 		return nil, err
 	}
 	out := oai.ChatCompletion{ID: oai.NewChatID(), Object: oai.ObjectChatCompletion, Created: time.Now().Unix(), Model: model}
-	var usage *oai.Usage
-	if r.usage != nil {
-		u, err := parseUsage(r.usage)
-		if err != nil {
-			return nil, err
-		}
-		usage = &u
+	if u := r.UsageMetadata; u != nil {
+		ou := u.OpenAI()
+		out.Usage = &ou
 	}
-	if r.candidates != nil {
-		err = jsonscan.Elements(r.candidates, func(el []byte) error {
-			c, err := parseCandidate(el)
-			if err != nil {
-				return err
+	for i := range r.Candidates {
+		c := &r.Candidates[i]
+		for _, ch := range out.Choices {
+			if ch.Index == c.Index {
+				return nil, fmt.Errorf("candidate %d is given twice", c.Index)
 			}
-			for _, ch := range out.Choices {
-				if ch.Index == c.index {
-					return fmt.Errorf("candidate %d is given twice", c.index)
-				}
-			}
-			ch, err := answerChoice(c)
-			if err != nil {
-				return err
-			}
-			out.Choices = append(out.Choices, ch)
-			return nil
-		})
-		if err != nil {
-			return nil, err
 		}
-		sort.Slice(out.Choices, func(i, j int) bool { return out.Choices[i].Index < out.Choices[j].Index })
+		out.Choices = append(out.Choices, answerChoice(c))
 	}
+	sort.Slice(out.Choices, func(i, j int) bool { return out.Choices[i].Index < out.Choices[j].Index })
 	if len(out.Choices) == 0 {
-		reason, message := blockReason(r.feedback)
+		reason, message := r.blockReason()
 		if reason == "" {
 			return nil, errors.New("the answer has no candidates and no block reason")
 		}
@@ -314,54 +186,57 @@ func translateAnswer(doc []byte, model string, n int) ([]byte, error) {
 				Message: oai.AnswerMessage{Role: oai.RoleAssistant, Refusal: &refusal}})
 		}
 	}
-	b, err := json.Marshal(out)
-	if err != nil || usage == nil {
+	return &out, nil
+}
+
+// encodeAnswer is the chat.completion's body, its usage as OpenAI writes
+// it (zero counts and details included), as a stream's usage chunk has it.
+func encodeAnswer(cc *oai.ChatCompletion) ([]byte, error) {
+	u := cc.Usage
+	cc.Usage = nil
+	b, err := json.Marshal(cc)
+	cc.Usage = u
+	if err != nil || u == nil {
 		return b, err
 	}
-	// The usage as OpenAI writes it (zero counts and details included), as
-	// a stream's usage chunk has it.
 	b = append(b[:len(b)-1], `,"usage":`...)
-	b = oai.AppendUsage(b, usage)
+	b = oai.AppendUsage(b, u)
 	return append(b, '}'), nil
 }
 
 // answerChoice builds the choice of a whole candidate: its text, its
 // thoughts as reasoning_content, its function calls as tool calls.
-func answerChoice(c candidate) (oai.ChatChoice, error) {
+func answerChoice(c *candidate) oai.ChatChoice {
 	var (
 		text, reasoning strings.Builder
 		calls           []oai.ToolCall
 		hasText         bool
 	)
-	err := eachPart(c.content, func(p answerPart) error {
+	for _, p := range c.parts() {
 		switch {
-		case p.call != nil:
-			name, args, err := parseCall(p.call)
-			if err != nil {
-				return err
-			}
-			sig, _ := jsonscan.String(p.signature)
-			calls = append(calls, oai.ToolCall{ID: toolCallID(sig), Type: "function",
-				Function: oai.FunctionCall{Name: name, Arguments: string(args)}})
-		case p.text != nil:
-			s, _ := jsonscan.String(p.text)
-			if p.thought {
-				reasoning.WriteString(s)
-			} else {
-				text.WriteString(s)
-				hasText = true
-			}
+		case p.FunctionCall != nil:
+			calls = append(calls, oai.ToolCall{ID: toolCallID(p.ThoughtSignature), Type: "function",
+				Function: oai.FunctionCall{Name: p.FunctionCall.Name, Arguments: p.FunctionCall.arguments()}})
+		case p.Text != nil && p.Thought:
+			reasoning.WriteString(*p.Text)
+		case p.Text != nil:
+			text.WriteString(*p.Text)
+			hasText = true
 		}
-		return nil
-	})
-	if err != nil {
-		return oai.ChatChoice{}, err
 	}
-	finish := finishReason(c.finish, len(calls) > 0)
+	finish := finishReason(c.FinishReason, len(calls) > 0)
 	msg := oai.AnswerMessage{Role: oai.RoleAssistant, ReasoningContent: reasoning.String(), ToolCalls: calls}
 	if hasText || (len(calls) == 0 && finish != oai.FinishContentFilter) {
 		s := text.String()
 		msg.Content = &s
 	}
-	return oai.ChatChoice{Index: c.index, Message: msg, FinishReason: finish}, nil
+	return oai.ChatChoice{Index: c.Index, Message: msg, FinishReason: finish}
+}
+
+// parts are the candidate's content parts (none when it has no content).
+func (c *candidate) parts() []answerPart {
+	if c.Content == nil {
+		return nil
+	}
+	return c.Content.Parts
 }

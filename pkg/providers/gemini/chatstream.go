@@ -4,7 +4,6 @@ import (
 	"errors"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
-	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/sse"
 )
@@ -51,29 +50,18 @@ func (s *streamer) Event(dst []byte, ev sse.Event) ([]byte, error) {
 	if err != nil {
 		return dst, malformed(err)
 	}
-	if r.err != nil {
-		return dst, api.Upstream(nil, "The provider reported an error: %s", streamError(r.err))
+	if r.Error != nil && string(r.Error) != "null" {
+		return dst, api.Upstream(nil, "The provider reported an error: %s", streamError(r.Error))
 	}
-	if r.usage != nil {
-		if s.usage, err = parseUsage(r.usage); err != nil {
-			return dst, malformed(err)
-		}
-		s.hasUsage = true
+	if u := r.UsageMetadata; u != nil {
+		s.usage, s.hasUsage = u.OpenAI(), true
 	}
-	if r.candidates != nil {
-		err = jsonscan.Elements(r.candidates, func(el []byte) error {
-			c, err := parseCandidate(el)
-			if err != nil {
-				return err
-			}
-			dst, err = s.candidate(dst, c)
-			return err
-		})
-		if err != nil {
+	for i := range r.Candidates {
+		if dst, err = s.candidate(dst, &r.Candidates[i]); err != nil {
 			return dst, malformed(err)
 		}
 	}
-	if reason, message := blockReason(r.feedback); reason != "" && !s.blocked && len(s.choices) == 0 {
+	if reason, message := r.blockReason(); reason != "" && !s.blocked && len(s.choices) == 0 {
 		s.blocked = true
 		refusal := blockedMessage(reason, message)
 		for i := range s.n {
@@ -86,45 +74,37 @@ func (s *streamer) Event(dst []byte, ev sse.Event) ([]byte, error) {
 }
 
 // candidate appends the chunks of one candidate's piece.
-func (s *streamer) candidate(dst []byte, c candidate) ([]byte, error) {
-	for len(s.choices) <= c.index {
+func (s *streamer) candidate(dst []byte, c *candidate) ([]byte, error) {
+	for len(s.choices) <= c.Index {
 		s.choices = append(s.choices, choiceState{})
 	}
-	st := &s.choices[c.index]
+	st := &s.choices[c.Index]
 	if st.finished {
 		return dst, nil // a repeat of its last event (nothing follows a finish)
 	}
 	if !st.started {
 		st.started = true
-		dst = s.w.Role(dst, c.index)
+		dst = s.w.Role(dst, c.Index)
 	}
-	err := eachPart(c.content, func(p answerPart) error {
+	for _, p := range c.parts() {
+		var d oai.Delta
 		switch {
-		case p.call != nil:
-			name, args, err := parseCall(p.call)
-			if err != nil {
-				return err
-			}
-			sig, _ := jsonscan.String(p.signature)
-			dst = s.w.Choice(dst, &oai.ChunkChoice{Index: c.index, Delta: oai.Delta{ToolCalls: []oai.ToolCallDelta{{
-				Index: st.calls, ID: toolCallID(sig), Type: "function", Name: name, Arguments: string(args),
-			}}}})
+		case p.FunctionCall != nil:
+			d.ToolCalls = []oai.ToolCallDelta{{Index: st.calls, ID: toolCallID(p.ThoughtSignature), Type: "function",
+				Name: p.FunctionCall.Name, Arguments: p.FunctionCall.arguments()}}
 			st.calls++
-		case len(p.text) > 2: // not ""
-			if p.thought {
-				dst = s.w.Reasoning(dst, c.index, p.text)
-			} else {
-				dst = s.w.Text(dst, c.index, p.text)
-			}
+		case p.Text == nil || *p.Text == "":
+			continue
+		case p.Thought:
+			d.ReasoningContent = *p.Text
+		default:
+			d.Content = *p.Text
 		}
-		return nil
-	})
-	if err != nil {
-		return dst, err
+		dst = s.w.Choice(dst, &oai.ChunkChoice{Index: c.Index, Delta: d})
 	}
-	if c.finish != "" {
+	if c.FinishReason != "" {
 		st.finished = true
-		dst = s.w.Finish(dst, c.index, finishReason(c.finish, st.calls > 0))
+		dst = s.w.Finish(dst, c.Index, finishReason(c.FinishReason, st.calls > 0))
 	}
 	return dst, nil
 }

@@ -176,12 +176,10 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 }
 
 func (e *endpoint) post(ctx context.Context, v batchRequest) (*providers.Response, error) {
-	hreq, _, err := providers.NewRequest(ctx, Name, e.url, v)
-	if err != nil {
-		return nil, err
-	}
-	e.cred.Authorize(hreq.Header)
-	resp, err := providers.Do(e.client, Name, hreq)
+	resp, err := providers.Post(ctx, e.client, Name, e.url, v, func(r *http.Request, _ []byte) error {
+		e.cred.Authorize(r.Header)
+		return nil
+	})
 	var pe *models.ProviderError
 	if errors.As(err, &pe) && pe.Status == http.StatusBadRequest && strings.Contains(pe.Message, "API key") {
 		// The Gemini API refuses a bad or expired key with a 400

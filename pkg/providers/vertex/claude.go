@@ -11,7 +11,6 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
-	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/anthropic"
 )
 
@@ -47,21 +46,6 @@ func (e *endpoint) claudeChat(ctx context.Context, req *oai.ChatRequest) (*model
 		}
 		return nil, api.Upstream(err, "The gateway could not get a Google access token for Vertex AI model '%s' from its service account's token endpoint.", e.model)
 	}
-	h := hreq.Header
-	h.Set("Authorization", "Bearer "+token)
-	h.Set("Content-Type", "application/json")
-	if req.Stream {
-		h.Set("Accept", "text/event-stream")
-		ans, err := providers.RelayStream(e.client, Name, hreq)
-		if err != nil {
-			return nil, err
-		}
-		return call.Stream(ans.Body), nil
-	}
-	h.Set("Accept", "application/json")
-	resp, err := providers.Do(e.client, Name, hreq)
-	if err != nil {
-		return nil, err
-	}
-	return call.Answer(resp.Body)
+	hreq.Header.Set("Authorization", "Bearer "+token)
+	return call.Send(e.client, hreq, req.Stream)
 }

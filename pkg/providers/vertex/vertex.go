@@ -153,8 +153,9 @@ func (p *Provider) tokenSource(creds string) (*google.TokenSource, error) {
 }
 
 var (
-	_ models.Embedder = (*endpoint)(nil)
-	_ models.Chatter  = (*endpoint)(nil)
+	_ models.Embedder  = (*endpoint)(nil)
+	_ models.Chatter   = (*endpoint)(nil)
+	_ models.Messenger = (*endpoint)(nil)
 )
 
 type endpoint struct {
@@ -223,14 +224,9 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 }
 
 func (e *endpoint) predict(ctx context.Context, v predictRequest) (*providers.Response, error) {
-	hreq, _, err := providers.NewRequest(ctx, Name, e.url, v)
-	if err != nil {
-		return nil, err
-	}
-	if err := e.authorize(ctx, hreq.Header); err != nil {
-		return nil, err
-	}
-	return providers.Do(e.client, Name, hreq)
+	return providers.Post(ctx, e.client, Name, e.url, v, func(r *http.Request, _ []byte) error {
+		return e.authorize(ctx, r.Header)
+	})
 }
 
 // authorize puts an access token of the deployment's service account on a
