@@ -149,7 +149,10 @@ func (c *checker) writeFunction(b *bytes.Buffer, f Function) error {
 	case f.Queue != "":
 		b.WriteString("        Queue:\n          Type: SQS\n          Properties:\n")
 		fmt.Fprintf(b, "            Queue: !GetAtt %s.Arn\n", f.Queue)
-		fmt.Fprintf(b, "            BatchSize: %d\n", min(max(f.Workers, 1), 10))
+		fmt.Fprintf(b, "            BatchSize: %d\n", f.Batch)
+		if f.BatchWindow > 0 {
+			fmt.Fprintf(b, "            MaximumBatchingWindowInSeconds: %d\n", int(f.BatchWindow/time.Second))
+		}
 		b.WriteString("            FunctionResponseTypes: [ReportBatchItemFailures]\n")
 		fmt.Fprintf(b, "            ScalingConfig: {MaximumConcurrency: !Ref %s}\n", f.ConcurrencyParameter())
 	default:

@@ -70,8 +70,11 @@ type Function struct {
 	// Queue is the logical ID of the SQS queue a queue job consumes ("" for
 	// the others).
 	Queue string
-	// Workers is how many messages a queue job handles at once.
-	Workers int
+	// Workers is how many messages a queue job handles at once; Batch how
+	// many one invocation may be given, gathered for BatchWindow.
+	Workers     int
+	Batch       int
+	BatchWindow time.Duration
 	// Env are the environment variables the template must set for it.
 	Env []EnvVar
 	// Capabilities are what it touches, sorted as server.Capabilities
@@ -174,6 +177,7 @@ func FunctionsOf(routes []server.Route, jobs []server.Job) ([]Function, error) {
 			Name: j.Name, Schedule: j.Schedule.Cloud, Queue: queueIDs[j.Queue], Env: FunctionEnv(),
 			Capabilities: append(slices.Clone(every), j.Capabilities()...),
 			Memory:       j.Memory, Timeout: j.Timeout, Workers: j.Workers,
+			Batch: j.BatchSize(), BatchWindow: j.BatchWindow,
 		})
 	}
 	for i := range fns {

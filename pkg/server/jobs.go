@@ -31,6 +31,13 @@ type Job struct {
 	// Workers is how many messages a queue job handles at once: within one
 	// Lambda invocation's batch, and in the local process.
 	Workers int
+	// Batch is how many messages one Lambda invocation of a queue job may
+	// be given (0: Workers, at most 10) and BatchWindow how long the event
+	// source gathers them: SQS hands more than 10 only with a window of at
+	// least a second. Fewer, fuller invocations are what a job that is
+	// cheap per message pays least for.
+	Batch       int
+	BatchWindow time.Duration
 	// Needs is what the handler touches in the deployment.
 	Needs []Capability
 	// Memory (MB, 0: pkg/deploy's default) and Timeout size the job's
@@ -121,7 +128,9 @@ func Jobs() []Job {
 		// Delivers log events to the logging callbacks (pkg/callbacks/delivery):
 		// a message at a time per worker, the destinations' requests shared
 		// between them.
-		{Name: "callback-delivery", Queue: DeliveryQueue, Workers: 32, Timeout: 45 * time.Second,
+		// An invocation takes up to 100 messages gathered for a second: one
+		// invocation per call's message would cost as much as the call's own.
+		{Name: "callback-delivery", Queue: DeliveryQueue, Workers: 32, Batch: 100, BatchWindow: time.Second, Timeout: 45 * time.Second,
 			Needs:  []Capability{RecordsRead, RecordsWrite, ClaimCheckRead, DeliveryDeadLetter, Seal, ProviderSecrets},
 			Handle: func(s *Services) MessageHandler { return s.countThenDeliver }},
 	}
@@ -226,6 +235,7 @@ func (j Job) Validate() error {
 		if j.Workers < 1 {
 			errs = append(errs, fmt.Errorf("workers = %d, want ≥ 1", j.Workers))
 		}
+		errs = append(errs, j.checkBatch()...)
 		if j.Handle == nil || j.Run != nil {
 			errs = append(errs, errors.New("a queue job has a Handle handler and no Run"))
 		}
@@ -269,4 +279,36 @@ func (s *Services) sweepFiles(ctx context.Context) error {
 	}
 	slog.Log(ctx, level, "files: sweep done", "files", res.Files, "uploads", res.Uploads)
 	return nil
+}
+
+// Lambda's limits on an SQS event source (CreateEventSourceMapping): a
+// standard queue's batch takes up to 10,000 messages, more than 10 only with
+// a batching window, which is at most 300 s.
+const (
+	maxBatch          = 10000
+	maxUnwindowed     = 10
+	maxBatchingWindow = 300 * time.Second
+)
+
+// BatchSize is how many messages one Lambda invocation of the queue job may
+// be given.
+func (j Job) BatchSize() int {
+	if j.Batch > 0 {
+		return j.Batch
+	}
+	return min(max(j.Workers, 1), maxUnwindowed)
+}
+
+func (j Job) checkBatch() []error {
+	var errs []error
+	if j.Batch < 0 || j.Batch > maxBatch {
+		errs = append(errs, fmt.Errorf("batch = %d, want 0 to %d", j.Batch, maxBatch))
+	}
+	if j.BatchWindow < 0 || j.BatchWindow > maxBatchingWindow || j.BatchWindow%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("batch window %v, want whole seconds up to %v", j.BatchWindow, maxBatchingWindow))
+	}
+	if j.BatchSize() > maxUnwindowed && j.BatchWindow < time.Second {
+		errs = append(errs, fmt.Errorf("batch = %d needs a batch window of at least 1s (SQS hands more than %d messages only with one)", j.BatchSize(), maxUnwindowed))
+	}
+	return errs
 }

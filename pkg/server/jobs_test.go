@@ -57,6 +57,11 @@ func TestJobValidate(t *testing.T) {
 		{"a schedule with a message handler", server.Job{Name: "s", Schedule: hourly, Handle: handle}, "has a Run handler and no Handle"},
 		{"an unknown queue", server.Job{Name: "q", Queue: "batches", Workers: 1, Handle: handle}, `no queue "batches"`},
 		{"a queue with a run handler", server.Job{Name: "q", Queue: server.WorkQueue, Workers: 1, Run: run}, "has a Handle handler and no Run"},
+		{"a windowed batch of 100", server.Job{Name: "q", Queue: server.DeliveryQueue, Workers: 8, Batch: 100, BatchWindow: time.Second, Handle: handle}, ""},
+		{"a batch over 10 without a window", server.Job{Name: "q", Queue: server.DeliveryQueue, Workers: 8, Batch: 11, Handle: handle}, "needs a batch window"},
+		{"a batch over SQS's maximum", server.Job{Name: "q", Queue: server.DeliveryQueue, Workers: 8, Batch: 10001, BatchWindow: time.Second, Handle: handle}, "want 0 to 10000"},
+		{"a window in milliseconds", server.Job{Name: "q", Queue: server.DeliveryQueue, Workers: 8, BatchWindow: 1500 * time.Millisecond, Handle: handle}, "whole seconds"},
+		{"a window over 300 s", server.Job{Name: "q", Queue: server.DeliveryQueue, Workers: 8, BatchWindow: 301 * time.Second, Handle: handle}, "whole seconds up to 5m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.job.Validate()
@@ -134,5 +139,20 @@ func TestFilesSweepJob(t *testing.T) {
 	down.Records = failingQueries{b.Records}
 	if err := run(&down); err == nil || !strings.Contains(err.Error(), "table unavailable") {
 		t.Errorf("sweep over a failing store: %v", err)
+	}
+}
+
+func TestBatchSize(t *testing.T) {
+	for _, tc := range []struct {
+		job  server.Job
+		want int
+	}{
+		{server.Job{Workers: 32}, 10}, // SQS's most without a window
+		{server.Job{Workers: 4}, 4},
+		{server.Job{Workers: 32, Batch: 100, BatchWindow: time.Second}, 100},
+	} {
+		if got := tc.job.BatchSize(); got != tc.want {
+			t.Errorf("%+v: BatchSize() = %d, want %d", tc.job, got, tc.want)
+		}
 	}
 }
