@@ -33,7 +33,14 @@ test: export SLUICE_REQUIRE_NODE = 1
 test: export SLUICE_REQUIRE_RIE = 1
 test: export SLUICE_TEST_ALL_BOOTSTRAPS = 1
 test: export SLUICE_REQUIRE_CHROMIUM = 1
-test: vet check-deps lint-template node-deps rie chromium test-aws ## Everything: vet, dependency check, cfn-lint, every test (-race) on both backends, moto_server started and stopped
+test: ## Everything: vet, dependency check, cfn-lint, every test (-race) on both backends, moto_server started and stopped
+	@# The checks and installs run side by side (the installs wait on the
+	@# network, vet on the CPU), then the tests.
+	$(MAKE) -j4 --output-sync=target test-prerequisites
+	$(MAKE) test-aws
+
+.PHONY: test-prerequisites
+test-prerequisites: vet check-deps lint-template node-deps rie chromium
 
 # The official Node clients the tests drive (openai, @anthropic-ai/sdk; the AWS SDK for
 # JavaScript's Bedrock client in pkg/gateway), one copy per package that

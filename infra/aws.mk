@@ -15,7 +15,9 @@ MOTO ?= infra/moto.sh
 # Packages whose tests need AWS besides ./pkg/store/aws/...: tests that find no
 # SLUICE_TEST_AWS_ENDPOINT skip, so the default runs them all.
 AWS_TEST_PKGS ?= ./...
-AWS_TEST_FLAGS ?= -race -count=1
+# -p 4: on two cores, two packages' tests that wait (on moto, on timers)
+# would otherwise leave the CPU idle while the rest wait to be compiled.
+AWS_TEST_FLAGS ?= -race -count=1 -p 4
 # Resource name prefix for run-aws.
 AWS_PREFIX ?= sluice-local
 
