@@ -89,7 +89,7 @@ func TestFunctionsOfAQueueJob(t *testing.T) {
 	}
 	got := fns[len(fns)-1]
 	want := deploy.Function{
-		Name: "batch-test", Queue: deploy.WorkQueueID, Env: deploy.FunctionEnv(), Workers: 4,
+		Name: "batch-test", Queue: deploy.WorkQueueID, Env: deploy.FunctionEnv(), Workers: 4, Batch: 4, // one invocation takes as many messages as it handles at once
 		Capabilities: []server.Capability{server.RecordsRead, server.RecordsWrite, server.ConfigRead},
 		Memory:       deploy.DefaultMemory, Timeout: 2 * time.Minute,
 	}
