@@ -62,7 +62,6 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 	}
-	g.banner(out, "http://"+ln.Addr().String())
 	if addr := g.Settings.Pprof; addr != "" {
 		stop, err := servePprof(addr, out)
 		if err != nil {
@@ -79,6 +78,8 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 		}
 		defer stop()
 	}
+	// Last, so that once it says where sluice listens, every listener is up.
+	g.banner(out, "http://"+ln.Addr().String())
 	for _, w := range g.Config.Warnings {
 		slog.Warn(w)
 	}
