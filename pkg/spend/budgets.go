@@ -120,7 +120,8 @@ type scope struct {
 	reserved   float64 // USD the scope's running batches reserve, as read at readAt
 	readAt     time.Time
 	inflight   float64 // estimates of the admitted calls not finished
-	recent     []ended // finished calls, until Settle has passed
+	recent     []ended // finished calls, until Settle has passed, oldest first
+	recentSum  float64 // their cost
 	mean       mean
 	softWarned string // the period whose soft budget crossing was logged
 }
@@ -314,6 +315,7 @@ func (t *Tab) settle() {
 		s.inflight = max(s.inflight-t.estimate, 0)
 		if priced {
 			s.recent = append(s.recent, ended{cost: cost, at: now})
+			s.recentSum += cost
 			s.mean.add(cost)
 		}
 	}
@@ -335,17 +337,23 @@ func (b *Budgets) prune(now time.Time) {
 	}
 }
 
+// recentCost is the cost of the calls that ended within settle of now.
+// The calls are appended as they end, so the expired ones are at the front:
+// dropping them is amortised O(1) a call where a scan of every call of the
+// last few seconds made a busy key's admission grow with its rate. (Two
+// settles may append a few microseconds out of order; an entry behind a
+// later one is dropped with it, that much late.)
 func (s *scope) recentCost(now time.Time, settle time.Duration) float64 {
-	keep := s.recent[:0]
-	var sum float64
-	for _, e := range s.recent {
-		if now.Sub(e.at) < settle {
-			keep = append(keep, e)
-			sum += e.cost
-		}
+	i := 0
+	for i < len(s.recent) && now.Sub(s.recent[i].at) >= settle {
+		s.recentSum -= s.recent[i].cost
+		i++
 	}
-	s.recent = keep
-	return sum
+	s.recent = s.recent[i:]
+	if len(s.recent) == 0 {
+		s.recent, s.recentSum = nil, 0 // no float drift across idle moments
+	}
+	return s.recentSum
 }
 
 // fresh returns bg's scope state for the period of now, its stored spend
@@ -363,7 +371,7 @@ func (b *Budgets) fresh(ctx context.Context, bg budgeted, now time.Time) (*scope
 	}
 	if s.period != period {
 		// A new period: the spend of the old one no longer counts.
-		s.period, s.stored, s.readAt, s.recent = period, 0, time.Time{}, nil
+		s.period, s.stored, s.readAt, s.recent, s.recentSum = period, 0, time.Time{}, nil, 0
 	}
 	stale := now.Sub(s.readAt) >= b.opts.Refresh
 	b.mu.Unlock()

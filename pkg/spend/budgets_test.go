@@ -3,6 +3,7 @@ package spend
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -115,5 +116,32 @@ func TestASoftBudgetCrossingIsALogEventOncePerPeriod(t *testing.T) {
 	}
 	if _, err := b.Records.Get(context.Background(), dedupeKey(ev.ID)); err == nil {
 		t.Error("the counter counted an alert as a call")
+	}
+}
+
+// TestRecentCostDropsWhatSettled: the finished calls' cost counts for
+// settle, then leaves the sum, oldest first, however many calls there are.
+func TestRecentCostDropsWhatSettled(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	var s scope
+	for i := range 10000 {
+		at := t0.Add(time.Duration(i) * time.Millisecond)
+		s.recent = append(s.recent, ended{cost: 0.001, at: at})
+		s.recentSum += 0.001
+	}
+	for _, tc := range []struct {
+		now  time.Duration
+		want float64
+	}{
+		{9999 * time.Millisecond, 5.0}, // the calls of the last 5 s
+		{12 * time.Second, 2.999},      // the 2,999 after 7 s
+		{15 * time.Second, 0},          // every one settled
+	} {
+		if got := s.recentCost(t0.Add(tc.now), 5*time.Second); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("at %v: recent cost %v, want %v", tc.now, got, tc.want)
+		}
+	}
+	if s.recent != nil || s.recentSum != 0 {
+		t.Errorf("after every call settled: %d calls, sum %v left", len(s.recent), s.recentSum)
 	}
 }
