@@ -60,10 +60,10 @@ var wantOperations = map[string]map[string]int{
 	},
 }
 
-// TestAWSOperationsPerRequestKind counts, against moto_server, the AWS
-// operations each request kind performs, at the SDK's middleware (every
-// client the backend builds from the config goes through it).
-func TestAWSOperationsPerRequestKind(t *testing.T) {
+// countedAWS opens the AWS backend on moto_server with every SDK operation
+// counted, and starts the fake provider the counted calls go to.
+func countedAWS(t *testing.T) (*awstest.Operations, gatewaytest.Backend, *httptest.Server) {
+	t.Helper()
 	cfg, res := awstest.Resources(t)
 	ops := awstest.CountOperations(&cfg)
 	b, err := awsstore.Open(context.Background(), cfg, res)
@@ -73,7 +73,14 @@ func TestAWSOperationsPerRequestKind(t *testing.T) {
 	t.Cleanup(func() { b.Close() })
 	up := httptest.NewServer(http.HandlerFunc(opsUpstream))
 	t.Cleanup(up.Close)
-	backend := gatewaytest.Backend{Name: config.BackendAWS, Open: func(testing.TB) *store.Backend { return b }}
+	return ops, gatewaytest.Backend{Name: config.BackendAWS, Open: func(testing.TB) *store.Backend { return b }}, up
+}
+
+// TestAWSOperationsPerRequestKind counts, against moto_server, the AWS
+// operations each request kind performs, at the SDK's middleware (every
+// client the backend builds from the config goes through it).
+func TestAWSOperationsPerRequestKind(t *testing.T) {
+	ops, backend, up := countedAWS(t)
 	models := func(limits string) string {
 		return "model_list:\n" +
 			"  - model_name: text-embedding-3-small\n    litellm_params: {model: openai/text-embedding-3-small, api_base: " + up.URL + "/v1, api_key: sk-up" + limits + "}\n" +
@@ -207,18 +214,10 @@ func timedBatchWrites(ran time.Duration) map[string][2]int {
 // TestAWSOperationsOfABatch counts the AWS operations of a 1,000-line
 // embeddings batch run by the batch worker against moto_server.
 func TestAWSOperationsOfABatch(t *testing.T) {
-	cfg, res := awstest.Resources(t)
-	ops := awstest.CountOperations(&cfg)
-	b, err := awsstore.Open(context.Background(), cfg, res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	up := httptest.NewServer(http.HandlerFunc(opsUpstream))
-	t.Cleanup(up.Close)
+	ops, backend, up := countedAWS(t)
 	conf := "model_list:\n" +
 		"  - model_name: text-embedding-3-small\n    litellm_params: {model: openai/text-embedding-3-small, api_base: " + up.URL + "/v1, api_key: sk-up}\n"
-	g := gatewaytest.Start(t, gatewaytest.Backend{Name: config.BackendAWS, Open: func(testing.TB) *store.Backend { return b }},
+	g := gatewaytest.Start(t, backend,
 		gatewaytest.Options{Config: conf, Jobs: []string{"batch-worker"}})
 	_, key := g.TeamKey()
 	var input strings.Builder
@@ -317,15 +316,7 @@ var maxCallbackOperations = map[string]int{
 // callbackEvents log events published by as many embeddings calls and delivered to Langfuse by
 // the delivery worker, against moto_server.
 func TestAWSOperationsOfCallbackEvents(t *testing.T) {
-	cfg, res := awstest.Resources(t)
-	ops := awstest.CountOperations(&cfg)
-	b, err := awsstore.Open(context.Background(), cfg, res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	up := httptest.NewServer(http.HandlerFunc(opsUpstream))
-	t.Cleanup(up.Close)
+	ops, backend, up := countedAWS(t)
 	var mu sync.Mutex
 	delivered := 0
 	langfuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -354,7 +345,7 @@ func TestAWSOperationsOfCallbackEvents(t *testing.T) {
 		"litellm_settings:\n  callbacks: [langfuse]\n" +
 		"environment_variables: {LANGFUSE_PUBLIC_KEY: pk-lf, LANGFUSE_SECRET_KEY: sk-lf, LANGFUSE_HOST: '" + langfuse.URL + "'}\n" +
 		"callback_settings:\n  allow_hosts: [\"127.0.0.1\"]\n"
-	g := gatewaytest.Start(t, gatewaytest.Backend{Name: config.BackendAWS, Open: func(testing.TB) *store.Backend { return b }},
+	g := gatewaytest.Start(t, backend,
 		gatewaytest.Options{Config: conf, Jobs: []string{"callback-delivery"}})
 	_, key := g.TeamKey()
 	if r := g.Do("POST", "/v1/embeddings", key, `{"model":"text-embedding-3-small","input":"warm"}`); r.Status != 200 {
