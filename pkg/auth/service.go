@@ -304,7 +304,10 @@ func (s *Service) GenerateKey(ctx context.Context, in NewKeyRequest, createdBy s
 	if err := checkBudget(in.Budget); err != nil {
 		return nil, err
 	}
-	now := s.opts.Now().UTC().Truncate(time.Millisecond)
+	// The list's sort key takes the full clock: keys made within one
+	// millisecond still list in the order they were made.
+	made := s.opts.Now().UTC()
+	now := made.Truncate(time.Millisecond)
 	var expires *time.Time
 	if in.Duration != "" {
 		d, err := ParseDuration(in.Duration)
@@ -330,7 +333,7 @@ func (s *Service) GenerateKey(ctx context.Context, in NewKeyRequest, createdBy s
 	}
 	rec := store.Record{
 		Key:  keyRecordKey(info.Token),
-		GSI1: store.IndexKey{PK: "TEAM#" + in.TeamID, SK: "KEY#" + sortkey.Time(now) + "#" + info.Token},
+		GSI1: store.IndexKey{PK: "TEAM#" + in.TeamID, SK: "KEY#" + sortkey.Time(made) + "#" + info.Token},
 		Body: body,
 	}
 	if expires != nil {

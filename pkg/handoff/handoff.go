@@ -213,17 +213,21 @@ func (r *round) watch(ctx context.Context) {
 	if len(keep) == 0 {
 		return
 	}
-	// One message a part, under the ID its handler was given: the local
-	// queue takes a message of any size, and a part holds at most
-	// MaxEventsPerMessage events.
-	var written []*handed // those with an event left to write (one that cannot be encoded is logged)
+	// One message a part, under the ID its handler was given and named by
+	// it (spend counts the part once by that name, whichever copy it
+	// handles): the local queue takes a message of any size, and a part
+	// holds at most MaxEventsPerMessage events.
+	var written []*handed
 	ids := make([]string, 0, len(keep))
 	out := make([]store.Event, 0, len(keep))
 	for _, p := range keep {
-		if events := r.encode(ctx, p.Group); len(events) > 0 {
-			out = append(out, events...)
-			written, ids = append(written, p), append(ids, p.msg.ID)
+		ev, err := r.encode(ctx, p.Group, p.msg.ID)
+		if err != nil {
+			slog.ErrorContext(ctx, "log events not written to the delivery queue: delivered only if their handler succeeds", "events", len(p.Events), "error", err)
+			continue
 		}
+		out = append(out, ev)
+		written, ids = append(written, p), append(ids, p.msg.ID)
 	}
 	if len(written) == 0 {
 		return

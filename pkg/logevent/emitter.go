@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -22,9 +21,9 @@ const (
 	// AttrMessage names a bus event the emitter published: the ID of its
 	// first log event. Every copy of it (a publish retried, the bus's and
 	// the queue's redeliveries) carries the same name and the same events,
-	// so spend counts the message once by its name (pkg/spend). The copies
-	// of events handed over in memory are not named: they are counted
-	// event by event.
+	// so spend counts the message once by its name (pkg/spend). Events
+	// handed over in memory are named by the handoff's message ID, which
+	// their queue copy carries too (EncodeGroup).
 	AttrMessage = "message"
 )
 
@@ -91,8 +90,9 @@ type Handover interface {
 	// so that the events of concurrent calls go together (0: none).
 	Linger() time.Duration
 	// Hand takes the groups it can handle now and returns the rest.
-	// encode encodes a group whole (claim checks included) should it
-	// write the group to its queue later.
+	// encode encodes a group whole (claim checks included) under the
+	// name its handler was given, should it write the group to its queue
+	// later.
 	Hand(ctx context.Context, groups []Group, encode EncodeGroup) (rest []Group)
 	// Drain waits until what it took is handled, or ctx ends.
 	Drain(ctx context.Context) error
@@ -104,9 +104,11 @@ type Group struct {
 	Events       []*Event
 }
 
-// EncodeGroup encodes g's events into bus events; events that cannot be
-// encoded are logged and left out.
-type EncodeGroup func(ctx context.Context, g Group) []store.Event
+// EncodeGroup encodes g's events whole into one bus event named name
+// (AttrMessage). All or nothing: the copy of a message counted by its name
+// must hold the same events in the same order (pkg/spend), so an event that
+// cannot be encoded fails the group.
+type EncodeGroup func(ctx context.Context, g Group, name string) (store.Event, error)
 
 // publication is the events of one publish, and its end.
 type publication struct {
@@ -370,13 +372,10 @@ func (g group) attributes() map[string]string {
 	return map[string]string{AttrTeam: g.team, AttrStatus: g.status}
 }
 
-// busEvent is a bus event of g's with body; named by first (AttrMessage)
-// unless first is empty.
-func (g group) busEvent(body []byte, first string) store.Event {
+// busEvent is a bus event of g's with body, named name (AttrMessage).
+func (g group) busEvent(body []byte, name string) store.Event {
 	attrs := g.attributes()
-	if first != "" {
-		attrs[AttrMessage] = first
-	}
+	attrs[AttrMessage] = name
 	return store.Event{Attributes: attrs, Body: body}
 }
 
@@ -422,7 +421,7 @@ func (e *Emitter) publish(ctx context.Context, events []*Event) error {
 func (e *Emitter) encode(ctx context.Context, groups []group) []store.Event {
 	var out []store.Event
 	for _, g := range groups {
-		out = e.appendGroup(ctx, out, g, e.messageLimit(), true)
+		out = e.appendGroup(ctx, out, g, e.messageLimit())
 	}
 	return out
 }
@@ -430,9 +429,9 @@ func (e *Emitter) encode(ctx context.Context, groups []group) []store.Event {
 // appendGroup appends g's bus events to out: bodies of at most limit bytes
 // (but for a single event that passes it alone) and MaxEventsPerMessage
 // events. Each event is encoded straight into its body, sized from the
-// events' raw members up front. named: each bus event is named by its first
-// log event (AttrMessage).
-func (e *Emitter) appendGroup(ctx context.Context, out []store.Event, g group, limit int, named bool) []store.Event {
+// events' raw members up front. Each bus event is named by its first log
+// event (AttrMessage).
+func (e *Emitter) appendGroup(ctx context.Context, out []store.Event, g group, limit int) []store.Event {
 	size := 0
 	for _, ev := range g.events {
 		size += encodedSizeHint(ev)
@@ -459,7 +458,7 @@ func (e *Emitter) appendGroup(ctx context.Context, out []store.Event, g group, l
 			body = append(make([]byte, 0, max(room, len(line))), line...)
 			members = 0
 		}
-		if members == 0 && named {
+		if members == 0 {
 			first = ev.ID
 		}
 		members++
@@ -508,12 +507,24 @@ func (e *Emitter) handOver(ctx context.Context, groups []group) []group {
 	return groups
 }
 
-// encodeWhole encodes g into bus events without the bus's size limit (a
-// Handover's queue takes a message of any size).
-func (e *Emitter) encodeWhole(ctx context.Context, g Group) []store.Event {
-	// Not named: its events were handed to the handler, which counts them
-	// one by one (as is this copy, if it is delivered).
-	return e.appendGroup(ctx, nil, group{team: g.Team, status: g.Status, events: g.Events}, math.MaxInt, false)
+// encodeWhole encodes g into one bus event named name, without the bus's
+// size limit (a Handover's queue takes a message of any size).
+func (e *Emitter) encodeWhole(ctx context.Context, g Group, name string) (store.Event, error) {
+	size := 0
+	for _, ev := range g.Events {
+		size += encodedSizeHint(ev)
+	}
+	body := make([]byte, 0, size)
+	for i, ev := range g.Events {
+		if i > 0 {
+			body = append(body, '\n')
+		}
+		var err error
+		if body, err = e.appendEncoded(ctx, body, ev); err != nil {
+			return store.Event{}, err
+		}
+	}
+	return group{team: g.Team, status: g.Status}.busEvent(body, name), nil
 }
 
 // appendEncoded appends ev's JSON to b; when that is larger than the

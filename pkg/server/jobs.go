@@ -156,9 +156,10 @@ func (s *Services) countThenDeliver(ctx context.Context, m store.Message) error 
 // DeliverEvents is the delivery queue's job (countThenDeliver) for the log
 // events of message m held in memory already: the local process's handoff
 // (pkg/handoff) gives them to it without a queue transaction when the job
-// runs in the emitter's process (gateway.RunJob).
+// runs in the emitter's process (gateway.RunJob). They are counted by the
+// message's ID, the name its queue copy carries if the handoff writes one.
 func (s *Services) DeliverEvents(ctx context.Context, m store.Message, events []*logevent.Event) error {
-	if err := s.Counter.Count(ctx, events); err != nil {
+	if err := s.Counter.CountMessage(ctx, m.ID, events); err != nil {
 		return err
 	}
 	return s.Delivery.HandleEvents(ctx, m, events)

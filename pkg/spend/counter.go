@@ -54,11 +54,12 @@ const (
 //   - every copy of it carries its name and the same events in the same
 //     order: the emitter names a bus event once, as it builds it, and
 //     the bus's retries, SNS's duplicates and the queue's redeliveries
-//     copy its bytes (logevent.AttrMessage);
+//     copy its bytes (logevent.AttrMessage); events handed over in memory
+//     are named by the handoff's message ID, and the queue copy it may
+//     write holds all of them under that ID and name, or is not written;
 //   - none of its events is in another named message, nor counted on its
-//     own: a call's event is published once (a failed publish is logged,
-//     not regrouped), events handed over in memory are not named (they
-//     and their queue copies are counted one by one), and a native batch's
+//     own: a call's event is published or handed over once (a failed
+//     publish is logged, not regrouped), and a native batch's
 //     lines, which a retried copy of the provider's output emits again
 //     under the same IDs, are counted one by one (a message holding one is
 //     counted by event);
