@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
+	"github.com/sluice-gateway/sluice/pkg/spend"
 	"github.com/sluice-gateway/sluice/pkg/store"
 	awsstore "github.com/sluice-gateway/sluice/pkg/store/aws"
 	"github.com/sluice-gateway/sluice/pkg/store/aws/awstest"
@@ -27,11 +28,11 @@ import (
 
 // wantOperations are the AWS operations one call of each request kind makes
 // on the AWS backend, warm (its key, team and config read once before), as
-// the SDK sends them, in two setups: "bare" (no limits, no logging
-// callback) and "metered" (team and key rpm/tpm limits, deployment rpm/tpm,
-// a gateway-wide logging callback). docs/deploy-aws.md prices them; a kind
-// that gains an operation fails here, so the cost table changes with the
-// code.
+// the SDK sends them, in two setups: "bare" (no limits, no budget, no
+// logging callback) and "metered" (team and key rpm/tpm limits and
+// max_budget, deployment rpm/tpm, a gateway-wide logging callback).
+// docs/deploy-aws.md prices them; a kind that gains an operation fails
+// here, so the cost table changes with the code.
 var wantOperations = map[string]map[string]int{
 	// The log event's publish: spend counts every call from its log event
 	// (the callback-delivery job, exactly once), so it is published
@@ -43,21 +44,37 @@ var wantOperations = map[string]map[string]int{
 	// counters: at admission the key's, the team's and the deployment's
 	// take the request and check their tokens' room in one UpdateItem
 	// each; once the usage is known each adds the call's tokens (an
-	// UpdateItem each); and the log event's publish (one, shared by spend
-	// and the callback).
+	// UpdateItem each). The budgets: the key's and the team's stored
+	// spend and batch reservations, read again when older than
+	// spend.DefaultRefresh (a GetItem each, so every call of a container
+	// that serves at most one a second). And the log event's publish
+	// (one, shared by spend and the callback).
 	"metered/embeddings": {
+		"DynamoDB GetItem":    4,
 		"DynamoDB UpdateItem": 6,
 		"SNS PublishBatch":    1,
 	},
 	"metered/chat streamed": {
+		"DynamoDB GetItem":    4,
 		"DynamoDB UpdateItem": 6,
 		"SNS PublishBatch":    1,
 	},
 	// A passthrough call has no deployment: the key's and team's windows.
 	"metered/passthrough": {
+		"DynamoDB GetItem":    4,
 		"DynamoDB UpdateItem": 4,
 		"SNS PublishBatch":    1,
 	},
+}
+
+// wantCapacity are the DynamoDB write and read units of one call of each
+// metered kind (bare ones use none): every item written or read stays
+// within DynamoDB's 1 KB write and 4 KB read unit, so an item that grows
+// past one fails here, as an added operation does.
+var wantCapacity = map[string][2]int{
+	"metered/embeddings":    {6, 4},
+	"metered/chat streamed": {6, 4},
+	"metered/passthrough":   {4, 4},
 }
 
 // countedAWS opens the AWS backend on moto_server with every SDK operation
@@ -94,7 +111,7 @@ func TestAWSOperationsPerRequestKind(t *testing.T) {
 		{"bare", models(""), nil},
 		{"metered", models(", rpm: 100000, tpm: 10000000") +
 			"litellm_settings:\n  callbacks: [langfuse]\nenvironment_variables: {LANGFUSE_PUBLIC_KEY: pk-lf, LANGFUSE_SECRET_KEY: sk-lf}\n",
-			map[string]any{"rpm_limit": 100000, "tpm_limit": 10000000}},
+			map[string]any{"rpm_limit": 100000, "tpm_limit": 10000000, "max_budget": 1000}},
 	} {
 		g := gatewaytest.Start(t, backend, gatewaytest.Options{Config: setup.config})
 		fields := map[string]any{"team_alias": setup.name}
@@ -125,6 +142,10 @@ func TestAWSOperationsPerRequestKind(t *testing.T) {
 					t.Fatalf("warm-up answered %d: %s", r.Status, r.Body)
 				}
 				settle(ops)
+				// A Lambda container serves one call at a time: a 5 s call's
+				// admission finds the stored spend it read for the last one
+				// older than the budgets' refresh, and reads it again.
+				time.Sleep(spend.DefaultRefresh)
 				ops.Reset()
 				if r := c.call(); r.Status != 200 {
 					t.Fatalf("answered %d: %s", r.Status, r.Body)
@@ -133,6 +154,9 @@ func TestAWSOperationsPerRequestKind(t *testing.T) {
 				t.Logf("%s:\n%s", name, ops)
 				if diff := cmp.Diff(wantOperations[name], ops.Counts(), cmpopts.EquateEmpty()); diff != "" {
 					t.Errorf("AWS operations of one %s call (-want +got):\n%s\nUpdate wantOperations and the cost table in docs/deploy-aws.md together.", name, diff)
+				}
+				if wcu, rcu := ops.Capacity(); [2]int{wcu, rcu} != wantCapacity[name] {
+					t.Errorf("one %s call used %d WCU and %d RCU, want %v: update wantCapacity and the cost table in docs/deploy-aws.md together", name, wcu, rcu, wantCapacity[name])
 				}
 			})
 		}
