@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -42,6 +43,12 @@ func Generate(text []byte, fns []Function) ([]byte, error) {
 	}
 	c := &checker{t: t, fns: fns}
 	c.resources, _ = t["Resources"].(map[string]any)
+	for _, id := range c.ofType("AWS::IAM::ManagedPolicy") {
+		c.policyGrants(id) // reads every statement: a malformed one fails here
+	}
+	if len(c.problems) > 0 {
+		return nil, fmt.Errorf("deploy: template: %w", errors.Join(c.problems...))
+	}
 	var params, res bytes.Buffer
 	for _, f := range fns {
 		if f.Queue != "" {
@@ -108,6 +115,10 @@ func CountLines(text []byte) (handWritten, generated int) {
 	}
 	return handWritten, generated
 }
+
+// MaxConcurrencyRange is the range ScalingConfig.MaximumConcurrency
+// accepts (Lambda's API): the generated concurrency parameters' bounds.
+var MaxConcurrencyRange = [2]int{2, 1000}
 
 func writeConcurrencyParameter(b *bytes.Buffer, f Function) {
 	lo, hi := MaxConcurrencyRange[0], MaxConcurrencyRange[1]
@@ -326,13 +337,21 @@ func (c *checker) reservable(base string) bool {
 	return get(c.t, "Parameters", base+"ReservedConcurrency") != nil && get(c.t, "Conditions", base+"Reserved") != nil
 }
 
-// policyGrants is what managed policy id grants, under its own condition.
+// policyGrants is what managed policy id grants, under its own condition
+// (read once: a malformed statement is one problem).
 func (c *checker) policyGrants(id string) map[grantKey]bool {
+	if got, ok := c.grants[id]; ok {
+		return got
+	}
 	cond, _ := get(c.resources[id], "Condition").(string)
 	got := map[grantKey]bool{}
 	for j, st := range list(get(c.props(id), "PolicyDocument", "Statement")) {
 		c.statement("policy "+id, fmt.Sprintf("%s.Statement[%d]", id, j), st, cond, got)
 	}
+	if c.grants == nil {
+		c.grants = map[string]map[grantKey]bool{}
+	}
+	c.grants[id] = got
 	return got
 }
 
@@ -389,6 +408,17 @@ func (c *checker) choosePolicies(f Function) ([]string, error) {
 		}
 		chosen = append(chosen, cands[best].id)
 		cands = slices.Delete(cands, best, best+1)
+	}
+	sam := 1 // AWSLambdaBasicExecutionRole
+	if Render(get(c.t, "Globals", "Function", "Tracing")) == "Active" {
+		sam++ // AWSXrayWriteOnlyAccess
+	}
+	if f.Queue != "" {
+		sam++ // AWSLambdaSQSQueueExecutionRole
+	}
+	if n := len(chosen) + sam; n > MaxRolePolicies {
+		return nil, fmt.Errorf("deploy: function %s: %d managed policies with the %d SAM attaches, over %d (IAM allows %d a role; the rest is headroom for a new capability): bundle capabilities that go together (%s) into one policy of template.yaml",
+			f.Name, n, sam, MaxRolePolicies, MaxManagedPolicies, joinCaps(f.Capabilities))
 	}
 	sort.Strings(chosen)
 	out := make([]string, 0, len(chosen))
