@@ -461,107 +461,6 @@ func (c *checker) checkSubscription(f Function) {
 	}
 }
 
-// grantKey is one action on one resource, under an IAM condition block and
-// a template condition.
-type grantKey struct{ action, resource, condition, when string }
-
-func (k grantKey) String() string {
-	s := k.action + " on " + k.resource
-	if k.condition != "" {
-		s += " if " + k.condition
-	}
-	if k.when != "" {
-		s += " when " + k.when
-	}
-	return s
-}
-
-func expand(g Grant) []grantKey {
-	cond := canonicalCondition(g.Condition)
-	var out []grantKey
-	for _, a := range g.Actions {
-		for _, r := range g.Resources {
-			out = append(out, grantKey{a, r, cond, g.When})
-		}
-	}
-	return out
-}
-
-func canonicalCondition(c map[string]map[string][]string) string {
-	if len(c) == 0 {
-		return ""
-	}
-	sorted := make(map[string]map[string][]string, len(c))
-	for op, keys := range c {
-		sorted[op] = make(map[string][]string, len(keys))
-		for k, vals := range keys {
-			sorted[op][k] = slices.Sorted(slices.Values(vals))
-		}
-	}
-	b, _ := json.Marshal(sorted)
-	return string(b)
-}
-
-// MaxManagedPolicies is how many managed policies IAM lets a role have
-// (the default quota).
-const MaxManagedPolicies = 10
-
-// MaxRolePolicies is how many a function's role may have here, SAM's
-// included: three under IAM's quota, so one more capability (or SAM
-// attaching one more) never breaks a deploy.
-const MaxRolePolicies = MaxManagedPolicies - 3
-
-// statement adds what one policy statement grants to got, under template
-// condition when. !If [C, a, b] grants a when C holds and b when it does not.
-func (c *checker) statement(name, where string, st any, when string, got map[grantKey]bool) {
-	if isNoValue(st) {
-		return
-	}
-	m, _ := st.(map[string]any)
-	if args, ok := m["Fn::If"].([]any); ok && len(m) == 1 && len(args) == 3 {
-		if when != "" {
-			c.fail("%s: %s: nested !If in a statement is not supported", name, where)
-			return
-		}
-		cond := Render(args[0])
-		c.statement(name, where, args[1], cond, got)
-		c.statement(name, where, args[2], "!"+cond, got)
-		return
-	}
-	if m == nil || isIntrinsic(m) {
-		c.fail("%s: %s: not a statement", name, where)
-		return
-	}
-	for k := range m {
-		if !slices.Contains([]string{"Sid", "Effect", "Action", "Resource", "Condition"}, k) {
-			c.fail("%s: %s: %s is not supported (write Allow statements with Action and Resource)", name, where, k)
-			return
-		}
-	}
-	if Render(m["Effect"]) != "Allow" {
-		c.fail("%s: %s: Effect %q, want Allow", name, where, Render(m["Effect"]))
-		return
-	}
-	cond := map[string]map[string][]string{}
-	if cm, ok := m["Condition"].(map[string]any); ok {
-		for op, keys := range cm {
-			km, _ := keys.(map[string]any)
-			cond[op] = map[string][]string{}
-			for key, vals := range km {
-				cond[op][key] = renderList(vals)
-			}
-		}
-	} else if m["Condition"] != nil {
-		c.fail("%s: %s: Condition is not a map", name, where)
-	}
-	canon := canonicalCondition(cond)
-	for _, a := range renderList(m["Action"]) {
-		for _, r := range renderList(m["Resource"]) {
-			got[grantKey{a, r, canon, when}] = true
-		}
-	}
-}
-
 // checkManagedPolicies: the managed policies of the core are what
 // Generate gives functions, so each is well formed (Allow statements that
 // Generate reads), grants only what some capability declares (Grants),
@@ -607,14 +506,6 @@ func (c *checker) checkManagedPolicies() {
 			c.fail("policy %s: no function takes it (no function's capabilities are exactly its grants, or a smaller set of policies covers them): remove it", id)
 		}
 	}
-}
-
-func joinCaps(caps []server.Capability) string {
-	s := make([]string, len(caps))
-	for i, c := range caps {
-		s[i] = string(c)
-	}
-	return strings.Join(s, ", ")
 }
 
 func (c *checker) hasDimension(p any, name, value string) bool {

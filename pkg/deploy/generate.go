@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -335,100 +332,4 @@ func camel(s string) string {
 // <Base>Reserved (0 reserves none).
 func (c *checker) reservable(base string) bool {
 	return get(c.t, "Parameters", base+"ReservedConcurrency") != nil && get(c.t, "Conditions", base+"Reserved") != nil
-}
-
-// policyGrants is what managed policy id grants, under its own condition
-// (read once: a malformed statement is one problem).
-func (c *checker) policyGrants(id string) map[grantKey]bool {
-	if got, ok := c.grants[id]; ok {
-		return got
-	}
-	cond, _ := get(c.resources[id], "Condition").(string)
-	got := map[grantKey]bool{}
-	for j, st := range list(get(c.props(id), "PolicyDocument", "Statement")) {
-		c.statement("policy "+id, fmt.Sprintf("%s.Statement[%d]", id, j), st, cond, got)
-	}
-	if c.grants == nil {
-		c.grants = map[string]map[grantKey]bool{}
-	}
-	c.grants[id] = got
-	return got
-}
-
-// choosePolicies picks managed policies of the core whose grants together
-// are exactly f's: only policies that grant nothing f does not need, the
-// one covering the most of what is left first. A policy under a template
-// condition is taken under !If.
-func (c *checker) choosePolicies(f Function) ([]string, error) {
-	want := map[grantKey]bool{}
-	for _, cp := range f.Capabilities {
-		for _, g := range Grants(cp) {
-			for _, k := range expand(g) {
-				want[k] = true
-			}
-		}
-	}
-	type candidate struct {
-		id     string
-		grants map[grantKey]bool
-	}
-	var cands []candidate
-	for _, id := range c.ofType("AWS::IAM::ManagedPolicy") {
-		g := c.policyGrants(id)
-		if len(g) > 0 && !slices.ContainsFunc(slices.Collect(maps.Keys(g)), func(k grantKey) bool { return !want[k] }) {
-			cands = append(cands, candidate{id, g})
-		}
-	}
-	left := maps.Clone(want)
-	var chosen []string
-	for len(left) > 0 {
-		best, bestN := -1, 0
-		for i, cand := range cands {
-			n := 0
-			for k := range cand.grants {
-				if left[k] {
-					n++
-				}
-			}
-			if n > bestN {
-				best, bestN = i, n
-			}
-		}
-		if best < 0 {
-			var missing []string
-			for k := range left {
-				missing = append(missing, k.String())
-			}
-			sort.Strings(missing)
-			return nil, fmt.Errorf("deploy: function %s: no managed policy of template.yaml grants %s without more than %s needs (%s): add one to the permissions section",
-				f.Name, strings.Join(missing, "; "), f.Name, joinCaps(f.Capabilities))
-		}
-		for k := range cands[best].grants {
-			delete(left, k)
-		}
-		chosen = append(chosen, cands[best].id)
-		cands = slices.Delete(cands, best, best+1)
-	}
-	sam := 1 // AWSLambdaBasicExecutionRole
-	if Render(get(c.t, "Globals", "Function", "Tracing")) == "Active" {
-		sam++ // AWSXrayWriteOnlyAccess
-	}
-	if f.Queue != "" {
-		sam++ // AWSLambdaSQSQueueExecutionRole
-	}
-	if n := len(chosen) + sam; n > MaxRolePolicies {
-		return nil, fmt.Errorf("deploy: function %s: %d managed policies with the %d SAM attaches, over %d (IAM allows %d a role; the rest is headroom for a new capability): bundle capabilities that go together (%s) into one policy of template.yaml",
-			f.Name, n, sam, MaxRolePolicies, MaxManagedPolicies, joinCaps(f.Capabilities))
-	}
-	sort.Strings(chosen)
-	out := make([]string, 0, len(chosen))
-	var conditional []string
-	for _, id := range chosen {
-		if cond, _ := get(c.resources[id], "Condition").(string); cond != "" {
-			conditional = append(conditional, fmt.Sprintf("!If [%s, !Ref %s, !Ref AWS::NoValue]", cond, id))
-			continue
-		}
-		out = append(out, "!Ref "+id)
-	}
-	return append(out, conditional...), nil
 }
