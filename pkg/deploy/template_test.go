@@ -657,8 +657,8 @@ func TestGeneratedSectionsAreCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(out) != string(text) {
-		t.Errorf("template.yaml's generated sections are not current: run make template (and commit template.yaml)")
+	if d := deploy.Diff(text, out); d != "" {
+		t.Errorf("template.yaml's generated sections are not current: run make template (and commit template.yaml); what it writes differs:\n%s", d)
 	}
 }
 
