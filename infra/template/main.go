@@ -40,7 +40,7 @@ func run(path string, check bool) error {
 		return nil
 	}
 	if check {
-		return fmt.Errorf("%s is not current: run make template", path)
+		return fmt.Errorf("%s is not current: run make template; what it writes differs:\n%s", path, deploy.Diff(text, out))
 	}
 	return os.WriteFile(path, out, 0o644)
 }

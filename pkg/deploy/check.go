@@ -3,11 +3,11 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/server"
 )
@@ -88,36 +88,66 @@ var otherEntries = []string{
 	"AWS::ApiGateway::Method", "AWS::ApiGatewayV2::Api", "AWS::ApiGatewayV2::Route", "AWS::Lambda::Url",
 }
 
-// Check holds template t to the functions fns (Functions()): the API and
-// its gateway responses; one function resource per function, built and run
-// as required, its events exactly its routes (streaming exactly where the
-// route table streams), or its job's schedule, or its job's queue (partial
-// batch failures, a concurrency cap that is a parameter, a visibility
-// timeout that outlasts its retries, a dead-letter queue, the topic's
-// subscription for the delivery queue); its environment exactly its
-// variables, its permissions exactly its capabilities; alarms on every
-// function's errors and every dead-letter queue; the outputs. It returns
-// every problem found, sorted; none means the template matches.
-func Check(t Template, fns []Function) []error {
+// Check holds template.yaml's text to the functions fns (Functions()): its
+// generated sections are what Generate writes for fns today — a stale
+// section is one problem, naming what differs and "run make template" — and
+// its hand-written core passes CheckCore. The core is checked as Generate
+// leaves it (the generated sections rewritten), so a stale template reports
+// only what regenerating it would not fix. It returns every problem found;
+// none means the template matches.
+func Check(text []byte, fns []Function) []error {
+	out, err := Generate(text, fns)
+	if err != nil {
+		t, perr := Parse(text)
+		if perr != nil {
+			return []error{err}
+		}
+		problems := []error{err}
+		for _, p := range CheckCore(t, fns) {
+			if !strings.Contains(err.Error(), p.Error()) { // a malformed policy is Generate's error too
+				problems = append(problems, p)
+			}
+		}
+		return problems
+	}
+	var problems []error
+	if d := Diff(text, out); d != "" {
+		problems = append(problems, fmt.Errorf("template: the generated sections are not current: run make template (and commit template.yaml); what make template writes differs:\n%s", d))
+	}
+	t, err := Parse(out)
+	if err != nil {
+		return append(problems, err)
+	}
+	return append(problems, CheckCore(t, fns)...)
+}
+
+// CheckCore holds the hand-written part of template t to the functions fns:
+// what the generated sections refer to and generation cannot guarantee.
+// The API and its gateway responses; the resources functions use, of their
+// types, and no other way in (a second API, a function URL, a function no
+// table declares); the runtime, logging and environment every function
+// takes from Globals; each function's timeout within its limit for every
+// value of its parameter; each queue consumer's queue outlasting its
+// retries and dead-lettering, the delivery queue fed by the topic; the
+// managed policies well formed and attached only through the functions'
+// Policies; every reference naming a parameter, resource or condition;
+// stateful resources' lifecycle; alarms on the one topic; the outputs. It
+// returns every problem found, sorted.
+func CheckCore(t Template, fns []Function) []error {
 	c := &checker{t: t, fns: fns}
 	c.resources, _ = t["Resources"].(map[string]any)
 	if c.resources == nil {
 		return []error{fmt.Errorf("template: no Resources")}
 	}
-	c.routeOwner = map[string]string{}
-	for _, f := range fns {
-		for _, r := range f.Routes {
-			if p, err := APIPath(r.Pattern); err == nil {
-				c.routeOwner[r.Method+" "+p] = f.Name
-			}
-		}
-	}
 	c.checkResourceTypes()
+	c.checkReferences()
 	c.checkLifecycle()
 	c.checkTable()
 	c.checkAPI()
 	c.checkAPIAccount()
+	c.checkGlobals()
 	c.checkFunctions()
+	c.checkManagedPolicies()
 	c.checkQueues()
 	c.checkAlarms()
 	c.checkOutputs()
@@ -126,11 +156,11 @@ func Check(t Template, fns []Function) []error {
 }
 
 type checker struct {
-	t          Template
-	fns        []Function
-	resources  map[string]any
-	routeOwner map[string]string // "METHOD /path" → function
-	problems   []error
+	t         Template
+	fns       []Function
+	resources map[string]any
+	problems  []error
+	grants    map[string]map[grantKey]bool // managed policy → what it grants (policyGrants)
 }
 
 func (c *checker) fail(format string, args ...any) {
@@ -162,13 +192,6 @@ func (c *checker) checkResourceTypes() {
 	for _, typ := range otherEntries {
 		for _, id := range c.ofType(typ) {
 			c.fail("resource %s (%s) routes requests outside the API %s: every route is an event of the function serving it", id, typ, APIID)
-		}
-	}
-	for _, id := range c.ofType("AWS::IAM::ManagedPolicy") {
-		for _, k := range []string{"Roles", "Users", "Groups"} {
-			if get(c.props(id), k) != nil {
-				c.fail("policy %s: attaches itself to %s; functions take it through their Policies, where the check sees it", id, k)
-			}
 		}
 	}
 	for _, id := range c.ofType("AWS::Serverless::Api") {
@@ -283,243 +306,122 @@ func checkErrorBody(tmpl string, want GatewayResponse) error {
 	return nil
 }
 
+// checkGlobals: what every function takes from Globals (the generated
+// sections set none of it) — the runtime, handler and architecture of a
+// static Go binary, JSON logs at the levels the code logs at, exactly the
+// environment FunctionEnv declares, and neither a role of its own (the role
+// comes from the generated Policies) nor a function URL (requests come
+// through the API).
+func (c *checker) checkGlobals() {
+	g := get(c.t, "Globals", "Function")
+	for k, want := range map[string]string{"Runtime": Runtime, "Handler": Handler} {
+		if got := Render(get(g, k)); got != want {
+			c.fail("globals: function %s %q, want %q", k, got, want)
+		}
+	}
+	if got := renderList(get(g, "Architectures")); !slices.Equal(got, []string{Architecture}) {
+		c.fail("globals: function Architectures %v, want [%s]", got, Architecture)
+	}
+	if pt := Render(get(g, "PackageType")); pt != "" && pt != "Zip" {
+		c.fail("globals: function PackageType %s, want Zip", pt)
+	}
+	for k, want := range map[string]string{"LogFormat": "JSON", "ApplicationLogLevel": "INFO", "SystemLogLevel": "WARN"} {
+		if got := Render(get(g, "LoggingConfig", k)); got != want {
+			c.fail("globals: function LoggingConfig.%s %q, want %s", k, got, want)
+		}
+	}
+	for _, k := range []string{"Role", "FunctionUrlConfig"} {
+		if get(g, k) != nil {
+			c.fail("globals: function %s is not allowed (the role comes from each function's generated Policies; requests come through the API)", k)
+		}
+	}
+	vars, _ := get(g, "Environment", "Variables").(map[string]any)
+	env := FunctionEnv()
+	for _, v := range env {
+		got, ok := vars[v.Name]
+		switch {
+		case !ok:
+			c.fail("globals: environment variable %s is not set (want %s)", v.Name, v.Value)
+		case Render(got) != v.Value:
+			c.fail("globals: environment variable %s is %q, want %q", v.Name, Render(got), v.Value)
+		}
+	}
+	for k := range vars {
+		if !slices.ContainsFunc(env, func(v EnvVar) bool { return v.Name == k }) {
+			c.fail("globals: environment variable %s is set but not declared in pkg/deploy (CloudEnv)", k)
+		}
+	}
+}
+
+// checkFunctions: every function resource is one Generate wrote for a
+// function of the tables, and each function's timeout — the Globals
+// default, its declared seconds or a parameter's every allowed value — is
+// within its limit; a queue consumer's queue outlasts its retries and
+// dead-letters what keeps failing; the delivery queue is fed by the topic.
 func (c *checker) checkFunctions() {
 	declared := map[string]bool{}
 	for _, f := range c.fns {
 		id := f.LogicalID()
 		declared[id] = true
 		if c.typeOf(id) != "AWS::Serverless::Function" {
-			c.fail("function %s: no AWS::Serverless::Function %s", f.Name, id)
-			continue
+			continue // Generate writes it; a stale section is Check's problem
 		}
-		c.checkFunction(f, id)
+		timeout := c.checkTimeout(f, merge(get(c.t, "Globals", "Function"), c.props(id)))
+		if f.Queue != "" {
+			c.checkConsumedQueue(f, timeout)
+		}
+		c.checkSubscription(f)
 	}
 	for _, id := range c.ofType("AWS::Serverless::Function") {
 		if !declared[id] {
-			c.fail("function resource %s is no function of pkg/deploy (Functions): declare it as a route or a job in pkg/server", id)
+			c.fail("function resource %s is no function of pkg/deploy (Functions): declare it as a route or a job in pkg/server, and make template writes it", id)
 		}
 	}
 	for _, id := range c.ofType("AWS::Lambda::Function") {
-		c.fail("resource %s: a plain AWS::Lambda::Function escapes these checks; use AWS::Serverless::Function", id)
+		c.fail("resource %s: a plain AWS::Lambda::Function escapes these checks; declare a route or a job in pkg/server", id)
 	}
 }
 
-func (c *checker) checkFunction(f Function, id string) {
-	props := merge(get(c.t, "Globals", "Function"), c.props(id))
+// checkTimeout checks f's Timeout for every value its parameter may take,
+// and returns the longest.
+func (c *checker) checkTimeout(f Function, props any) int {
 	name := "function " + f.Name
-	for k, want := range map[string]string{"Runtime": Runtime, "Handler": Handler} {
-		if got := Render(get(props, k)); got != want {
-			c.fail("%s: %s %q, want %q", name, k, got, want)
-		}
-	}
-	if got := renderList(get(props, "Architectures")); !slices.Equal(got, []string{Architecture}) {
-		c.fail("%s: Architectures %v, want [%s]", name, got, Architecture)
-	}
-	if pt := Render(get(props, "PackageType")); pt != "" && pt != "Zip" {
-		c.fail("%s: PackageType %s, want Zip", name, pt)
-	}
-	if got := strings.TrimSuffix(Render(get(props, "CodeUri")), "/"); got != "functions/"+f.Name {
-		c.fail("%s: CodeUri %q, want functions/%s/", name, got, f.Name)
-	}
-	meta := get(c.resources[id], "Metadata")
-	if got := Render(get(meta, "BuildMethod")); got != BuildMethod {
-		c.fail("%s: Metadata.BuildMethod %q, want %s (build-%s in infra/deploy.mk builds it from the repository root)", name, got, BuildMethod, id)
-	}
-	for _, k := range []string{"ContextPath", "ProjectRootDirectory"} {
-		if got := Render(get(meta, k)); got != "." {
-			c.fail("%s: Metadata.%s %q, want . (the module root: functions/%s alone has no go.mod)", name, k, got, f.Name)
-		}
-	}
-	for k, want := range map[string]string{"LogFormat": "JSON", "ApplicationLogLevel": "INFO", "SystemLogLevel": "WARN"} {
-		if got := Render(get(props, "LoggingConfig", k)); got != want {
-			c.fail("%s: LoggingConfig.%s %q, want %s", name, k, got, want)
-		}
-	}
-	group, _ := strings.CutPrefix(Render(get(props, "LoggingConfig", "LogGroup")), "${")
-	group = strings.TrimSuffix(group, "}")
-	if c.typeOf(group) != "AWS::Logs::LogGroup" || get(c.props(group), "RetentionInDays") == nil {
-		c.fail("%s: LoggingConfig.LogGroup must !Ref a log group with RetentionInDays", name)
-	}
-	for _, k := range []string{"Role", "FunctionUrlConfig"} {
-		if get(props, k) != nil {
-			c.fail("%s: %s is not allowed (the role comes from Policies, which this check reads; requests come through the API)", name, k)
-		}
-	}
 	limit := MaxTimeout
 	if len(f.Routes) > 0 && !f.Stream {
 		limit = MaxBufferedTimeout
 	}
-	timeoutExpr := get(props, "Timeout")
-	timeouts := map[assignment]int{}
-	for _, a := range c.assignments(timeoutExpr) {
-		timeout, _ := c.intAt(timeoutExpr, a)
-		timeouts[a] = timeout
+	expr := get(props, "Timeout")
+	longest := 0
+	for _, a := range c.assignments(expr) {
+		timeout, _ := c.intAt(expr, a)
+		longest = max(longest, timeout)
 		if timeout <= 0 || timeout > limit {
-			c.fail("%s: Timeout %v%s, want 1..%d s", name, Render(timeoutExpr), a, limit)
+			c.fail("%s: Timeout %v%s, want 1..%d s", name, Render(expr), a, limit)
 		}
 		if margin := int(server.ScheduleMargin.Seconds()); f.Schedule != "" && timeout <= 2*margin {
 			c.fail("%s: Timeout %d s leaves a scheduled run little time: it stops %d s before its deadline (want more than %d s)", name, timeout, margin, 2*margin)
 		}
 	}
-	if param, ok := TimeoutParameters[f.Name]; ok && refParam(timeoutExpr) != param {
-		c.fail("%s: Timeout %s, want !Ref %s (an operator sets how long its calls may run)", name, Render(timeoutExpr), param)
-	}
-	c.checkEvents(f, props, timeouts)
-	c.checkSubscription(f)
-	c.checkEnv(f, props)
-	c.checkPolicies(f, props)
-	if len(f.Routes) == 0 {
-		c.checkJobAlarm(f, id)
-	}
+	return longest
 }
 
-func (c *checker) checkEvents(f Function, props any, timeouts map[assignment]int) {
-	name := "function " + f.Name
-	want := map[string]server.Route{}
-	for _, r := range f.Routes {
-		p, err := APIPath(r.Pattern)
-		if err != nil {
-			c.fail("%s: %v", name, err)
-			continue
-		}
-		want[r.Method+" "+p] = r
-	}
-	seen := map[string]bool{}
-	var schedules, queues int
-	events, _ := get(props, "Events").(map[string]any)
-	evNames := make([]string, 0, len(events))
-	for n := range events {
-		evNames = append(evNames, n)
-	}
-	sort.Strings(evNames)
-	for _, evName := range evNames {
-		ev := events[evName]
-		p := get(ev, "Properties")
-		where := fmt.Sprintf("%s: event %s", name, evName)
-		switch typ := Render(get(ev, "Type")); typ {
-		case "Api":
-			key := strings.ToUpper(Render(get(p, "Method"))) + " " + Render(get(p, "Path"))
-			if api := Render(get(p, "RestApiId")); api != "${"+APIID+"}" {
-				c.fail("%s (%s): RestApiId %q, want !Ref %s", where, key, api, APIID)
-			}
-			r, ok := want[key]
-			switch {
-			case seen[key]:
-				c.fail("%s: %s is routed twice", where, key)
-				continue
-			case !ok && c.routeOwner[key] != "":
-				c.fail("%s: routes %s, which pkg/server serves with function %s", where, key, c.routeOwner[key])
-				continue
-			case !ok:
-				c.fail("%s: routes %s, which is no route of pkg/server", where, key)
-				continue
-			}
-			seen[key] = true
-			mode := get(p, "ResponseTransferMode")
-			switch {
-			case mode != nil && Render(mode) != StreamMode:
-				c.fail("%s (%s): ResponseTransferMode %q is not %s: SAM only streams %s; anything else buffers", where, key, Render(mode), StreamMode, StreamMode)
-			case r.Stream && mode == nil:
-				c.fail("%s (%s): a streaming route without ResponseTransferMode: %s", where, key, StreamMode)
-			case !r.Stream && mode != nil:
-				c.fail("%s (%s): a buffered route with ResponseTransferMode (the function answers buffered)", where, key)
-			}
-			ms := get(p, "TimeoutInMillis")
-			got := toInt(ms)
-			switch {
-			case r.Stream && (got != StreamIntegrationTimeout || Render(ms) != strconv.Itoa(StreamIntegrationTimeout)):
-				c.fail("%s (%s): TimeoutInMillis %s, want %d, written as a number: the function's own Timeout ends the stream, and SAM names the API deployment "+
-					"from the template before parameters are resolved, so an integration timeout that follows a parameter never reaches API Gateway",
-					where, key, Render(ms), StreamIntegrationTimeout)
-			case !r.Stream && ms != nil && got > MaxBufferedTimeout*1000:
-				c.fail("%s (%s): TimeoutInMillis %d is over a buffered integration's %d", where, key, got, MaxBufferedTimeout*1000)
-			}
-		case "Schedule":
-			schedules++
-			if f.Schedule == "" {
-				c.fail("%s: a schedule on a function that declares none", where)
-				continue
-			}
-			if got := Render(get(p, "Schedule")); got != f.Schedule {
-				c.fail("%s: Schedule %q, want %q", where, got, f.Schedule)
-			}
-			if en := get(p, "Enabled"); en != nil && en != true {
-				c.fail("%s: the schedule is disabled", where)
-			}
-		case "SQS":
-			queues++
-			c.checkQueueEvent(f, where, p, slices.Max(slices.Collect(maps.Values(timeouts))))
-		default:
-			c.fail("%s: event type %q is not one this function declares", where, typ)
-		}
-	}
-	keys := make([]string, 0, len(want))
-	for k := range want {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if !seen[k] {
-			c.fail("%s: no event routes %s (pkg/server serves it with this function)", name, k)
-		}
-	}
-	if f.Schedule != "" && schedules != 1 {
-		c.fail("%s: %d Schedule events, want 1 (%s)", name, schedules, f.Schedule)
-	}
-	if f.Queue != "" && queues != 1 {
-		c.fail("%s: %d SQS events, want 1 (%s)", name, queues, f.Queue)
-	}
-}
-
-// MaxConcurrencyRange is the range ScalingConfig.MaximumConcurrency
-// accepts (Lambda's API).
-var MaxConcurrencyRange = [2]int{2, 1000}
-
-// checkQueueEvent checks a queue job's SQS event: its declared queue,
-// partial batch failures, a concurrency cap that is a template parameter,
-// and a queue that outlasts its consumer's retries and dead-letters what
-// keeps failing.
-func (c *checker) checkQueueEvent(f Function, where string, p any, timeout int) {
-	if f.Queue == "" {
-		c.fail("%s: an SQS event on a function that declares no queue", where)
+// checkConsumedQueue: a queue job's queue outlasts its consumer's retries
+// (a visibility timeout of SQSVisibilityFactor × (timeout + batching
+// window)) and dead-letters what keeps failing.
+func (c *checker) checkConsumedQueue(f Function, timeout int) {
+	where := "function " + f.Name
+	if c.typeOf(f.Queue) != "AWS::SQS::Queue" {
+		c.fail("%s: no AWS::SQS::Queue %s to consume", where, f.Queue)
 		return
 	}
-	if got := Render(get(p, "Queue")); got != "${"+f.Queue+".Arn}" {
-		c.fail("%s: Queue %q, want !GetAtt %s.Arn", where, got, f.Queue)
-	}
-	if !slices.Contains(renderList(get(p, "FunctionResponseTypes")), "ReportBatchItemFailures") {
-		c.fail("%s: FunctionResponseTypes lacks ReportBatchItemFailures (a failed message would fail the whole batch)", where)
-	}
-	c.checkConcurrencyParameter(f, where, get(p, "ScalingConfig", "MaximumConcurrency"))
 	visibility := toInt(get(c.props(f.Queue), "VisibilityTimeout"))
-	need := SQSVisibilityFactor * (timeout + toInt(get(p, "MaximumBatchingWindowInSeconds")))
+	need := SQSVisibilityFactor * (timeout + int(f.BatchWindow/time.Second))
 	if visibility < need {
 		c.fail("%s: queue %s VisibilityTimeout %d s, want at least %d × (Timeout + batching window) = %d s",
 			where, f.Queue, visibility, SQSVisibilityFactor, need)
 	}
 	if get(c.props(f.Queue), "RedrivePolicy") == nil {
 		c.fail("%s: queue %s has no RedrivePolicy: a message that keeps failing would be retried until it expires, not dead-lettered", where, f.Queue)
-	}
-}
-
-// checkConcurrencyParameter: a queue job's ScalingConfig.MaximumConcurrency
-// is !Ref its own Number parameter, within what Lambda accepts, so an
-// operator sets how much of the account's concurrency it may take.
-func (c *checker) checkConcurrencyParameter(f Function, where string, v any) {
-	param := f.ConcurrencyParameter()
-	if got := Render(v); got != "${"+param+"}" {
-		c.fail("%s: ScalingConfig.MaximumConcurrency %q, want !Ref %s (a template parameter)", where, got, param)
-		return
-	}
-	def, _ := get(c.t, "Parameters", param).(map[string]any)
-	lo, hi := MaxConcurrencyRange[0], MaxConcurrencyRange[1]
-	switch {
-	case def == nil:
-		c.fail("%s: no template parameter %s", where, param)
-	case Render(def["Type"]) != "Number" || def["MinValue"] == nil || def["MaxValue"] == nil:
-		c.fail("%s: parameter %s: want Type Number with MinValue and MaxValue", where, param)
-	case toInt(def["MinValue"]) < lo || toInt(def["MaxValue"]) > hi || toInt(def["Default"]) < toInt(def["MinValue"]) || toInt(def["Default"]) > toInt(def["MaxValue"]):
-		c.fail("%s: parameter %s: want %d ≤ MinValue ≤ Default ≤ MaxValue ≤ %d (Lambda's range)", where, param, lo, hi)
 	}
 }
 
@@ -559,200 +461,50 @@ func (c *checker) checkSubscription(f Function) {
 	}
 }
 
-func (c *checker) checkEnv(f Function, props any) {
-	name := "function " + f.Name
-	vars, _ := get(props, "Environment", "Variables").(map[string]any)
-	for _, v := range f.Env {
-		got, ok := vars[v.Name]
-		switch {
-		case !ok:
-			c.fail("%s: environment variable %s is not set (want %s)", name, v.Name, v.Value)
-		case Render(got) != v.Value:
-			c.fail("%s: environment variable %s is %q, want %q", name, v.Name, Render(got), v.Value)
-		}
-	}
-	for k := range vars {
-		if !slices.ContainsFunc(f.Env, func(v EnvVar) bool { return v.Name == k }) {
-			c.fail("%s: environment variable %s is set but not declared in pkg/deploy (CloudEnv)", name, k)
-		}
-	}
-}
-
-// grantKey is one action on one resource, under an IAM condition block and
-// a template condition.
-type grantKey struct{ action, resource, condition, when string }
-
-func (k grantKey) String() string {
-	s := k.action + " on " + k.resource
-	if k.condition != "" {
-		s += " if " + k.condition
-	}
-	if k.when != "" {
-		s += " when " + k.when
-	}
-	return s
-}
-
-func expand(g Grant) []grantKey {
-	cond := canonicalCondition(g.Condition)
-	var out []grantKey
-	for _, a := range g.Actions {
-		for _, r := range g.Resources {
-			out = append(out, grantKey{a, r, cond, g.When})
-		}
-	}
-	return out
-}
-
-func canonicalCondition(c map[string]map[string][]string) string {
-	if len(c) == 0 {
-		return ""
-	}
-	sorted := make(map[string]map[string][]string, len(c))
-	for op, keys := range c {
-		sorted[op] = make(map[string][]string, len(keys))
-		for k, vals := range keys {
-			sorted[op][k] = slices.Sorted(slices.Values(vals))
-		}
-	}
-	b, _ := json.Marshal(sorted)
-	return string(b)
-}
-
-func (c *checker) checkPolicies(f Function, props any) {
-	name := "function " + f.Name
-	want := map[grantKey][]server.Capability{}
-	for _, cp := range f.Capabilities {
+// checkManagedPolicies: the managed policies of the core are what
+// Generate gives functions, so each is well formed (Allow statements that
+// Generate reads), grants only what some capability declares (Grants),
+// attaches itself to no role, user or group (functions take it through
+// their generated Policies), and is taken by some function.
+func (c *checker) checkManagedPolicies() {
+	declared := map[grantKey]bool{}
+	for _, cp := range server.Capabilities() {
 		for _, g := range Grants(cp) {
 			for _, k := range expand(g) {
-				want[k] = append(want[k], cp)
+				declared[k] = true
 			}
 		}
 	}
-	got := map[grantKey]bool{}
-	policies := list(get(props, "Policies"))
-	for i, pol := range policies {
-		cond, ref := "", pol
-		if args, ok := get(pol, "Fn::If").([]any); ok && len(args) == 3 && isNoValue(args[2]) {
-			cond, ref = Render(args[0]), args[1]
-		}
-		id, _ := get(ref, "Ref").(string)
-		if m, _ := ref.(map[string]any); len(m) != 1 || c.typeOf(id) != "AWS::IAM::ManagedPolicy" {
-			c.fail("%s: Policies[%d] is not !Ref (or !If [condition, !Ref, !Ref AWS::NoValue]) to an AWS::IAM::ManagedPolicy of this template: "+
-				"give each capability's grants one managed policy (inline statements repeat across functions; AWS managed policies and SAM policy templates grant more than the capabilities)", name, i)
-			continue
-		}
-		if own, _ := get(c.resources[id], "Condition").(string); own != "" && own != cond {
-			c.fail("%s: Policies[%d]: policy %s exists only when %s: take it under !If [%s, !Ref %s, !Ref AWS::NoValue]", name, i, id, own, own, id)
-		}
-		for j, st := range list(get(c.props(id), "PolicyDocument", "Statement")) {
-			c.statement(name, fmt.Sprintf("%s.Statement[%d]", id, j), st, cond, got)
-		}
-	}
-	sam := 1 // AWSLambdaBasicExecutionRole
-	if Render(get(props, "Tracing")) == "Active" {
-		sam++ // AWSXrayWriteOnlyAccess
-	}
-	if f.Queue != "" {
-		sam++ // AWSLambdaSQSQueueExecutionRole
-	}
-	if n := len(policies) + sam; n > MaxRolePolicies {
-		c.fail("%s: %d managed policies with the %d SAM attaches, over %d (IAM allows %d a role; the rest is headroom for a new capability): bundle capabilities that go together into one policy",
-			name, n, sam, MaxRolePolicies, MaxManagedPolicies)
-	}
-	var missing, extra []string
-	for k, caps := range want {
-		if !got[k] {
-			missing = append(missing, fmt.Sprintf("%s: lacks %s (needed for %s)", name, k, joinCaps(caps)))
-		}
-	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			extra = append(extra, fmt.Sprintf("%s: is granted %s, which none of its capabilities (%s) needs", name, k, joinCaps(f.Capabilities)))
-		}
-	}
-	sort.Strings(missing)
-	sort.Strings(extra)
-	for _, m := range append(missing, extra...) {
-		c.problems = append(c.problems, fmt.Errorf("%s", m))
-	}
-}
-
-// MaxManagedPolicies is how many managed policies IAM lets a role have
-// (the default quota).
-const MaxManagedPolicies = 10
-
-// MaxRolePolicies is how many a function's role may have here, SAM's
-// included: three under IAM's quota, so one more capability (or SAM
-// attaching one more) never breaks a deploy.
-const MaxRolePolicies = MaxManagedPolicies - 3
-
-// statement adds what one policy statement grants to got, under template
-// condition when. !If [C, a, b] grants a when C holds and b when it does not.
-func (c *checker) statement(name, where string, st any, when string, got map[grantKey]bool) {
-	if isNoValue(st) {
-		return
-	}
-	m, _ := st.(map[string]any)
-	if args, ok := m["Fn::If"].([]any); ok && len(m) == 1 && len(args) == 3 {
-		if when != "" {
-			c.fail("%s: %s: nested !If in a statement is not supported", name, where)
-			return
-		}
-		cond := Render(args[0])
-		c.statement(name, where, args[1], cond, got)
-		c.statement(name, where, args[2], "!"+cond, got)
-		return
-	}
-	if m == nil || isIntrinsic(m) {
-		c.fail("%s: %s: not a statement", name, where)
-		return
-	}
-	for k := range m {
-		if !slices.Contains([]string{"Sid", "Effect", "Action", "Resource", "Condition"}, k) {
-			c.fail("%s: %s: %s is not supported (write Allow statements with Action and Resource)", name, where, k)
-			return
-		}
-	}
-	if Render(m["Effect"]) != "Allow" {
-		c.fail("%s: %s: Effect %q, want Allow", name, where, Render(m["Effect"]))
-		return
-	}
-	cond := map[string]map[string][]string{}
-	if cm, ok := m["Condition"].(map[string]any); ok {
-		for op, keys := range cm {
-			km, _ := keys.(map[string]any)
-			cond[op] = map[string][]string{}
-			for key, vals := range km {
-				cond[op][key] = renderList(vals)
+	taken := map[string]bool{}
+	for _, id := range c.ofType("AWS::Serverless::Function") {
+		for _, p := range list(get(c.props(id), "Policies")) {
+			if args, ok := get(p, "Fn::If").([]any); ok && len(args) == 3 {
+				p = args[1]
+			}
+			if ref, ok := get(p, "Ref").(string); ok {
+				taken[ref] = true
 			}
 		}
-	} else if m["Condition"] != nil {
-		c.fail("%s: %s: Condition is not a map", name, where)
 	}
-	canon := canonicalCondition(cond)
-	for _, a := range renderList(m["Action"]) {
-		for _, r := range renderList(m["Resource"]) {
-			got[grantKey{a, r, canon, when}] = true
+	for _, id := range c.ofType("AWS::IAM::ManagedPolicy") {
+		for _, k := range []string{"Roles", "Users", "Groups"} {
+			if get(c.props(id), k) != nil {
+				c.fail("policy %s: attaches itself to %s; functions take it through their Policies, which make template writes from their capabilities", id, k)
+			}
 		}
-	}
-}
-
-func joinCaps(caps []server.Capability) string {
-	s := make([]string, len(caps))
-	for i, c := range caps {
-		s[i] = string(c)
-	}
-	return strings.Join(s, ", ")
-}
-
-// checkJobAlarm: a job's errors are watched by an alarm (its own metric,
-// or one of a metric-math alarm's). A route function's failures are the
-// API's 5XX, and throttling anywhere is the account's Throttles alarm
-// (checkAlarms).
-func (c *checker) checkJobAlarm(f Function, id string) {
-	if !c.alarmWatches(metricRef{"AWS/Lambda", "Errors", map[string]string{"FunctionName": "${" + id + "}"}}) {
-		c.fail("function %s: no CloudWatch alarm watches AWS/Lambda Errors of %s (a job has no API whose 5XX alarm would show its failures)", f.Name, id)
+		var extra []string
+		for k := range c.policyGrants(id) {
+			if !declared[k] {
+				extra = append(extra, k.String())
+			}
+		}
+		sort.Strings(extra)
+		for _, k := range extra {
+			c.fail("policy %s: grants %s, which no capability needs (pkg/deploy Grants)", id, k)
+		}
+		if !taken[id] {
+			c.fail("policy %s: no function takes it (no function's capabilities are exactly its grants, or a smaller set of policies covers them): remove it", id)
+		}
 	}
 }
 

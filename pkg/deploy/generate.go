@@ -2,10 +2,8 @@ package deploy
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +40,12 @@ func Generate(text []byte, fns []Function) ([]byte, error) {
 	}
 	c := &checker{t: t, fns: fns}
 	c.resources, _ = t["Resources"].(map[string]any)
+	for _, id := range c.ofType("AWS::IAM::ManagedPolicy") {
+		c.policyGrants(id) // reads every statement: a malformed one fails here
+	}
+	if len(c.problems) > 0 {
+		return nil, fmt.Errorf("deploy: template: %w", errors.Join(c.problems...))
+	}
 	var params, res bytes.Buffer
 	for _, f := range fns {
 		if f.Queue != "" {
@@ -108,6 +112,10 @@ func CountLines(text []byte) (handWritten, generated int) {
 	}
 	return handWritten, generated
 }
+
+// MaxConcurrencyRange is the range ScalingConfig.MaximumConcurrency
+// accepts (Lambda's API): the generated concurrency parameters' bounds.
+var MaxConcurrencyRange = [2]int{2, 1000}
 
 func writeConcurrencyParameter(b *bytes.Buffer, f Function) {
 	lo, hi := MaxConcurrencyRange[0], MaxConcurrencyRange[1]
@@ -324,81 +332,4 @@ func camel(s string) string {
 // <Base>Reserved (0 reserves none).
 func (c *checker) reservable(base string) bool {
 	return get(c.t, "Parameters", base+"ReservedConcurrency") != nil && get(c.t, "Conditions", base+"Reserved") != nil
-}
-
-// policyGrants is what managed policy id grants, under its own condition.
-func (c *checker) policyGrants(id string) map[grantKey]bool {
-	cond, _ := get(c.resources[id], "Condition").(string)
-	got := map[grantKey]bool{}
-	for j, st := range list(get(c.props(id), "PolicyDocument", "Statement")) {
-		c.statement("policy "+id, fmt.Sprintf("%s.Statement[%d]", id, j), st, cond, got)
-	}
-	return got
-}
-
-// choosePolicies picks managed policies of the core whose grants together
-// are exactly f's: only policies that grant nothing f does not need, the
-// one covering the most of what is left first. A policy under a template
-// condition is taken under !If.
-func (c *checker) choosePolicies(f Function) ([]string, error) {
-	want := map[grantKey]bool{}
-	for _, cp := range f.Capabilities {
-		for _, g := range Grants(cp) {
-			for _, k := range expand(g) {
-				want[k] = true
-			}
-		}
-	}
-	type candidate struct {
-		id     string
-		grants map[grantKey]bool
-	}
-	var cands []candidate
-	for _, id := range c.ofType("AWS::IAM::ManagedPolicy") {
-		g := c.policyGrants(id)
-		if len(g) > 0 && !slices.ContainsFunc(slices.Collect(maps.Keys(g)), func(k grantKey) bool { return !want[k] }) {
-			cands = append(cands, candidate{id, g})
-		}
-	}
-	left := maps.Clone(want)
-	var chosen []string
-	for len(left) > 0 {
-		best, bestN := -1, 0
-		for i, cand := range cands {
-			n := 0
-			for k := range cand.grants {
-				if left[k] {
-					n++
-				}
-			}
-			if n > bestN {
-				best, bestN = i, n
-			}
-		}
-		if best < 0 {
-			var missing []string
-			for k := range left {
-				missing = append(missing, k.String())
-			}
-			sort.Strings(missing)
-			return nil, fmt.Errorf("deploy: function %s: no managed policy of template.yaml grants %s without more than %s needs (%s): add one to the permissions section",
-				f.Name, strings.Join(missing, "; "), f.Name, joinCaps(f.Capabilities))
-		}
-		for k := range cands[best].grants {
-			delete(left, k)
-		}
-		chosen = append(chosen, cands[best].id)
-		cands = slices.Delete(cands, best, best+1)
-	}
-	sort.Strings(chosen)
-	out := make([]string, 0, len(chosen))
-	var conditional []string
-	for _, id := range chosen {
-		if cond, _ := get(c.resources[id], "Condition").(string); cond != "" {
-			conditional = append(conditional, fmt.Sprintf("!If [%s, !Ref %s, !Ref AWS::NoValue]", cond, id))
-			continue
-		}
-		out = append(out, "!Ref "+id)
-	}
-	return append(out, conditional...), nil
 }

@@ -1,9 +1,12 @@
 // Package deploy declares what each of sluice's Lambda functions needs from
 // its cloud deployment — the environment variables it reads and the
 // capabilities it uses (records, file bytes, queues, secrets, models) — and
-// checks template.yaml against it: every route on the function that serves
-// it, streaming where the route table says so, every job on its schedule or
-// queue, every variable set, every capability granted and nothing more
+// writes template.yaml's per-function sections from it (Generate: every
+// route on the function that serves it, streaming where the route table says
+// so, every job on its schedule or queue, the managed policies whose grants
+// are exactly its capabilities). Check holds the template to it: the
+// generated sections current, and the hand-written core (the API, storage,
+// queues, policies, Globals, alarms, outputs) what they rely on
 // (ARCHITECTURE §2).
 //
 // A function's capabilities follow from its declarations in pkg/server:
