@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/sluice-gateway/sluice/pkg/batches"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
@@ -68,11 +71,21 @@ func startDeadRun(t *testing.T, b gatewaytest.Backend, u *upstream) deadRun {
 			return jobs(t, gatewaytest.Start(t, open, deadRunOptions(u)))
 		}}
 	}
-	var res awsstore.Resources
+	var env []string // the resources', for the process
 	shared := gatewaytest.Backend{Name: config.BackendAWS, Open: func(t testing.TB) *store.Backend {
-		cfg, r := awstest.Resources(t)
-		res = r
-		b, err := awsstore.Open(context.Background(), cfg, r)
+		cfg, res := awstest.Resources(t)
+		// A receive the killed process had waiting at SQS takes the next
+		// message all the same, hidden then for the queue's visibility (90
+		// and 5 minutes): shortened, as the lease is.
+		q := sqs.NewFromConfig(cfg)
+		for _, url := range []string{res.WorkQueueURL, res.DeliveryQueueURL} {
+			if _, err := q.SetQueueAttributes(context.Background(), &sqs.SetQueueAttributesInput{QueueUrl: &url,
+				Attributes: map[string]string{string(sqstypes.QueueAttributeNameVisibilityTimeout): "5"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		env = res.Env()
+		b, err := awsstore.Open(context.Background(), cfg, res)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,8 +93,8 @@ func startDeadRun(t *testing.T, b gatewaytest.Backend, u *upstream) deadRun {
 		return b
 	}}
 	g := gatewaytest.Start(t, shared, deadRunOptions(u))
-	env := append([]string{"SLUICE_BACKEND=aws", "AWS_ENDPOINT_URL=" + os.Getenv(awstest.EndpointEnv),
-		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1"}, res.Env()...)
+	env = append(env, "SLUICE_BACKEND=aws", "AWS_ENDPOINT_URL="+os.Getenv(awstest.EndpointEnv),
+		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1")
 	p := startProcess(t, dir, configPath, master, env...)
 	return deadRun{child: p, front: g, takeOver: func(t *testing.T) *gatewaytest.Gateway { return jobs(t, g) }}
 }
