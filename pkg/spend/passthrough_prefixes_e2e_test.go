@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
+	"github.com/sluice-gateway/sluice/pkg/providers/google/googletest"
 )
 
 // googleAndBedrockUpstream answers Gemini's generateContent (streamed as
@@ -18,7 +19,8 @@ func googleAndBedrockUpstream(t *testing.T) *httptest.Server {
 		gemini := `{"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},"finishReason":"STOP","index":0}],` +
 			`"usageMetadata":{"promptTokenCount":100,"candidatesTokenCount":50,"totalTokenCount":150},"modelVersion":"gemini-2.0-flash"}`
 		switch p := r.URL.Path; {
-		case strings.HasSuffix(p, "/models/gemini-2.0-flash:generateContent"):
+		case strings.HasSuffix(p, "/models/gemini-2.0-flash:generateContent"), // Gemini's and Vertex AI's
+			p == "/v1/projects/sa-project/locations/us-central1/publishers/google/models/gemini-2.0-flash:generateContent":
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprint(w, gemini)
 		case strings.HasSuffix(p, "/models/gemini-2.0-flash:streamGenerateContent"):
@@ -40,15 +42,18 @@ func googleAndBedrockUpstream(t *testing.T) *httptest.Server {
 	return s
 }
 
-// Passthrough calls on the Gemini and Bedrock prefixes are priced from the
+// Passthrough calls on the Gemini, Vertex AI and Bedrock prefixes are priced from the
 // usage the vendor's answer or stream carries, at the price of the model
 // their path names, and counted once each (the Anthropic prefix:
 // TestPassthroughCallsArePricedStreamedOrNotAndCutStreamsAtWhatCame).
-func TestPassthroughOnGeminiAndBedrockIsPriced(t *testing.T) {
+func TestPassthroughOnGeminiVertexAndBedrockIsPriced(t *testing.T) {
 	up := googleAndBedrockUpstream(t)
+	tokens := googletest.NewTokenServer(t)
 	opts := gatewaytest.Options{
+		Env: map[string]string{"SA": tokens.ServiceAccountJSON("sa-project")},
 		Config: "passthrough:\n" +
 			"  gemini: {api_base: " + up.URL + ", api_key: gemini-provider-key}\n" +
+			"  vertex_ai: {api_base: " + up.URL + ", vertex_credentials: os.environ/SA}\n" +
 			"  bedrock: {api_base: " + up.URL + ", aws_region_name: us-east-1, aws_access_key_id: AKIDSLUICE, aws_secret_access_key: sluice-secret}\n",
 		Jobs: []string{"callback-delivery"},
 	}
@@ -63,6 +68,7 @@ func TestPassthroughOnGeminiAndBedrockIsPriced(t *testing.T) {
 		}{
 			{"/gemini/v1beta/models/gemini-2.0-flash:generateContent", body, gemini},
 			{"/gemini/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse", body, gemini},
+			{"/vertex_ai/v1/publishers/google/models/gemini-2.0-flash:generateContent", body, gemini},
 			{"/bedrock/model/anthropic.claude-3-5-haiku-20241022-v1:0/invoke",
 				`{"anthropic_version":"bedrock-2023-05-31","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`, haiku},
 			{"/bedrock/model/anthropic.claude-3-5-haiku-20241022-v1:0/converse", `{"messages":[{"role":"user","content":[{"text":"hi"}]}]}`, haiku},
@@ -73,12 +79,12 @@ func TestPassthroughOnGeminiAndBedrockIsPriced(t *testing.T) {
 			}
 			want += c.cost
 		}
-		rep := waitReport(t, g, key, "api_key", 4)
+		rep := waitReport(t, g, key, "api_key", 5)
 		if got := rep["total"].(map[string]any)["spend"].(float64); !near(got, want) {
-			t.Errorf("two Gemini and two Bedrock calls cost %v, want %v", got, want)
+			t.Errorf("two Gemini, a Vertex AI and two Bedrock calls cost %v, want %v", got, want)
 		}
 		models := map[string]float64{}
-		for _, row := range waitReport(t, g, key, "model", 4)["data"].([]any) {
+		for _, row := range waitReport(t, g, key, "model", 5)["data"].([]any) {
 			row := row.(map[string]any)
 			models[row["group"].(string)] += row["spend"].(float64)
 		}
