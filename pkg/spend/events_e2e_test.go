@@ -3,6 +3,7 @@ package spend_test
 import (
 	"bufio"
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -105,6 +106,70 @@ model_list:
 		resp.Body.Close()
 		if ev := rec.of("chat"); ev.ResponseCost <= 0 || ev.ResponseCost >= callCost || !ev.CostEstimated || ev.CostUnknown {
 			t.Errorf("cut stream: response_cost %v estimated %v cost_unknown %v, want a part of %v, true, false", ev.ResponseCost, ev.CostEstimated, ev.CostUnknown, callCost)
+		}
+	})
+}
+
+// syncLog is a log output written by concurrent handlers.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A key's spend crossing its soft budget writes one warning log line and
+// one budget_alert log event for the period, and refuses nothing.
+func TestCrossingASoftBudgetWarnsOncePerPeriod(t *testing.T) {
+	u := newUpstream(t, 0)
+	rec := &eventRecorder{t: t}
+	opts := options(u, nil)
+	opts.Backend = func(b *store.Backend) { rec.Bus, rec.events = b.Bus, nil; b.Bus = rec }
+	logs := &syncLog{}
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	gatewaytest.Run(t, opts, func(t *testing.T, g *gatewaytest.Gateway) {
+		rec.t = t
+		key := g.NewKey(g.NewTeam(nil), map[string]any{"soft_budget": callCost / 2, "budget_duration": "1d"})
+		before := strings.Count(logs.String(), "soft budget crossed")
+		for i := range 4 {
+			if r := g.Do("POST", "/v1/chat/completions", key, chat); r.Status != 200 {
+				t.Fatalf("call %d: %d %s", i, r.Status, r.Body)
+			}
+			if i == 0 {
+				waitReport(t, g, key, "api_key", 1) // the next admission sees the spend
+			}
+		}
+		if n := strings.Count(logs.String(), "soft budget crossed") - before; n != 1 {
+			t.Errorf("%d soft budget warnings, want 1:\n%s", n, logs.String())
+		}
+		alert := rec.of("") // an alert names no model
+		if a := alert.BudgetAlert; alert.CallType != logevent.CallBudgetAlert || a == nil || a.Type != "soft_budget_crossed" ||
+			a.Scope != "key" || !near(a.SoftBudget, callCost/2) || a.Spend < callCost/2 {
+			t.Errorf("alert event %s %+v", alert.CallType, alert.BudgetAlert)
+		}
+		time.Sleep(200 * time.Millisecond) // a second one would be published by now
+		alerts := 0
+		rec.mu.Lock()
+		for _, ev := range rec.events {
+			if ev.CallType == logevent.CallBudgetAlert {
+				alerts++
+			}
+		}
+		rec.mu.Unlock()
+		if alerts != 1 {
+			t.Errorf("%d budget_alert log events, want 1", alerts)
 		}
 	})
 }
