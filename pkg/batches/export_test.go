@@ -32,34 +32,3 @@ func (s *Service) LeaseAsDeadRun(ctx context.Context, id string, n int, until ti
 
 // ChunkKey is the record key of chunk n of batch id.
 func ChunkKey(id string, n int) store.Key { return chunkKey(id, n) }
-
-// ShowAsDeadRun makes chunk n of batch id look as a run that died left it
-// after showing lines of its lines done (progress.go): leased by another
-// process until until, its lines in the batch's live counts and their
-// shares of the batch's reservation given back, as its publish would have.
-func (s *Service) ShowAsDeadRun(ctx context.Context, id string, n int, until time.Time, lines int64) error {
-	st, err := s.load(ctx, id)
-	if err != nil {
-		return err
-	}
-	c, err := s.loadChunk(ctx, id, n)
-	if err != nil {
-		return err
-	}
-	shown := progress{ctrCompleted: lines}
-	if r := st.doc.Reserve; r != nil {
-		shown[ctrSettled] = lines * r.Share
-	}
-	c.doc.Epoch++
-	c.doc.Lease = &lease{Epoch: c.doc.Epoch, Instance: "a-process-that-died", Until: until.UnixMilli(), Shown: shown}
-	rec, err := c.record(id)
-	if err != nil {
-		return err
-	}
-	adds := map[string]int64{}
-	liveAdds(adds, nil, shown)
-	return s.deps.Records.Transact(ctx, append([]store.Write{
-		{Kind: store.WriteUpdate, Record: rec, Cond: store.Cond{Version: c.version}},
-		{Kind: store.WriteAdd, Record: store.Record{Key: batchKey(id), Counters: adds}, Cond: store.Cond{Exists: true}},
-	}, st.doc.reserveAdds(-shown[ctrSettled])...))
-}

@@ -39,7 +39,9 @@ func TestMain(m *testing.M) {
 }
 
 // serveProcess is `make run`'s process, with the batch engine cutting
-// chunks of 3 lines.
+// chunks of 3 lines, showing a running chunk's progress every 50 ms and
+// holding a chunk's lease 2 s without renewal (the run that takes a dead
+// process's chunk over on a shared store waits that out).
 func serveProcess() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
@@ -50,7 +52,10 @@ func serveProcess() error {
 	defer g.Close()
 	if g.Services, err = server.NewServices(server.Deps{
 		Settings: g.Settings, Config: g.Config, Backend: g.Backend, MasterKey: g.Settings.MasterKey, Getenv: os.Getenv,
-		Batches: func(o *batches.Options) { o.ChunkLines = 3; o.RetryDelay = 10 * time.Millisecond },
+		Batches: func(o *batches.Options) {
+			o.ChunkLines, o.RetryDelay = 3, 10*time.Millisecond
+			o.ProgressEvery, o.Lease = 50*time.Millisecond, processLease
+		},
 	}); err != nil {
 		return err
 	}
@@ -65,7 +70,12 @@ type process struct {
 
 var listening = regexp.MustCompile(`sluice listening on (http://\S+)`)
 
-func startProcess(t *testing.T, dir, configPath, master string) *process {
+// processLease is the process's chunk lease.
+const processLease = 2 * time.Second
+
+// startProcess starts a sluice process on the data dir dir (the local
+// backend, unless env says otherwise), with env added to its environment.
+func startProcess(t *testing.T, dir, configPath, master string, env ...string) *process {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -75,6 +85,7 @@ func startProcess(t *testing.T, dir, configPath, master string) *process {
 	cmd.Env = append(os.Environ(), processEnv+"=1", "SLUICE_ADDR=127.0.0.1:0", "SLUICE_DATA_DIR="+dir,
 		"SLUICE_CONFIG="+configPath, "SLUICE_MASTER_KEY="+master, "SLUICE_LOG_LEVEL=warn",
 		"UPSTREAM_KEY="+upstreamKey, "AWS_SECRET="+awsSecret)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

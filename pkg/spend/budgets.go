@@ -232,7 +232,10 @@ func (b *Budgets) Admit(ctx context.Context, p auth.Principal) (context.Context,
 		s := scopes[i]
 		spent := s.stored + s.recentCost(now, b.opts.Settle)
 		reserved := max(s.reserved-own, 0)
-		if soft := bg.budget.SoftBudget; soft != nil && spent >= *soft && s.softWarned != s.period {
+		// Compared in nano-USD, as the store counts: float sums of costs
+		// land a hair under a budget they equal (100 × 1e-6 + 50 × 2e-6 is
+		// 0.00019999999999999998 in float64).
+		if soft := bg.budget.SoftBudget; soft != nil && nanos(spent) >= nanos(*soft) && s.softWarned != s.period {
 			s.softWarned = s.period
 			slog.WarnContext(ctx, "spend: soft budget crossed", "scope", bg.what, "id", scopeID(bg.name),
 				"spend", spent, "soft_budget", *soft, "max_budget", fmtBudget(bg.budget.MaxBudget))
@@ -240,7 +243,7 @@ func (b *Budgets) Admit(ctx context.Context, p auth.Principal) (context.Context,
 				alerts = append(alerts, alertEvent(ctx, p, bg, s.period, spent, now))
 			}
 		}
-		if max := bg.budget.MaxBudget; max != nil && spent+reserved+s.inflight >= *max {
+		if max := bg.budget.MaxBudget; max != nil && nanos(spent+reserved+s.inflight) >= nanos(*max) {
 			msg := fmt.Sprintf("Budget has been exceeded! Current cost: %v, Max budget: %v (the %s's budget", spent, *max, bg.what)
 			if reserved > 0 {
 				msg += fmt.Sprintf("; running batches reserve %v more", reserved)
