@@ -22,7 +22,7 @@ func TestCountChat(t *testing.T) {
 	}{
 		{"system and a user turn", `{"system":"You are terse.","messages":[{"role":"user","content":"Why is the sky blue?"}]}`, 4 + 4 + 4 + 6 + 3, false},
 		{"system blocks", `{"system":[{"type":"text","text":"You are terse."}],"messages":[{"role":"user","content":[{"type":"text","text":"hello world"}]}]}`, 4 + 4 + 4 + 2 + 3, false},
-		{"thinking is dropped", `{"messages":[{"role":"user","content":"hello world"},{"role":"assistant","content":[{"type":"thinking","thinking":"Why is the sky blue?","signature":"s"},{"type":"text","text":"hello world"}]},{"role":"user","content":"hello world"}]}`, 3 * (4 + 2) + 3, false},
+		{"thinking is dropped", `{"messages":[{"role":"user","content":"hello world"},{"role":"assistant","content":[{"type":"thinking","thinking":"Why is the sky blue?","signature":"s"},{"type":"text","text":"hello world"}]},{"role":"user","content":"hello world"}]}`, 3*(4+2) + 3, false},
 		{"two text parts", `{"messages":[{"role":"user","content":[{"type":"text","text":"hello world"},{"type":"text","text":"hello world"}]}]}`, 4 + 2 + 2 + 3, true},
 		{"an image", `{"messages":[{"role":"user","content":[{"type":"text","text":"hello world"},{"type":"image","source":{"type":"url","url":"https://example.com/a.png"}}]}]}`, 4 + 2 + 1600 + 3, true},
 		{"a tool call and its result", `{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"hello","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"hello world"}]}]}`, 4 + 1 + 1 + 4 + 2 + 3, true},
