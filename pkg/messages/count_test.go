@@ -21,6 +21,7 @@ func TestCountChat(t *testing.T) {
 		estimated  bool
 	}{
 		{"system and a user turn", `{"system":"You are terse.","messages":[{"role":"user","content":"Why is the sky blue?"}]}`, 4 + 4 + 4 + 6 + 3, false},
+		{"events/messages/count-tokens.json", `{"messages":[{"role":"user","content":"Name a river in Europe."}]}`, 4 + 6 + 3, false},
 		{"system blocks", `{"system":[{"type":"text","text":"You are terse."}],"messages":[{"role":"user","content":[{"type":"text","text":"hello world"}]}]}`, 4 + 4 + 4 + 2 + 3, false},
 		{"thinking is dropped", `{"messages":[{"role":"user","content":"hello world"},{"role":"assistant","content":[{"type":"thinking","thinking":"Why is the sky blue?","signature":"s"},{"type":"text","text":"hello world"}]},{"role":"user","content":"hello world"}]}`, 3*(4+2) + 3, false},
 		{"two text parts", `{"messages":[{"role":"user","content":[{"type":"text","text":"hello world"},{"type":"text","text":"hello world"}]}]}`, 4 + 2 + 2 + 3, true},
