@@ -21,8 +21,24 @@ type pair struct {
 
 func (p pair) less(q pair) bool { return p.rank < q.rank || p.rank == q.rank && p.left < q.left }
 
+// maxPiece bounds the bytes merged at once: a longer piece (a run of one
+// kind of character that long: punctuation, spaces, letters without a
+// break) is merged maxPiece bytes at a time, so its buffers (12 bytes a
+// byte, 16 a candidate pair) stay within a few MB whatever the text. Its count may then differ from
+// tiktoken's by about a token a chunk; no prose or code has such pieces.
+const maxPiece = 64 << 10
+
 // count returns the number of tokens piece encodes to.
 func (m *merger) count(r *ranks, piece string) int {
+	n := 0
+	for len(piece) > maxPiece {
+		n += m.countChunk(r, piece[:maxPiece])
+		piece = piece[maxPiece:]
+	}
+	return n + m.countChunk(r, piece)
+}
+
+func (m *merger) countChunk(r *ranks, piece string) int {
 	if len(piece) <= 1 {
 		return len(piece)
 	}
@@ -34,6 +50,14 @@ func (m *merger) count(r *ranks, piece string) int {
 
 // encode appends piece's tokens to out.
 func (m *merger) encode(r *ranks, piece string, out []int) []int {
+	for len(piece) > maxPiece {
+		out = m.encodeChunk(r, piece[:maxPiece], out)
+		piece = piece[maxPiece:]
+	}
+	return m.encodeChunk(r, piece, out)
+}
+
+func (m *merger) encodeChunk(r *ranks, piece string, out []int) []int {
 	if rk, ok := r.rank(piece); ok {
 		return append(out, int(rk))
 	}

@@ -133,7 +133,8 @@ func TestContractionFolds(t *testing.T) {
 
 // TestLongPieces: a piece of 100,000 bytes (one run of punctuation, of
 // spaces, of letters) merges in n log n (a merge that rescans the piece for
-// its lowest pair, as tiktoken's does, takes ~10¹⁰ steps) and round-trips.
+// its lowest pair, as tiktoken's does, takes ~10¹⁰ steps) and round-trips;
+// the merge's buffers stay within maxPiece bytes' worth.
 func TestLongPieces(t *testing.T) {
 	enc := NewO200kBase()
 	for _, text := range []string{strings.Repeat("!", 100_000), strings.Repeat(" ", 100_000) + "x", strings.Repeat("ab", 50_000)} {
@@ -144,6 +145,18 @@ func TestLongPieces(t *testing.T) {
 		if back, _ := enc.Decode(toks); string(back) != text || len(toks) == 0 || len(toks) >= len(text) {
 			t.Errorf("%.10q…: %d tokens for %d bytes; decodes back: %v", text, len(toks), len(text), string(back) == text)
 		}
+		if n, err := enc.Count(text); err != nil || n != len(toks) {
+			t.Errorf("%.10q…: Count %d, %v; Encode %d tokens", text, n, err, len(toks))
+		}
+	}
+	r, err := enc.ranks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m merger
+	m.count(r, strings.Repeat("!", 5*maxPiece+3))
+	if cap(m.next) > maxPiece+maxPiece/4 || cap(m.heap) > 3*maxPiece {
+		t.Errorf("buffers for a %d-byte piece: next %d, heap %d", 5*maxPiece+3, cap(m.next), cap(m.heap))
 	}
 }
 
