@@ -80,11 +80,13 @@ func (e *Encoding) Decode(tokens []int) ([]byte, error) {
 }
 
 // EncodingOf names the encoding of an OpenAI model — its name, or a
-// deployment's provider/name ("openai/gpt-4o-mini", "azure/gpt-4.1") — when
+// deployment's provider/name ("openai/gpt-4o-mini", "azure/gpt-4.1"), a
+// fine-tune of one ("ft:gpt-4o-mini-2024-07-18:org::id") — when
 // this package ships it, and "" otherwise: other vendors' models, and
 // OpenAI's older ones (cl100k_base) whose ranks do not ship.
 func EncodingOf(model string) string {
 	name := strings.ToLower(model[strings.LastIndex(model, "/")+1:])
+	name = strings.TrimPrefix(name, "ft:") // a fine-tune: ft:gpt-4o-mini-2024-07-18:org::id
 	for _, p := range []string{"gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "gpt-oss", "o1", "o3", "o4"} {
 		if rest, ok := strings.CutPrefix(name, p); ok && (rest == "" || rest[0] == '-' || p[0] != 'o') {
 			return O200kBase
