@@ -154,9 +154,9 @@ func TestLongPieces(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m merger
-	m.count(r, strings.Repeat("!", 5*maxPiece+3))
+	m.count(r, strings.Repeat("!", 2*maxPiece+3))
 	if cap(m.next) > maxPiece+maxPiece/4 || cap(m.heap) > 3*maxPiece {
-		t.Errorf("buffers for a %d-byte piece: next %d, heap %d", 5*maxPiece+3, cap(m.next), cap(m.heap))
+		t.Errorf("buffers for a %d-byte piece: next %d, heap %d", 2*maxPiece+3, cap(m.next), cap(m.heap))
 	}
 }
 
