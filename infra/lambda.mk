@@ -9,8 +9,11 @@ LAMBDA_FUNCTIONS = $(sort $(filter-out local,$(patsubst functions/%/main.go,%,$(
 LAMBDA_BUILD_FLAGS = -tags lambda.norpc -trimpath -buildvcs=false -ldflags '-s -w -buildid='
 LAMBDA_GOOS ?= linux
 LAMBDA_GOARCH ?= arm64
-# The largest bootstrap make sizes accepts (20 MB).
-LAMBDA_MAX_BYTES ?= 20000000
+# The largest bootstrap make sizes accepts (22 MB): 20 MB until the
+# bootstraps outgrew it with metrics and traces (20.78 MB), then 1.05 MB for
+# the o200k_base ranks count_tokens reads (pkg/tokenizer), which every
+# bootstrap links and only a count touches (docs/benchmarks.md, "Size").
+LAMBDA_MAX_BYTES ?= 22000000
 LAMBDA_STARTUP_RUNS ?= 5
 
 .PHONY: build
@@ -21,7 +24,7 @@ build: ## Build every Lambda function (linux/arm64) into bin/<fn>/bootstrap
 	@echo "built $(words $(LAMBDA_FUNCTIONS)) functions for $(LAMBDA_GOOS)/$(LAMBDA_GOARCH) into bin/<fn>/bootstrap"
 
 .PHONY: sizes
-sizes: build ## Size of each bootstrap (linux/arm64, stripped); fails over 20 MB
+sizes: build ## Size of each bootstrap (linux/arm64, stripped); fails over 22 MB
 	@for f in $(LAMBDA_FUNCTIONS); do echo "$$f $$(wc -c < bin/$$f/bootstrap)"; done | \
 	  awk -v max=$(LAMBDA_MAX_BYTES) '{ printf "  %-24s %10d bytes  %6.2f MB%s\n", $$1, $$2, $$2/1e6, ($$2 > max ? "  OVER THE LIMIT" : ""); if ($$2 > max) over = 1 } \
 	    END { printf "  limit %.0f MB ($(LAMBDA_GOOS)/$(LAMBDA_GOARCH), stripped)\n", max/1e6; exit over }'

@@ -3,36 +3,37 @@ package messages
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"sync"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
-	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers"
+	"github.com/sluice-gateway/sluice/pkg/tokenizer"
 )
 
 // Router is what the service needs of pkg/models.
 type Router interface {
 	Messages(ctx context.Context, p auth.Principal, req *models.MessagesRequest) (*models.Reply, bool, error)
 	Has(model string) bool
+	Deployments() []config.Deployment // count_tokens: which tokenizer a model has
 }
 
 // Service is the Messages API's operations, transport-free.
 type Service struct {
 	router Router
 	calls  *modelcall.Calls
+	o200k  *tokenizer.Encoding // count_tokens', read on its first count
 }
 
 // New builds the service over router, its calls ending through calls.
 func New(router Router, calls *modelcall.Calls) *Service {
-	return &Service{router: router, calls: calls}
+	return &Service{router: router, calls: calls, o200k: tokenizer.NewO200kBase()}
 }
 
 type headersKey struct{}
@@ -136,96 +137,6 @@ func readAnswer(body io.ReadCloser, length int64) ([]byte, error) {
 		return nil, api.Upstream(nil, "The provider's answer is larger than %d bytes.", providers.MaxAnswerBytes)
 	}
 	return buf.Bytes(), nil
-}
-
-// CountTokens is POST /v1/messages/count_tokens: the request checked as a
-// Messages request (max_tokens may be left out), the model one p may use,
-// and the prompt's tokens estimated — no model's tokenizer ships offline —
-// and marked so.
-func (s *Service) CountTokens(ctx context.Context, p auth.Principal, body []byte) (*TokenCount, error) {
-	parsed, err := parseCount(body)
-	if err != nil {
-		return nil, err
-	}
-	if !p.AllowsModel(parsed.Model) {
-		return nil, api.Forbidden("This key may not use model '%s'.", parsed.Model)
-	}
-	if !s.router.Has(parsed.Model) {
-		return nil, api.ModelNotFound(parsed.Model)
-	}
-	return &TokenCount{InputTokens: Estimate(&parsed.Request), Estimated: true}, nil
-}
-
-// parseCount parses a count_tokens body: a Messages request without
-// max_tokens.
-func parseCount(body []byte) (*Parsed, error) {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(body, &top) == nil && top != nil && top["max_tokens"] == nil {
-		top["max_tokens"] = json.RawMessage("1")
-		if _, ok := top["thinking"]; ok {
-			top["max_tokens"] = json.RawMessage("1000000")
-		}
-		b, err := json.Marshal(top)
-		if err != nil {
-			return nil, fmt.Errorf("messages: re-encode the request: %w", err)
-		}
-		body = b
-	}
-	return Parse(body)
-}
-
-// imageTokens stands in for an image's tokens: Anthropic's count for an
-// image at its largest size before it is scaled down (about 1.15 megapixels
-// / 750).
-const imageTokens = 1600
-
-// Estimate estimates a request's input tokens: its texts, tool
-// definitions, tool inputs and results at oai.EstimateTokens' 4 bytes a
-// token, each image and document at imageTokens.
-func Estimate(r *Request) int64 {
-	var n int64
-	for _, b := range r.System.Blocks {
-		n += oai.EstimateTokens(b.Text)
-	}
-	var blocks func([]Block)
-	blocks = func(bs []Block) {
-		for i := range bs {
-			b := &bs[i]
-			switch b.Type {
-			case BlockImage, BlockDocument:
-				n += imageTokens
-			default:
-				n += oai.EstimateTokens(b.Text) + oai.EstimateTokens(b.Thinking) + oai.EstimateTokens(string(b.Input)) + oai.EstimateTokens(b.Name)
-			}
-			if b.Content != nil {
-				blocks(b.Content.Blocks)
-			}
-		}
-	}
-	for i := range r.Messages {
-		n += 3 // the turn's framing
-		blocks(r.Messages[i].Content.Blocks)
-	}
-	for _, t := range r.Tools {
-		n += oai.EstimateTokens(t.Name) + oai.EstimateTokens(t.Description) + oai.EstimateTokens(string(t.InputSchema))
-	}
-	return n
-}
-
-// CountHandler is the HTTP handler of count_tokens.
-func (s *Service) CountHandler(jsonLimit int64) func(w http.ResponseWriter, r *http.Request) error {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		body, err := api.ReadBody(w, r, jsonLimit)
-		if err != nil {
-			return err
-		}
-		n, err := s.CountTokens(r.Context(), auth.FromContext(r.Context()), body)
-		if err != nil {
-			return err
-		}
-		api.WriteJSON(w, http.StatusOK, n)
-		return nil
-	}
 }
 
 // parameters are the request's parameters as the log event keeps them

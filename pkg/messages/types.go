@@ -293,6 +293,7 @@ type MessageDeltaDelta struct {
 type TokenCount struct {
 	InputTokens int64 `json:"input_tokens"`
 	// Estimated is sluice's: true when the count is an estimate (no
-	// tokenizer for the model), not the model's count.
+	// tokenizer for the model, or parts whose count it cannot know:
+	// CountChat), not the model's count.
 	Estimated bool `json:"estimated,omitempty"`
 }

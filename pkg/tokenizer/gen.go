@@ -1,0 +1,3 @@
+package tokenizer
+
+//go:generate go run ./internal/gen -o o200k_base.ranks.gz
