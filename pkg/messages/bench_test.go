@@ -3,6 +3,8 @@ package messages
 import (
 	"strings"
 	"testing"
+
+	"github.com/sluice-gateway/sluice/pkg/logevent"
 )
 
 // The bench's Messages request (about 120 tokens of text) and an OpenAI
@@ -50,6 +52,25 @@ func BenchmarkTranslatedAnswer(b *testing.B) {
 			_, err = AnswerJSON(res)
 		}
 		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchMessageAnswer is an Anthropic answer of the bench's size, as a
+// native deployment sends it.
+var benchMessageAnswer = []byte(`{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"` +
+	strings.Repeat("Sluice answers. ", 50) + `"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":130,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":200}}`)
+
+// BenchmarkNativeAnswer is what a natively served call does to the answer:
+// its meter keeps it and reads its usage and stop reason.
+func BenchmarkNativeAnswer(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		m := newJSONMeter()
+		m.Write(benchMessageAnswer)
+		var ev logevent.Event
+		if _, err := m.End(&ev); err != nil {
 			b.Fatal(err)
 		}
 	}

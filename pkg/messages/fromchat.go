@@ -51,11 +51,28 @@ func usageOf(u *oai.Usage) Usage {
 	return Usage{InputTokens: in, OutputTokens: u.CompletionTokens, CacheReadInputTokens: read, CacheCreationInputTokens: u.CacheCreationInputTokens}
 }
 
+// chatAnswer is the members of an OpenAI chat.completion FromChat reads
+// (oai.ChatCompletion's names): the others — created, model, logprobs,
+// annotations, system_fingerprint — are skipped, not decoded.
+type chatAnswer struct {
+	ID      string `json:"id"`
+	Choices []struct {
+		Message struct {
+			Content          *string        `json:"content"`
+			Refusal          *string        `json:"refusal"`
+			ReasoningContent string         `json:"reasoning_content"`
+			ToolCalls        []oai.ToolCall `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *oai.Usage `json:"usage"`
+}
+
 // FromChat translates an OpenAI chat.completion into a message answering
 // model: reasoning as a thinking block (no signature: only Anthropic signs),
 // the text, the tool calls as tool_use blocks; the first choice only.
 func FromChat(body []byte, model string) (*Response, error) {
-	var c oai.ChatCompletion
+	var c chatAnswer
 	if err := json.Unmarshal(body, &c); err != nil {
 		return nil, api.Upstream(err, "The provider's answer is not a chat completion.")
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/sse"
 )
@@ -88,5 +89,50 @@ func FuzzStream(f *testing.F) {
 		jm := newJSONMeter()
 		jm.Write(in)
 		jm.End(&ev)
+	})
+}
+
+// FuzzJSONMeter holds the native answer's meter, which reads usage and
+// stop_reason without reflection, to encoding/json: for any answer it
+// accepts what a decode of those two members by encoding/json accepts,
+// with the same counts and stop reason.
+func FuzzJSONMeter(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"msg_1","type":"message","content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn","usage":{"input_tokens":12,"output_tokens":3,"cache_read_input_tokens":4}}`,
+		`{"stop_reason":null,"usage":null}`, `{"usage":{"INPUT_TOKENS":2,"output_tokens":null}}`,
+		`{"usage":{"input_tokens":1.5}}`, `{"usage":[1]}`, `{"stop_reason":1}`, `{"stop_reason":"a\u00e9"}`,
+		`{"usage":{"input_tokens":1},"usage":{"output_tokens":2}}`, `[]`, `{`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		m := newJSONMeter()
+		m.Write(in)
+		var ev logevent.Event
+		u, err := m.End(&ev)
+
+		var (
+			want Usage
+			stop string
+		)
+		// The members as jsonscan delimits them (the meter checks the
+		// answer's structure, not the values it keeps), the two decoded
+		// by encoding/json.
+		wantErr := jsonscan.Members(in, func(name, v []byte) error {
+			switch {
+			case jsonscan.Null(v):
+			case string(name) == "usage":
+				return json.Unmarshal(v, &want)
+			case string(name) == "stop_reason":
+				return json.Unmarshal(v, &stop)
+			}
+			return nil
+		})
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("meter error %v, encoding/json's %v, for %q", err, wantErr, in)
+		}
+		if err == nil && (u != toOAI(want) || ev.FinishReason != stop) {
+			t.Fatalf("meter read %+v %q, encoding/json %+v %q, for %q", u, ev.FinishReason, toOAI(want), stop, in)
+		}
 	})
 }

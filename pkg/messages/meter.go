@@ -3,6 +3,7 @@ package messages
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
@@ -29,6 +30,8 @@ func toOAI(u Usage) oai.Usage {
 		CacheCreationInputTokens: u.CacheCreationInputTokens,
 	}
 }
+
+var errNotUsage = errors.New("usage is not an object of token counts")
 
 // jsonMeter reads a message answer's usage and stop reason, and keeps the
 // answer (1 MiB at most) for the log event.
@@ -63,17 +66,21 @@ func (m *jsonMeter) End(ev *logevent.Event) (oai.Usage, error) {
 		Usage      Usage  `json:"usage"`
 	}
 	if !m.over {
-		// Only the two members are decoded: the content is kept as it is.
+		// Only the two members are decoded (as encoding/json would decode
+		// them, without reflection: FuzzJSONMeter): the content is kept as
+		// it is.
 		err := jsonscan.Members(m.kept, func(name, v []byte) error {
-			switch string(name) {
-			case "usage":
-				return json.Unmarshal(v, &a.Usage)
-			case "stop_reason":
-				if !jsonscan.Null(v) {
-					return json.Unmarshal(v, &a.StopReason)
+			var err error
+			switch {
+			case jsonscan.Null(v):
+			case string(name) == "usage":
+				if !a.Usage.Decode(v) {
+					err = errNotUsage
 				}
+			case string(name) == "stop_reason":
+				a.StopReason, err = jsonscan.String(v)
 			}
-			return nil
+			return err
 		})
 		if err != nil {
 			return oai.Usage{}, fmt.Errorf("messages: the answer is not a message: %w", err)

@@ -133,6 +133,9 @@ func ParseHead(body []byte) (*Parsed, error) {
 // decodeMember decodes the member name of a request into r when it is one
 // of the head's: the small ones.
 func decodeMember(r *Request, name string, value []byte) error {
+	if decodeCommon(r, name, value) {
+		return nil
+	}
 	var dst any
 	switch name {
 	case "model":
@@ -176,6 +179,49 @@ func decodeMember(r *Request, name string, value []byte) error {
 		return api.InvalidValue(fieldOf(err), "Invalid request: %s.", describe(err))
 	}
 	return nil
+}
+
+// decodeCommon reads the usual forms of the members every request has
+// without reflection — a model string, max_tokens in plain digits, stream
+// true or false — and reports whether it did; any other form is
+// encoding/json's (decodeMember). FuzzParse holds the head to
+// encoding/json's decode of the whole request.
+func decodeCommon(r *Request, name string, value []byte) bool {
+	switch name {
+	case "model":
+		if s, err := jsonscan.String(value); err == nil {
+			r.Model = s
+			return true
+		}
+	case "max_tokens":
+		if n, ok := plainInt(value); ok {
+			r.MaxTokens = n
+			return true
+		}
+	case "stream":
+		switch string(value) {
+		case "true", "false":
+			r.Stream = value[0] == 't'
+			return true
+		}
+	}
+	return false
+}
+
+// plainInt reads a JSON number of 1 to 18 digits without a leading zero
+// (0 itself aside): one that fits an int64 as it is.
+func plainInt(v []byte) (int64, bool) {
+	if len(v) == 0 || len(v) > 18 || (v[0] == '0' && len(v) > 1) {
+		return 0, false
+	}
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
 }
 
 // decode decodes the whole request and checks what ParseHead left: the

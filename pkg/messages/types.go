@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
+	"github.com/sluice-gateway/sluice/pkg/providers/anthropic"
 )
 
 // CallType is the log event's call type of a Messages call (LiteLLM's).
@@ -212,13 +213,10 @@ type Response struct {
 	Usage        Usage   `json:"usage"`
 }
 
-// Usage is an answer's token counts. InputTokens excludes the cache's.
-type Usage struct {
-	InputTokens              int64 `json:"input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-}
+// Usage is an answer's token counts (InputTokens excludes the cache's):
+// Anthropic's usage object, whose one schema (and reflection-free decoder,
+// for the meters) is anthropic.Usage.
+type Usage = anthropic.Usage
 
 // Stream event types, Anthropic's grammar.
 const (

@@ -172,6 +172,10 @@ func (c *Call) contentBlocks(blocks []contentBlock) (msg *oai.AnswerMessage, jso
 	var (
 		text, reasoning strings.Builder
 		thinking        []thinkingBlock
+		// only is the text when it is one block (the usual answer): taken
+		// as decoded, not copied through text.
+		only  *string
+		texts int
 	)
 	for i := range blocks {
 		b := &blocks[i]
@@ -180,7 +184,14 @@ func (c *Call) contentBlocks(blocks []contentBlock) (msg *oai.AnswerMessage, jso
 			if b.Text == nil {
 				return nil, nil, errors.New("a text block has no text string")
 			}
-			text.WriteString(*b.Text)
+			if texts++; texts == 1 {
+				only = b.Text
+			} else {
+				if texts == 2 {
+					text.WriteString(*only)
+				}
+				text.WriteString(*b.Text)
+			}
 		case "tool_use":
 			if b.ID == nil || b.Name == nil || len(b.Input) == 0 || b.Input[0] != '{' {
 				return nil, nil, errors.New("a tool_use block lacks its id, name or input object")
@@ -201,7 +212,10 @@ func (c *Call) contentBlocks(blocks []contentBlock) (msg *oai.AnswerMessage, jso
 			thinking = append(thinking, thinkingBlock{Type: b.Type, Data: b.Data})
 		}
 	}
-	if text.Len() > 0 {
+	switch {
+	case texts == 1 && *only != "":
+		msg.Content = only
+	case text.Len() > 0:
 		s := text.String()
 		msg.Content = &s
 	}
