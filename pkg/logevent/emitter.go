@@ -251,14 +251,40 @@ func (e *Emitter) start(ctx context.Context, events []*Event) (wait func()) {
 	if e.listeners == nil && e.pricer == nil || len(events) == 0 {
 		return nil
 	}
-	// The request may be cancelled (client gone) while we publish: keep going.
-	ctx = context.WithoutCancel(ctx)
+	// The request may be cancelled (client gone) while we publish: keep
+	// going. (Detached only where it is used: an event joining a
+	// publication that waits needs no context.)
+	var detached context.Context
+	wanted := events
+	if e.pricer == nil { // spend counts every call; else only the wanted go
+		detached = context.WithoutCancel(ctx)
+		wanted = e.wanted(detached, events)
+	}
+	if len(wanted) == 0 {
+		return nil
+	}
+	e.mu.Lock()
+	p := e.next
+	if p == nil {
+		if detached == nil {
+			detached = context.WithoutCancel(ctx)
+		}
+		p = &publication{ctx: detached, done: make(chan struct{}), hurry: make(chan struct{})}
+		e.next = p
+	}
+	p.events = append(p.events, wanted...)
+	if !e.running {
+		e.running = true
+		go e.run()
+	}
+	e.mu.Unlock()
+	return p.wait
+}
+
+// wanted is the events someone listens to.
+func (e *Emitter) wanted(ctx context.Context, events []*Event) []*Event {
 	wanted := events[:0:0]
 	for _, ev := range events {
-		if e.pricer != nil {
-			wanted = append(wanted, ev) // spend counts every call
-			continue
-		}
 		team := ev.Metadata.UserAPIKeyTeamID
 		ok, err := e.listeners.Listening(ctx, team, ev.Status)
 		if err != nil {
@@ -269,22 +295,7 @@ func (e *Emitter) start(ctx context.Context, events []*Event) (wait func()) {
 			wanted = append(wanted, ev)
 		}
 	}
-	if len(wanted) == 0 {
-		return nil
-	}
-	e.mu.Lock()
-	p := e.next
-	if p == nil {
-		p = &publication{ctx: ctx, done: make(chan struct{}), hurry: make(chan struct{})}
-		e.next = p
-	}
-	p.events = append(p.events, wanted...)
-	if !e.running {
-		e.running = true
-		go e.run()
-	}
-	e.mu.Unlock()
-	return p.wait
+	return wanted
 }
 
 // Drain waits until every publish started so far has finished, and what a

@@ -506,12 +506,13 @@ func (r *Result) end(copyErr error) {
 		ev.Fail(merr)
 	}
 	ev.SetTimes(c.start, r.first, time.Now())
-	// The caller may have gone: its tokens still count.
-	ctx := context.WithoutCancel(c.ctx)
+	// The caller may have gone: its tokens still count. (Emit keeps
+	// publishing past its context's end by itself; its values are read
+	// through c.ctx, not a detached copy, whose every lookup allocates.)
 	if c.calls.tokens != nil {
-		c.calls.tokens.Finish(ctx, c.p, c.rep, usage.TotalTokens)
+		c.calls.tokens.Finish(context.WithoutCancel(c.ctx), c.p, c.rep, usage.TotalTokens)
 	}
-	c.calls.events.Emit(ctx, ev)
+	c.calls.events.Emit(c.ctx, ev)
 }
 
 var errNotDelivered = errors.New("modelcall: the caller did not take the answer")
