@@ -164,10 +164,16 @@ func (r *Result) quote(doc []byte) (float64, bool) {
 	} else {
 		u = answerUsage(doc)
 	}
-	ev := *r.call.Event
+	// The call's own event, its tokens set for the quote and put back
+	// (end sets them for good): a copy of the event would be one more
+	// allocation of its size a call. Nothing else reads it before end.
+	ev := r.call.Event
+	in, cached, out, total := ev.PromptTokens, ev.CachedTokens, ev.CompletionTokens, ev.TotalTokens
 	ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = u.PromptTokens, u.CompletionTokens, u.TotalTokens
 	ev.CachedTokens = u.PromptTokensDetails.CachedTokens
-	return r.call.calls.events.Quote(&ev)
+	cost, ok := r.call.calls.events.Quote(ev)
+	ev.PromptTokens, ev.CachedTokens, ev.CompletionTokens, ev.TotalTokens = in, cached, out, total
+	return cost, ok
 }
 
 // UsageMeter is a Meter of a whole answer that reads its usage as soon as
