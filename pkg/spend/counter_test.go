@@ -359,3 +359,28 @@ func BenchmarkCounterCountMessage(b *testing.B) {
 		}
 	}
 }
+
+// The events of one flush may fall on different UTC days (a flush around
+// midnight, a redelivery): each counts on its own day's rows, however they
+// are interleaved.
+func TestCounterFilesEachEventUnderItsOwnDay(t *testing.T) {
+	each(t, func(t *testing.T, records store.Records) {
+		c := spend.NewCounter(records, principals{time.Now().Add(-72 * time.Hour)}, spend.CounterOptions{Linger: 20 * time.Millisecond})
+		day1 := time.Date(2026, 11, 27, 23, 59, 59, 0, time.UTC)
+		day2 := day1.Add(2 * time.Second)
+		events := []*logevent.Event{event("d1-a", day1, 0.5), event("d2-a", day2, 0.25), event("d1-b", day1, 0.125)}
+		if err := c.CountMessage(context.Background(), "midnight", events); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			day      time.Time
+			requests int64
+			spend    float64
+		}{{day1, 2, 0.625}, {day2, 1, 0.25}} {
+			rep := report(t, records, tc.day.Format(time.DateOnly), "model")
+			if rep.Total.Requests != tc.requests || !near(rep.Total.Spend, tc.spend) {
+				t.Errorf("%s: %d requests, %v USD; want %d, %v", tc.day.Format(time.DateOnly), rep.Total.Requests, rep.Total.Spend, tc.requests, tc.spend)
+			}
+		}
+	})
+}
