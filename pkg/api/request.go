@@ -13,9 +13,18 @@ import (
 // RequestIDHeader carries the request id on every response.
 const RequestIDHeader = "X-Request-Id"
 
-type requestIDKey struct{}
+// requestKey carries a *request in a context: a request's id and timing
+// travel in one context value, so that starting a request adds one layer to
+// its context, not two (every Value lookup below walks them all).
+type requestKey struct{}
 
-type timingKey struct{}
+// request is what a context knows of its request: its id ("" when none)
+// and its timing (nil when none).
+type request struct {
+	id     string
+	timing *timing
+	own    timing // Start's timing, allocated with the request
+}
 
 // timing is when a request (or a call without one: a batch line) began and
 // how long it has waited on others since.
@@ -24,26 +33,47 @@ type timing struct {
 	waited atomic.Int64 // nanoseconds
 }
 
-// WithRequestID returns ctx carrying a request id.
+func requestOf(ctx context.Context) *request {
+	r, _ := ctx.Value(requestKey{}).(*request)
+	return r
+}
+
+// WithRequestID returns ctx carrying a request id (and the timing it
+// carried).
 func WithRequestID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, requestIDKey{}, id)
+	r := &request{id: id}
+	if old := requestOf(ctx); old != nil {
+		r.timing = old.timing
+	}
+	return context.WithValue(ctx, requestKey{}, r)
 }
 
 // RequestID returns the request id in ctx, or "".
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
+	if r := requestOf(ctx); r != nil {
+		return r.id
+	}
+	return ""
 }
 
 // WithStart returns ctx carrying start as the moment its request began, and
-// a count of the time it waits on others (AddWait) from then on.
+// a count of the time it waits on others (AddWait) from then on (and the
+// request id it carried).
 func WithStart(ctx context.Context, start time.Time) context.Context {
-	return context.WithValue(ctx, timingKey{}, &timing{start: start})
+	r := &request{}
+	if old := requestOf(ctx); old != nil {
+		r.id = old.id
+	}
+	r.own.start = start
+	r.timing = &r.own
+	return context.WithValue(ctx, requestKey{}, r)
 }
 
 func timingOf(ctx context.Context) *timing {
-	t, _ := ctx.Value(timingKey{}).(*timing)
-	return t
+	if r := requestOf(ctx); r != nil {
+		return r.timing
+	}
+	return nil
 }
 
 // RequestStart returns when sluice began handling the request (from
@@ -102,10 +132,12 @@ func NewRequestID() string { return ids.New(ids.Request) }
 // spent in auth counts as sluice's overhead), and sets the id on the
 // response.
 func Start(ctx context.Context, w http.ResponseWriter) context.Context {
-	start := time.Now()
-	id := NewRequestID()
-	w.Header().Set(RequestIDHeader, id)
-	return WithStart(WithRequestID(ctx, id), start)
+	r := &request{id: NewRequestID()}
+	r.own.start = time.Now()
+	r.timing = &r.own
+	// The canonical key: Set would canonicalise it anew on every request.
+	w.Header()[RequestIDHeader] = []string{r.id}
+	return context.WithValue(ctx, requestKey{}, r)
 }
 
 // StartRequest is Start for a request that needs nothing more in its

@@ -23,17 +23,18 @@ type scopeLimits struct {
 }
 
 // limits returns the key's and team's limits; scopes without any are left
-// out. Most keys have none, so the common case allocates nothing.
+// out. Most keys have none, so the common case allocates nothing (a scope's
+// name is built only for a scope with limits).
 func (p Principal) limits() []scopeLimits {
 	var out []scopeLimits
 	if k := p.Key; k != nil {
-		if l := (scopeLimits{scope: "key:" + k.Token, what: "key", rpm: deref(k.RPMLimit), tpm: deref(k.TPMLimit)}); l.rpm > 0 || l.tpm > 0 {
-			out = append(out, l)
+		if rpm, tpm := deref(k.RPMLimit), deref(k.TPMLimit); rpm > 0 || tpm > 0 {
+			out = append(out, scopeLimits{scope: "key:" + k.Token, what: "key", rpm: rpm, tpm: tpm})
 		}
 	}
 	if t := p.Team; t != nil {
-		if l := (scopeLimits{scope: "team:" + t.TeamID, what: "team", rpm: deref(t.RPMLimit), tpm: deref(t.TPMLimit)}); l.rpm > 0 || l.tpm > 0 {
-			out = append(out, l)
+		if rpm, tpm := deref(t.RPMLimit), deref(t.TPMLimit); rpm > 0 || tpm > 0 {
+			out = append(out, scopeLimits{scope: "team:" + t.TeamID, what: "team", rpm: rpm, tpm: tpm})
 		}
 	}
 	return out

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/sluice-gateway/sluice/pkg/handoff"
 )
 
 // BenchmarkOverhead sets the local process (Serve, as make run starts it)
@@ -187,7 +189,8 @@ func benchSluice(b testing.TB, upstream string) (url, key string) {
 }
 
 // benchSluiceWith starts the local process with the config conf and
-// returns its URL and a team key.
+// returns its URL and a team key. Its log events go to the delivery job in
+// memory (pkg/handoff), as in functions/local.
 func benchSluiceWith(b testing.TB, conf string) (url, key string) {
 	dir := b.TempDir()
 	confPath := filepath.Join(dir, "config.yaml")
@@ -196,7 +199,7 @@ func benchSluiceWith(b testing.TB, conf string) (url, key string) {
 	}
 	master := "sk-bench-master"
 	env := map[string]string{"SLUICE_DATA_DIR": filepath.Join(dir, "data"), "SLUICE_ADDR": "127.0.0.1:0", "SLUICE_MASTER_KEY": master, "SLUICE_CONFIG": confPath}
-	g, err := Open(context.Background(), func(k string) string { return env[k] })
+	g, err := Open(context.Background(), func(k string) string { return env[k] }, WithHandoff(handoff.Wrap))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -179,7 +179,7 @@ func (e *Emitter) Observe(o Observer) { e.observers = append(e.observers, o) }
 // logged, never returned: logging must not fail a call.
 func (e *Emitter) Start(ctx context.Context, ev *Event) (wait func()) {
 	e.price(ctx, []*Event{ev})
-	return orNoWait(e.start(ctx, []*Event{ev}))
+	return e.start(ctx, []*Event{ev}).waiter()
 }
 
 // StartAll is Start for several events, e.g. the lines of a batch: those
@@ -188,7 +188,7 @@ func (e *Emitter) Start(ctx context.Context, ev *Event) (wait func()) {
 // events, one JSON object a line), all sent in one publish.
 func (e *Emitter) StartAll(ctx context.Context, events []*Event) (wait func()) {
 	e.price(ctx, events)
-	return orNoWait(e.start(ctx, events))
+	return e.start(ctx, events).waiter()
 }
 
 // Wants reports whether anyone listens for an event of team's with status
@@ -220,8 +220,8 @@ func (e *Emitter) Emit(ctx context.Context, ev *Event) {
 		p.add(ctx, e, ev)
 		return
 	}
-	if wait := e.start(ctx, []*Event{ev}); wait != nil {
-		wait()
+	if pub := e.start(ctx, []*Event{ev}); pub != nil {
+		pub.wait()
 	}
 }
 
@@ -230,16 +230,17 @@ func (e *Emitter) EmitAll(ctx context.Context, events []*Event) { e.StartAll(ctx
 
 func noWait() {}
 
-func orNoWait(wait func()) func() {
-	if wait == nil {
+// waiter is the function that waits for p's publish (none for nil).
+func (p *publication) waiter() func() {
+	if p == nil {
 		return noWait
 	}
-	return wait
+	return p.wait
 }
 
 // start filters events by their listeners and starts the publish of the
-// rest; nil when there is nothing to publish.
-func (e *Emitter) start(ctx context.Context, events []*Event) (wait func()) {
+// rest, which it returns; nil when there is nothing to publish.
+func (e *Emitter) start(ctx context.Context, events []*Event) *publication {
 	if e == nil {
 		return nil
 	}
@@ -251,14 +252,40 @@ func (e *Emitter) start(ctx context.Context, events []*Event) (wait func()) {
 	if e.listeners == nil && e.pricer == nil || len(events) == 0 {
 		return nil
 	}
-	// The request may be cancelled (client gone) while we publish: keep going.
-	ctx = context.WithoutCancel(ctx)
+	// The request may be cancelled (client gone) while we publish: keep
+	// going. (Detached only where it is used: an event joining a
+	// publication that waits needs no context.)
+	var detached context.Context
+	wanted := events
+	if e.pricer == nil { // spend counts every call; else only the wanted go
+		detached = context.WithoutCancel(ctx)
+		wanted = e.wanted(detached, events)
+	}
+	if len(wanted) == 0 {
+		return nil
+	}
+	e.mu.Lock()
+	p := e.next
+	if p == nil {
+		if detached == nil {
+			detached = context.WithoutCancel(ctx)
+		}
+		p = &publication{ctx: detached, done: make(chan struct{}), hurry: make(chan struct{})}
+		e.next = p
+	}
+	p.events = append(p.events, wanted...)
+	if !e.running {
+		e.running = true
+		go e.run()
+	}
+	e.mu.Unlock()
+	return p
+}
+
+// wanted is the events someone listens to.
+func (e *Emitter) wanted(ctx context.Context, events []*Event) []*Event {
 	wanted := events[:0:0]
 	for _, ev := range events {
-		if e.pricer != nil {
-			wanted = append(wanted, ev) // spend counts every call
-			continue
-		}
 		team := ev.Metadata.UserAPIKeyTeamID
 		ok, err := e.listeners.Listening(ctx, team, ev.Status)
 		if err != nil {
@@ -269,22 +296,7 @@ func (e *Emitter) start(ctx context.Context, events []*Event) (wait func()) {
 			wanted = append(wanted, ev)
 		}
 	}
-	if len(wanted) == 0 {
-		return nil
-	}
-	e.mu.Lock()
-	p := e.next
-	if p == nil {
-		p = &publication{ctx: ctx, done: make(chan struct{}), hurry: make(chan struct{})}
-		e.next = p
-	}
-	p.events = append(p.events, wanted...)
-	if !e.running {
-		e.running = true
-		go e.run()
-	}
-	e.mu.Unlock()
-	return p.wait
+	return wanted
 }
 
 // Drain waits until every publish started so far has finished, and what a
@@ -569,8 +581,12 @@ type pendingKey struct{}
 type Pending struct {
 	collect *Emitter // Collect's emitter; nil for Deferred
 
-	mu     sync.Mutex
-	waits  []func()
+	mu sync.Mutex
+	// pubs are the publishes started under the context (held, not their
+	// wait functions: a method value is an allocation). A call starts
+	// one, so the first is held inline.
+	pub    *publication
+	pubs   []*publication
 	events []*Event
 }
 
@@ -599,9 +615,14 @@ func (p *Pending) add(ctx context.Context, e *Emitter, ev *Event) {
 		p.mu.Unlock()
 		return
 	}
-	if wait := e.start(ctx, []*Event{ev}); wait != nil {
+	if pub := e.start(ctx, []*Event{ev}); pub != nil {
 		p.mu.Lock()
-		p.waits = append(p.waits, wait)
+		switch {
+		case p.pub == nil:
+			p.pub = pub
+		case pub != p.pub && !slices.Contains(p.pubs, pub):
+			p.pubs = append(p.pubs, pub)
+		}
 		p.mu.Unlock()
 	}
 }
@@ -610,20 +631,25 @@ func (p *Pending) add(ctx context.Context, e *Emitter, ev *Event) {
 func (p *Pending) Waiting() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.waits) > 0 || len(p.events) > 0
+	return p.pub != nil || len(p.events) > 0
 }
 
 // Wait publishes what was collected and waits for every publish started
 // under p's context. p can be used again afterwards.
 func (p *Pending) Wait() {
 	p.mu.Lock()
-	waits, events := p.waits, p.events
-	p.waits, p.events = nil, nil
+	pub, pubs, events := p.pub, p.pubs, p.events
+	p.pub, p.pubs, p.events = nil, nil, nil
 	p.mu.Unlock()
+	collected := noWait
 	if len(events) > 0 {
-		waits = append(waits, p.collect.StartAll(context.Background(), events))
+		collected = p.collect.StartAll(context.Background(), events)
 	}
-	for _, w := range waits {
-		w()
+	if pub != nil {
+		pub.wait()
 	}
+	for _, pub := range pubs {
+		pub.wait()
+	}
+	collected()
 }

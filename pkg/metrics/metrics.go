@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -132,7 +133,7 @@ func New(cfg *config.Config, opts Options) *Metrics {
 		models:      map[string]bool{},
 		deployments: map[string]bool{},
 		providers:   map[string]bool{},
-		teams:       &teamSet{max: opts.MaxTeams, seen: map[string]bool{}},
+		teams:       newTeamSet(opts.MaxTeams),
 		epoch:       time.Now(),
 	}
 	for _, p := range passthroughProviders {
@@ -253,32 +254,46 @@ func bounded(known map[string]bool, v string) string {
 
 // teamSet hands out team label values: a team id (from the caller's
 // authenticated key, never the request) gets its own value while fewer than
-// max have been seen.
+// max have been seen. The set is copied on write (at most max times), so
+// that a lookup takes no lock.
 type teamSet struct {
-	mu   sync.RWMutex
+	mu   sync.Mutex // serialises the writers
 	max  int
-	seen map[string]bool
+	seen atomic.Pointer[map[string]bool]
+}
+
+func newTeamSet(max int) *teamSet {
+	t := &teamSet{max: max}
+	t.seen.Store(&map[string]bool{})
+	return t
 }
 
 func (t *teamSet) label(team string) string {
 	if team == "" {
 		return None
 	}
-	t.mu.RLock()
-	ok, full := t.seen[team], len(t.seen) >= t.max
-	t.mu.RUnlock()
-	if ok {
+	seen := *t.seen.Load()
+	if seen[team] {
 		return team
 	}
-	if full {
+	if len(seen) >= t.max {
 		return Other
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.seen) >= t.max {
+	seen = *t.seen.Load()
+	switch {
+	case seen[team]:
+		return team
+	case len(seen) >= t.max:
 		return Other
 	}
-	t.seen[team] = true
+	next := make(map[string]bool, len(seen)+1)
+	for k := range seen {
+		next[k] = true
+	}
+	next[team] = true
+	t.seen.Store(&next)
 	return team
 }
 

@@ -10,31 +10,39 @@ import (
 // seriesCache keeps the label children a measurement resolved, by the
 // label values it resolved them for: resolving a child hashes and
 // validates every label value (most of a measurement's cost), a lookup
-// here hashes a small struct. Its keys are as bounded as the labels.
+// here hashes a small struct. Its keys are as bounded as the labels, so it
+// is copied on write: a lookup reads an immutable map without a lock (a
+// read lock's shared counter costs every call a contended atomic between
+// cores).
 type seriesCache[K comparable, V any] struct {
-	mu      sync.RWMutex
-	m       map[K]V
+	m       atomic.Pointer[map[K]V]
+	mu      sync.Mutex // serialises the writers
 	resolve func(K) V
 }
 
 func newSeriesCache[K comparable, V any](resolve func(K) V) *seriesCache[K, V] {
-	return &seriesCache[K, V]{m: map[K]V{}, resolve: resolve}
+	c := &seriesCache[K, V]{resolve: resolve}
+	c.m.Store(&map[K]V{})
+	return c
 }
 
 func (c *seriesCache[K, V]) get(k K) V {
-	c.mu.RLock()
-	v, ok := c.m[k]
-	c.mu.RUnlock()
-	if ok {
+	if v, ok := (*c.m.Load())[k]; ok {
 		return v
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if v, ok := c.m[k]; ok {
+	old := *c.m.Load()
+	if v, ok := old[k]; ok {
 		return v
 	}
-	v = c.resolve(k)
-	c.m[k] = v
+	v := c.resolve(k)
+	next := make(map[K]V, len(old)+1)
+	for key, val := range old {
+		next[key] = val
+	}
+	next[k] = v
+	c.m.Store(&next)
 	return v
 }
 

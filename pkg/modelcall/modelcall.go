@@ -164,10 +164,16 @@ func (r *Result) quote(doc []byte) (float64, bool) {
 	} else {
 		u = answerUsage(doc)
 	}
-	ev := *r.call.Event
+	// The call's own event, its tokens set for the quote and put back
+	// (end sets them for good): a copy of the event would be one more
+	// allocation of its size a call. Nothing else reads it before end.
+	ev := r.call.Event
+	in, cached, out, total := ev.PromptTokens, ev.CachedTokens, ev.CompletionTokens, ev.TotalTokens
 	ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = u.PromptTokens, u.CompletionTokens, u.TotalTokens
 	ev.CachedTokens = u.PromptTokensDetails.CachedTokens
-	return r.call.calls.events.Quote(&ev)
+	cost, ok := r.call.calls.events.Quote(ev)
+	ev.PromptTokens, ev.CachedTokens, ev.CompletionTokens, ev.TotalTokens = in, cached, out, total
+	return cost, ok
 }
 
 // UsageMeter is a Meter of a whole answer that reads its usage as soon as
@@ -506,12 +512,13 @@ func (r *Result) end(copyErr error) {
 		ev.Fail(merr)
 	}
 	ev.SetTimes(c.start, r.first, time.Now())
-	// The caller may have gone: its tokens still count.
-	ctx := context.WithoutCancel(c.ctx)
+	// The caller may have gone: its tokens still count. (Emit keeps
+	// publishing past its context's end by itself; its values are read
+	// through c.ctx, not a detached copy, whose every lookup allocates.)
 	if c.calls.tokens != nil {
-		c.calls.tokens.Finish(ctx, c.p, c.rep, usage.TotalTokens)
+		c.calls.tokens.Finish(context.WithoutCancel(c.ctx), c.p, c.rep, usage.TotalTokens)
 	}
-	c.calls.events.Emit(ctx, ev)
+	c.calls.events.Emit(c.ctx, ev)
 }
 
 var errNotDelivered = errors.New("modelcall: the caller did not take the answer")

@@ -487,11 +487,15 @@ func (s *Service) answer(w http.ResponseWriter, r *http.Request, ctx context.Con
 
 // finish counts the call's tokens against the limits and emits its log event.
 func (s *Service) finish(r *http.Request, c *call, err error) {
-	ctx := context.WithoutCancel(r.Context())
+	// The caller may have gone: its tokens still count, and the event is
+	// still published (Emit carries on past its context's end by itself;
+	// its values are read through r's context, not a detached copy, whose
+	// every lookup allocates).
+	ctx := r.Context()
 	end := time.Now()
 	u := c.counts.usage()
 	if u.TotalTokens > 0 {
-		if rerr := s.opts.Limits.RecordTokens(ctx, c.principal, u.TotalTokens); rerr != nil {
+		if rerr := s.opts.Limits.RecordTokens(context.WithoutCancel(ctx), c.principal, u.TotalTokens); rerr != nil {
 			slog.WarnContext(ctx, "passthrough tokens not counted", "error", rerr)
 		}
 	}

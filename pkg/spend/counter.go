@@ -174,8 +174,38 @@ func (c *Counter) count(ctx context.Context, me *caller) error {
 // large flush is not cut short as a whole).
 const stepTimeout = 30 * time.Second
 
-// adds is one event's counter deltas (nil: it counts nothing).
-type adds map[store.Key]map[string]int64
+// adds is one event's counter deltas, one a record it adds to (nil: it
+// counts nothing). A slice, not a map: an event touches at most five
+// records, and the flush sums them by key once (pack).
+type adds []add
+
+// add is what one event adds to one counter record.
+type add struct {
+	key store.Key
+	delta
+}
+
+// delta is the counters an event adds to a record: a report row takes all
+// four, a budget period the cost alone (costOnly).
+type delta struct {
+	cost, input, output, requests int64
+	costOnly                      bool
+}
+
+// counters is d as the record's counters.
+func (d delta) counters() map[string]int64 {
+	if d.costOnly {
+		return map[string]int64{counterCost: d.cost}
+	}
+	return map[string]int64{counterCost: d.cost, counterInput: d.input, counterOutput: d.output, counterRequests: d.requests}
+}
+
+func (d *delta) plus(o delta) {
+	d.cost += o.cost
+	d.input += o.input
+	d.output += o.output
+	d.requests += o.requests
+}
 
 // unit is what one dedupe record guards: one event, or a named message's
 // events.
@@ -267,6 +297,7 @@ func (c *Counter) flush(ctx context.Context, callers []*caller) {
 func (c *Counter) units(ctx context.Context, callers []*caller) []*unit {
 	var units []*unit
 	byKey := map[store.Key]*unit{}
+	rows := &rowKeys{}
 	for _, cl := range callers {
 		if cl.name != "" {
 			key := messageKey(cl.name)
@@ -276,7 +307,7 @@ func (c *Counter) units(ctx context.Context, callers []*caller) []*unit {
 			}
 			u := &unit{key: key, message: true, events: make([]adds, len(cl.events)), owners: []*caller{cl}}
 			for i, ev := range cl.events {
-				a, err := c.addsOf(ctx, ev)
+				a, err := c.addsOf(ctx, rows, ev)
 				if err != nil {
 					cl.err, u = err, nil
 					break
@@ -298,7 +329,7 @@ func (c *Counter) units(ctx context.Context, callers []*caller) []*unit {
 					continue
 				}
 			}
-			a, err := c.addsOf(ctx, ev)
+			a, err := c.addsOf(ctx, rows, ev)
 			if err != nil {
 				cl.err = cmpFirst(cl.err, err)
 				continue
@@ -337,7 +368,7 @@ func cmpFirst(first, err error) error {
 // message that does not fit a transaction of its own is cut: the
 // transaction takes its events up to u.to.
 func (c *Counter) pack(units []*unit) (int, []store.Write) {
-	sums := map[store.Key]map[string]int64{}
+	sums := map[store.Key]*delta{}
 	var order []store.Key
 	records, n := 0, 0
 	for _, u := range units {
@@ -349,17 +380,17 @@ func (c *Counter) pack(units []*unit) (int, []store.Write) {
 		to := u.from
 		for ; to < len(u.events); to++ {
 			extra := 0
-			for k := range u.events[to] {
-				if _, ok := sums[k]; !ok && !fresh[k] {
+			for _, a := range u.events[to] {
+				if _, ok := sums[a.key]; !ok && !fresh[a.key] {
 					extra++
 				}
 			}
 			if records+rec+len(order)+len(fresh)+extra > store.MaxTransactWrites {
 				break
 			}
-			for k := range u.events[to] {
-				if _, ok := sums[k]; !ok {
-					fresh[k] = true
+			for _, a := range u.events[to] {
+				if _, ok := sums[a.key]; !ok {
+					fresh[a.key] = true
 				}
 			}
 		}
@@ -368,17 +399,15 @@ func (c *Counter) pack(units []*unit) (int, []store.Write) {
 		}
 		u.to = to
 		records += rec
-		for _, a := range u.events[u.from:to] {
-			for k, deltas := range a {
-				sum, ok := sums[k]
+		for _, ev := range u.events[u.from:to] {
+			for _, a := range ev {
+				sum, ok := sums[a.key]
 				if !ok {
-					sum = map[string]int64{}
-					sums[k] = sum
-					order = append(order, k)
+					sum = &delta{costOnly: a.costOnly}
+					sums[a.key] = sum
+					order = append(order, a.key)
 				}
-				for name, v := range deltas {
-					sum[name] += v
-				}
+				sum.plus(a.delta)
 			}
 		}
 		n++
@@ -404,7 +433,7 @@ func (c *Counter) pack(units []*unit) (int, []store.Write) {
 		}
 	}
 	for _, k := range order {
-		writes = append(writes, store.Write{Kind: store.WriteAdd, Record: store.Record{Key: k, Counters: sums[k]}})
+		writes = append(writes, store.Write{Kind: store.WriteAdd, Record: store.Record{Key: k, Counters: sums[k].counters()}})
 	}
 	return n, writes
 }
@@ -452,63 +481,101 @@ func (c *Counter) uncounted(ctx context.Context, units []*unit) ([]*unit, error)
 }
 
 // addsOf is the counter deltas that count ev: nil for a budget alert (no
-// call: nothing spent, no request).
-func (c *Counter) addsOf(ctx context.Context, ev *logevent.Event) (adds, error) {
+// call: nothing spent, no request). rows names the records.
+func (c *Counter) addsOf(ctx context.Context, rows *rowKeys, ev *logevent.Event) (adds, error) {
 	if ev.BudgetAlert != nil {
 		return nil, nil
 	}
-	it, err := c.itemOf(ctx, ev)
-	return it.adds, err
-}
-
-// item is one event's counter deltas.
-type item struct{ adds adds }
-
-// itemOf is the counter deltas that count ev.
-func (c *Counter) itemOf(ctx context.Context, ev *logevent.Event) (item, error) {
-	it := item{adds: adds{}}
-	deltas := map[string]int64{
-		counterCost: nanos(ev.ResponseCost), counterInput: ev.PromptTokens,
-		counterOutput: ev.CompletionTokens, counterRequests: 1,
-	}
+	cost := nanos(ev.ResponseCost)
+	row := delta{cost: cost, input: ev.PromptTokens, output: ev.CompletionTokens, requests: 1}
 	at := eventTime(ev)
-	day := at.UTC().Format(time.DateOnly)
+	day := rows.day(at)
 	md := ev.Metadata
 	team := md.UserAPIKeyTeamID
-	it.adds[dayKey(day, "team#"+team)] = deltas
+	a := make(adds, 1, 5)
+	a[0] = add{rows.key(rowKey{kind: "team#", day: day, team: team}), row}
 	if md.UserAPIKeyHash != "" {
-		it.adds[dayKey(day, "key#"+team+"#"+md.UserAPIKeyHash)] = deltas
+		a = append(a, add{rows.key(rowKey{kind: "key#", day: day, team: team, sub: md.UserAPIKeyHash}), row})
 	}
 	if model := ev.ModelGroup; model != "" || ev.Model != "" {
 		if model == "" {
 			model = ev.Model
 		}
-		it.adds[dayKey(day, "model#"+team+"#"+model)] = deltas
+		a = append(a, add{rows.key(rowKey{kind: "model#", day: day, team: team, sub: model}), row})
 	}
 	if md.UserAPIKeyHash == "" || ev.ResponseCost == 0 {
-		return it, nil
+		return a, nil
 	}
 	// The budget periods: the key's and its team's, as they are now.
 	p, err := c.principals.PrincipalOf(ctx, md.UserAPIKeyHash)
-	var gone *api.Error
-	switch {
-	case errors.As(err, &gone) && gone.Status == 401:
-		// Deleted or expired since: no budget left to count against.
-		slog.DebugContext(ctx, "spend: a call's key is gone; its budget period is not counted", "event_id", ev.ID, "error", err)
-		return it, nil
-	case err != nil:
-		return it, fmt.Errorf("spend: resolve the key of event %s: %w", ev.ID, err)
+	if err != nil {
+		if gone := (*api.Error)(nil); errors.As(err, &gone) && gone.Status == 401 {
+			// Deleted or expired since: no budget left to count against.
+			slog.DebugContext(ctx, "spend: a call's key is gone; its budget period is not counted", "event_id", ev.ID, "error", err)
+			return a, nil
+		}
+		return a, fmt.Errorf("spend: resolve the key of event %s: %w", ev.ID, err)
 	}
-	cost := map[string]int64{counterCost: nanos(ev.ResponseCost)}
+	spent := delta{cost: cost, costOnly: true}
 	if k := p.Key; k != nil {
 		period, _ := Period(k.CreatedAt, k.BudgetDuration, at)
-		it.adds[periodKey("key:"+k.Token, period)] = cost
+		a = append(a, add{rows.key(rowKey{kind: "key:", day: period, team: k.Token}), spent})
 	}
 	if t := p.Team; t != nil {
 		period, _ := Period(t.CreatedAt, t.BudgetDuration, at)
-		it.adds[periodKey("team:"+t.TeamID, period)] = cost
+		a = append(a, add{rows.key(rowKey{kind: "team:", day: period, team: t.TeamID}), spent})
 	}
-	return it, nil
+	return a, nil
+}
+
+// rowKeys names the counter records of one flush: the events of a flush
+// mostly fall on one day and a few keys, teams and models, so each
+// record's key (and each day's name) is built once a flush, not once an
+// event.
+type rowKeys struct {
+	lastDay  int64 // unix day of lastName; valid when lastName is set
+	lastName string
+	keys     map[rowKey]store.Key
+}
+
+// rowKey is a counter record by its parts: a report row (kind "team#",
+// "key#" or "model#"; day; team; the key's hash or the model) or a budget
+// period (kind "key:" or "team:"; the period in day; the key or team in
+// team).
+type rowKey struct{ kind, day, team, sub string }
+
+// day is at's UTC day as the reports name it.
+func (r *rowKeys) day(at time.Time) string {
+	d := at.Unix()
+	if d < 0 {
+		d -= 86399 // floor: days before 1970
+	}
+	d /= 86400
+	if r.lastName == "" || d != r.lastDay {
+		r.lastDay, r.lastName = d, at.UTC().Format(time.DateOnly)
+	}
+	return r.lastName
+}
+
+// key is the record of k.
+func (r *rowKeys) key(k rowKey) store.Key {
+	if key, ok := r.keys[k]; ok {
+		return key
+	}
+	var key store.Key
+	switch k.kind {
+	case "key:", "team:":
+		key = periodKey(k.kind+k.team, k.day)
+	case "team#":
+		key = dayKey(k.day, k.kind+k.team)
+	default:
+		key = dayKey(k.day, k.kind+k.team+"#"+k.sub)
+	}
+	if r.keys == nil {
+		r.keys = map[rowKey]store.Key{}
+	}
+	r.keys[k] = key
+	return key
 }
 
 // eventTime is when a call started.
