@@ -63,7 +63,16 @@ func Post(ctx context.Context, client *http.Client, provider, url string, v any,
 // reports it as the provider's unexpected answer). Transport failures come
 // back wrapped, so timeouts stay recognisable.
 func Do(client *http.Client, provider string, req *http.Request) (*Response, error) {
-	resp, err := send(client, provider, req, jsonMediaType, notJSON)
+	return DoWith(client, provider, req, models.ReadProviderError)
+}
+
+// ErrorReader reads (and closes) a provider's answer other than 2xx as its
+// error: models.ReadProviderError, or a vendor's own reader.
+type ErrorReader func(provider string, resp *http.Response) *models.ProviderError
+
+// DoWith is Do with the vendor's error reader.
+func DoWith(client *http.Client, provider string, req *http.Request, readError ErrorReader) (*Response, error) {
+	resp, err := send(client, provider, req, readError, jsonMediaType, notJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +126,7 @@ func Send(client *http.Client, req *http.Request) (*http.Response, error) {
 // than 2xx (or one that is not JSON) is a *models.ProviderError; a transport
 // failure comes back wrapped.
 func Relay(client *http.Client, provider string, req *http.Request) (*models.Answer, error) {
-	resp, err := send(client, provider, req, jsonMediaType, notJSON)
+	resp, err := send(client, provider, req, models.ReadProviderError, jsonMediaType, notJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -126,16 +135,16 @@ func Relay(client *http.Client, provider string, req *http.Request) (*models.Ans
 
 const notJSON = "answered with Content-Type %q, not JSON"
 
-// send sends a call and checks its answer: 2xx, with a
-// Content-Type accept allows (else a *models.ProviderError whose message is
-// refused with the media type read).
-func send(client *http.Client, provider string, req *http.Request, accept func(ct string) (string, bool), refused string) (*http.Response, error) {
+// send sends a call and checks its answer: 2xx (else readError's error),
+// with a Content-Type accept allows (else a *models.ProviderError whose
+// message is refused with the media type read).
+func send(client *http.Client, provider string, req *http.Request, readError ErrorReader, accept func(ct string) (string, bool), refused string) (*http.Response, error) {
 	resp, err := Send(client, req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", provider, req.URL.Path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, models.ReadProviderError(provider, resp)
+		return nil, readError(provider, resp)
 	}
 	if mt, ok := accept(resp.Header.Get("Content-Type")); !ok {
 		resp.Body.Close()
@@ -160,7 +169,12 @@ func jsonMediaType(ct string) (string, bool) {
 // one that is not an event stream, is a *models.ProviderError; a transport
 // failure comes back wrapped.
 func RelayStream(client *http.Client, provider string, req *http.Request) (*models.Answer, error) {
-	resp, err := send(client, provider, req, eventStreamType, "answered a streamed call with Content-Type %q, not an event stream")
+	return RelayStreamWith(client, provider, req, models.ReadProviderError)
+}
+
+// RelayStreamWith is RelayStream with the vendor's error reader.
+func RelayStreamWith(client *http.Client, provider string, req *http.Request, readError ErrorReader) (*models.Answer, error) {
+	resp, err := send(client, provider, req, readError, eventStreamType, "answered a streamed call with Content-Type %q, not an event stream")
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,18 @@ func Prepare(req *oai.EmbeddingRequest, provider, model string) ([]string, Outpu
 	return texts, Output{Provider: provider, Model: model, Encoding: req.Encoding(), Dimensions: req.Dimensions}, nil
 }
 
+// PrepareGoogle is Prepare for Google's embedding APIs (Gemini, Vertex AI),
+// with the request's task type (see TaskType; deployment is the
+// deployment's default).
+func PrepareGoogle(req *oai.EmbeddingRequest, provider, model, deployment string) ([]string, Output, string, error) {
+	texts, out, err := Prepare(req, provider, model)
+	if err != nil {
+		return nil, out, "", err
+	}
+	task, err := TaskType(req, deployment)
+	return texts, out, task, err
+}
+
 // Endpoint is where a provider's embed calls go: each batch is one JSON POST
 // to URL through Client, with the credential Authorize puts on it (it gets
 // the encoded body too, for a signature; the request's context is the

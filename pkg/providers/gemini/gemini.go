@@ -144,11 +144,7 @@ type part struct {
 // Embed sends the texts in batches of up to 100, concurrently. input_type
 // (or task_type) becomes taskType, dimensions outputDimensionality.
 func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*models.Answer, error) {
-	texts, out, err := embedbatch.Prepare(req, Name, e.model)
-	if err != nil {
-		return nil, err
-	}
-	task, err := embedbatch.TaskType(req, e.taskType)
+	texts, out, task, err := embedbatch.PrepareGoogle(req, Name, e.model, e.taskType)
 	if err != nil {
 		return nil, err
 	}

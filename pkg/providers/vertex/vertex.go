@@ -191,11 +191,7 @@ type parameters struct {
 // becomes each instance's task_type; dimensions becomes
 // parameters.outputDimensionality.
 func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*models.Answer, error) {
-	texts, out, err := embedbatch.Prepare(req, Name, e.model)
-	if err != nil {
-		return nil, err
-	}
-	taskType, err := embedbatch.TaskType(req, e.taskType)
+	texts, out, taskType, err := embedbatch.PrepareGoogle(req, Name, e.model, e.taskType)
 	if err != nil {
 		return nil, err
 	}
