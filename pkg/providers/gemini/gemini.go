@@ -82,13 +82,9 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if model == "" {
 		return nil, api.Unavailable("Model '%s' names no Gemini model: litellm_params.model must be gemini/<model>.", d.ModelName)
 	}
-	taskType, _ := d.Params.Extra["input_type"].(string)
-	if t, _ := d.Params.Extra["task_type"].(string); t != "" {
-		taskType = t
-	}
 	modelURL := base + "/v1beta/models/" + url.PathEscape(model)
 	return &endpoint{
-		client: p.client, base: base, model: model, cred: cred, taskType: taskType,
+		client: p.client, base: base, model: model, cred: cred, taskType: embedbatch.DeploymentTaskType(d.Params.Extra),
 		url:      modelURL + ":batchEmbedContents",
 		resource: "models/" + model,
 		chat: ChatEndpoint{

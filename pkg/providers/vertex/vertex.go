@@ -122,12 +122,8 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if model == "" {
 		return nil, api.Unavailable("Model '%s' names no Vertex AI model: litellm_params.model must be vertex_ai/<model>.", d.ModelName)
 	}
-	inputType, _ := d.Params.Extra["input_type"].(string)
-	if t, _ := d.Params.Extra["task_type"].(string); t != "" {
-		inputType = t
-	}
 	return &endpoint{
-		client: p.client, tokens: tokens, base: base, model: model, taskType: inputType,
+		client: p.client, tokens: tokens, base: base, model: model, taskType: embedbatch.DeploymentTaskType(d.Params.Extra),
 		project: project, location: location, drop: providers.NewDropParams(Name, d),
 		url: base + "/v1/projects/" + url.PathEscape(project) + "/locations/" + url.PathEscape(location) +
 			"/publishers/google/models/" + url.PathEscape(model) + ":predict",
