@@ -485,7 +485,7 @@ func (e *endpoint) control(ctx context.Context, method, path string, in, v any) 
 		return fmt.Errorf("bedrock %s: %w", path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return readError(resp)
+		return readError(Name, resp)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
