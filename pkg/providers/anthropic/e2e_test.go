@@ -39,13 +39,14 @@ func TestChatAnthropicEndToEnd(t *testing.T) {
 				Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("Be brief."), openai.UserMessage("Hello!")},
 			}
 		}
-		anthropicAnswers(t, h, up, ctx, params)
-		anthropicToolsAndThinking(t, h, up, ctx, params)
-		anthropicRefusals(t, h, up, ctx, params)
+		anthropicAnswers(t, ctx, h, up, params)
+		anthropicToolsAndThinking(t, ctx, h, up, params)
+		anthropicRefusals(t, ctx, h, up, params)
 	})
 }
 
-func anthropicAnswers(t *testing.T, h *chattest.Harness, up *providertest.Upstream, ctx context.Context, params func(string) openai.ChatCompletionNewParams) {
+// anthropicAnswers checks plain answers, streamed and not.
+func anthropicAnswers(t *testing.T, ctx context.Context, h *chattest.Harness, up *providertest.Upstream, params func(string) openai.ChatCompletionNewParams) {
 	t.Run("not streamed", func(t *testing.T) {
 		p := params("claude-sonnet-4-5")
 		p.MaxCompletionTokens = openai.Int(100)
@@ -114,7 +115,8 @@ func anthropicAnswers(t *testing.T, h *chattest.Harness, up *providertest.Upstre
 	})
 }
 
-func anthropicToolsAndThinking(t *testing.T, h *chattest.Harness, up *providertest.Upstream, ctx context.Context, params func(string) openai.ChatCompletionNewParams) {
+// anthropicToolsAndThinking checks tool calls and thinking blocks.
+func anthropicToolsAndThinking(t *testing.T, ctx context.Context, h *chattest.Harness, up *providertest.Upstream, params func(string) openai.ChatCompletionNewParams) {
 	weather := openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "get_weather",
 		Parameters: openai.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}})
 	clock := openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "get_time"})
@@ -206,7 +208,8 @@ func anthropicToolsAndThinking(t *testing.T, h *chattest.Harness, up *providerte
 	})
 }
 
-func anthropicRefusals(t *testing.T, h *chattest.Harness, up *providertest.Upstream, ctx context.Context, params func(string) openai.ChatCompletionNewParams) {
+// anthropicRefusals checks response formats and what is refused, by Anthropic or by sluice.
+func anthropicRefusals(t *testing.T, ctx context.Context, h *chattest.Harness, up *providertest.Upstream, params func(string) openai.ChatCompletionNewParams) {
 	t.Run("response_format json_schema", func(t *testing.T) {
 		p := params(anthropictest.ModelJSON)
 		p.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &openai.ResponseFormatJSONSchemaParam{

@@ -69,12 +69,13 @@ func TestChatBedrockEndToEnd(t *testing.T) {
 			Name: "get_weather", Parameters: openai.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}},
 		})}
 
-		bedrockAnswers(t, h, up, ctx, params, weather)
-		bedrockRefusals(t, h, up, ctx, params, weather)
+		bedrockAnswers(t, ctx, h, up, params, weather)
+		bedrockRefusals(t, ctx, h, up, params, weather)
 	})
 }
 
-func bedrockAnswers(t *testing.T, h *chattest.Harness, up *providertest.Upstream, ctx context.Context, params, weather openai.ChatCompletionNewParams) {
+// bedrockAnswers checks answers and tool calls, streamed and not.
+func bedrockAnswers(t *testing.T, ctx context.Context, h *chattest.Harness, up *providertest.Upstream, params, weather openai.ChatCompletionNewParams) {
 	t.Run("not streamed", func(t *testing.T) {
 		got, err := h.Client.Chat.Completions.New(ctx, params)
 		if err != nil {
@@ -154,7 +155,8 @@ func bedrockAnswers(t *testing.T, h *chattest.Harness, up *providertest.Upstream
 	})
 }
 
-func bedrockRefusals(t *testing.T, h *chattest.Harness, up *providertest.Upstream, ctx context.Context, params, weather openai.ChatCompletionNewParams) {
+// bedrockRefusals checks what is refused, by Bedrock or by sluice, and a stream that fails.
+func bedrockRefusals(t *testing.T, ctx context.Context, h *chattest.Harness, up *providertest.Upstream, params, weather openai.ChatCompletionNewParams) {
 	t.Run("Bedrock refuses", func(t *testing.T) {
 		for _, stream := range []bool{false, true} {
 			r := h.Post(t, "/v1/chat/completions", fmt.Sprintf(`{"model":"claude","messages":[{"role":"user","content":"refuse"}],"stream":%v}`, stream))

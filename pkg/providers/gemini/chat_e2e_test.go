@@ -32,12 +32,13 @@ func TestChatEndToEnd(t *testing.T) {
 			Model:    "flash",
 			Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("Be brief."), openai.UserMessage("Hello!")},
 		}
-		geminiAnswers(t, h, up, ctx, params)
-		geminiToolsAndRefusals(t, h, up, ctx, params)
+		geminiAnswers(t, ctx, h, up, params)
+		geminiToolsAndRefusals(t, ctx, h, up, params)
 	})
 }
 
-func geminiAnswers(t *testing.T, h *chattest.Harness, up *providertest.Upstream, ctx context.Context, params openai.ChatCompletionNewParams) {
+// geminiAnswers checks plain answers, streamed and not.
+func geminiAnswers(t *testing.T, ctx context.Context, h *chattest.Harness, up *providertest.Upstream, params openai.ChatCompletionNewParams) {
 	t.Run("not streamed", func(t *testing.T) {
 		got, err := h.Client.Chat.Completions.New(ctx, params)
 		if err != nil {
@@ -102,7 +103,8 @@ func geminiAnswers(t *testing.T, h *chattest.Harness, up *providertest.Upstream,
 	})
 }
 
-func geminiToolsAndRefusals(t *testing.T, h *chattest.Harness, up *providertest.Upstream, ctx context.Context, params openai.ChatCompletionNewParams) {
+// geminiToolsAndRefusals checks a tool call round trip and what is refused, by Google or by sluice.
+func geminiToolsAndRefusals(t *testing.T, ctx context.Context, h *chattest.Harness, up *providertest.Upstream, params openai.ChatCompletionNewParams) {
 	t.Run("a tool call and its result", func(t *testing.T) {
 		p := params
 		p.Tools = []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
