@@ -36,3 +36,52 @@ func TestStrings(t *testing.T) {
 		t.Error(diff)
 	}
 }
+
+var countsSchema = NewCountSchema[countsDoc]()
+
+func TestCountSchemaReadsTheTags(t *testing.T) {
+	var d countsDoc
+	got := countsSchema.Fields(&d)
+	if diff := cmp.Diff(d.fields(), got); diff != "" {
+		t.Error(diff)
+	}
+	if !countsSchema.Decode([]byte(`{"a_count":12,"bCount":3}`), &d) || d != (countsDoc{A: 12, B: 3}) {
+		t.Errorf("Decode: %+v", d)
+	}
+	type other struct {
+		N    int64 `json:",omitempty"`
+		Skip int64 `json:"-"`
+		M    int64 `json:"m"`
+		n    int64
+	}
+	if names := NewCountSchema[other]().names; cmp.Diff([]string{"N", "m"}, names) != "" {
+		t.Errorf("names %q", names)
+	}
+}
+
+func TestCountSchemaRefusesOtherFields(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("a string field accepted as a count")
+		}
+	}()
+	NewCountSchema[struct {
+		S string `json:"s"`
+	}]()
+}
+
+func BenchmarkCountSchemaDecode(b *testing.B) {
+	doc := []byte(`{"a_count":12,"bCount":3}`)
+	for b.Loop() {
+		var d countsDoc
+		countsSchema.Decode(doc, &d)
+	}
+}
+
+func BenchmarkCountsLiteralFields(b *testing.B) {
+	doc := []byte(`{"a_count":12,"bCount":3}`)
+	for b.Loop() {
+		var d countsDoc
+		Counts(doc, d.fields())
+	}
+}

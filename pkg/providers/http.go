@@ -63,18 +63,20 @@ func Post(ctx context.Context, client *http.Client, provider, url string, v any,
 // reports it as the provider's unexpected answer). Transport failures come
 // back wrapped, so timeouts stay recognisable.
 func Do(client *http.Client, provider string, req *http.Request) (*Response, error) {
-	resp, err := Send(client, req)
+	return DoWith(client, provider, req, models.ReadProviderError)
+}
+
+// ErrorReader reads (and closes) a provider's answer other than 2xx as its
+// error: models.ReadProviderError, or a vendor's own reader.
+type ErrorReader func(provider string, resp *http.Response) *models.ProviderError
+
+// DoWith is Do with the vendor's error reader.
+func DoWith(client *http.Client, provider string, req *http.Request, readError ErrorReader) (*Response, error) {
+	resp, err := send(client, provider, req, readError, jsonMediaType, notJSON)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", provider, req.URL.Path, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, models.ReadProviderError(provider, resp)
+		return nil, err
 	}
 	defer resp.Body.Close()
-	if mt, ok := jsonMediaType(resp.Header.Get("Content-Type")); !ok {
-		return nil, &models.ProviderError{Provider: provider, Status: resp.StatusCode,
-			Message: fmt.Sprintf("answered with Content-Type %q, not JSON", mt)}
-	}
 	if resp.ContentLength > MaxAnswerBytes {
 		return nil, tooLarge(provider, resp.StatusCode)
 	}
@@ -124,19 +126,31 @@ func Send(client *http.Client, req *http.Request) (*http.Response, error) {
 // than 2xx (or one that is not JSON) is a *models.ProviderError; a transport
 // failure comes back wrapped.
 func Relay(client *http.Client, provider string, req *http.Request) (*models.Answer, error) {
+	resp, err := send(client, provider, req, models.ReadProviderError, jsonMediaType, notJSON)
+	if err != nil {
+		return nil, err
+	}
+	return &models.Answer{Body: resp.Body, ContentLength: resp.ContentLength}, nil
+}
+
+const notJSON = "answered with Content-Type %q, not JSON"
+
+// send sends a call and checks its answer: 2xx (else readError's error),
+// with a Content-Type accept allows (else a *models.ProviderError whose
+// message is refused with the media type read).
+func send(client *http.Client, provider string, req *http.Request, readError ErrorReader, accept func(ct string) (string, bool), refused string) (*http.Response, error) {
 	resp, err := Send(client, req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", provider, req.URL.Path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, models.ReadProviderError(provider, resp)
+		return nil, readError(provider, resp)
 	}
-	if mt, ok := jsonMediaType(resp.Header.Get("Content-Type")); !ok {
+	if mt, ok := accept(resp.Header.Get("Content-Type")); !ok {
 		resp.Body.Close()
-		return nil, &models.ProviderError{Provider: provider, Status: resp.StatusCode,
-			Message: fmt.Sprintf("answered with Content-Type %q, not JSON", mt)}
+		return nil, &models.ProviderError{Provider: provider, Status: resp.StatusCode, Message: fmt.Sprintf(refused, mt)}
 	}
-	return &models.Answer{Body: resp.Body, ContentLength: resp.ContentLength}, nil
+	return resp, nil
 }
 
 // jsonMediaType reports whether an answer's Content-Type allows JSON: none,
@@ -155,17 +169,14 @@ func jsonMediaType(ct string) (string, bool) {
 // one that is not an event stream, is a *models.ProviderError; a transport
 // failure comes back wrapped.
 func RelayStream(client *http.Client, provider string, req *http.Request) (*models.Answer, error) {
-	resp, err := Send(client, req)
+	return RelayStreamWith(client, provider, req, models.ReadProviderError)
+}
+
+// RelayStreamWith is RelayStream with the vendor's error reader.
+func RelayStreamWith(client *http.Client, provider string, req *http.Request, readError ErrorReader) (*models.Answer, error) {
+	resp, err := send(client, provider, req, readError, eventStreamType, "answered a streamed call with Content-Type %q, not an event stream")
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", provider, req.URL.Path, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, models.ReadProviderError(provider, resp)
-	}
-	if mt, ok := eventStreamType(resp.Header.Get("Content-Type")); !ok {
-		resp.Body.Close()
-		return nil, &models.ProviderError{Provider: provider, Status: resp.StatusCode,
-			Message: fmt.Sprintf("answered a streamed call with Content-Type %q, not an event stream", mt)}
+		return nil, err
 	}
 	return &models.Answer{Body: resp.Body, ContentLength: -1}, nil
 }

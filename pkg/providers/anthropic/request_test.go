@@ -33,46 +33,48 @@ func dropping(o *Options) {
 	o.Drop = providers.NewDropParams(Name, config.Deployment{ModelName: "claude", Params: config.Params{DropParams: &drop}})
 }
 
-func TestRequestTranslation(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		body string
-		opts []func(*Options)
-		want string
-	}{
-		{
-			name: "system and developer messages become system blocks; default max_tokens",
-			body: `{"model":"claude","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"},{"role":"developer","content":[{"type":"text","text":"Answer in French."}]}]}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,
+type translationCase struct {
+	name string
+	body string
+	opts []func(*Options)
+	want string
+}
+
+// translationCases are TestRequestTranslation's cases.
+var translationCases = []translationCase{
+	{
+		name: "system and developer messages become system blocks; default max_tokens",
+		body: `{"model":"claude","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"},{"role":"developer","content":[{"type":"text","text":"Answer in French."}]}]}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":8192,
 				"system":[{"type":"text","text":"Be brief."},{"type":"text","text":"Answer in French."}],
 				"messages":[{"role":"user","content":[{"type":"text","text":"Hi"}]}]}`,
-		},
-		{
-			name: "consecutive turns of one role are merged; empty texts left out",
-			body: `{"model":"claude","messages":[{"role":"user","content":"One"},{"role":"user","content":[{"type":"text","text":"Two"},{"type":"text","text":""}]},{"role":"assistant","content":"A"},{"role":"assistant","content":""},{"role":"assistant","content":"B"},{"role":"user","content":"Three"}]}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[
+	},
+	{
+		name: "consecutive turns of one role are merged; empty texts left out",
+		body: `{"model":"claude","messages":[{"role":"user","content":"One"},{"role":"user","content":[{"type":"text","text":"Two"},{"type":"text","text":""}]},{"role":"assistant","content":"A"},{"role":"assistant","content":""},{"role":"assistant","content":"B"},{"role":"user","content":"Three"}]}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[
 				{"role":"user","content":[{"type":"text","text":"One"},{"type":"text","text":"Two"}]},
 				{"role":"assistant","content":[{"type":"text","text":"A"},{"type":"text","text":"B"}]},
 				{"role":"user","content":[{"type":"text","text":"Three"}]}]}`,
-		},
-		{
-			name: "images by URL and by data URI; a PDF file",
-			body: `{"model":"claude","messages":[{"role":"user","content":[
+	},
+	{
+		name: "images by URL and by data URI; a PDF file",
+		body: `{"model":"claude","messages":[{"role":"user","content":[
 				{"type":"text","text":"What is this?"},
 				{"type":"image_url","image_url":{"url":"https://example.com/cat.jpg","detail":"high"}},
 				{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}},
 				{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0x","filename":"a.pdf"}},
 				{"type":"file","file":{"file_data":"JVBERi0y","filename":"b.PDF"}}]}]}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[
+		want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[
 				{"type":"text","text":"What is this?"},
 				{"type":"image","source":{"type":"url","url":"https://example.com/cat.jpg"}},
 				{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}},
 				{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0x"}},
 				{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0y"}}]}]}`,
-		},
-		{
-			name: "tool calls become tool_use, tool results one user turn with the next user text",
-			body: `{"model":"claude","messages":[
+	},
+	{
+		name: "tool calls become tool_use, tool results one user turn with the next user text",
+		body: `{"model":"claude","messages":[
 				{"role":"user","content":"Weather in Paris and Rome?"},
 				{"role":"assistant","content":"Let me look.","tool_calls":[
 					{"id":"toolu_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}},
@@ -82,7 +84,7 @@ func TestRequestTranslation(t *testing.T) {
 				{"role":"user","content":"Thanks"}],
 				"tools":[{"type":"function","function":{"name":"get_weather","description":"Weather of a city","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}},
 					{"type":"function","function":{"name":"now","strict":true}}]}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[
+		want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[
 				{"role":"user","content":[{"type":"text","text":"Weather in Paris and Rome?"}]},
 				{"role":"assistant","content":[{"type":"text","text":"Let me look."},
 					{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Paris"}},
@@ -93,159 +95,162 @@ func TestRequestTranslation(t *testing.T) {
 					{"type":"text","text":"Thanks"}]}],
 				"tools":[{"name":"get_weather","description":"Weather of a city","input_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},
 					{"name":"now","input_schema":{"type":"object","properties":{}},"strict":true}]}`,
-		},
-		{
-			name: "tool_choice required is any; parallel_tool_calls false disables parallel use",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required","parallel_tool_calls":false}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],
+	},
+	{
+		name: "tool_choice required is any; parallel_tool_calls false disables parallel use",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required","parallel_tool_calls":false}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],
 				"tools":[{"name":"f","input_schema":{"type":"object","properties":{}}}],"tool_choice":{"type":"any","disable_parallel_tool_use":true}}`,
-		},
-		{
-			name: "a named function is a tool choice",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"}}}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],
+	},
+	{
+		name: "a named function is a tool choice",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"}}}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],
 				"tools":[{"name":"f","input_schema":{"type":"object","properties":{}}}],"tool_choice":{"type":"tool","name":"f"}}`,
-		},
-		{
-			name: "tool_choice none; parallel_tool_calls alone is auto",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none","parallel_tool_calls":true}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],
+	},
+	{
+		name: "tool_choice none; parallel_tool_calls alone is auto",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none","parallel_tool_calls":true}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],
 				"tools":[{"name":"f","input_schema":{"type":"object","properties":{}}}],"tool_choice":{"type":"none"}}`,
-		},
-		{
-			name: "parallel_tool_calls alone",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"parallel_tool_calls":true}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],
+	},
+	{
+		name: "parallel_tool_calls alone",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"parallel_tool_calls":true}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],
 				"tools":[{"name":"f","input_schema":{"type":"object","properties":{}}}],"tool_choice":{"type":"auto","disable_parallel_tool_use":false}}`,
-		},
-		{
-			name: "no tools, no tool choice",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"tool_choice":"auto","parallel_tool_calls":false}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}`,
-		},
-		{
-			name: "sampling, stop sequences, user, stream",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"max_tokens":100,"max_completion_tokens":300,"temperature":0.2,"top_p":0.9,"top_k":40,"stop":["\n\nHuman:","END"],"user":"user-7f3a","stream":true,"stream_options":{"include_usage":true},"metadata":{"tags":["a"]}}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":300,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],
+	},
+	{
+		name: "no tools, no tool choice",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"tool_choice":"auto","parallel_tool_calls":false}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}`,
+	},
+	{
+		name: "sampling, stop sequences, user, stream",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"max_tokens":100,"max_completion_tokens":300,"temperature":0.2,"top_p":0.9,"top_k":40,"stop":["\n\nHuman:","END"],"user":"user-7f3a","stream":true,"stream_options":{"include_usage":true},"metadata":{"tags":["a"]}}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":300,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],
 				"stream":true,"temperature":0.2,"top_p":0.9,"top_k":40,"stop_sequences":["\n\nHuman:","END"],"metadata":{"user_id":"user-7f3a"}}`,
-		},
-		{
-			name: "a stop string; a user that is an e-mail address is not sent; Claude 3's default",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"stop":"END","user":"ann@example.com"}`,
-			opts: []func(*Options){func(o *Options) { o.Model = "claude-3-haiku-20240307" }},
-			want: `{"model":"claude-3-haiku-20240307","max_tokens":4096,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"stop_sequences":["END"]}`,
-		},
-		{
-			name: "response_format json_schema is a forced tool",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"person","description":"A person","schema":{"type":"object","properties":{"name":{"type":"string"}}},"strict":true}}}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],
+	},
+	{
+		name: "a stop string; a user that is an e-mail address is not sent; Claude 3's default",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"stop":"END","user":"ann@example.com"}`,
+		opts: []func(*Options){func(o *Options) { o.Model = "claude-3-haiku-20240307" }},
+		want: `{"model":"claude-3-haiku-20240307","max_tokens":4096,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"stop_sequences":["END"]}`,
+	},
+	{
+		name: "response_format json_schema is a forced tool",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"person","description":"A person","schema":{"type":"object","properties":{"name":{"type":"string"}}},"strict":true}}}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],
 				"tools":[{"name":"json_tool_call","description":"A person","input_schema":{"type":"object","properties":{"name":{"type":"string"}}}}],
 				"tool_choice":{"type":"tool","name":"json_tool_call"}}`,
-		},
-		{
-			name: "response_format json_object is a forced tool taking any object, beside the client's tools",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"auto","response_format":{"type":"json_object"}}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],
+	},
+	{
+		name: "response_format json_object is a forced tool taking any object, beside the client's tools",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"auto","response_format":{"type":"json_object"}}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],
 				"tools":[{"name":"f","input_schema":{"type":"object","properties":{}}},{"name":"json_tool_call","input_schema":{"type":"object","additionalProperties":true,"properties":{}}}],
 				"tool_choice":{"type":"tool","name":"json_tool_call"}}`,
-		},
-		{
-			name: "response_format text is nothing",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"}}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}`,
-		},
-		{
-			name: "reasoning_effort is a thinking budget, added to the default max_tokens; JSON mode is not forced with thinking",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"reasoning_effort":"medium","response_format":{"type":"json_object"}}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":10240,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],
+	},
+	{
+		name: "response_format text is nothing",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"}}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}`,
+	},
+	{
+		name: "reasoning_effort is a thinking budget, added to the default max_tokens; JSON mode is not forced with thinking",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"reasoning_effort":"medium","response_format":{"type":"json_object"}}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":10240,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],
 				"tools":[{"name":"json_tool_call","input_schema":{"type":"object","additionalProperties":true,"properties":{}}}],
 				"thinking":{"type":"enabled","budget_tokens":2048}}`,
-		},
-		{
-			name: "reasoning_effort with max_completion_tokens",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"reasoning_effort":"high","max_completion_tokens":5000}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":5000,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"thinking":{"type":"enabled","budget_tokens":4096}}`,
-		},
-		{
-			name: "reasoning_effort low and minimal are Anthropic's smallest budget; none is no thinking",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"reasoning_effort":"minimal"}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":9216,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"thinking":{"type":"enabled","budget_tokens":1024}}`,
-		},
-		{
-			name: "the client's own thinking wins over reasoning_effort",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"reasoning_effort":"low","thinking":{"type":"enabled","budget_tokens":3000}}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":11192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"thinking":{"type":"enabled","budget_tokens":3000}}`,
-		},
-		{
-			name: "the client's thinking turned off: no budget, a small max_tokens",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"thinking":{"type":"disabled"},"max_tokens":10}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"thinking":{"type":"disabled"}}`,
-		},
-		{
-			name: "thinking blocks are sent back first; a reasoning_content alone is not",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"},
+	},
+	{
+		name: "reasoning_effort with max_completion_tokens",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"reasoning_effort":"high","max_completion_tokens":5000}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":5000,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"thinking":{"type":"enabled","budget_tokens":4096}}`,
+	},
+	{
+		name: "reasoning_effort low and minimal are Anthropic's smallest budget; none is no thinking",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"reasoning_effort":"minimal"}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":9216,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"thinking":{"type":"enabled","budget_tokens":1024}}`,
+	},
+	{
+		name: "the client's own thinking wins over reasoning_effort",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"reasoning_effort":"low","thinking":{"type":"enabled","budget_tokens":3000}}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":11192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"thinking":{"type":"enabled","budget_tokens":3000}}`,
+	},
+	{
+		name: "the client's thinking turned off: no budget, a small max_tokens",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"thinking":{"type":"disabled"},"max_tokens":10}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"thinking":{"type":"disabled"}}`,
+	},
+	{
+		name: "thinking blocks are sent back first; a reasoning_content alone is not",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"},
 				{"role":"assistant","content":"I'll check.","reasoning_content":"Let me think","thinking_blocks":[{"type":"thinking","thinking":"Let me think","signature":"EqQBCgIYAhIM"},{"type":"redacted_thinking","data":"EmwKAhgBEgy3"}],
 				 "tool_calls":[{"id":"toolu_1","type":"function","function":{"name":"f","arguments":"{}"}}]},
 				{"role":"tool","tool_call_id":"toolu_1","content":"done"},
 				{"role":"assistant","content":"Done.","reasoning_content":"unsigned"}],
 				"tools":[{"type":"function","function":{"name":"f"}}],"reasoning_effort":"low"}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":9216,"messages":[
+		want: `{"model":"claude-sonnet-4-5","max_tokens":9216,"messages":[
 				{"role":"user","content":[{"type":"text","text":"x"}]},
 				{"role":"assistant","content":[{"type":"thinking","thinking":"Let me think","signature":"EqQBCgIYAhIM"},{"type":"redacted_thinking","data":"EmwKAhgBEgy3"},
 					{"type":"text","text":"I'll check."},{"type":"tool_use","id":"toolu_1","name":"f","input":{}}]},
 				{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"done"}]},
 				{"role":"assistant","content":[{"type":"text","text":"Done."}]}],
 				"tools":[{"name":"f","input_schema":{"type":"object","properties":{}}}],"thinking":{"type":"enabled","budget_tokens":1024}}`,
-		},
-		{
-			name: "cache_control on a system message, a part, a tool message and a tool",
-			body: `{"model":"claude","messages":[
+	},
+	{
+		name: "cache_control on a system message, a part, a tool message and a tool",
+		body: `{"model":"claude","messages":[
 				{"role":"system","content":"Long instructions","cache_control":{"type":"ephemeral"}},
 				{"role":"user","content":[{"type":"text","text":"Long document","cache_control":{"type":"ephemeral","ttl":"1h"}},{"type":"text","text":"Question"}]},
 				{"role":"assistant","tool_calls":[{"id":"t1","type":"function","function":{"name":"f","arguments":"{}"}}]},
 				{"role":"tool","tool_call_id":"t1","content":"result","cache_control":{"type":"ephemeral"}}],
 				"tools":[{"type":"function","function":{"name":"f"},"cache_control":{"type":"ephemeral"}}]}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":8192,
 				"system":[{"type":"text","text":"Long instructions","cache_control":{"type":"ephemeral"}}],
 				"messages":[
 				{"role":"user","content":[{"type":"text","text":"Long document","cache_control":{"type":"ephemeral","ttl":"1h"}},{"type":"text","text":"Question"}]},
 				{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]},
 				{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"result","cache_control":{"type":"ephemeral"}}]}],
 				"tools":[{"name":"f","input_schema":{"type":"object","properties":{}},"cache_control":{"type":"ephemeral"}}]}`,
-		},
-		{
-			name: "an assistant refusal is its text",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"refusal":"I can't help with that."},{"role":"user","content":"ok"}]}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]},
+	},
+	{
+		name: "an assistant refusal is its text",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"refusal":"I can't help with that."},{"role":"user","content":"ok"}]}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]},
 				{"role":"assistant","content":[{"type":"text","text":"I can't help with that."}]},{"role":"user","content":[{"type":"text","text":"ok"}]}]}`,
-		},
-		{
-			name: "Claude on Vertex AI: anthropic_version in the body, no model",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"stream":true}`,
-			opts: []func(*Options){func(o *Options) { o.Model, o.Version = "claude-sonnet-4-5@20250929", VertexVersion }},
-			want: `{"max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"stream":true,"anthropic_version":"vertex-2023-10-16"}`,
-		},
-		{
-			name: "drop_params drops what Anthropic cannot honour",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"n":2,"seed":7,"logprobs":true,"top_logprobs":2,"frequency_penalty":0.5,"presence_penalty":0.5,"logit_bias":{"50256":-100},"stop":["  ","END"],
+	},
+	{
+		name: "Claude on Vertex AI: anthropic_version in the body, no model",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"stream":true}`,
+		opts: []func(*Options){func(o *Options) { o.Model, o.Version = "claude-sonnet-4-5@20250929", VertexVersion }},
+		want: `{"max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"stream":true,"anthropic_version":"vertex-2023-10-16"}`,
+	},
+	{
+		name: "drop_params drops what Anthropic cannot honour",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"n":2,"seed":7,"logprobs":true,"top_logprobs":2,"frequency_penalty":0.5,"presence_penalty":0.5,"logit_bias":{"50256":-100},"stop":["  ","END"],
 				"tools":[{"type":"custom","custom":{"name":"grammar"}},{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[]}}}`,
-			opts: []func(*Options){dropping},
-			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"stop_sequences":["END"],
+		opts: []func(*Options){dropping},
+		want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"stop_sequences":["END"],
 				"tools":[{"name":"f","input_schema":{"type":"object","properties":{}}}]}`,
-		},
-		{
-			name: "a tool result without content keeps its empty content",
-			body: `{"model":"claude","messages":[{"role":"assistant","tool_calls":[{"id":"t1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"t1","content":""},{"role":"tool","tool_call_id":"t1","content":[{"type":"text","text":""}]}]}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[
+	},
+	{
+		name: "a tool result without content keeps its empty content",
+		body: `{"model":"claude","messages":[{"role":"assistant","tool_calls":[{"id":"t1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"t1","content":""},{"role":"tool","tool_call_id":"t1","content":[{"type":"text","text":""}]}]}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[
 				{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]},
 				{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":""},{"type":"tool_result","tool_use_id":"t1","content":[]}]}]}`,
-		},
-		{
-			name: "the request's own drop_params",
-			body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"seed":7,"drop_params":true}`,
-			want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}`,
-		},
-	} {
+	},
+	{
+		name: "the request's own drop_params",
+		body: `{"model":"claude","messages":[{"role":"user","content":"x"}],"seed":7,"drop_params":true}`,
+		want: `{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}`,
+	},
+}
+
+func TestRequestTranslation(t *testing.T) {
+	for _, tc := range translationCases {
 		t.Run(tc.name, func(t *testing.T) {
 			call, err := translate(t, tc.body, tc.opts...)
 			if err != nil {

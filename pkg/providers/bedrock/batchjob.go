@@ -132,16 +132,8 @@ type record struct {
 // records on w, a line at a time. A line it cannot translate is a 400
 // naming it.
 func (e *endpoint) records(endpoint string, r io.Reader, w io.Writer) error {
-	br := bufio.NewReaderSize(r, 64<<10)
 	enc := json.NewEncoder(w)
-	for n := 1; ; n++ {
-		raw, err := readLine(br)
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return eachLine(r, func(n int, raw []byte) error {
 		var l struct {
 			CustomID string          `json:"custom_id"`
 			Body     json.RawMessage `json:"body"`
@@ -154,14 +146,30 @@ func (e *endpoint) records(endpoint string, r io.Reader, w io.Writer) error {
 			ae := api.AsError(err)
 			return lineError(n, "Line %d cannot run on Bedrock: %s", n, ae.Message)
 		}
-		if err := enc.Encode(record{RecordID: l.CustomID, ModelInput: in}); err != nil {
-			return err
-		}
-	}
+		return enc.Encode(record{RecordID: l.CustomID, ModelInput: in})
+	})
 }
 
 func lineError(line int, format string, args ...any) *api.Error {
 	return api.InvalidValue(fmt.Sprintf("line %d", line), format, args...)
+}
+
+// eachLine calls f with each non-blank line of r (numbered from 1, without
+// its line end) until r ends or f fails.
+func eachLine(r io.Reader, f func(n int, line []byte) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for n := 1; ; n++ {
+		raw, err := readLine(br)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := f(n, raw); err != nil {
+			return err
+		}
+	}
 }
 
 // readLine reads one line (without its terminator) of at most
@@ -352,16 +360,8 @@ type outputRecord struct {
 
 // lines writes the OpenAI batch lines of kind for the records of r.
 func (e *endpoint) lines(ref models.BatchRef, kind string, r io.Reader, w io.Writer) error {
-	br := bufio.NewReaderSize(r, 64<<10)
 	job := ref.BatchID[strings.LastIndex(ref.BatchID, "/")+1:]
-	for n := 1; ; n++ {
-		raw, err := readLine(br)
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return eachLine(r, func(n int, raw []byte) error {
 		var rec outputRecord
 		if err := json.Unmarshal(raw, &rec); err != nil {
 			return fmt.Errorf("bedrock: output record %d: %w", n, err)
@@ -374,12 +374,13 @@ func (e *endpoint) lines(ref models.BatchRef, kind string, r io.Reader, w io.Wri
 		case len(rec.ModelOutput) == 0:
 			fail = &lineFailure{Code: "no_output", Message: "Bedrock returned no output for the record."}
 		default:
+			var err error
 			if body, err = e.answer(ref.Endpoint, rec.ModelOutput); err != nil {
 				fail = &lineFailure{Code: "unreadable_output", Message: api.AsError(err).Message}
 			}
 		}
 		if (fail == nil) != (kind == models.ResultsOut) {
-			continue
+			return nil
 		}
 		out := batchLine{ID: fmt.Sprintf("batch_req_%s_%d", job, n), CustomID: rec.RecordID, Error: fail}
 		if fail == nil {
@@ -389,10 +390,9 @@ func (e *endpoint) lines(ref models.BatchRef, kind string, r io.Reader, w io.Wri
 		if err != nil {
 			return err
 		}
-		if _, err := w.Write(append(b, '\n')); err != nil {
-			return err
-		}
-	}
+		_, err = w.Write(append(b, '\n'))
+		return err
+	})
 }
 
 type batchLine struct {
@@ -485,7 +485,7 @@ func (e *endpoint) control(ctx context.Context, method, path string, in, v any) 
 		return fmt.Errorf("bedrock %s: %w", path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return readError(resp)
+		return readError(Name, resp)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))

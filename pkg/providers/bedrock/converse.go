@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -40,15 +38,15 @@ func (e *endpoint) Chat(ctx context.Context, req *oai.ChatRequest) (*models.Answ
 		return nil, fmt.Errorf("bedrock: encode the converse request: %w", err)
 	}
 	if !req.Stream {
-		resp, err := e.send(ctx, e.converseURL, body, "application/json")
+		hreq, err := e.request(ctx, e.converseURL, body, "application/json")
 		if err != nil {
 			return nil, err
 		}
-		raw, err := readAnswer(resp)
+		resp, err := providers.DoWith(e.client, Name, hreq, readError)
 		if err != nil {
 			return nil, err
 		}
-		cc, err := e.completion(raw, t.jsonMode)
+		cc, err := e.completion(resp.Body, t.jsonMode)
 		if err != nil {
 			return nil, err
 		}
@@ -75,10 +73,9 @@ func (e *endpoint) Chat(ctx context.Context, req *oai.ChatRequest) (*models.Answ
 	return &models.Answer{Body: oai.NewChunkStream(s.next, resp.Body), ContentLength: -1}, nil
 }
 
-// send posts a Converse body to url, SigV4-signed over its exact bytes. An
-// answer other than 2xx is a *models.ProviderError read from Bedrock's
-// error shape.
-func (e *endpoint) send(ctx context.Context, url string, body []byte, accept string) (*http.Response, error) {
+// request is a Converse call of body to url, SigV4-signed over its exact
+// bytes.
+func (e *endpoint) request(ctx context.Context, url string, body []byte, accept string) (*http.Request, error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("bedrock: build the request: %w", err)
@@ -93,12 +90,22 @@ func (e *endpoint) send(ctx context.Context, url string, body []byte, accept str
 		u.Err = err
 		return nil, u
 	}
+	return hreq, nil
+}
+
+// send posts a body to url, signed (request). An answer other than 2xx is a
+// *models.ProviderError read from Bedrock's error shape.
+func (e *endpoint) send(ctx context.Context, url string, body []byte, accept string) (*http.Response, error) {
+	hreq, err := e.request(ctx, url, body, accept)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := providers.Send(e.client, hreq)
 	if err != nil {
 		return nil, fmt.Errorf("bedrock %s: %w", hreq.URL.Path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, readError(resp)
+		return nil, readError(Name, resp)
 	}
 	return resp, nil
 }
@@ -107,9 +114,9 @@ func (e *endpoint) send(ctx context.Context, url string, body []byte, accept str
 // exception's name in X-Amzn-Errortype ("ThrottlingException:http://…"),
 // which becomes the error's Code. A quota exceeded (400 on the wire) is a
 // 429 to the router: another deployment, or later, may serve.
-func readError(resp *http.Response) *models.ProviderError {
+func readError(provider string, resp *http.Response) *models.ProviderError {
 	kind, _, _ := strings.Cut(resp.Header.Get("X-Amzn-Errortype"), ":")
-	pe := models.ReadProviderError(Name, resp)
+	pe := models.ReadProviderError(provider, resp)
 	if kind != "" {
 		pe.Code = kind
 	}
@@ -117,24 +124,6 @@ func readError(resp *http.Response) *models.ProviderError {
 		pe.Status = http.StatusTooManyRequests
 	}
 	return pe
-}
-
-// readAnswer reads a Converse answer whole (it is translated), within
-// providers.MaxAnswerBytes.
-func readAnswer(resp *http.Response) ([]byte, error) {
-	defer resp.Body.Close()
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "" && mt != "application/json" {
-		return nil, &models.ProviderError{Provider: Name, Status: resp.StatusCode,
-			Message: fmt.Sprintf("answered Converse with Content-Type %q, not JSON", mt)}
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, providers.MaxAnswerBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("bedrock %s: read the answer: %w", resp.Request.URL.Path, err)
-	}
-	if len(body) > providers.MaxAnswerBytes {
-		return nil, malformed("the answer is over %d bytes", providers.MaxAnswerBytes)
-	}
-	return body, nil
 }
 
 // malformed is an answer sluice cannot read: the router reports it as the
@@ -156,15 +145,6 @@ func finishReason(stop string) string {
 	return oai.FinishStop // end_turn, stop_sequence, and what else may come
 }
 
-// parseUsage reads Converse's TokenUsage (ConverseUsage.OpenAI).
-func parseUsage(raw []byte) (oai.Usage, error) {
-	var u ConverseUsage
-	if !u.Decode(raw) || !jsonscan.NonNegative(u.Fields()) {
-		return oai.Usage{}, errors.New("usage: a token count is not a count")
-	}
-	return u.OpenAI(), nil
-}
-
 // thinkingBlock is a reasoning block in LiteLLM's thinking_blocks shape,
 // which a client sends back on its next turn.
 type thinkingBlock struct {
@@ -174,82 +154,88 @@ type thinkingBlock struct {
 	Data      string `json:"data,omitempty"`
 }
 
+// converseAnswer is a Converse answer: {"output":{"message":{"role",
+// "content":[…]}},"stopReason","usage",…}.
+type converseAnswer struct {
+	Output struct {
+		Message *struct {
+			Content []answerBlock `json:"content"`
+		} `json:"message"`
+	} `json:"output"`
+	StopReason string         `json:"stopReason"`
+	Usage      *ConverseUsage `json:"usage"`
+}
+
+// answerBlock is a ContentBlock of the answer: text, toolUse or
+// reasoningContent.
+type answerBlock struct {
+	Text             *string           `json:"text"`
+	ToolUse          *answerToolUse    `json:"toolUse"`
+	ReasoningContent *reasoningContent `json:"reasoningContent"`
+}
+
+type answerToolUse struct {
+	ToolUseID string          `json:"toolUseId"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+}
+
+// reasoningContent is {"reasoningText":{"text","signature"}} or
+// {"redactedContent": base64}.
+type reasoningContent struct {
+	ReasoningText *struct {
+		Text      string `json:"text"`
+		Signature string `json:"signature"`
+	} `json:"reasoningText"`
+	RedactedContent *string `json:"redactedContent"`
+}
+
 // completion translates a Converse answer into a chat.completion.
 func (e *endpoint) completion(raw []byte, jsonMode bool) (*oai.ChatCompletion, error) {
-	var (
-		msg      []byte
-		stop     string
-		usage    *oai.Usage
-		text     strings.Builder
-		thoughts strings.Builder
-		thinking []thinkingBlock
-		calls    []oai.ToolCall
-		jsonArgs *string
-	)
-	err := jsonscan.Members(raw, func(name, v []byte) error {
-		switch string(name) {
-		case "output":
-			return jsonscan.Members(v, func(name, v []byte) error {
-				if string(name) == "message" {
-					msg = v
-				}
-				return nil
-			})
-		case "stopReason":
-			s, err := jsonscan.String(v)
-			stop = s
-			return err
-		case "usage":
-			if jsonscan.Null(v) {
-				return nil
-			}
-			u, err := parseUsage(v)
-			usage = &u
-			return err
-		}
-		return nil
-	})
-	if err == nil && !jsonscan.Null(msg) {
-		err = jsonscan.Members(msg, func(name, v []byte) error {
-			if string(name) != "content" || jsonscan.Null(v) {
-				return nil
-			}
-			return jsonscan.Elements(v, func(b []byte) error {
-				return jsonscan.Members(b, func(name, v []byte) error {
-					switch string(name) {
-					case "text":
-						s, err := jsonscan.String(v)
-						text.WriteString(s)
-						return err
-					case "toolUse":
-						c, err := toolCall(v)
-						if err != nil {
-							return err
-						}
-						if jsonMode && c.Function.Name == ResponseFormatTool && jsonArgs == nil {
-							jsonArgs = &c.Function.Arguments
-							return nil
-						}
-						calls = append(calls, c)
-					case "reasoningContent":
-						tb, err := reasoning(v)
-						if err != nil {
-							return err
-						}
-						thoughts.WriteString(tb.Thinking)
-						thinking = append(thinking, tb)
-					}
-					return nil
-				})
-			})
-		})
-	}
-	if err != nil {
+	var a converseAnswer
+	if err := json.Unmarshal(raw, &a); err != nil {
 		return nil, malformed("%v", err)
+	}
+	var usage *oai.Usage
+	if a.Usage != nil {
+		if !jsonscan.NonNegative(a.Usage.Fields()) {
+			return nil, malformed("usage: a token count is not a count")
+		}
+		u := a.Usage.OpenAI()
+		usage = &u
+	}
+	var (
+		text, thoughts strings.Builder
+		thinking       []thinkingBlock
+		calls          []oai.ToolCall
+		jsonArgs       *string
+	)
+	if msg := a.Output.Message; msg != nil {
+		for _, b := range msg.Content {
+			if b.Text != nil {
+				text.WriteString(*b.Text)
+			}
+			if b.ToolUse != nil {
+				c, err := b.ToolUse.call()
+				if err != nil {
+					return nil, malformed("%v", err)
+				}
+				if jsonMode && c.Function.Name == ResponseFormatTool && jsonArgs == nil {
+					jsonArgs = &c.Function.Arguments
+				} else {
+					calls = append(calls, c)
+				}
+			}
+			if r := b.ReasoningContent; r != nil {
+				tb := r.block()
+				thoughts.WriteString(tb.Thinking)
+				thinking = append(thinking, tb)
+			}
+		}
 	}
 	m := oai.AnswerMessage{Role: oai.RoleAssistant, ToolCalls: calls, ReasoningContent: thoughts.String()}
 	content := text.String()
-	finish := finishReason(stop)
+	finish := finishReason(a.StopReason)
 	if jsonArgs != nil {
 		// The response format's tool call is the answer itself.
 		content = *jsonArgs
@@ -261,6 +247,7 @@ func (e *endpoint) completion(raw []byte, jsonMode bool) (*oai.ChatCompletion, e
 		m.Content = &content
 	}
 	if thinking != nil {
+		var err error
 		if m.ThinkingBlocks, err = json.Marshal(thinking); err != nil {
 			return nil, fmt.Errorf("bedrock: encode thinking blocks: %w", err)
 		}
@@ -272,65 +259,37 @@ func (e *endpoint) completion(raw []byte, jsonMode bool) (*oai.ChatCompletion, e
 	}, nil
 }
 
-// toolCall reads a toolUse block ({toolUseId, name, input}) as an OpenAI
-// tool call, its input as the JSON text of the arguments.
-func toolCall(v []byte) (oai.ToolCall, error) {
-	c := oai.ToolCall{Type: "function"}
-	var input []byte
-	err := jsonscan.Members(v, func(name, v []byte) error {
-		var err error
-		switch string(name) {
-		case "toolUseId":
-			c.ID, err = jsonscan.String(v)
-		case "name":
-			c.Function.Name, err = jsonscan.String(v)
-		case "input":
-			input = v
-		}
-		return err
-	})
-	if err != nil {
-		return c, fmt.Errorf("toolUse: %w", err)
-	}
-	if jsonscan.Null(input) {
-		c.Function.Arguments = "{}"
-		return c, nil
+// call is the toolUse block as an OpenAI tool call, its input as the JSON
+// text of the arguments ({} when it has none).
+func (u *answerToolUse) call() (oai.ToolCall, error) {
+	c := oai.ToolCall{ID: u.ToolUseID, Type: "function"}
+	c.Function.Name = u.Name
+	var err error
+	c.Function.Arguments, err = compactInput(u.Input)
+	return c, err
+}
+
+// compactInput is a toolUse input as the compact JSON text of a tool
+// call's arguments: {} when absent or null.
+func compactInput(input []byte) (string, error) {
+	if len(input) == 0 || string(input) == "null" {
+		return "{}", nil
 	}
 	var b bytes.Buffer
 	if err := json.Compact(&b, input); err != nil {
-		return c, fmt.Errorf("toolUse input: %w", err)
+		return "", fmt.Errorf("toolUse input: %w", err)
 	}
-	c.Function.Arguments = b.String()
-	return c, nil
+	return b.String(), nil
 }
 
-// reasoning reads a reasoningContent block: {"reasoningText": {"text",
-// "signature"}} or {"redactedContent": base64}.
-func reasoning(v []byte) (thinkingBlock, error) {
+// block is the reasoning block in thinking_blocks' shape.
+func (r *reasoningContent) block() thinkingBlock {
 	var tb thinkingBlock
-	err := jsonscan.Members(v, func(name, v []byte) error {
-		var err error
-		switch string(name) {
-		case "reasoningText":
-			tb.Type = "thinking"
-			err = jsonscan.Members(v, func(name, v []byte) error {
-				var err error
-				switch string(name) {
-				case "text":
-					tb.Thinking, err = jsonscan.String(v)
-				case "signature":
-					tb.Signature, err = jsonscan.String(v)
-				}
-				return err
-			})
-		case "redactedContent":
-			tb.Type = "redacted_thinking"
-			tb.Data, err = jsonscan.String(v)
-		}
-		return err
-	})
-	if err != nil {
-		return tb, fmt.Errorf("reasoningContent: %w", err)
+	if t := r.ReasoningText; t != nil {
+		tb = thinkingBlock{Type: "thinking", Thinking: t.Text, Signature: t.Signature}
 	}
-	return tb, nil
+	if r.RedactedContent != nil {
+		tb = thinkingBlock{Type: "redacted_thinking", Data: *r.RedactedContent}
+	}
+	return tb
 }

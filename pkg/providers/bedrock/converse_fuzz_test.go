@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/sse"
@@ -266,6 +267,48 @@ func FuzzValidLiteral(f *testing.F) {
 		want := len(lit) > 1 && lit[0] == '"' && lit[len(lit)-1] == '"' && json.Valid(lit) && utf8.Valid(lit)
 		if got := validLiteral(lit); got != want {
 			t.Fatalf("validLiteral(%q) = %v, want %v", lit, got, want)
+		}
+	})
+}
+
+// FuzzConverseAnswer feeds Converse answers (untrusted) to the answer
+// reader: it refuses what it cannot read with an unreadable-answer error,
+// and what it reads is a chat.completion that encodes, with counts that
+// are counts and a finish reason OpenAI knows.
+func FuzzConverseAnswer(f *testing.F) {
+	for _, s := range []string{
+		`{"output":{"message":{"content":[{"text":"Hi"},{"toolUse":{"input":{"a":1},"name":"f","toolUseId":"t"}},{"reasoningContent":{"reasoningText":{"text":"r","signature":"s"}}},{"reasoningContent":{"redactedContent":"AA=="}}],"role":"assistant"}},"stopReason":"tool_use","usage":{"inputTokens":3,"outputTokens":4,"totalTokens":7,"cacheReadInputTokens":1}}`,
+		`{"output":{"message":{"content":[{"toolUse":{"input":{"x":[1,2]},"name":"json_tool_call","toolUseId":"j"}}]}},"stopReason":"tool_use"}`,
+		`{"output":{"message":null},"stopReason":"guardrail_intervened","usage":null}`,
+		`{"output":{"message":{"content":[{"text":7}]}}}`, `{"usage":{"inputTokens":-1}}`, `[]`, ``,
+	} {
+		f.Add([]byte(s), false)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte, jsonMode bool) {
+		e := &endpoint{model: "m"}
+		cc, err := e.completion(raw, jsonMode)
+		if err != nil {
+			var pe *models.ProviderError
+			if !errors.As(err, &pe) || pe.Status != 200 || !strings.HasPrefix(pe.Message, "unreadable Converse answer") {
+				t.Fatalf("%q: %v; want an unreadable answer", raw, err)
+			}
+			return
+		}
+		if _, err := json.Marshal(cc); err != nil {
+			t.Fatalf("%q: the completion does not encode: %v", raw, err)
+		}
+		if u := cc.Usage; u != nil && (u.PromptTokens < 0 || u.CompletionTokens < 0 || u.TotalTokens < 0) {
+			t.Fatalf("%q: usage %+v", raw, u)
+		}
+		switch cc.Choices[0].FinishReason {
+		case oai.FinishStop, oai.FinishLength, oai.FinishToolCalls, oai.FinishContentFilter:
+		default:
+			t.Fatalf("%q: finish reason %q", raw, cc.Choices[0].FinishReason)
+		}
+		for _, c := range cc.Choices[0].Message.ToolCalls {
+			if !json.Valid([]byte(c.Function.Arguments)) {
+				t.Fatalf("%q: tool call arguments %q are not JSON", raw, c.Function.Arguments)
+			}
 		}
 	})
 }

@@ -551,3 +551,37 @@ func validLiteral(lit []byte) bool {
 func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
+
+// parseUsage reads Converse's TokenUsage (ConverseUsage.OpenAI) from a
+// metadata event.
+func parseUsage(raw []byte) (oai.Usage, error) {
+	var u ConverseUsage
+	if !u.Decode(raw) || !jsonscan.NonNegative(u.Fields()) {
+		return oai.Usage{}, errors.New("usage: a token count is not a count")
+	}
+	return u.OpenAI(), nil
+}
+
+// toolCall reads a contentBlockStart's toolUse ({toolUseId, name, input})
+// as an OpenAI tool call, its input as the JSON text of the arguments.
+func toolCall(v []byte) (oai.ToolCall, error) {
+	c := oai.ToolCall{Type: "function"}
+	var input []byte
+	err := jsonscan.Members(v, func(name, v []byte) error {
+		var err error
+		switch string(name) {
+		case "toolUseId":
+			c.ID, err = jsonscan.String(v)
+		case "name":
+			c.Function.Name, err = jsonscan.String(v)
+		case "input":
+			input = v
+		}
+		return err
+	})
+	if err != nil {
+		return c, fmt.Errorf("toolUse: %w", err)
+	}
+	c.Function.Arguments, err = compactInput(input)
+	return c, err
+}

@@ -118,19 +118,19 @@ func completion(t *testing.T, a *models.Answer) map[string]any {
 	return v
 }
 
-// TestConverseRequest checks the Converse body each kind of chat request
-// becomes, on the wire, signed.
-func TestConverseRequest(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		model string
-		extra map[string]any
-		body  string
-		path  string
-		want  string
-	}{{
-		name: "conversation",
-		body: `{"model":"claude","messages":[
+type converseRequestCase struct {
+	name  string
+	model string
+	extra map[string]any
+	body  string
+	path  string
+	want  string
+}
+
+// converseRequestCases are TestConverseRequest's cases.
+var converseRequestCases = []converseRequestCase{{
+	name: "conversation",
+	body: `{"model":"claude","messages":[
 			{"role":"system","content":"You are terse."},
 			{"role":"developer","content":[{"type":"text","text":"Answer in French."},{"type":"text","text":"  "}]},
 			{"role":"user","content":"Hello"},
@@ -139,19 +139,19 @@ func TestConverseRequest(t *testing.T) {
 			{"role":"assistant","content":""},
 			{"role":"user","content":"Merci"}],
 			"max_tokens":300,"temperature":0.2,"top_p":0.9,"stop":["\n\nHuman:",""],"user":"u-42"}`,
-		want: `{"messages":[
+	want: `{"messages":[
 			{"role":"user","content":[{"text":"Hello"},{"text":"Who are you?"}]},
 			{"role":"assistant","content":[{"text":"Je suis Claude."}]},
 			{"role":"user","content":[{"text":"Merci"}]}],
 			"system":[{"text":"You are terse."},{"text":"Answer in French."}],
 			"inferenceConfig":{"maxTokens":300,"temperature":0.2,"topP":0.9,"stopSequences":["\n\nHuman:"]}}`,
-	}, {
-		name: "max_completion_tokens wins",
-		body: `{"model":"claude","messages":[{"role":"user","content":"Hi"}],"max_tokens":10,"max_completion_tokens":20,"stop":"END"}`,
-		want: `{"messages":[{"role":"user","content":[{"text":"Hi"}]}],"inferenceConfig":{"maxTokens":20,"stopSequences":["END"]}}`,
-	}, {
-		name: "images, documents and cache points",
-		body: `{"model":"claude","messages":[
+}, {
+	name: "max_completion_tokens wins",
+	body: `{"model":"claude","messages":[{"role":"user","content":"Hi"}],"max_tokens":10,"max_completion_tokens":20,"stop":"END"}`,
+	want: `{"messages":[{"role":"user","content":[{"text":"Hi"}]}],"inferenceConfig":{"maxTokens":20,"stopSequences":["END"]}}`,
+}, {
+	name: "images, documents and cache points",
+	body: `{"model":"claude","messages":[
 			{"role":"system","content":"Long instructions.","cache_control":{"type":"ephemeral"}},
 			{"role":"user","content":[
 				{"type":"text","text":"Describe both.","cache_control":{"type":"ephemeral"}},
@@ -160,7 +160,7 @@ func TestConverseRequest(t *testing.T) {
 				{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0xLjQ=","filename":"Q3 report.final.pdf"}},
 				{"type":"file","file":{"file_data":"aGVsbG8=","filename":"notes.md"}},
 				{"type":"file","file":{"file_data":"data:image/webp;base64,UklGRg==","filename":"x.webp"}}]}]}`,
-		want: `{"messages":[{"role":"user","content":[
+	want: `{"messages":[{"role":"user","content":[
 			{"text":"Describe both."},{"cachePoint":{"type":"default"}},
 			{"image":{"format":"png","source":{"bytes":"iVBORw0KGgo="}}},
 			{"image":{"format":"jpeg","source":{"bytes":"/9j/4AAQ"}}},
@@ -168,9 +168,9 @@ func TestConverseRequest(t *testing.T) {
 			{"document":{"format":"md","name":"notes","source":{"bytes":"aGVsbG8="}}},
 			{"image":{"format":"webp","source":{"bytes":"UklGRg=="}}}]}],
 			"system":[{"text":"Long instructions."},{"cachePoint":{"type":"default"}}]}`,
-	}, {
-		name: "tools, tool calls and results",
-		body: `{"model":"claude","messages":[
+}, {
+	name: "tools, tool calls and results",
+	body: `{"model":"claude","messages":[
 			{"role":"user","content":"Weather in Paris and Oslo?"},
 			{"role":"assistant","content":"Checking.","tool_calls":[
 				{"id":"tooluse_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}},
@@ -182,7 +182,7 @@ func TestConverseRequest(t *testing.T) {
 				{"type":"function","function":{"name":"get_weather","description":"Weather for a city","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]},"strict":true}},
 				{"type":"function","function":{"name":"now"}}],
 			"tool_choice":"required","parallel_tool_calls":true}`,
-		want: `{"messages":[
+	want: `{"messages":[
 			{"role":"user","content":[{"text":"Weather in Paris and Oslo?"}]},
 			{"role":"assistant","content":[{"text":"Checking."},
 				{"toolUse":{"toolUseId":"tooluse_1","name":"get_weather","input":{"city":"Paris"}}},
@@ -195,33 +195,33 @@ func TestConverseRequest(t *testing.T) {
 				{"toolSpec":{"name":"get_weather","description":"Weather for a city","inputSchema":{"json":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}},
 				{"toolSpec":{"name":"now","inputSchema":{"json":{"type":"object","properties":{}}}}}],
 				"toolChoice":{"any":{}}}}`,
-	}, {
-		name: "a named tool",
-		body: `{"model":"claude","messages":[{"role":"user","content":"Paris?"}],"tools":[{"type":"function","function":{"name":"get_weather"}}],"tool_choice":{"type":"function","function":{"name":"get_weather"}}}`,
-		want: `{"messages":[{"role":"user","content":[{"text":"Paris?"}]}],"toolConfig":{"tools":[{"toolSpec":{"name":"get_weather","inputSchema":{"json":{"type":"object","properties":{}}}}}],"toolChoice":{"tool":{"name":"get_weather"}}}}`,
-	}, {
-		name: "tool choice auto",
-		body: `{"model":"claude","messages":[{"role":"user","content":"Paris?"}],"tools":[{"type":"function","function":{"name":"get_weather"}}],"tool_choice":"auto"}`,
-		want: `{"messages":[{"role":"user","content":[{"text":"Paris?"}]}],"toolConfig":{"tools":[{"toolSpec":{"name":"get_weather","inputSchema":{"json":{"type":"object","properties":{}}}}}],"toolChoice":{"auto":{}}}}`,
-	}, {
-		name: "tool choice none leaves the tools out",
-		body: `{"model":"claude","messages":[{"role":"user","content":"Paris?"}],"tools":[{"type":"function","function":{"name":"get_weather"}}],"tool_choice":"none"}`,
-		want: `{"messages":[{"role":"user","content":[{"text":"Paris?"}]}]}`,
-	}, {
-		name: "json_schema through a forced tool",
-		body: `{"model":"claude","messages":[{"role":"user","content":"Invent a person."}],"response_format":{"type":"json_schema","json_schema":{"name":"person","description":"A person","schema":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]},"strict":true}}}`,
-		want: `{"messages":[{"role":"user","content":[{"text":"Invent a person."}]}],"toolConfig":{"tools":[{"toolSpec":{"name":"json_tool_call","description":"A person","inputSchema":{"json":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}}}}],"toolChoice":{"tool":{"name":"json_tool_call"}}}}`,
-	}, {
-		name: "json_object through a forced tool",
-		body: `{"model":"claude","messages":[{"role":"user","content":"JSON please."}],"response_format":{"type":"json_object"}}`,
-		want: `{"messages":[{"role":"user","content":[{"text":"JSON please."}]}],"toolConfig":{"tools":[{"toolSpec":{"name":"json_tool_call","inputSchema":{"json":{"type":"object","properties":{}}}}}],"toolChoice":{"tool":{"name":"json_tool_call"}}}}`,
-	}, {
-		name: "text response_format is the default",
-		body: `{"model":"claude","messages":[{"role":"user","content":"Hi"}],"response_format":{"type":"text"}}`,
-		want: `{"messages":[{"role":"user","content":[{"text":"Hi"}]}]}`,
-	}, {
-		name: "reasoning_effort on Claude, thinking blocks sent back",
-		body: `{"model":"claude","messages":[
+}, {
+	name: "a named tool",
+	body: `{"model":"claude","messages":[{"role":"user","content":"Paris?"}],"tools":[{"type":"function","function":{"name":"get_weather"}}],"tool_choice":{"type":"function","function":{"name":"get_weather"}}}`,
+	want: `{"messages":[{"role":"user","content":[{"text":"Paris?"}]}],"toolConfig":{"tools":[{"toolSpec":{"name":"get_weather","inputSchema":{"json":{"type":"object","properties":{}}}}}],"toolChoice":{"tool":{"name":"get_weather"}}}}`,
+}, {
+	name: "tool choice auto",
+	body: `{"model":"claude","messages":[{"role":"user","content":"Paris?"}],"tools":[{"type":"function","function":{"name":"get_weather"}}],"tool_choice":"auto"}`,
+	want: `{"messages":[{"role":"user","content":[{"text":"Paris?"}]}],"toolConfig":{"tools":[{"toolSpec":{"name":"get_weather","inputSchema":{"json":{"type":"object","properties":{}}}}}],"toolChoice":{"auto":{}}}}`,
+}, {
+	name: "tool choice none leaves the tools out",
+	body: `{"model":"claude","messages":[{"role":"user","content":"Paris?"}],"tools":[{"type":"function","function":{"name":"get_weather"}}],"tool_choice":"none"}`,
+	want: `{"messages":[{"role":"user","content":[{"text":"Paris?"}]}]}`,
+}, {
+	name: "json_schema through a forced tool",
+	body: `{"model":"claude","messages":[{"role":"user","content":"Invent a person."}],"response_format":{"type":"json_schema","json_schema":{"name":"person","description":"A person","schema":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]},"strict":true}}}`,
+	want: `{"messages":[{"role":"user","content":[{"text":"Invent a person."}]}],"toolConfig":{"tools":[{"toolSpec":{"name":"json_tool_call","description":"A person","inputSchema":{"json":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}}}}],"toolChoice":{"tool":{"name":"json_tool_call"}}}}`,
+}, {
+	name: "json_object through a forced tool",
+	body: `{"model":"claude","messages":[{"role":"user","content":"JSON please."}],"response_format":{"type":"json_object"}}`,
+	want: `{"messages":[{"role":"user","content":[{"text":"JSON please."}]}],"toolConfig":{"tools":[{"toolSpec":{"name":"json_tool_call","inputSchema":{"json":{"type":"object","properties":{}}}}}],"toolChoice":{"tool":{"name":"json_tool_call"}}}}`,
+}, {
+	name: "text response_format is the default",
+	body: `{"model":"claude","messages":[{"role":"user","content":"Hi"}],"response_format":{"type":"text"}}`,
+	want: `{"messages":[{"role":"user","content":[{"text":"Hi"}]}]}`,
+}, {
+	name: "reasoning_effort on Claude, thinking blocks sent back",
+	body: `{"model":"claude","messages":[
 			{"role":"user","content":"Weather?"},
 			{"role":"assistant","content":null,"reasoning_content":"Use the tool.","thinking_blocks":[
 				{"type":"thinking","thinking":"Use the tool.","signature":"EqQBCkgIARABGAIiQL"},
@@ -230,7 +230,7 @@ func TestConverseRequest(t *testing.T) {
 			{"role":"tool","tool_call_id":"tooluse_1","content":"18C"}],
 			"tools":[{"type":"function","function":{"name":"get_weather"}}],
 			"reasoning_effort":"high","response_format":{"type":"json_object"}}`,
-		want: `{"messages":[
+	want: `{"messages":[
 			{"role":"user","content":[{"text":"Weather?"}]},
 			{"role":"assistant","content":[
 				{"reasoningContent":{"reasoningText":{"text":"Use the tool.","signature":"EqQBCkgIARABGAIiQL"}}},
@@ -242,57 +242,62 @@ func TestConverseRequest(t *testing.T) {
 				{"toolSpec":{"name":"get_weather","inputSchema":{"json":{"type":"object","properties":{}}}}},
 				{"toolSpec":{"name":"json_tool_call","inputSchema":{"json":{"type":"object","properties":{}}}}}]},
 			"additionalModelRequestFields":{"thinking":{"type":"enabled","budget_tokens":4096}}}`,
-	}, {
-		name: "Anthropic's thinking and top_k",
-		body: `{"model":"claude","messages":[{"role":"user","content":"Think."}],"thinking":{"type":"enabled","budget_tokens":2000},"reasoning_effort":"low","max_tokens":5000,"top_k":40}`,
-		want: `{"messages":[{"role":"user","content":[{"text":"Think."}]}],"inferenceConfig":{"maxTokens":5000},"additionalModelRequestFields":{"thinking":{"type":"enabled","budget_tokens":2000},"top_k":40}}`,
-	}, {
-		name:  "reasoning_effort none on Claude",
-		body:  `{"model":"claude","messages":[{"role":"user","content":"Hi"}],"reasoning_effort":"none"}`,
-		want:  `{"messages":[{"role":"user","content":[{"text":"Hi"}]}]}`,
-		model: "anthropic.claude-3-5-haiku-20241022-v1:0",
-		path:  "/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/converse",
-	}, {
-		name:  "top_k on Nova",
-		model: "amazon.nova-pro-v1:0",
-		body:  `{"model":"claude","messages":[{"role":"user","content":"Hi"}],"top_k":20}`,
-		path:  "/model/amazon.nova-pro-v1%3A0/converse",
-		want:  `{"messages":[{"role":"user","content":[{"text":"Hi"}]}],"additionalModelRequestFields":{"inferenceConfig":{"topK":20}}}`,
-	}, {
-		name:  "reasoning on Nova 2",
-		model: "us.amazon.nova-2-lite-v1:0",
-		body:  `{"model":"claude","messages":[{"role":"user","content":"Hi"}],"reasoning_effort":"medium"}`,
-		path:  "/model/us.amazon.nova-2-lite-v1%3A0/converse",
-		want:  `{"messages":[{"role":"user","content":[{"text":"Hi"}]}],"additionalModelRequestFields":{"reasoningConfig":{"type":"enabled","maxReasoningEffort":"medium"}}}`,
-	}, {
-		name:  "reasoning on gpt-oss",
-		model: "openai.gpt-oss-120b-1:0",
-		body:  `{"model":"claude","messages":[{"role":"user","content":"Hi"}],"reasoning_effort":"low"}`,
-		path:  "/model/openai.gpt-oss-120b-1%3A0/converse",
-		want:  `{"messages":[{"role":"user","content":[{"text":"Hi"}]}],"additionalModelRequestFields":{"reasoning_effort":"low"}}`,
-	}, {
-		name:  "a deployment's guardrail",
-		extra: map[string]any{"guardrailConfig": map[string]any{"guardrailIdentifier": "gr-1a2b3c", "guardrailVersion": "DRAFT", "trace": "enabled"}},
-		body:  `{"model":"claude","messages":[{"role":"user","content":"Hi"}]}`,
-		want:  `{"messages":[{"role":"user","content":[{"text":"Hi"}]}],"guardrailConfig":{"guardrailIdentifier":"gr-1a2b3c","guardrailVersion":"DRAFT","trace":"enabled"}}`,
-	}, {
-		name:  "the request's guardrail wins",
-		extra: map[string]any{"guardrailConfig": map[string]any{"guardrailIdentifier": "gr-1a2b3c", "guardrailVersion": "DRAFT"}},
-		body:  `{"model":"claude","messages":[{"role":"user","content":"Hi"}],"guardrailConfig":{"guardrailIdentifier":"gr-9","guardrailVersion":"2"}}`,
-		want:  `{"messages":[{"role":"user","content":[{"text":"Hi"}]}],"guardrailConfig":{"guardrailIdentifier":"gr-9","guardrailVersion":"2"}}`,
-	}, {
-		name:  "a converse/ route and an application inference profile",
-		model: "converse/anthropic.claude-3-5-haiku-20241022-v1:0",
-		extra: map[string]any{"model_id": "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3"},
-		body:  `{"model":"claude","messages":[{"role":"user","content":"Hi"}],"top_k":5}`,
-		path:  "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Aapplication-inference-profile%2Fa1b2c3/converse",
-		want:  `{"messages":[{"role":"user","content":[{"text":"Hi"}]}],"additionalModelRequestFields":{"top_k":5}}`,
-	}, {
-		name:  "drop_params drops what Converse cannot take",
-		extra: map[string]any{},
-		body:  `{"model":"claude","messages":[{"role":"user","content":"Hi"}],"n":2,"seed":7,"logprobs":true,"top_logprobs":2,"frequency_penalty":0.5,"presence_penalty":0.1,"parallel_tool_calls":false,"logit_bias":{"50256":-100},"drop_params":true}`,
-		want:  `{"messages":[{"role":"user","content":[{"text":"Hi"}]}]}`,
-	}} {
+}, {
+	name: "Anthropic's thinking and top_k",
+	body: `{"model":"claude","messages":[{"role":"user","content":"Think."}],"thinking":{"type":"enabled","budget_tokens":2000},"reasoning_effort":"low","max_tokens":5000,"top_k":40}`,
+	want: `{"messages":[{"role":"user","content":[{"text":"Think."}]}],"inferenceConfig":{"maxTokens":5000},"additionalModelRequestFields":{"thinking":{"type":"enabled","budget_tokens":2000},"top_k":40}}`,
+}, {
+	name:  "reasoning_effort none on Claude",
+	body:  `{"model":"claude","messages":[{"role":"user","content":"Hi"}],"reasoning_effort":"none"}`,
+	want:  `{"messages":[{"role":"user","content":[{"text":"Hi"}]}]}`,
+	model: "anthropic.claude-3-5-haiku-20241022-v1:0",
+	path:  "/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/converse",
+}, {
+	name:  "top_k on Nova",
+	model: "amazon.nova-pro-v1:0",
+	body:  `{"model":"claude","messages":[{"role":"user","content":"Hi"}],"top_k":20}`,
+	path:  "/model/amazon.nova-pro-v1%3A0/converse",
+	want:  `{"messages":[{"role":"user","content":[{"text":"Hi"}]}],"additionalModelRequestFields":{"inferenceConfig":{"topK":20}}}`,
+}, {
+	name:  "reasoning on Nova 2",
+	model: "us.amazon.nova-2-lite-v1:0",
+	body:  `{"model":"claude","messages":[{"role":"user","content":"Hi"}],"reasoning_effort":"medium"}`,
+	path:  "/model/us.amazon.nova-2-lite-v1%3A0/converse",
+	want:  `{"messages":[{"role":"user","content":[{"text":"Hi"}]}],"additionalModelRequestFields":{"reasoningConfig":{"type":"enabled","maxReasoningEffort":"medium"}}}`,
+}, {
+	name:  "reasoning on gpt-oss",
+	model: "openai.gpt-oss-120b-1:0",
+	body:  `{"model":"claude","messages":[{"role":"user","content":"Hi"}],"reasoning_effort":"low"}`,
+	path:  "/model/openai.gpt-oss-120b-1%3A0/converse",
+	want:  `{"messages":[{"role":"user","content":[{"text":"Hi"}]}],"additionalModelRequestFields":{"reasoning_effort":"low"}}`,
+}, {
+	name:  "a deployment's guardrail",
+	extra: map[string]any{"guardrailConfig": map[string]any{"guardrailIdentifier": "gr-1a2b3c", "guardrailVersion": "DRAFT", "trace": "enabled"}},
+	body:  `{"model":"claude","messages":[{"role":"user","content":"Hi"}]}`,
+	want:  `{"messages":[{"role":"user","content":[{"text":"Hi"}]}],"guardrailConfig":{"guardrailIdentifier":"gr-1a2b3c","guardrailVersion":"DRAFT","trace":"enabled"}}`,
+}, {
+	name:  "the request's guardrail wins",
+	extra: map[string]any{"guardrailConfig": map[string]any{"guardrailIdentifier": "gr-1a2b3c", "guardrailVersion": "DRAFT"}},
+	body:  `{"model":"claude","messages":[{"role":"user","content":"Hi"}],"guardrailConfig":{"guardrailIdentifier":"gr-9","guardrailVersion":"2"}}`,
+	want:  `{"messages":[{"role":"user","content":[{"text":"Hi"}]}],"guardrailConfig":{"guardrailIdentifier":"gr-9","guardrailVersion":"2"}}`,
+}, {
+	name:  "a converse/ route and an application inference profile",
+	model: "converse/anthropic.claude-3-5-haiku-20241022-v1:0",
+	extra: map[string]any{"model_id": "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3"},
+	body:  `{"model":"claude","messages":[{"role":"user","content":"Hi"}],"top_k":5}`,
+	path:  "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Aapplication-inference-profile%2Fa1b2c3/converse",
+	want:  `{"messages":[{"role":"user","content":[{"text":"Hi"}]}],"additionalModelRequestFields":{"top_k":5}}`,
+}, {
+	name:  "drop_params drops what Converse cannot take",
+	extra: map[string]any{},
+	body:  `{"model":"claude","messages":[{"role":"user","content":"Hi"}],"n":2,"seed":7,"logprobs":true,"top_logprobs":2,"frequency_penalty":0.5,"presence_penalty":0.1,"parallel_tool_calls":false,"logit_bias":{"50256":-100},"drop_params":true}`,
+	want:  `{"messages":[{"role":"user","content":[{"text":"Hi"}]}]}`,
+}}
+
+// TestConverseRequest checks the Converse body each kind of chat request
+// becomes, on the wire, signed.
+func TestConverseRequest(t *testing.T) {
+	for _, tc := range converseRequestCases {
 		t.Run(tc.name, func(t *testing.T) {
 			up := converseUpstream(t, answerJSON(textAnswer))
 			model, path := claude, claudePath

@@ -265,7 +265,7 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 	if e.family == familyUnknown {
 		return nil, embedbatch.Unsupported("model", "Model '%s' is Bedrock model '%s', which sluice does not translate for embeddings: Amazon Titan Text Embeddings (v1, v2) and Cohere Embed are supported. For an ARN or inference profile, name the base model in litellm_params.model and the ARN in litellm_params.model_id.", req.Model, e.model)
 	}
-	texts, err := embedbatch.Texts(req, Name)
+	texts, out, err := embedbatch.Prepare(req, Name, e.model)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +273,6 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 	if err != nil {
 		return nil, err
 	}
-	out := embedbatch.Output{Provider: Name, Model: e.model, Encoding: req.Encoding(), Dimensions: req.Dimensions}
 	if e.family == familyCohere {
 		return e.embedCohere(ctx, req, texts, x, out)
 	}
@@ -319,22 +318,20 @@ func (e *endpoint) embedTitan(ctx context.Context, req *oai.EmbeddingRequest, te
 			return nil, embedbatch.Unsupported("normalize", "Model '%s' (Bedrock %s, Titan Text Embeddings v1) does not take 'normalize'.", req.Model, e.model)
 		}
 	}
-	return embedbatch.Run(ctx, texts, embedbatch.Limits{MaxInputs: 1}, out, func(ctx context.Context, b embedbatch.Batch) (embedbatch.Result, error) {
+	return embedbatch.Run(ctx, texts, embedbatch.Limits{MaxInputs: 1}, out, embedbatch.Post(e.embedEndpoint(), func(b embedbatch.Batch) titanRequest {
 		body := tmpl
 		body.InputText = b.Texts[0]
-		resp, err := e.invoke(ctx, body)
+		return body
+	}, func(body []byte, h http.Header) (embedbatch.Result, error) {
+		vec, tokens, known, err := parseTitan(body)
 		if err != nil {
 			return embedbatch.Result{}, err
 		}
-		vec, tokens, known, err := parseTitan(resp.Body)
-		if err != nil {
-			return embedbatch.Result{}, embedbatch.Malformed(Name, "%v", err)
-		}
 		if !known {
-			tokens, known = headerTokens(resp.Header)
+			tokens, known = headerTokens(h)
 		}
 		return embedbatch.Result{Vectors: []json.RawMessage{vec}, Tokens: tokens, TokensKnown: known}, nil
-	})
+	}))
 }
 
 // parseTitan reads a Titan answer, {"embedding":[…],"inputTextTokenCount":N,
@@ -399,57 +396,31 @@ func (e *endpoint) embedCohere(ctx context.Context, req *oai.EmbeddingRequest, t
 	if tmpl.InputType, tmpl.Truncate, err = embedbatch.CohereOptions(x, e.defaults.inputType, e.defaults.truncate, DefaultCohereInputType); err != nil {
 		return nil, err
 	}
-	return embedbatch.Run(ctx, texts, embedbatch.Limits{MaxInputs: CohereMaxTexts}, out, func(ctx context.Context, b embedbatch.Batch) (embedbatch.Result, error) {
+	return embedbatch.Run(ctx, texts, embedbatch.Limits{MaxInputs: CohereMaxTexts}, out, embedbatch.Post(e.embedEndpoint(), func(b embedbatch.Batch) cohereRequest {
 		body := tmpl
 		body.Texts = b.Texts
-		resp, err := e.invoke(ctx, body)
-		if err != nil {
-			return embedbatch.Result{}, err
-		}
-		vecs, err := parseCohere(resp.Body)
-		if err != nil {
-			return embedbatch.Result{}, embedbatch.Malformed(Name, "%v", err)
-		}
-		tokens, known := headerTokens(resp.Header)
-		return embedbatch.Result{Vectors: vecs, Tokens: tokens, TokensKnown: known}, nil
-	})
+		return body
+	}, func(body []byte, h http.Header) (embedbatch.Result, error) {
+		vecs, err := parseCohere(body)
+		tokens, known := headerTokens(h)
+		return embedbatch.Result{Vectors: vecs, Tokens: tokens, TokensKnown: known}, err
+	}))
 }
 
 // parseCohere reads Cohere Embed's answer on Bedrock: embeddings is the list
 // of float vectors ("embeddings_floats"), or, when embedding_types was sent,
 // an object of lists by type ("embeddings_by_type") whose float list is used.
 func parseCohere(body []byte) ([]json.RawMessage, error) {
-	var list []byte
-	err := jsonscan.Members(body, func(key, v []byte) error {
-		if string(key) == "embeddings" {
-			list = v
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cohere answer: %w", err)
-	}
-	if !jsonscan.Null(list) && list[0] == '{' {
-		byType := list
-		list = nil
-		if err := jsonscan.Members(byType, func(key, v []byte) error {
-			if string(key) == "float" {
-				list = v
-			}
-			return nil
-		}); err != nil {
-			return nil, fmt.Errorf("cohere embeddings: %w", err)
-		}
-	}
-	if jsonscan.Null(list) {
-		return nil, errors.New("cohere answer has no float embeddings")
+	list, err := embedbatch.Path(body, "embeddings")
+	if err == nil && list != nil && list[0] == '{' {
+		list, err = embedbatch.Path(list, "float")
 	}
 	var vecs []json.RawMessage
-	if err := jsonscan.Elements(list, func(v []byte) error {
-		vecs = append(vecs, v)
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("cohere embeddings: %w", err)
+	if err == nil {
+		vecs, err = embedbatch.Vectors(list, "embedding")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cohere answer: %w", err)
 	}
 	return vecs, nil
 }
@@ -463,9 +434,11 @@ func headerTokens(h http.Header) (int64, bool) {
 	return n, true
 }
 
-// invoke sends one InvokeModel call, SigV4-signed over the exact body.
-func (e *endpoint) invoke(ctx context.Context, v any) (*providers.Response, error) {
-	return providers.Post(ctx, e.client, Name, e.invokeURL, v, func(r *http.Request, body []byte) error {
+// embedEndpoint is where the embed calls go: InvokeModel, SigV4-signed over
+// the exact body.
+func (e *endpoint) embedEndpoint() embedbatch.Endpoint {
+	return embedbatch.Endpoint{Provider: Name, Client: e.client, URL: e.invokeURL, Authorize: func(r *http.Request, body []byte) error {
+		ctx := r.Context()
 		err := e.auth.Sign(ctx, r, body)
 		if err == nil {
 			return nil
@@ -476,5 +449,5 @@ func (e *endpoint) invoke(ctx context.Context, v any) (*providers.Response, erro
 		u := api.Unavailable("The gateway has no usable AWS credentials for Bedrock model '%s' (%s).", e.model, e.auth.Source)
 		u.Err = err
 		return u
-	})
+	}}
 }

@@ -19,17 +19,15 @@ type ConverseUsage struct {
 	CacheWriteInputTokens int64 `json:"cacheWriteInputTokens"`
 }
 
-// Fields are u's counts for jsonscan.Counts.
-func (u *ConverseUsage) Fields() []jsonscan.CountField {
-	return []jsonscan.CountField{
-		{Name: "inputTokens", Dst: &u.InputTokens}, {Name: "outputTokens", Dst: &u.OutputTokens}, {Name: "totalTokens", Dst: &u.TotalTokens},
-		{Name: "cacheReadInputTokens", Dst: &u.CacheReadInputTokens}, {Name: "cacheWriteInputTokens", Dst: &u.CacheWriteInputTokens},
-	}
-}
+var converseUsage = jsonscan.NewCountSchema[ConverseUsage]()
+
+// Fields are u's counts for jsonscan.Counts, by its tags.
+func (u *ConverseUsage) Fields() []jsonscan.CountField { return converseUsage.Fields(u) }
 
 // Decode decodes a TokenUsage object into u as json.Unmarshal would (the
-// relay-path decoder: no reflection; a fuzz test holds it to encoding/json).
-func (u *ConverseUsage) Decode(v []byte) bool { return jsonscan.Counts(v, u.Fields()) }
+// relay-path decoder: no reflection a call; a fuzz test holds it to
+// encoding/json).
+func (u *ConverseUsage) Decode(v []byte) bool { return converseUsage.Decode(v, u) }
 
 // OpenAI is the usage in OpenAI's shape. Prompt tokens include the cache's
 // reads and writes (which Bedrock counts apart, as Anthropic does), as
@@ -55,16 +53,13 @@ type InvocationMetrics struct {
 	CacheWriteInputTokenCount int64 `json:"cacheWriteInputTokenCount"`
 }
 
-// Fields are m's counts for jsonscan.Counts.
-func (m *InvocationMetrics) Fields() []jsonscan.CountField {
-	return []jsonscan.CountField{
-		{Name: "inputTokenCount", Dst: &m.InputTokenCount}, {Name: "outputTokenCount", Dst: &m.OutputTokenCount},
-		{Name: "cacheReadInputTokenCount", Dst: &m.CacheReadInputTokenCount}, {Name: "cacheWriteInputTokenCount", Dst: &m.CacheWriteInputTokenCount},
-	}
-}
+var invocationMetrics = jsonscan.NewCountSchema[InvocationMetrics]()
+
+// Fields are m's counts for jsonscan.Counts, by its tags.
+func (m *InvocationMetrics) Fields() []jsonscan.CountField { return invocationMetrics.Fields(m) }
 
 // Decode decodes the metrics object into m as json.Unmarshal would.
-func (m *InvocationMetrics) Decode(v []byte) bool { return jsonscan.Counts(v, m.Fields()) }
+func (m *InvocationMetrics) Decode(v []byte) bool { return invocationMetrics.Decode(v, m) }
 
 // HeaderMetrics reads the token counts InvokeModel puts in its answer's
 // headers (absent or unreadable: 0).

@@ -17,10 +17,8 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
-	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
-	"github.com/sluice-gateway/sluice/pkg/providers"
 	"github.com/sluice-gateway/sluice/pkg/providers/embedbatch"
 )
 
@@ -109,7 +107,7 @@ func SupportsDimensions(model string) bool {
 // Embed sends the texts in batches of up to 96, concurrently, always asking
 // for float embeddings (sluice encodes base64 itself, as OpenAI defines it).
 func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*models.Answer, error) {
-	texts, err := embedbatch.Texts(req, Name)
+	texts, out, err := embedbatch.Prepare(req, Name, e.model)
 	if err != nil {
 		return nil, err
 	}
@@ -124,72 +122,32 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 	if tmpl.InputType, tmpl.Truncate, err = embedbatch.CohereOptions(x, e.inputType, e.truncate, DefaultInputType); err != nil {
 		return nil, err
 	}
-	out := embedbatch.Output{Provider: Name, Model: e.model, Encoding: req.Encoding(), Dimensions: req.Dimensions}
-	return embedbatch.Run(ctx, texts, embedbatch.Limits{MaxInputs: MaxTexts}, out, func(ctx context.Context, b embedbatch.Batch) (embedbatch.Result, error) {
+	ep := embedbatch.Endpoint{Provider: Name, Client: e.client, URL: e.url, Authorize: embedbatch.KeyAuth(e.cred)}
+	return embedbatch.Run(ctx, texts, embedbatch.Limits{MaxInputs: MaxTexts}, out, embedbatch.Post(ep, func(b embedbatch.Batch) embedRequest {
 		body := tmpl
 		body.Texts = b.Texts
-		resp, err := e.post(ctx, body)
-		if err != nil {
-			return embedbatch.Result{}, err
-		}
-		res, err := ParseEmbed(resp.Body)
-		if err != nil {
-			return embedbatch.Result{}, embedbatch.Malformed(Name, "%v", err)
-		}
-		return res, nil
-	})
-}
-
-func (e *endpoint) post(ctx context.Context, v embedRequest) (*providers.Response, error) {
-	return providers.Post(ctx, e.client, Name, e.url, v, func(r *http.Request, _ []byte) error {
-		e.cred.Authorize(r.Header)
-		return nil
-	})
+		return body
+	}, ParseEmbed))
 }
 
 // ParseEmbed reads a /v2/embed answer: embeddings.float (one vector per
 // text, in order) and meta.billed_units.input_tokens.
-func ParseEmbed(body []byte) (embedbatch.Result, error) {
-	var embeddings, meta, list, billed []byte
+func ParseEmbed(body []byte, _ http.Header) (embedbatch.Result, error) {
 	var res embedbatch.Result
-	pick := func(want string, dst *[]byte) func([]byte, []byte) error {
-		return func(key, v []byte) error {
-			if string(key) == want {
-				*dst = v
-			}
-			return nil
-		}
-	}
-	if err := jsonscan.Members(body, func(key, v []byte) error {
-		switch string(key) {
-		case "embeddings":
-			embeddings = v
-		case "meta":
-			meta = v
-		}
-		return nil
-	}); err != nil {
+	top, err := embedbatch.Pick(body, "embeddings", "meta")
+	if err != nil {
 		return res, fmt.Errorf("embed answer: %w", err)
 	}
-	if !jsonscan.Null(embeddings) {
-		if err := jsonscan.Members(embeddings, pick("float", &list)); err != nil {
-			return res, fmt.Errorf("embed answer embeddings: %w", err)
-		}
+	list, err := embedbatch.Path(top[0], "float")
+	if err == nil && list == nil {
+		err = errors.New("no embeddings.float")
 	}
-	if jsonscan.Null(list) {
-		return res, errors.New("embed answer has no embeddings.float")
+	if err == nil {
+		res.Vectors, err = embedbatch.Vectors(list, "embedding")
 	}
-	if err := jsonscan.Elements(list, func(v []byte) error {
-		res.Vectors = append(res.Vectors, v)
-		return nil
-	}); err != nil {
-		return res, fmt.Errorf("embed answer embeddings.float: %w", err)
+	if err != nil {
+		return res, fmt.Errorf("embed answer: %w", err)
 	}
-	if !jsonscan.Null(meta) && jsonscan.Members(meta, pick("billed_units", &billed)) == nil && !jsonscan.Null(billed) {
-		var tokens []byte
-		if jsonscan.Members(billed, pick("input_tokens", &tokens)) == nil {
-			res.Tokens, res.TokensKnown = jsonscan.Count(tokens)
-		}
-	}
+	res.Tokens, res.TokensKnown = embedbatch.Count(top[1], "billed_units", "input_tokens")
 	return res, nil
 }

@@ -211,7 +211,7 @@ func FuzzParseEmbed(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		res, err := ParseEmbed(body)
+		res, err := ParseEmbed(body, nil)
 		if err != nil {
 			return
 		}

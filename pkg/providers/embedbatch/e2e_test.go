@@ -75,18 +75,27 @@ func (p *providersStandIn) serve(w http.ResponseWriter, r *http.Request) {
 		p.t.Errorf("stand-in: %s %s %s", r.Method, path, raw)
 	}
 	// Each provider's credential, then its texts.
-	var texts []string
-	var family string
+	family, ok := p.authorize(w, r, path, raw)
+	if !ok {
+		return
+	}
+	texts := standInTexts(family, body)
+	if failed(w, family, texts) {
+		return
+	}
+	w.Write(standInAnswer(w, family, body, texts, standInDimensions(body)))
+}
+
+// authorize checks the call's credential as its provider does, answering
+// the provider's refusal; it returns the provider's family.
+func (p *providersStandIn) authorize(w http.ResponseWriter, r *http.Request, path string, raw []byte) (family string, ok bool) {
 	switch {
 	case strings.HasPrefix(path, "/model/"):
 		family = "bedrock"
 		if _, err := bedrocktest.Verify(r, raw, func(id string) (string, string, bool) { return e2eSecret, "", id == e2eKeyID }); err != nil {
 			w.WriteHeader(403)
 			io.WriteString(w, `{"message":"The security token included in the request is invalid."}`)
-			return
-		}
-		if s, ok := body["inputText"].(string); ok {
-			texts = []string{s}
+			return "", false
 		}
 	case strings.HasSuffix(path, ":predict"):
 		family = "vertex"
@@ -94,26 +103,35 @@ func (p *providersStandIn) serve(w http.ResponseWriter, r *http.Request) {
 		if !p.tokens.Valid(token) || !strings.HasPrefix(path, "/v1/projects/"+vertexProj+"/locations/us-central1/publishers/google/models/") {
 			w.WriteHeader(401)
 			io.WriteString(w, `{"error":{"code":401,"message":"Request had invalid authentication credentials.","status":"UNAUTHENTICATED"}}`)
-			return
+			return "", false
 		}
 	case strings.HasSuffix(path, ":batchEmbedContents"):
 		family = "gemini"
 		if r.Header.Get("X-Goog-Api-Key") != geminiKey {
 			w.WriteHeader(400)
 			io.WriteString(w, `{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"}}`)
-			return
+			return "", false
 		}
 	case path == "/v2/embed":
 		family = "cohere"
 		if r.Header.Get("Authorization") != "Bearer "+cohereKey {
 			w.WriteHeader(401)
 			io.WriteString(w, `{"id":"x","message":"invalid api token"}`)
-			return
+			return "", false
 		}
 	default:
 		w.WriteHeader(404)
 		io.WriteString(w, `{"message":"no such path"}`)
-		return
+		return "", false
+	}
+	return family, true
+}
+
+// standInTexts are the texts of a call of family.
+func standInTexts(family string, body map[string]any) []string {
+	var texts []string
+	if s, ok := body["inputText"].(string); ok {
+		texts = []string{s}
 	}
 	switch family {
 	case "vertex":
@@ -131,6 +149,12 @@ func (p *providersStandIn) serve(w http.ResponseWriter, r *http.Request) {
 			texts = append(texts, s.(string))
 		}
 	}
+	return texts
+}
+
+// failed answers the failure a text asks for ("fail-400", "fail-403"),
+// or sleeps for "slow".
+func failed(w http.ResponseWriter, family string, texts []string) bool {
 	for _, s := range texts {
 		switch fails(s) {
 		case "fail-400":
@@ -140,15 +164,20 @@ func (p *providersStandIn) serve(w http.ResponseWriter, r *http.Request) {
 			} else {
 				io.WriteString(w, `{"message":"The input text is not valid for this model."}`)
 			}
-			return
+			return true
 		case "fail-403":
 			w.WriteHeader(403)
 			io.WriteString(w, `{"message":"You don't have access to the model with the specified model ID."}`)
-			return
+			return true
 		case "slow":
 			time.Sleep(time.Second)
 		}
 	}
+	return false
+}
+
+// standInDimensions is the vectors' size the call asks for.
+func standInDimensions(body map[string]any) int {
 	dims := 32 // the providers' defaults are larger; small keeps the stand-in cheap
 	for _, k := range []string{"dimensions", "output_dimension"} {
 		if d, ok := body[k].(float64); ok {
@@ -163,6 +192,11 @@ func (p *providersStandIn) serve(w http.ResponseWriter, r *http.Request) {
 			dims = int(d)
 		}
 	}
+	return dims
+}
+
+// standInAnswer is the answer of family to the texts.
+func standInAnswer(w http.ResponseWriter, family string, body map[string]any, texts []string, dims int) []byte {
 	var b []byte
 	switch family {
 	case "bedrock":
@@ -207,7 +241,7 @@ func (p *providersStandIn) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		b = fmt.Appendf(b, `]},"meta":{"billed_units":{"input_tokens":%d}}}`, 2*len(texts))
 	}
-	w.Write(b)
+	return b
 }
 
 func (p *providersStandIn) calls() int {
@@ -315,56 +349,61 @@ func TestTranslatedEmbeddingsEndToEnd(t *testing.T) {
 			}
 			checkVectors(t, resp.Data, []string{"q"}, 32)
 		})
+		translatedRefusals(t, ctx, u, g, key, c)
+	})
+}
 
-		for _, tc := range []struct {
-			name, body string
-			status     int
-			code, msg  string
-			param      string
-		}{
-			{"dimensions on titan v1", `{"model":"titan-v1","input":"x","dimensions":256}`, 400, "invalid_value", "does not take 'dimensions'", "dimensions"},
-			{"titan v2 dimensions", `{"model":"titan","input":"x","dimensions":100}`, 400, "invalid_value", "256, 512 or 1024", "dimensions"},
-			{"token ids", `{"model":"gemini","input":[[1,2,3]]}`, 400, "invalid_value", "text only", "input"},
-			{"cohere v3 dimensions", `{"model":"bedrock-cohere","input":"x","dimensions":256}`, 400, "invalid_value", "does not take 'dimensions'", "dimensions"},
-			{"provider 400 kept", `{"model":"vertex","input":["ok","fail-400"]}`, 400, "", "The input text is not valid for this model.", ""},
-			{"bedrock 400 kept", `{"model":"titan","input":["ok","fail-400"]}`, 400, "", "The input text is not valid for this model.", ""},
-			{"provider 403", `{"model":"cohere","input":"fail-403"}`, 502, "upstream_error", "refused the gateway's credential", ""},
-			{"signature refused", `{"model":"titan-refused","input":"x"}`, 502, "upstream_error", "refused the gateway's credential", ""},
-			{"gemini key refused", `{"model":"gemini-refused","input":"x"}`, 502, "upstream_error", "refused the gateway's credential", ""},
-			{"timeout", `{"model":"titan-slow","input":["a","slow"]}`, 504, "upstream_timeout", "in time", ""},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				before := u.calls()
-				resp := g.Do("POST", "/v1/embeddings", key, tc.body)
-				if resp.Status != tc.status || resp.ErrorCode(t) != tc.code || !strings.Contains(string(resp.Body), tc.msg) {
-					t.Errorf("%d %s; want %d %s saying %q", resp.Status, resp.Body, tc.status, tc.code, tc.msg)
+// translatedRefusals checks what the gateway refuses, and how a
+// provider's refusal reaches the client.
+func translatedRefusals(t *testing.T, ctx context.Context, u *providersStandIn, g *gatewaytest.Gateway, key string, c openai.Client) {
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		code, msg  string
+		param      string
+	}{
+		{"dimensions on titan v1", `{"model":"titan-v1","input":"x","dimensions":256}`, 400, "invalid_value", "does not take 'dimensions'", "dimensions"},
+		{"titan v2 dimensions", `{"model":"titan","input":"x","dimensions":100}`, 400, "invalid_value", "256, 512 or 1024", "dimensions"},
+		{"token ids", `{"model":"gemini","input":[[1,2,3]]}`, 400, "invalid_value", "text only", "input"},
+		{"cohere v3 dimensions", `{"model":"bedrock-cohere","input":"x","dimensions":256}`, 400, "invalid_value", "does not take 'dimensions'", "dimensions"},
+		{"provider 400 kept", `{"model":"vertex","input":["ok","fail-400"]}`, 400, "", "The input text is not valid for this model.", ""},
+		{"bedrock 400 kept", `{"model":"titan","input":["ok","fail-400"]}`, 400, "", "The input text is not valid for this model.", ""},
+		{"provider 403", `{"model":"cohere","input":"fail-403"}`, 502, "upstream_error", "refused the gateway's credential", ""},
+		{"signature refused", `{"model":"titan-refused","input":"x"}`, 502, "upstream_error", "refused the gateway's credential", ""},
+		{"gemini key refused", `{"model":"gemini-refused","input":"x"}`, 502, "upstream_error", "refused the gateway's credential", ""},
+		{"timeout", `{"model":"titan-slow","input":["a","slow"]}`, 504, "upstream_timeout", "in time", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := u.calls()
+			resp := g.Do("POST", "/v1/embeddings", key, tc.body)
+			if resp.Status != tc.status || resp.ErrorCode(t) != tc.code || !strings.Contains(string(resp.Body), tc.msg) {
+				t.Errorf("%d %s; want %d %s saying %q", resp.Status, resp.Body, tc.status, tc.code, tc.msg)
+			}
+			var e struct {
+				Error struct {
+					Param *string `json:"param"`
+				} `json:"error"`
+			}
+			json.Unmarshal(resp.Body, &e)
+			if tc.param != "" && (e.Error.Param == nil || *e.Error.Param != tc.param) {
+				t.Errorf("param %v, want %s", e.Error.Param, tc.param)
+			}
+			if tc.status == 400 && tc.code != "" && u.calls() != before {
+				t.Error("a request sluice refuses reached the provider")
+			}
+			for _, secret := range []string{e2eSecret, geminiKey, cohereKey, "PRIVATE KEY"} {
+				if strings.Contains(string(resp.Body), secret) {
+					t.Errorf("a credential leaked: %s", resp.Body)
 				}
-				var e struct {
-					Error struct {
-						Param *string `json:"param"`
-					} `json:"error"`
-				}
-				json.Unmarshal(resp.Body, &e)
-				if tc.param != "" && (e.Error.Param == nil || *e.Error.Param != tc.param) {
-					t.Errorf("param %v, want %s", e.Error.Param, tc.param)
-				}
-				if tc.status == 400 && tc.code != "" && u.calls() != before {
-					t.Error("a request sluice refuses reached the provider")
-				}
-				for _, secret := range []string{e2eSecret, geminiKey, cohereKey, "PRIVATE KEY"} {
-					if strings.Contains(string(resp.Body), secret) {
-						t.Errorf("a credential leaked: %s", resp.Body)
-					}
-				}
-			})
-		}
-		t.Run("sdk sees a refusal", func(t *testing.T) {
-			_, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "titan-v1", Dimensions: openai.Int(512), Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}})
-			var apiErr *openai.Error
-			if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "dimensions" {
-				t.Errorf("%v", err)
 			}
 		})
+	}
+	t.Run("sdk sees a refusal", func(t *testing.T) {
+		_, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "titan-v1", Dimensions: openai.Int(512), Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}})
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "dimensions" {
+			t.Errorf("%v", err)
+		}
 	})
 }
 

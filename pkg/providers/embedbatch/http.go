@@ -69,6 +69,17 @@ func GoogleTaskType(v string) string {
 	return strings.ToUpper(v)
 }
 
+// DeploymentTaskType is a Google deployment's default task type: its
+// litellm_params task_type, else input_type (LiteLLM's name); "" when it
+// sets neither.
+func DeploymentTaskType(extra map[string]any) string {
+	if t, _ := extra["task_type"].(string); t != "" {
+		return t
+	}
+	t, _ := extra["input_type"].(string)
+	return t
+}
+
 // TaskType is a Google request's task type: the request's task_type or
 // input_type (LiteLLM's name; given both, they must agree), else the
 // deployment's default, in Google's spelling; "" when none is set.

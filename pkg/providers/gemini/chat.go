@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -47,60 +46,36 @@ func (e *ChatEndpoint) Chat(ctx context.Context, req *oai.ChatRequest) (*models.
 	if err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(greq)
-	if err != nil {
-		return nil, fmt.Errorf("%s: encode the request: %w", e.Provider, err)
-	}
 	url := e.URL + ":generateContent"
 	if req.Stream {
 		url = e.URL + ":streamGenerateContent?alt=sse"
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	hreq, _, err := providers.NewRequest(ctx, e.Provider, url, greq)
 	if err != nil {
-		return nil, fmt.Errorf("%s: build the request: %w", e.Provider, err)
+		return nil, err
 	}
-	hreq.Header.Set("Content-Type", "application/json")
 	if req.Stream {
 		hreq.Header.Set("Accept", "text/event-stream")
-	} else {
-		hreq.Header.Set("Accept", "application/json")
 	}
 	if err := e.Authorize(ctx, hreq.Header); err != nil {
 		return nil, err
 	}
-	resp, err := providers.Send(e.Client, hreq)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", e.Provider, hreq.URL.Path, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, ReadError(e.Provider, resp)
-	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if req.Stream {
-		if mt != "text/event-stream" {
-			resp.Body.Close()
-			return nil, &models.ProviderError{Provider: e.Provider, Status: resp.StatusCode,
-				Message: fmt.Sprintf("answered a streamed call with Content-Type %q, not an event stream", mt)}
+		a, err := providers.RelayStreamWith(e.Client, e.Provider, hreq, ReadError)
+		if err != nil {
+			return nil, err
 		}
 		w := oai.NewChunkWriter(oai.NewChatID(), e.Model, time.Now().Unix())
-		return &models.Answer{Body: oai.NewSSEStream(resp.Body, sse.Limits{}, newStreamer(w, req.N)), ContentLength: -1}, nil
+		a.Body = oai.NewSSEStream(a.Body, sse.Limits{}, newStreamer(w, req.N))
+		return a, nil
 	}
-	defer resp.Body.Close()
-	if mt != "" && mt != "application/json" && !strings.HasSuffix(mt, "+json") {
-		return nil, &models.ProviderError{Provider: e.Provider, Status: resp.StatusCode,
-			Message: fmt.Sprintf("answered with Content-Type %q, not JSON", mt)}
-	}
-	doc, err := io.ReadAll(io.LimitReader(resp.Body, providers.MaxAnswerBytes+1))
+	resp, err := providers.DoWith(e.Client, e.Provider, hreq, ReadError)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: read the answer: %w", e.Provider, hreq.URL.Path, err)
+		return nil, err
 	}
-	if len(doc) > providers.MaxAnswerBytes {
-		return nil, &models.ProviderError{Provider: e.Provider, Status: resp.StatusCode,
-			Message: fmt.Sprintf("answered more than %d bytes", providers.MaxAnswerBytes)}
-	}
-	cc, err := translateAnswer(doc, e.Model, req.N)
+	cc, err := translateAnswer(resp.Body, e.Model, req.N)
 	if err != nil {
-		return nil, &models.ProviderError{Provider: e.Provider, Status: resp.StatusCode, Message: "unreadable answer: " + err.Error()}
+		return nil, &models.ProviderError{Provider: e.Provider, Status: resp.Status, Message: "unreadable answer: " + err.Error()}
 	}
 	out, err := encodeAnswer(cc)
 	if err != nil {

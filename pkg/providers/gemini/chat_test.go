@@ -85,12 +85,14 @@ func answering(body string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) { providertest.WriteJSON(w, 200, body) }
 }
 
-func TestChatRequest(t *testing.T) {
-	for _, tc := range []struct {
-		name, model, body, want string
-	}{
-		{"conversation and generation config", "gemini-2.5-flash",
-			`{"model":"g","messages":[
+type chatRequestCase struct {
+	name, model, body, want string
+}
+
+// chatRequestCases are TestChatRequest's cases.
+var chatRequestCases = []chatRequestCase{
+	{"conversation and generation config", "gemini-2.5-flash",
+		`{"model":"g","messages":[
 				{"role":"system","content":"Be brief."},
 				{"role":"user","content":"Hi"},
 				{"role":"developer","content":[{"type":"text","text":"Answer in French."}]},
@@ -101,7 +103,7 @@ func TestChatRequest(t *testing.T) {
 			 "max_tokens":100,"temperature":0.5,"top_p":0.9,"stop":["END"],"n":2,"seed":42,
 			 "presence_penalty":0.1,"frequency_penalty":0.2,"top_k":40,
 			 "safety_settings":[{"category":"HARM_CATEGORY_HARASSMENT","threshold":"BLOCK_ONLY_HIGH"}]}`,
-			`{"contents":[
+		`{"contents":[
 				{"role":"user","parts":[{"text":"Hi"},{"text":"What is the capital"},{"text":" of France?"}]},
 				{"role":"model","parts":[{"text":"Paris."},{"text":"Anything else?"}]},
 				{"role":"user","parts":[{"text":"No."}]}],
@@ -109,64 +111,64 @@ func TestChatRequest(t *testing.T) {
 			  "safetySettings":[{"category":"HARM_CATEGORY_HARASSMENT","threshold":"BLOCK_ONLY_HIGH"}],
 			  "generationConfig":{"maxOutputTokens":100,"temperature":0.5,"topP":0.9,"topK":40,"stopSequences":["END"],
 				"candidateCount":2,"seed":42,"presencePenalty":0.1,"frequencyPenalty":0.2}}`},
-		{"a string stop, n of 1", "gemini-2.5-flash",
-			`{"model":"g","messages":[{"role":"user","content":"Hi"}],"stop":"\n\n","n":1,"max_completion_tokens":64,"max_tokens":10}`,
-			`{"contents":[{"role":"user","parts":[{"text":"Hi"}]}],"generationConfig":{"maxOutputTokens":64,"stopSequences":["\n\n"]}}`},
-		{"json_object", "gemini-2.5-flash",
-			`{"model":"g","messages":[{"role":"user","content":"A city as JSON"}],"response_format":{"type":"json_object"}}`,
-			`{"contents":[{"role":"user","parts":[{"text":"A city as JSON"}]}],"generationConfig":{"responseMimeType":"application/json"}}`},
-		{"json_schema", "gemini-2.5-flash",
-			`{"model":"g","messages":[{"role":"user","content":"A city"}],"response_format":{"type":"json_schema","json_schema":{"name":"city","strict":true,
+	{"a string stop, n of 1", "gemini-2.5-flash",
+		`{"model":"g","messages":[{"role":"user","content":"Hi"}],"stop":"\n\n","n":1,"max_completion_tokens":64,"max_tokens":10}`,
+		`{"contents":[{"role":"user","parts":[{"text":"Hi"}]}],"generationConfig":{"maxOutputTokens":64,"stopSequences":["\n\n"]}}`},
+	{"json_object", "gemini-2.5-flash",
+		`{"model":"g","messages":[{"role":"user","content":"A city as JSON"}],"response_format":{"type":"json_object"}}`,
+		`{"contents":[{"role":"user","parts":[{"text":"A city as JSON"}]}],"generationConfig":{"responseMimeType":"application/json"}}`},
+	{"json_schema", "gemini-2.5-flash",
+		`{"model":"g","messages":[{"role":"user","content":"A city"}],"response_format":{"type":"json_schema","json_schema":{"name":"city","strict":true,
 				"schema":{"type":"object","properties":{"name":{"type":"string"},"population":{"type":["integer","null"]}},"required":["name","population"],"additionalProperties":false}}}}`,
-			`{"contents":[{"role":"user","parts":[{"text":"A city"}]}],"generationConfig":{"responseMimeType":"application/json",
+		`{"contents":[{"role":"user","parts":[{"text":"A city"}]}],"generationConfig":{"responseMimeType":"application/json",
 				"responseJsonSchema":{"type":"object","properties":{"name":{"type":"string"},"population":{"type":["integer","null"]}},"required":["name","population"],"additionalProperties":false}}}`},
-		{"text format", "gemini-2.5-flash",
-			`{"model":"g","messages":[{"role":"user","content":"Hi"}],"response_format":{"type":"text"}}`,
-			`{"contents":[{"role":"user","parts":[{"text":"Hi"}]}]}`},
-		{"reasoning_effort on 2.5: a budget", "gemini-2.5-pro",
-			`{"model":"g","messages":[{"role":"user","content":"Why?"}],"reasoning_effort":"low"}`,
-			`{"contents":[{"role":"user","parts":[{"text":"Why?"}]}],"generationConfig":{"thinkingConfig":{"includeThoughts":true,"thinkingBudget":1024}}}`},
-		{"reasoning_effort none on 2.5 flash: no thinking", "gemini-2.5-flash",
-			`{"model":"g","messages":[{"role":"user","content":"Why?"}],"reasoning_effort":"none"}`,
-			`{"contents":[{"role":"user","parts":[{"text":"Why?"}]}],"generationConfig":{"thinkingConfig":{"includeThoughts":false,"thinkingBudget":0}}}`},
-		{"reasoning_effort minimal on 2.5 flash", "gemini-2.5-flash",
-			`{"model":"g","messages":[{"role":"user","content":"Why?"}],"reasoning_effort":"minimal"}`,
-			`{"contents":[{"role":"user","parts":[{"text":"Why?"}]}],"generationConfig":{"thinkingConfig":{"includeThoughts":true,"thinkingBudget":1}}}`},
-		{"reasoning_effort on Gemini 3 Pro: a level", "gemini-3-pro-preview",
-			`{"model":"g","messages":[{"role":"user","content":"Why?"}],"reasoning_effort":"medium"}`,
-			`{"contents":[{"role":"user","parts":[{"text":"Why?"}]}],"generationConfig":{"thinkingConfig":{"includeThoughts":true,"thinkingLevel":"HIGH"}}}`},
-		{"reasoning_effort minimal on Gemini 3 Flash", "gemini-3-flash-preview",
-			`{"model":"g","messages":[{"role":"user","content":"Why?"}],"reasoning_effort":"minimal"}`,
-			`{"contents":[{"role":"user","parts":[{"text":"Why?"}]}],"generationConfig":{"thinkingConfig":{"includeThoughts":true,"thinkingLevel":"MINIMAL"}}}`},
-		{"penalties dropped on Gemini 3", "gemini-3-flash-preview",
-			`{"model":"g","messages":[{"role":"user","content":"Hi"}],"presence_penalty":0.5,"frequency_penalty":0.5,"temperature":1,"drop_params":true}`,
-			`{"contents":[{"role":"user","parts":[{"text":"Hi"}]}],"generationConfig":{"temperature":1}}`},
-		{"tools, auto", "gemini-2.5-flash",
-			`{"model":"g","messages":[{"role":"user","content":"Weather in Paris?"}],"tool_choice":"auto","parallel_tool_calls":true,"tools":[
+	{"text format", "gemini-2.5-flash",
+		`{"model":"g","messages":[{"role":"user","content":"Hi"}],"response_format":{"type":"text"}}`,
+		`{"contents":[{"role":"user","parts":[{"text":"Hi"}]}]}`},
+	{"reasoning_effort on 2.5: a budget", "gemini-2.5-pro",
+		`{"model":"g","messages":[{"role":"user","content":"Why?"}],"reasoning_effort":"low"}`,
+		`{"contents":[{"role":"user","parts":[{"text":"Why?"}]}],"generationConfig":{"thinkingConfig":{"includeThoughts":true,"thinkingBudget":1024}}}`},
+	{"reasoning_effort none on 2.5 flash: no thinking", "gemini-2.5-flash",
+		`{"model":"g","messages":[{"role":"user","content":"Why?"}],"reasoning_effort":"none"}`,
+		`{"contents":[{"role":"user","parts":[{"text":"Why?"}]}],"generationConfig":{"thinkingConfig":{"includeThoughts":false,"thinkingBudget":0}}}`},
+	{"reasoning_effort minimal on 2.5 flash", "gemini-2.5-flash",
+		`{"model":"g","messages":[{"role":"user","content":"Why?"}],"reasoning_effort":"minimal"}`,
+		`{"contents":[{"role":"user","parts":[{"text":"Why?"}]}],"generationConfig":{"thinkingConfig":{"includeThoughts":true,"thinkingBudget":1}}}`},
+	{"reasoning_effort on Gemini 3 Pro: a level", "gemini-3-pro-preview",
+		`{"model":"g","messages":[{"role":"user","content":"Why?"}],"reasoning_effort":"medium"}`,
+		`{"contents":[{"role":"user","parts":[{"text":"Why?"}]}],"generationConfig":{"thinkingConfig":{"includeThoughts":true,"thinkingLevel":"HIGH"}}}`},
+	{"reasoning_effort minimal on Gemini 3 Flash", "gemini-3-flash-preview",
+		`{"model":"g","messages":[{"role":"user","content":"Why?"}],"reasoning_effort":"minimal"}`,
+		`{"contents":[{"role":"user","parts":[{"text":"Why?"}]}],"generationConfig":{"thinkingConfig":{"includeThoughts":true,"thinkingLevel":"MINIMAL"}}}`},
+	{"penalties dropped on Gemini 3", "gemini-3-flash-preview",
+		`{"model":"g","messages":[{"role":"user","content":"Hi"}],"presence_penalty":0.5,"frequency_penalty":0.5,"temperature":1,"drop_params":true}`,
+		`{"contents":[{"role":"user","parts":[{"text":"Hi"}]}],"generationConfig":{"temperature":1}}`},
+	{"tools, auto", "gemini-2.5-flash",
+		`{"model":"g","messages":[{"role":"user","content":"Weather in Paris?"}],"tool_choice":"auto","parallel_tool_calls":true,"tools":[
 				{"type":"function","function":{"name":"get_weather","description":"Current weather","strict":true,
 					"parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}}},
 				{"type":"function","function":{"name":"get_time"}}]}`,
-			`{"contents":[{"role":"user","parts":[{"text":"Weather in Paris?"}]}],
+		`{"contents":[{"role":"user","parts":[{"text":"Weather in Paris?"}]}],
 			  "tools":[{"functionDeclarations":[
 				{"name":"get_weather","description":"Current weather","parametersJsonSchema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}},
 				{"name":"get_time"}]}],
 			  "toolConfig":{"functionCallingConfig":{"mode":"AUTO"}}}`},
-		{"tools, a named function", "gemini-2.5-flash",
-			`{"model":"g","messages":[{"role":"user","content":"Weather?"}],"tool_choice":{"type":"function","function":{"name":"get_weather"}},
+	{"tools, a named function", "gemini-2.5-flash",
+		`{"model":"g","messages":[{"role":"user","content":"Weather?"}],"tool_choice":{"type":"function","function":{"name":"get_weather"}},
 			  "tools":[{"type":"function","function":{"name":"get_weather"}},{"type":"function","function":{"name":"get_time"}}]}`,
-			`{"contents":[{"role":"user","parts":[{"text":"Weather?"}]}],
+		`{"contents":[{"role":"user","parts":[{"text":"Weather?"}]}],
 			  "tools":[{"functionDeclarations":[{"name":"get_weather"},{"name":"get_time"}]}],
 			  "toolConfig":{"functionCallingConfig":{"mode":"ANY","allowedFunctionNames":["get_weather"]}}}`},
-		{"tools, required", "gemini-2.5-flash",
-			`{"model":"g","messages":[{"role":"user","content":"Weather?"}],"tool_choice":"required","tools":[{"type":"function","function":{"name":"get_weather"}}]}`,
-			`{"contents":[{"role":"user","parts":[{"text":"Weather?"}]}],"tools":[{"functionDeclarations":[{"name":"get_weather"}]}],
+	{"tools, required", "gemini-2.5-flash",
+		`{"model":"g","messages":[{"role":"user","content":"Weather?"}],"tool_choice":"required","tools":[{"type":"function","function":{"name":"get_weather"}}]}`,
+		`{"contents":[{"role":"user","parts":[{"text":"Weather?"}]}],"tools":[{"functionDeclarations":[{"name":"get_weather"}]}],
 			  "toolConfig":{"functionCallingConfig":{"mode":"ANY"}}}`},
-		{"tools, none", "gemini-2.5-flash",
-			`{"model":"g","messages":[{"role":"user","content":"Weather?"}],"tool_choice":"none","tools":[{"type":"function","function":{"name":"get_weather"}}]}`,
-			`{"contents":[{"role":"user","parts":[{"text":"Weather?"}]}],"tools":[{"functionDeclarations":[{"name":"get_weather"}]}],
+	{"tools, none", "gemini-2.5-flash",
+		`{"model":"g","messages":[{"role":"user","content":"Weather?"}],"tool_choice":"none","tools":[{"type":"function","function":{"name":"get_weather"}}]}`,
+		`{"contents":[{"role":"user","parts":[{"text":"Weather?"}]}],"tools":[{"functionDeclarations":[{"name":"get_weather"}]}],
 			  "toolConfig":{"functionCallingConfig":{"mode":"NONE"}}}`},
-		{"tool calls and results", "gemini-3-pro-preview",
-			`{"model":"g","messages":[
+	{"tool calls and results", "gemini-3-pro-preview",
+		`{"model":"g","messages":[
 				{"role":"user","content":"Weather and time in Paris?"},
 				{"role":"assistant","content":null,"tool_calls":[
 					{"id":"call_a1b2c3__thought__CiQB0e2Kb3c=","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}},
@@ -175,7 +177,7 @@ func TestChatRequest(t *testing.T) {
 				{"role":"tool","tool_call_id":"call_d4e5f6","content":[{"type":"text","text":"12:00"}]},
 				{"role":"user","content":"Thanks!"},
 				{"role":"function","name":"get_time","content":"12:01"}]}`,
-			`{"contents":[
+		`{"contents":[
 				{"role":"user","parts":[{"text":"Weather and time in Paris?"}]},
 				{"role":"model","parts":[
 					{"functionCall":{"name":"get_weather","args":{"city":"Paris"}},"thoughtSignature":"CiQB0e2Kb3c="},
@@ -185,22 +187,22 @@ func TestChatRequest(t *testing.T) {
 					{"functionResponse":{"name":"get_time","response":{"output":"12:00"}}},
 					{"text":"Thanks!"},
 					{"functionResponse":{"name":"get_time","response":{"output":"12:01"}}}]}]}`},
-		{"assistant text with tool calls, reasoning and refusal", "gemini-2.5-flash",
-			`{"model":"g","messages":[
+	{"assistant text with tool calls, reasoning and refusal", "gemini-2.5-flash",
+		`{"model":"g","messages":[
 				{"role":"user","content":"Go"},
 				{"role":"assistant","content":"Looking.","reasoning_content":"I should look.","tool_calls":[{"id":"call_1","type":"function","function":{"name":"look","arguments":"{}"}}]},
 				{"role":"tool","tool_call_id":"call_1","content":"[1,2]"},
 				{"role":"assistant","content":[{"type":"refusal","refusal":"I can't."}]},
 				{"role":"user","content":""},
 				{"role":"user","content":"Why?"}]}`,
-			`{"contents":[
+		`{"contents":[
 				{"role":"user","parts":[{"text":"Go"}]},
 				{"role":"model","parts":[{"text":"Looking."},{"functionCall":{"name":"look","args":{}}}]},
 				{"role":"user","parts":[{"functionResponse":{"name":"look","response":{"output":"[1,2]"}}}]},
 				{"role":"model","parts":[{"text":"I can't."}]},
 				{"role":"user","parts":[{"text":"Why?"}]}]}`},
-		{"media", "gemini-2.5-flash",
-			`{"model":"g","messages":[{"role":"user","content":[
+	{"media", "gemini-2.5-flash",
+		`{"model":"g","messages":[{"role":"user","content":[
 				{"type":"text","text":"Describe these."},
 				{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo=","detail":"high"}},
 				{"type":"image_url","image_url":{"url":"https://example.com/photos/cat.JPG?size=large"}},
@@ -209,7 +211,7 @@ func TestChatRequest(t *testing.T) {
 				{"type":"file","file":{"file_data":"JVBERi0xLjQK","filename":"report.pdf"}},
 				{"type":"file","file":{"file_data":"data:text/plain;base64,aGVsbG8="}},
 				{"type":"file","file":{"file_id":"https://generativelanguage.googleapis.com/v1beta/files/abc-123"}}]}]}`,
-			`{"contents":[{"role":"user","parts":[
+		`{"contents":[{"role":"user","parts":[
 				{"text":"Describe these."},
 				{"inlineData":{"mimeType":"image/png","data":"iVBORw0KGgo="}},
 				{"fileData":{"mimeType":"image/jpeg","fileUri":"https://example.com/photos/cat.JPG?size=large"}},
@@ -218,7 +220,10 @@ func TestChatRequest(t *testing.T) {
 				{"inlineData":{"mimeType":"application/pdf","data":"JVBERi0xLjQK"}},
 				{"inlineData":{"mimeType":"text/plain","data":"aGVsbG8="}},
 				{"fileData":{"fileUri":"https://generativelanguage.googleapis.com/v1beta/files/abc-123"}}]}]}`},
-	} {
+}
+
+func TestChatRequest(t *testing.T) {
+	for _, tc := range chatRequestCases {
 		t.Run(tc.name, func(t *testing.T) {
 			up := providertest.NewUpstream(t, answering(textAnswer))
 			ans, err := chat(t, openChat(t, up.URL, tc.model, nil), tc.body)

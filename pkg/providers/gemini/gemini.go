@@ -31,7 +31,6 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
-	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers"
@@ -83,13 +82,9 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if model == "" {
 		return nil, api.Unavailable("Model '%s' names no Gemini model: litellm_params.model must be gemini/<model>.", d.ModelName)
 	}
-	taskType, _ := d.Params.Extra["input_type"].(string)
-	if t, _ := d.Params.Extra["task_type"].(string); t != "" {
-		taskType = t
-	}
 	modelURL := base + "/v1beta/models/" + url.PathEscape(model)
 	return &endpoint{
-		client: p.client, base: base, model: model, cred: cred, taskType: taskType,
+		client: p.client, base: base, model: model, cred: cred, taskType: embedbatch.DeploymentTaskType(d.Params.Extra),
 		url:      modelURL + ":batchEmbedContents",
 		resource: "models/" + model,
 		chat: ChatEndpoint{
@@ -145,16 +140,12 @@ type part struct {
 // Embed sends the texts in batches of up to 100, concurrently. input_type
 // (or task_type) becomes taskType, dimensions outputDimensionality.
 func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*models.Answer, error) {
-	texts, err := embedbatch.Texts(req, Name)
+	texts, out, task, err := embedbatch.PrepareGoogle(req, Name, e.model, e.taskType)
 	if err != nil {
 		return nil, err
 	}
-	task, err := embedbatch.TaskType(req, e.taskType)
-	if err != nil {
-		return nil, err
-	}
-	out := embedbatch.Output{Provider: Name, Model: e.model, Encoding: req.Encoding(), Dimensions: req.Dimensions}
-	return embedbatch.Run(ctx, texts, embedbatch.Limits{MaxInputs: MaxBatch}, out, func(ctx context.Context, b embedbatch.Batch) (embedbatch.Result, error) {
+	ep := embedbatch.Endpoint{Provider: Name, Client: e.client, URL: e.url, Authorize: embedbatch.KeyAuth(e.cred)}
+	call := embedbatch.Post(ep, func(b embedbatch.Batch) batchRequest {
 		body := batchRequest{Requests: make([]embedRequest, len(b.Texts))}
 		for i, t := range b.Texts {
 			body.Requests[i] = embedRequest{
@@ -162,67 +153,34 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 				TaskType: task, OutputDimensionality: req.Dimensions,
 			}
 		}
-		resp, err := e.post(ctx, body)
-		if err != nil {
-			return embedbatch.Result{}, err
-		}
-		vecs, err := ParseBatch(resp.Body)
-		if err != nil {
-			return embedbatch.Result{}, embedbatch.Malformed(Name, "%v", err)
-		}
+		return body
+	}, func(body []byte, _ http.Header) (embedbatch.Result, error) {
+		vecs, err := ParseBatch(body)
 		// No usage in the answer: Run estimates it.
-		return embedbatch.Result{Vectors: vecs}, nil
+		return embedbatch.Result{Vectors: vecs}, err
 	})
-}
-
-func (e *endpoint) post(ctx context.Context, v batchRequest) (*providers.Response, error) {
-	resp, err := providers.Post(ctx, e.client, Name, e.url, v, func(r *http.Request, _ []byte) error {
-		e.cred.Authorize(r.Header)
-		return nil
+	return embedbatch.Run(ctx, texts, embedbatch.Limits{MaxInputs: MaxBatch}, out, func(ctx context.Context, b embedbatch.Batch) (embedbatch.Result, error) {
+		res, err := call(ctx, b)
+		var pe *models.ProviderError
+		if errors.As(err, &pe) && pe.Status == http.StatusBadRequest && strings.Contains(pe.Message, "API key") {
+			// The Gemini API refuses a bad or expired key with a 400
+			// (INVALID_ARGUMENT, API_KEY_INVALID): it is the gateway's
+			// credential, not the client's request, so it is a refused
+			// credential (502), not a 400 for the client.
+			pe.Status = http.StatusUnauthorized
+		}
+		return res, err
 	})
-	var pe *models.ProviderError
-	if errors.As(err, &pe) && pe.Status == http.StatusBadRequest && strings.Contains(pe.Message, "API key") {
-		// The Gemini API refuses a bad or expired key with a 400
-		// (INVALID_ARGUMENT, API_KEY_INVALID): it is the gateway's
-		// credential, not the client's request, so it is a refused
-		// credential (502), not a 400 for the client.
-		pe.Status = http.StatusUnauthorized
-	}
-	return resp, err
 }
 
 // ParseBatch reads a batchEmbedContents answer: {"embeddings":[{"values":[…]},
 // …]}, one per request, in order.
 func ParseBatch(body []byte) ([]json.RawMessage, error) {
-	var list []byte
-	if err := jsonscan.Members(body, func(key, v []byte) error {
-		if string(key) == "embeddings" {
-			list = v
-		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("batchEmbedContents answer: %w", err)
-	}
-	if jsonscan.Null(list) {
-		return nil, errors.New("batchEmbedContents answer has no embeddings")
-	}
+	list, err := embedbatch.Path(body, "embeddings")
 	var vecs []json.RawMessage
-	err := jsonscan.Elements(list, func(e []byte) error {
-		var values []byte
-		if err := jsonscan.Members(e, func(key, v []byte) error {
-			if string(key) == "values" {
-				values = v
-			}
-			return nil
-		}); err != nil {
-			return fmt.Errorf("embedding %d: %w", len(vecs), err)
-		}
-		if jsonscan.Null(values) {
-			return fmt.Errorf("embedding %d has no values", len(vecs))
-		}
-		vecs = append(vecs, values)
-		return nil
-	})
+	if err == nil {
+		vecs, err = embedbatch.Vectors(list, "embedding", "values")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("batchEmbedContents answer: %w", err)
 	}

@@ -16,18 +16,15 @@ type UsageMetadata struct {
 	TotalTokenCount         int64 `json:"totalTokenCount"`
 }
 
-// Fields are u's counts for jsonscan.Counts.
-func (u *UsageMetadata) Fields() []jsonscan.CountField {
-	return []jsonscan.CountField{
-		{Name: "promptTokenCount", Dst: &u.PromptTokenCount}, {Name: "toolUsePromptTokenCount", Dst: &u.ToolUsePromptTokenCount},
-		{Name: "candidatesTokenCount", Dst: &u.CandidatesTokenCount}, {Name: "thoughtsTokenCount", Dst: &u.ThoughtsTokenCount},
-		{Name: "cachedContentTokenCount", Dst: &u.CachedContentTokenCount}, {Name: "totalTokenCount", Dst: &u.TotalTokenCount},
-	}
-}
+var usageMetadata = jsonscan.NewCountSchema[UsageMetadata]()
+
+// Fields are u's counts for jsonscan.Counts, by its tags.
+func (u *UsageMetadata) Fields() []jsonscan.CountField { return usageMetadata.Fields(u) }
 
 // Decode decodes a usageMetadata object into u as json.Unmarshal would (the
-// relay-path decoder: no reflection; a fuzz test holds it to encoding/json).
-func (u *UsageMetadata) Decode(v []byte) bool { return jsonscan.Counts(v, u.Fields()) }
+// relay-path decoder: no reflection a call; a fuzz test holds it to
+// encoding/json).
+func (u *UsageMetadata) Decode(v []byte) bool { return usageMetadata.Decode(v, u) }
 
 // OpenAI is the usage in OpenAI's shape: prompt tokens (tool-use prompt
 // tokens included), completion tokens (thoughts included, as OpenAI counts

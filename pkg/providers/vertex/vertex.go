@@ -28,7 +28,6 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
-	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers"
@@ -123,12 +122,8 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if model == "" {
 		return nil, api.Unavailable("Model '%s' names no Vertex AI model: litellm_params.model must be vertex_ai/<model>.", d.ModelName)
 	}
-	inputType, _ := d.Params.Extra["input_type"].(string)
-	if t, _ := d.Params.Extra["task_type"].(string); t != "" {
-		inputType = t
-	}
 	return &endpoint{
-		client: p.client, tokens: tokens, base: base, model: model, taskType: inputType,
+		client: p.client, tokens: tokens, base: base, model: model, taskType: embedbatch.DeploymentTaskType(d.Params.Extra),
 		project: project, location: location, drop: providers.NewDropParams(Name, d),
 		url: base + "/v1/projects/" + url.PathEscape(project) + "/locations/" + url.PathEscape(location) +
 			"/publishers/google/models/" + url.PathEscape(model) + ":predict",
@@ -192,11 +187,7 @@ type parameters struct {
 // becomes each instance's task_type; dimensions becomes
 // parameters.outputDimensionality.
 func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*models.Answer, error) {
-	texts, err := embedbatch.Texts(req, Name)
-	if err != nil {
-		return nil, err
-	}
-	taskType, err := embedbatch.TaskType(req, e.taskType)
+	texts, out, taskType, err := embedbatch.PrepareGoogle(req, Name, e.model, e.taskType)
 	if err != nil {
 		return nil, err
 	}
@@ -205,28 +196,16 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 		params = &parameters{OutputDimensionality: req.Dimensions}
 	}
 	lim := embedbatch.Limits{MaxInputs: instanceLimit(e.model), MaxBytes: MaxBytes}
-	out := embedbatch.Output{Provider: Name, Model: e.model, Encoding: req.Encoding(), Dimensions: req.Dimensions}
-	return embedbatch.Run(ctx, texts, lim, out, func(ctx context.Context, b embedbatch.Batch) (embedbatch.Result, error) {
+	ep := embedbatch.Endpoint{Provider: Name, Client: e.client, URL: e.url, Authorize: func(r *http.Request, _ []byte) error {
+		return e.authorize(r.Context(), r.Header)
+	}}
+	return embedbatch.Run(ctx, texts, lim, out, embedbatch.Post(ep, func(b embedbatch.Batch) predictRequest {
 		body := predictRequest{Instances: make([]instance, len(b.Texts)), Parameters: params}
 		for i, t := range b.Texts {
 			body.Instances[i] = instance{Content: t, TaskType: taskType}
 		}
-		resp, err := e.predict(ctx, body)
-		if err != nil {
-			return embedbatch.Result{}, err
-		}
-		res, err := ParsePredictions(resp.Body)
-		if err != nil {
-			return embedbatch.Result{}, embedbatch.Malformed(Name, "%v", err)
-		}
-		return res, nil
-	})
-}
-
-func (e *endpoint) predict(ctx context.Context, v predictRequest) (*providers.Response, error) {
-	return providers.Post(ctx, e.client, Name, e.url, v, func(r *http.Request, _ []byte) error {
-		return e.authorize(ctx, r.Header)
-	})
+		return body
+	}, ParsePredictions))
 }
 
 // authorize puts an access token of the deployment's service account on a
@@ -247,74 +226,15 @@ func (e *endpoint) authorize(ctx context.Context, h http.Header) error {
 // per instance, in order, each {"embeddings":{"values":[…],
 // "statistics":{"token_count":N,"truncated":false}}}. Usage is the sum of
 // token_count; it is known only when every prediction has one.
-func ParsePredictions(body []byte) (embedbatch.Result, error) {
-	var preds []byte
-	if err := jsonscan.Members(body, func(key, v []byte) error {
-		if string(key) == "predictions" {
-			preds = v
-		}
-		return nil
-	}); err != nil {
-		return embedbatch.Result{}, fmt.Errorf("predict answer: %w", err)
+func ParsePredictions(body []byte, _ http.Header) (embedbatch.Result, error) {
+	preds, err := embedbatch.Path(body, "predictions")
+	var res embedbatch.Result
+	if err == nil {
+		res.Vectors, err = embedbatch.Vectors(preds, "prediction", "embeddings", "values")
 	}
-	if jsonscan.Null(preds) {
-		return embedbatch.Result{}, errors.New("predict answer has no predictions")
-	}
-	res := embedbatch.Result{TokensKnown: true}
-	err := jsonscan.Elements(preds, func(p []byte) error {
-		i := len(res.Vectors)
-		var emb, values, stats []byte
-		if err := jsonscan.Members(p, func(key, v []byte) error {
-			if string(key) == "embeddings" {
-				emb = v
-			}
-			return nil
-		}); err != nil {
-			return fmt.Errorf("prediction %d: %w", i, err)
-		}
-		if !jsonscan.Null(emb) {
-			if err := jsonscan.Members(emb, func(key, v []byte) error {
-				switch string(key) {
-				case "values":
-					values = v
-				case "statistics":
-					stats = v
-				}
-				return nil
-			}); err != nil {
-				return fmt.Errorf("prediction %d: %w", i, err)
-			}
-		}
-		if jsonscan.Null(values) {
-			return fmt.Errorf("prediction %d has no embeddings.values", i)
-		}
-		res.Vectors = append(res.Vectors, values)
-		var (
-			tokens int64
-			known  bool
-		)
-		if !jsonscan.Null(stats) {
-			if err := jsonscan.Members(stats, func(key, v []byte) error {
-				if string(key) == "token_count" {
-					tokens, known = jsonscan.Count(v)
-				}
-				return nil
-			}); err != nil {
-				return fmt.Errorf("prediction %d statistics: %w", i, err)
-			}
-		}
-		if known {
-			res.Tokens += tokens
-		} else {
-			res.TokensKnown = false
-		}
-		return nil
-	})
 	if err != nil {
 		return embedbatch.Result{}, fmt.Errorf("predict answer: %w", err)
 	}
-	if !res.TokensKnown {
-		res.Tokens = 0
-	}
+	res.Tokens, res.TokensKnown = embedbatch.Sum(preds, "embeddings", "statistics", "token_count")
 	return res, nil
 }

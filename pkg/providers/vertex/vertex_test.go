@@ -332,7 +332,7 @@ func FuzzParsePredictions(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		res, err := ParsePredictions(body)
+		res, err := ParsePredictions(body, nil)
 		if err != nil {
 			return
 		}
