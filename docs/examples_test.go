@@ -415,18 +415,22 @@ func wantError(code string) func(t *testing.T, s *session, c sessionCall) {
 // mockText is what sluice.example.yaml's mock-gpt answers.
 const mockText = "Hello from sluice! This answer comes from the mock deployment in sluice.example.yaml: no provider was called."
 
+// asMaster fails the session if c was not made with the master key.
+func asMaster(t *testing.T, s *session, c sessionCall) {
+	if c.auth != s.master {
+		t.Fatalf("%s: should use the master key", c)
+	}
+}
+
+// asKey fails the session if c was not made with the key /key/generate gave.
+func asKey(t *testing.T, s *session, c sessionCall) {
+	if c.auth == "" || c.auth != s.key {
+		t.Fatalf("%s: should use the key /key/generate gave", c)
+	}
+}
+
 // firstSessionSteps is the README's first session, call by call.
 func firstSessionSteps() []step {
-	asMaster := func(t *testing.T, s *session, c sessionCall) {
-		if c.auth != s.master {
-			t.Fatalf("%s: should use the master key", c)
-		}
-	}
-	asKey := func(t *testing.T, s *session, c sessionCall) {
-		if c.auth == "" || c.auth != s.key {
-			t.Fatalf("%s: should use the key /key/generate gave", c)
-		}
-	}
 	return []step{
 		{method: "GET", pattern: "/health/readiness", status: 200, check: func(t *testing.T, s *session, c sessionCall) {
 			if got := str(t, c, decode(t, c), "status"); got != "healthy" {
@@ -454,44 +458,8 @@ func firstSessionSteps() []step {
 				t.Fatalf("%s: want the key's token and its team", c)
 			}
 		}},
-		{method: "GET", pattern: "/v1/models", status: 200, check: func(t *testing.T, s *session, c sessionCall) {
-			asKey(t, s, c)
-			var list struct {
-				Object string `json:"object"`
-				Data   []struct {
-					ID string `json:"id"`
-				} `json:"data"`
-			}
-			err := json.Unmarshal(c.body, &list)
-			var ids []string
-			for _, m := range list.Data {
-				ids = append(ids, m.ID)
-			}
-			slices.Sort(ids)
-			if err != nil || list.Object != "list" || strings.Join(ids, ",") != "mock-embed,mock-gpt" {
-				t.Fatalf("%s: want the list of mock-gpt and mock-embed (%v)", c, err)
-			}
-		}},
-		{method: "POST", pattern: "/v1/chat/completions", status: 200, check: func(t *testing.T, s *session, c sessionCall) {
-			asKey(t, s, c)
-			var answer struct {
-				Object  string `json:"object"`
-				Choices []struct {
-					Message struct {
-						Role    string `json:"role"`
-						Content string `json:"content"`
-					} `json:"message"`
-					FinishReason string `json:"finish_reason"`
-				} `json:"choices"`
-				Usage struct {
-					TotalTokens int `json:"total_tokens"`
-				} `json:"usage"`
-			}
-			if err := json.Unmarshal(c.body, &answer); err != nil || answer.Object != "chat.completion" || len(answer.Choices) != 1 ||
-				answer.Choices[0].Message.Content != mockText || answer.Choices[0].FinishReason != "stop" || answer.Usage.TotalTokens == 0 {
-				t.Fatalf("%s: want a chat.completion with the mock's text and usage (%v)", c, err)
-			}
-		}},
+		{method: "GET", pattern: "/v1/models", status: 200, check: checkMockModels},
+		{method: "POST", pattern: "/v1/chat/completions", status: 200, check: checkMockChat},
 		{method: "POST", pattern: "/v1/chat/completions", status: 200, check: func(t *testing.T, s *session, c sessionCall) {
 			asKey(t, s, c)
 			if text := streamedText(t, c); text != mockText {
@@ -551,6 +519,50 @@ func firstSessionSteps() []step {
 			}
 		}},
 		{method: "GET", pattern: "/v1/models", status: 401, check: wantError("invalid_api_key")},
+	}
+}
+
+// checkMockModels checks c, made with the session's key, lists
+// sluice.example.yaml's two mock models.
+func checkMockModels(t *testing.T, s *session, c sessionCall) {
+	asKey(t, s, c)
+	var list struct {
+		Object string `json:"object"`
+		Data   []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	err := json.Unmarshal(c.body, &list)
+	var ids []string
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
+	}
+	slices.Sort(ids)
+	if err != nil || list.Object != "list" || strings.Join(ids, ",") != "mock-embed,mock-gpt" {
+		t.Fatalf("%s: want the list of mock-gpt and mock-embed (%v)", c, err)
+	}
+}
+
+// checkMockChat checks c, made with the session's key, is a chat.completion
+// with the mock's text and usage.
+func checkMockChat(t *testing.T, s *session, c sessionCall) {
+	asKey(t, s, c)
+	var answer struct {
+		Object  string `json:"object"`
+		Choices []struct {
+			Message struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage struct {
+			TotalTokens int `json:"total_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(c.body, &answer); err != nil || answer.Object != "chat.completion" || len(answer.Choices) != 1 ||
+		answer.Choices[0].Message.Content != mockText || answer.Choices[0].FinishReason != "stop" || answer.Usage.TotalTokens == 0 {
+		t.Fatalf("%s: want a chat.completion with the mock's text and usage (%v)", c, err)
 	}
 }
 

@@ -85,8 +85,14 @@ func TestFunctionsUseOnlyWhatTheyDeclare(t *testing.T) {
 			t.Fatalf("job %s: %v", j.Name, err)
 		}
 	}
-	// The queue jobs the scenario does not drive (its steps carry the ids
-	// their messages need), on their sample events as they are.
+	runUndrivenQueueJobs(t, servicesFor)
+	checkDeclaredNeeds(t, used)
+}
+
+// runUndrivenQueueJobs runs the queue jobs the scenario does not drive
+// (its steps carry the ids their messages need), on their sample events as
+// they are, each over the services servicesFor gives it.
+func runUndrivenQueueJobs(t *testing.T, servicesFor func(fn string, now func() time.Time) *server.Services) {
 	driven := map[string]bool{}
 	for _, s := range scenario {
 		driven[s.function()] = true
@@ -112,7 +118,12 @@ func TestFunctionsUseOnlyWhatTheyDeclare(t *testing.T) {
 			cancel()
 		}
 	}
+}
 
+// checkDeclaredNeeds fails for each capability a function used that
+// pkg/deploy does not declare for it, and for each one the scenario should
+// have used but did not.
+func checkDeclaredNeeds(t *testing.T, used map[string]*usage) {
 	for fn, u := range used {
 		f, err := deploy.Lookup(fn)
 		if err != nil {

@@ -205,38 +205,44 @@ func (w *world) serve(rw http.ResponseWriter, r *http.Request) {
 			"content": []any{map[string]string{"text": "Lisbon."}}}}, "stopReason": "end_turn",
 			"usage": map[string]int{"inputTokens": 14, "outputTokens": 3, "totalTokens": 17}, "metrics": map[string]int{"latencyMs": 312}})
 	case r.Method == "POST" && path == "/api/public/ingestion":
-		if u, p, _ := r.BasicAuth(); u != langfusePublic || p != langfuseSecret {
-			refuse(rw, "langfuse: basic auth %q", u)
-			return
-		}
-		var req struct {
-			Batch []struct {
-				ID   string `json:"id"`
-				Type string `json:"type"`
-				Body struct {
-					ID string `json:"id"`
-				} `json:"body"`
-			} `json:"batch"`
-		}
-		if err := json.Unmarshal(body, &req); err != nil {
-			refuse(rw, "langfuse: %v", err)
-			return
-		}
-		var ok []map[string]any
-		w.mu.Lock()
-		for _, e := range req.Batch {
-			if e.Type == "generation-create" {
-				w.logged[e.Body.ID]++
-			}
-			ok = append(ok, map[string]any{"id": e.ID, "status": 201})
-		}
-		w.mu.Unlock()
-		rw.Header().Set("Content-Type", "application/json")
-		rw.WriteHeader(http.StatusMultiStatus)
-		json.NewEncoder(rw).Encode(map[string]any{"successes": ok, "errors": []any{}})
+		w.langfuseIngest(rw, r, body)
 	default:
 		refuse(rw, "no such endpoint: %s %s", r.Method, r.URL.EscapedPath())
 	}
+}
+
+// langfuseIngest is Langfuse's ingestion endpoint: it counts the
+// generations logged, by id, and accepts every event.
+func (w *world) langfuseIngest(rw http.ResponseWriter, r *http.Request, body []byte) {
+	if u, p, _ := r.BasicAuth(); u != langfusePublic || p != langfuseSecret {
+		refuse(rw, "langfuse: basic auth %q", u)
+		return
+	}
+	var req struct {
+		Batch []struct {
+			ID   string `json:"id"`
+			Type string `json:"type"`
+			Body struct {
+				ID string `json:"id"`
+			} `json:"body"`
+		} `json:"batch"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		refuse(rw, "langfuse: %v", err)
+		return
+	}
+	var ok []map[string]any
+	w.mu.Lock()
+	for _, e := range req.Batch {
+		if e.Type == "generation-create" {
+			w.logged[e.Body.ID]++
+		}
+		ok = append(ok, map[string]any{"id": e.ID, "status": 201})
+	}
+	w.mu.Unlock()
+	rw.Header().Set("Content-Type", "application/json")
+	rw.WriteHeader(http.StatusMultiStatus)
+	json.NewEncoder(rw).Encode(map[string]any{"successes": ok, "errors": []any{}})
 }
 
 // loggedEvents returns how many times the gateway-wide Langfuse callback

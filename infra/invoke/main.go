@@ -69,16 +69,9 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	payloads := make([][]byte, len(events))
-	for i, e := range events {
-		b, err := os.ReadFile(e)
-		if err != nil {
-			return err
-		}
-		if !json.Valid(b) {
-			return fmt.Errorf("%s is not JSON", e)
-		}
-		payloads[i] = b
+	payloads, err := readEvents(events)
+	if err != nil {
+		return err
 	}
 	root, err := moduleRoot()
 	if err != nil {
@@ -141,17 +134,39 @@ func run() error {
 		}
 	}
 	sum.finish()
-	if *asJSON {
+	return sum.print(*asJSON)
+}
+
+// readEvents reads the event files, each of which must be JSON.
+func readEvents(events []string) ([][]byte, error) {
+	payloads := make([][]byte, len(events))
+	for i, e := range events {
+		b, err := os.ReadFile(e)
+		if err != nil {
+			return nil, err
+		}
+		if !json.Valid(b) {
+			return nil, fmt.Errorf("%s is not JSON", e)
+		}
+		payloads[i] = b
+	}
+	return payloads, nil
+}
+
+// print writes the summary, as JSON or as timings on stderr, and fails if
+// an invocation ended in a function error.
+func (s *summary) print(asJSON bool) error {
+	if asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(sum)
+		return enc.Encode(s)
 	}
 	fmt.Fprintf(os.Stderr, "%s: bootstrap %.1f MB; first answer %.1f ms after the emulator's exec (median of %d cold start(s))\n",
-		name, float64(sum.BootstrapBytes)/1e6, sum.FirstAnswerMedianMS, len(sum.Runs))
-	for _, r := range sum.Runs[0].Invokes {
+		s.Function, float64(s.BootstrapBytes)/1e6, s.FirstAnswerMedianMS, len(s.Runs))
+	for _, r := range s.Runs[0].Invokes {
 		fmt.Fprintf(os.Stderr, "  %s: %s in %.1f ms\n", r.Event, r.Outcome, r.DurationMS)
 	}
-	for _, r := range sum.Runs {
+	for _, r := range s.Runs {
 		for _, inv := range r.Invokes {
 			if inv.Error != "" {
 				return fmt.Errorf("%s: function error: %s", inv.Event, inv.Error)

@@ -121,29 +121,7 @@ func TestChatBatchRunsThroughTheChatOperation(t *testing.T) {
 			t.Errorf("usage %+v, want %+v", b.Usage, want)
 		}
 
-		okLine := regexp.MustCompile(`^\{"id":"batch_req_[A-Za-z0-9]+","custom_id":"([^"]+)","response":\{"status_code":(\d+),"request_id":"(req_[^"]+)","body":(\{.*\})\},"error":null\}$`)
-		type got struct {
-			status    string
-			requestID string
-			body      string
-		}
-		read := func(id *string) map[string]got {
-			out := map[string]got{}
-			if id == nil {
-				return out
-			}
-			r := g.Do("GET", "/v1/files/"+*id+"/content", key, nil)
-			for _, l := range strings.Split(strings.TrimSuffix(string(r.Body), "\n"), "\n") {
-				m := okLine.FindStringSubmatch(l)
-				if m == nil {
-					t.Errorf("not an OpenAI batch line: %s", l)
-					continue
-				}
-				out[m[1]] = got{m[2], m[3], m[4]}
-			}
-			return out
-		}
-		out, errs := read(b.OutputFileID), read(b.ErrorFileID)
+		out, errs := readResultLines(t, g, key, b.OutputFileID), readResultLines(t, g, key, b.ErrorFileID)
 		if len(out) != 6 || len(errs) != 1 {
 			t.Fatalf("%d output lines, %d error lines", len(out), len(errs))
 		}
@@ -202,4 +180,35 @@ func TestChatBatchRunsThroughTheChatOperation(t *testing.T) {
 			t.Errorf("the refused line's event is a %s", ev.Status)
 		}
 	})
+}
+
+// okLine is a batch output or error file line with a response, as OpenAI
+// writes it.
+var okLine = regexp.MustCompile(`^\{"id":"batch_req_[A-Za-z0-9]+","custom_id":"([^"]+)","response":\{"status_code":(\d+),"request_id":"(req_[^"]+)","body":(\{.*\})\},"error":null\}$`)
+
+// resultLine is one line's response in a batch's output or error file.
+type resultLine struct {
+	status    string
+	requestID string
+	body      string
+}
+
+// readResultLines reads the file id (none when nil) by custom_id, failing
+// the test on a line that is not OpenAI's.
+func readResultLines(t *testing.T, g *gatewaytest.Gateway, key string, id *string) map[string]resultLine {
+	t.Helper()
+	out := map[string]resultLine{}
+	if id == nil {
+		return out
+	}
+	r := g.Do("GET", "/v1/files/"+*id+"/content", key, nil)
+	for _, l := range strings.Split(strings.TrimSuffix(string(r.Body), "\n"), "\n") {
+		m := okLine.FindStringSubmatch(l)
+		if m == nil {
+			t.Errorf("not an OpenAI batch line: %s", l)
+			continue
+		}
+		out[m[1]] = resultLine{m[2], m[3], m[4]}
+	}
+	return out
 }

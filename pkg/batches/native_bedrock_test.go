@@ -183,125 +183,151 @@ func TestNativeBedrock(t *testing.T) {
 				},
 			})
 			jobs.blobs = g.Backend.Blobs
-			ctx := context.Background()
 			_, key := g.TeamKey()
-			c := client(g, key)
-			bedrock := option.WithHeader("Custom-Llm-Provider", "bedrock")
-
-			// A line Bedrock cannot take: a 400 naming it, and no job.
-			twoTexts := []line{{CustomID: "t", Method: "POST", URL: "/v1/embeddings", Body: map[string]any{"model": "titan-batch", "input": []string{"a", "b"}}}}
-			_, err := c.Batches.New(ctx, openai.BatchNewParams{InputFileID: uploadInput(t, g, key, jsonl(twoTexts)), Endpoint: openai.BatchNewParamsEndpointV1Embeddings,
-				CompletionWindow: openai.BatchNewParamsCompletionWindow24h}, bedrock)
-			var apiErr *openai.Error
-			if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "line 1" || !strings.Contains(apiErr.Message, "one text") {
-				t.Fatalf("%v", err)
-			}
-			if jobs.created != nil {
-				t.Fatalf("a job was created: %v", jobs.created)
-			}
-
-			// Chat.
-			file := uploadInput(t, g, key, jsonl(nativeChatLines("claude-batch", "a", "b", "fail")))
-			created, err := c.Batches.New(ctx, openai.BatchNewParams{InputFileID: file, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
-				CompletionWindow: openai.BatchNewParamsCompletionWindow24h}, bedrock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			jobs.mu.Lock()
-			cr := jobs.created
-			input := jobs.input
-			errs := jobs.sigErrs
-			jobs.mu.Unlock()
-			if len(errs) > 0 {
-				t.Fatalf("signatures: %v", errs)
-			}
-			prefix := "batches/" + created.ID + "/bedrock/"
-			inURI, _ := g.Backend.Blobs.(interface{ S3URI(string) (string, bool) }).S3URI(prefix + "input.jsonl")
-			outURI, _ := g.Backend.Blobs.(interface{ S3URI(string) (string, bool) }).S3URI(prefix + "output/")
-			want := map[string]any{
-				"jobName": "sluice-" + strings.ReplaceAll(created.ID, "_", "-"), "clientRequestToken": created.ID, "roleArn": bedrockRole,
-				"modelId": "anthropic.claude-3-haiku-20240307-v1:0", "modelInvocationType": "Converse", "timeoutDurationInHours": float64(24),
-				"inputDataConfig":  map[string]any{"s3InputDataConfig": map[string]any{"s3Uri": inURI, "s3InputFormat": "JSONL"}},
-				"outputDataConfig": map[string]any{"s3OutputDataConfig": map[string]any{"s3Uri": outURI}},
-				"tags":             []any{map[string]any{"key": "sluice_batch_id", "value": created.ID}},
-			}
-			if diff := cmp.Diff(want, cr); diff != "" {
-				t.Errorf("CreateModelInvocationJob (-want +got):\n%s", diff)
-			}
-			if len(input) != 3 || string(input[0]["recordId"]) != `"a"` ||
-				string(input[0]["modelInput"]) != `{"messages":[{"role":"user","content":[{"text":"hi a"}]}]}` {
-				t.Errorf("records: %s", mustJSON(input))
-			}
-			if created.Status != openai.BatchStatusValidating {
-				t.Errorf("%s", created.RawJSON())
-			}
-
-			jobs.finish("Completed")
-			clk.advance(10 * time.Second)
-			got, err := c.Batches.Get(ctx, created.ID)
-			if err != nil || got.Status != openai.BatchStatusCompleted || got.RequestCounts.Total != 3 || got.RequestCounts.Completed != 2 ||
-				got.RequestCounts.Failed != 1 || got.Usage.TotalTokens != 10 {
-				t.Fatalf("%s %v", got.RawJSON(), err)
-			}
-			for _, l := range readLines(t, c, got.OutputFileID) {
-				raw, _ := json.Marshal(l["response"].(map[string]any)["body"])
-				var cc openai.ChatCompletion
-				if err := json.Unmarshal(raw, &cc); err != nil || cc.Choices[0].Message.Content != "answer "+l["custom_id"].(string) || cc.Usage.TotalTokens != 5 {
-					t.Errorf("%s: %v", raw, err)
-				}
-			}
-			for _, k := range []string{prefix + "input.jsonl", prefix + "output/job0001/input.jsonl.out", prefix + "output/job0001/manifest.json.out"} {
-				if _, err := g.Backend.Blobs.Size(ctx, k); !errors.Is(err, store.ErrNotFound) {
-					t.Errorf("%s left behind: %v", k, err)
-				}
-			}
-			if e := readLines(t, c, got.ErrorFileID); len(e) != 1 || e[0]["custom_id"] != "fail" || e[0]["error"].(map[string]any)["code"] != "400" {
-				t.Errorf("errors: %v", e)
-			}
-
-			// Embeddings, then a stop.
-			lines := []line{
-				{CustomID: "e1", Method: "POST", URL: "/v1/embeddings", Body: map[string]any{"model": "titan-batch", "input": "first"}},
-				{CustomID: "e2", Method: "POST", URL: "/v1/embeddings", Body: map[string]any{"model": "amazon.titan-embed-text-v2:0", "input": "second", "dimensions": 256}},
-			}
-			created, err = c.Batches.New(ctx, openai.BatchNewParams{InputFileID: uploadInput(t, g, key, jsonl(lines)), Endpoint: openai.BatchNewParamsEndpointV1Embeddings,
-				CompletionWindow: openai.BatchNewParamsCompletionWindow24h}, bedrock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			jobs.mu.Lock()
-			input, typ := jobs.input, jobs.created["modelInvocationType"]
-			jobs.mu.Unlock()
-			if typ != "InvokeModel" || string(input[1]["modelInput"]) != `{"inputText":"second","dimensions":256,"embeddingTypes":["float"]}` {
-				t.Errorf("%v %s", typ, mustJSON(input))
-			}
-			if got, err := c.Batches.Cancel(ctx, created.ID); err != nil || got.Status != openai.BatchStatusCancelling {
-				t.Fatalf("%v %v", got, err)
-			}
-			jobs.finish("Stopped")
-			clk.advance(10 * time.Second)
-			got, err = c.Batches.Get(ctx, created.ID)
-			if err != nil || got.Status != openai.BatchStatusCancelled {
-				t.Fatalf("%s %v", got.RawJSON(), err)
-			}
-			out := readLines(t, c, got.OutputFileID)
-			if len(out) != 2 {
-				t.Fatalf("%v", out)
-			}
-			raw, _ := json.Marshal(out[0]["response"].(map[string]any)["body"])
-			var emb openai.CreateEmbeddingResponse
-			if err := json.Unmarshal(raw, &emb); err != nil || len(emb.Data) != 1 || !cmp.Equal(emb.Data[0].Embedding, []float64{0.5, -0.25}) || emb.Usage.PromptTokens != 4 {
-				t.Errorf("%s %v", raw, err)
-			}
-			jobs.mu.Lock()
-			defer jobs.mu.Unlock()
-			if len(jobs.sigErrs) > 0 {
-				t.Errorf("signatures: %v", jobs.sigErrs)
-			}
-			if !strings.Contains(strings.Join(jobs.reqs, "\n"), "POST /model-invocation-job/"+jobARN+"/stop") {
-				t.Errorf("no stop: %v", jobs.reqs)
-			}
+			r := &bedrockRun{t: t, ctx: context.Background(), g: g, jobs: jobs, clk: clk, key: key, c: client(g, key),
+				bedrock: option.WithHeader("Custom-Llm-Provider", "bedrock")}
+			r.refusesTwoTexts()
+			r.chat()
+			r.embeddingsThenStop()
 		})
+	}
+}
+
+// bedrockRun is what TestNativeBedrock's steps share on one backend.
+type bedrockRun struct {
+	t       *testing.T
+	ctx     context.Context
+	g       *gatewaytest.Gateway
+	jobs    *bedrockJobs
+	clk     *clock
+	key     string
+	c       openai.Client
+	bedrock option.RequestOption // routes a batch to Bedrock's batch inference
+}
+
+// refusesTwoTexts: a line Bedrock cannot take: a 400 naming it, and no job.
+func (r *bedrockRun) refusesTwoTexts() {
+	t, g, ctx, c, key, bedrock, jobs := r.t, r.g, r.ctx, r.c, r.key, r.bedrock, r.jobs
+	twoTexts := []line{{CustomID: "t", Method: "POST", URL: "/v1/embeddings", Body: map[string]any{"model": "titan-batch", "input": []string{"a", "b"}}}}
+	_, err := c.Batches.New(ctx, openai.BatchNewParams{InputFileID: uploadInput(t, g, key, jsonl(twoTexts)), Endpoint: openai.BatchNewParamsEndpointV1Embeddings,
+		CompletionWindow: openai.BatchNewParamsCompletionWindow24h}, bedrock)
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "line 1" || !strings.Contains(apiErr.Message, "one text") {
+		t.Fatalf("%v", err)
+	}
+	if jobs.created != nil {
+		t.Fatalf("a job was created: %v", jobs.created)
+	}
+}
+
+// chat: a chat batch's job is created with the role, the S3 locations and
+// the Converse invocation type; its output comes back as chat.completion
+// lines and errors, and the job's objects are removed.
+func (r *bedrockRun) chat() {
+	t, g, ctx, c, key, bedrock, jobs, clk := r.t, r.g, r.ctx, r.c, r.key, r.bedrock, r.jobs, r.clk
+	file := uploadInput(t, g, key, jsonl(nativeChatLines("claude-batch", "a", "b", "fail")))
+	created, err := c.Batches.New(ctx, openai.BatchNewParams{InputFileID: file, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
+		CompletionWindow: openai.BatchNewParamsCompletionWindow24h}, bedrock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs.mu.Lock()
+	cr := jobs.created
+	input := jobs.input
+	errs := jobs.sigErrs
+	jobs.mu.Unlock()
+	if len(errs) > 0 {
+		t.Fatalf("signatures: %v", errs)
+	}
+	prefix := "batches/" + created.ID + "/bedrock/"
+	inURI, _ := g.Backend.Blobs.(interface{ S3URI(string) (string, bool) }).S3URI(prefix + "input.jsonl")
+	outURI, _ := g.Backend.Blobs.(interface{ S3URI(string) (string, bool) }).S3URI(prefix + "output/")
+	want := map[string]any{
+		"jobName": "sluice-" + strings.ReplaceAll(created.ID, "_", "-"), "clientRequestToken": created.ID, "roleArn": bedrockRole,
+		"modelId": "anthropic.claude-3-haiku-20240307-v1:0", "modelInvocationType": "Converse", "timeoutDurationInHours": float64(24),
+		"inputDataConfig":  map[string]any{"s3InputDataConfig": map[string]any{"s3Uri": inURI, "s3InputFormat": "JSONL"}},
+		"outputDataConfig": map[string]any{"s3OutputDataConfig": map[string]any{"s3Uri": outURI}},
+		"tags":             []any{map[string]any{"key": "sluice_batch_id", "value": created.ID}},
+	}
+	if diff := cmp.Diff(want, cr); diff != "" {
+		t.Errorf("CreateModelInvocationJob (-want +got):\n%s", diff)
+	}
+	if len(input) != 3 || string(input[0]["recordId"]) != `"a"` ||
+		string(input[0]["modelInput"]) != `{"messages":[{"role":"user","content":[{"text":"hi a"}]}]}` {
+		t.Errorf("records: %s", mustJSON(input))
+	}
+	if created.Status != openai.BatchStatusValidating {
+		t.Errorf("%s", created.RawJSON())
+	}
+
+	jobs.finish("Completed")
+	clk.advance(10 * time.Second)
+	got, err := c.Batches.Get(ctx, created.ID)
+	if err != nil || got.Status != openai.BatchStatusCompleted || got.RequestCounts.Total != 3 || got.RequestCounts.Completed != 2 ||
+		got.RequestCounts.Failed != 1 || got.Usage.TotalTokens != 10 {
+		t.Fatalf("%s %v", got.RawJSON(), err)
+	}
+	for _, l := range readLines(t, c, got.OutputFileID) {
+		raw, _ := json.Marshal(l["response"].(map[string]any)["body"])
+		var cc openai.ChatCompletion
+		if err := json.Unmarshal(raw, &cc); err != nil || cc.Choices[0].Message.Content != "answer "+l["custom_id"].(string) || cc.Usage.TotalTokens != 5 {
+			t.Errorf("%s: %v", raw, err)
+		}
+	}
+	for _, k := range []string{prefix + "input.jsonl", prefix + "output/job0001/input.jsonl.out", prefix + "output/job0001/manifest.json.out"} {
+		if _, err := g.Backend.Blobs.Size(ctx, k); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s left behind: %v", k, err)
+		}
+	}
+	if e := readLines(t, c, got.ErrorFileID); len(e) != 1 || e[0]["custom_id"] != "fail" || e[0]["error"].(map[string]any)["code"] != "400" {
+		t.Errorf("errors: %v", e)
+	}
+}
+
+// embeddingsThenStop: an embeddings batch's job uses InvokeModel; a cancel
+// stops the job and the lines done come back as embeddings lists.
+func (r *bedrockRun) embeddingsThenStop() {
+	t, g, ctx, c, key, bedrock, jobs, clk := r.t, r.g, r.ctx, r.c, r.key, r.bedrock, r.jobs, r.clk
+	lines := []line{
+		{CustomID: "e1", Method: "POST", URL: "/v1/embeddings", Body: map[string]any{"model": "titan-batch", "input": "first"}},
+		{CustomID: "e2", Method: "POST", URL: "/v1/embeddings", Body: map[string]any{"model": "amazon.titan-embed-text-v2:0", "input": "second", "dimensions": 256}},
+	}
+	created, err := c.Batches.New(ctx, openai.BatchNewParams{InputFileID: uploadInput(t, g, key, jsonl(lines)), Endpoint: openai.BatchNewParamsEndpointV1Embeddings,
+		CompletionWindow: openai.BatchNewParamsCompletionWindow24h}, bedrock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs.mu.Lock()
+	input, typ := jobs.input, jobs.created["modelInvocationType"]
+	jobs.mu.Unlock()
+	if typ != "InvokeModel" || string(input[1]["modelInput"]) != `{"inputText":"second","dimensions":256,"embeddingTypes":["float"]}` {
+		t.Errorf("%v %s", typ, mustJSON(input))
+	}
+	if got, err := c.Batches.Cancel(ctx, created.ID); err != nil || got.Status != openai.BatchStatusCancelling {
+		t.Fatalf("%v %v", got, err)
+	}
+	jobs.finish("Stopped")
+	clk.advance(10 * time.Second)
+	got, err := c.Batches.Get(ctx, created.ID)
+	if err != nil || got.Status != openai.BatchStatusCancelled {
+		t.Fatalf("%s %v", got.RawJSON(), err)
+	}
+	out := readLines(t, c, got.OutputFileID)
+	if len(out) != 2 {
+		t.Fatalf("%v", out)
+	}
+	raw, _ := json.Marshal(out[0]["response"].(map[string]any)["body"])
+	var emb openai.CreateEmbeddingResponse
+	if err := json.Unmarshal(raw, &emb); err != nil || len(emb.Data) != 1 || !cmp.Equal(emb.Data[0].Embedding, []float64{0.5, -0.25}) || emb.Usage.PromptTokens != 4 {
+		t.Errorf("%s %v", raw, err)
+	}
+	jobs.mu.Lock()
+	defer jobs.mu.Unlock()
+	if len(jobs.sigErrs) > 0 {
+		t.Errorf("signatures: %v", jobs.sigErrs)
+	}
+	if !strings.Contains(strings.Join(jobs.reqs, "\n"), "POST /model-invocation-job/"+jobARN+"/stop") {
+		t.Errorf("no stop: %v", jobs.reqs)
 	}
 }
 

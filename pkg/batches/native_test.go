@@ -291,24 +291,7 @@ func TestNativeOpenAIRoundTrip(t *testing.T) {
 			if err != nil || res.Polled != 1 || res.Ended != 1 {
 				t.Fatalf("poll: %+v %v", res, err)
 			}
-			// Each mirrored line published its log event.
-			events := map[string]logevent.Event{}
-			delivered := chattest.NewEvents(g.Backend.Deliveries)
-			for range 3 {
-				ev := delivered.Next(t)
-				events[ev.Metadata.CustomID] = ev
-			}
-			for _, id := range []string{"a", "b", "fail"} {
-				ev := events[id]
-				wantStatus, wantTokens := logevent.StatusSuccess, int64(5)
-				if id == "fail" {
-					wantStatus, wantTokens = logevent.StatusFailure, 0
-				}
-				if ev.Metadata.BatchID != created.ID || ev.Metadata.UserAPIKeyTeamID != team || ev.CustomLLMProvider != "openai" ||
-					ev.ModelGroup != "gpt-batch" || ev.CallType != logevent.CallCompletion || ev.Status != wantStatus || ev.TotalTokens != wantTokens {
-					t.Errorf("event of %s: %+v", id, ev)
-				}
-			}
+			checkMirroredEvents(t, g, created.ID, team)
 			got, err = c.Batches.Get(ctx, created.ID)
 			if err != nil || got.Status != openai.BatchStatusCompleted || got.OutputFileID == "" || got.ErrorFileID == "" ||
 				got.RequestCounts.Completed != 2 || got.RequestCounts.Failed != 1 || got.Usage.TotalTokens != 10 || got.CompletedAt != 1700000030 {
@@ -340,6 +323,30 @@ func TestNativeOpenAIRoundTrip(t *testing.T) {
 				t.Errorf("an ended batch was polled: %+v", res)
 			}
 		})
+	}
+}
+
+// checkMirroredEvents checks each line of the native batch (lines a and b
+// answered, fail failed), mirrored by the poll job, published its log
+// event, of team's gpt-batch.
+func checkMirroredEvents(t *testing.T, g *gatewaytest.Gateway, batchID, team string) {
+	t.Helper()
+	events := map[string]logevent.Event{}
+	delivered := chattest.NewEvents(g.Backend.Deliveries)
+	for range 3 {
+		ev := delivered.Next(t)
+		events[ev.Metadata.CustomID] = ev
+	}
+	for _, id := range []string{"a", "b", "fail"} {
+		ev := events[id]
+		wantStatus, wantTokens := logevent.StatusSuccess, int64(5)
+		if id == "fail" {
+			wantStatus, wantTokens = logevent.StatusFailure, 0
+		}
+		if ev.Metadata.BatchID != batchID || ev.Metadata.UserAPIKeyTeamID != team || ev.CustomLLMProvider != "openai" ||
+			ev.ModelGroup != "gpt-batch" || ev.CallType != logevent.CallCompletion || ev.Status != wantStatus || ev.TotalTokens != wantTokens {
+			t.Errorf("event of %s: %+v", id, ev)
+		}
 	}
 }
 
@@ -376,116 +383,135 @@ func TestNativeCancelFailuresAzure(t *testing.T) {
 			az := newBatchAPI(t, "/openai", "api-version=2024-10-21")
 			clk := &clock{}
 			g := gatewaytest.Start(t, b, gatewaytest.Options{Config: nativeConfig(up.srv.URL, az.srv.URL), Now: clk.now})
-			ctx := context.Background()
 			_, key := g.TeamKey()
-			c := client(g, key)
-			params := func(file string) openai.BatchNewParams {
-				return openai.BatchNewParams{InputFileID: file, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions, CompletionWindow: openai.BatchNewParamsCompletionWindow24h}
-			}
-			native := option.WithJSONSet("model", "gpt-batch") // LiteLLM's managed form: a model in the body
-
-			t.Run("cancel", func(t *testing.T) {
-				created, err := c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(nativeChatLines("gpt-batch", "c1", "c2")))), native)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := c.Batches.Cancel(ctx, created.ID)
-				if err != nil || got.Status != openai.BatchStatusCancelling {
-					t.Fatalf("%s %v", got.RawJSON(), err)
-				}
-				pid := strings.TrimPrefix(up.requests()[len(up.requests())-1], "POST /batches/")
-				pid = strings.TrimSuffix(pid, "/cancel")
-				up.complete(pid)
-				up.set(pid, map[string]any{"status": "cancelled", "cancelled_at": 1700000200, "completed_at": nil})
-				clk.advance(10 * time.Second)
-				got, err = c.Batches.Get(ctx, created.ID)
-				if err != nil || got.Status != openai.BatchStatusCancelled || got.CancelledAt != 1700000200 || len(readLines(t, c, got.OutputFileID)) != 2 {
-					t.Fatalf("%s %v", got.RawJSON(), err)
-				}
-				// Cancelled: a further cancel is OpenAI's 409.
-				if _, err := c.Batches.Cancel(ctx, created.ID); !isStatus(err, 409) {
-					t.Errorf("cancel of a cancelled native batch: %v", err)
-				}
-				up.failing("POST /cancel", 400)
-				created, _ = c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(nativeChatLines("gpt-batch", "c3")))), native)
-				if _, err := c.Batches.Cancel(ctx, created.ID); !isStatus(err, 409) {
-					t.Errorf("a refused cancel: %v", err)
-				}
-				up.mu.Lock()
-				delete(up.fail, "POST /cancel")
-				up.mu.Unlock()
-			})
-
-			t.Run("refused create", func(t *testing.T) {
-				up.failing("POST /batches", 400)
-				defer func() { up.mu.Lock(); delete(up.fail, "POST /batches"); up.mu.Unlock() }()
-				got, err := c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(nativeChatLines("gpt-batch", "r1")))), native)
-				if err != nil || got.Status != openai.BatchStatusFailed || len(got.Errors.Data) != 1 ||
-					got.Errors.Data[0].Code != "test_refusal" || !strings.Contains(got.Errors.Data[0].Message, "refused by the test") {
-					t.Fatalf("%s %v", got.RawJSON(), err)
-				}
-				up.mu.Lock()
-				deleted := append([]string(nil), up.deleted...)
-				up.mu.Unlock()
-				if len(deleted) != 1 {
-					t.Errorf("the refused batch's file was not deleted: %v", deleted)
-				}
-			})
-
-			t.Run("refused upload", func(t *testing.T) {
-				up.failing("POST /files", 413)
-				defer func() { up.mu.Lock(); delete(up.fail, "POST /files"); up.mu.Unlock() }()
-				n := len(up.requests())
-				got, err := c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(nativeChatLines("gpt-batch", "u1")))), native)
-				if err != nil || got.Status != openai.BatchStatusFailed || got.Errors.Data[0].Code != "test_refusal" {
-					t.Fatalf("%s %v", got.RawJSON(), err)
-				}
-				if diff := cmp.Diff([]string{"POST /files"}, up.requests()[n:]); diff != "" {
-					t.Errorf("after a refused upload (-want +got):\n%s", diff)
-				}
-			})
-
-			t.Run("provider batch gone", func(t *testing.T) {
-				created, err := c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(nativeChatLines("gpt-batch", "g1")))), native)
-				if err != nil {
-					t.Fatal(err)
-				}
-				up.mu.Lock()
-				for id, pb := range up.batches {
-					if pb["metadata"].(map[string]any)["sluice_batch_id"] == created.ID {
-						delete(up.batches, id)
-					}
-				}
-				up.mu.Unlock()
-				clk.advance(10 * time.Second)
-				got, err := c.Batches.Get(ctx, created.ID)
-				if err != nil || got.Status != openai.BatchStatusFailed || !strings.Contains(got.Errors.Data[0].Message, "no longer has the batch") {
-					t.Fatalf("%s %v", got.RawJSON(), err)
-				}
-			})
-
-			t.Run("azure", func(t *testing.T) {
-				// Line 2 names a deployment that is not a global-batch one.
-				bad := append(nativeChatLines("azure-batch", "z1"), nativeChatLines("azure-online", "z2")...)
-				_, err := c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(bad))), option.WithQuery("custom_llm_provider", "azure"))
-				var apiErr *openai.Error
-				if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "line 2" || !strings.Contains(apiErr.Message, "global-batch") {
-					t.Fatalf("%v", err)
-				}
-				created, err := c.Batches.New(ctx, params(uploadInput(t, g, key, jsonl(nativeChatLines("gpt4o-global-batch", "z3", "z4")))), option.WithQuery("custom_llm_provider", "azure"))
-				if err != nil || created.Status != openai.BatchStatusValidating {
-					t.Fatalf("%v", err)
-				}
-				_, pb := az.only()
-				if pb["endpoint"] != "/chat/completions" || az.auth[0] != "az-key" {
-					t.Errorf("azure batch %v (credential %q)", pb, az.auth[0])
-				}
-				in := string(az.files[pb["input_file_id"].(string)])
-				if strings.Count(in, `"url":"/chat/completions"`) != 2 || strings.Count(in, `"model":"gpt4o-global-batch"`) != 2 {
-					t.Errorf("azure input: %s", in)
-				}
-			})
+			r := &nativeRun{ctx: context.Background(), g: g, key: key, c: client(g, key), up: up, az: az, clk: clk,
+				native: option.WithJSONSet("model", "gpt-batch")}
+			t.Run("cancel", r.cancel)
+			t.Run("refused create", r.refusedCreate)
+			t.Run("refused upload", r.refusedUpload)
+			t.Run("provider batch gone", r.providerBatchGone)
+			t.Run("azure", r.azure)
 		})
+	}
+}
+
+// nativeRun is what TestNativeCancelFailuresAzure's cases share on one
+// backend: the gateway, a team key and its client, the OpenAI and Azure
+// batch APIs and the services' clock.
+type nativeRun struct {
+	ctx    context.Context
+	g      *gatewaytest.Gateway
+	key    string
+	c      openai.Client
+	up, az *batchAPI
+	clk    *clock
+	native option.RequestOption // LiteLLM's managed form: a model in the body
+}
+
+// params is a chat batch of file.
+func (r *nativeRun) params(file string) openai.BatchNewParams {
+	return openai.BatchNewParams{InputFileID: file, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions, CompletionWindow: openai.BatchNewParamsCompletionWindow24h}
+}
+
+func (r *nativeRun) cancel(t *testing.T) {
+	created, err := r.c.Batches.New(r.ctx, r.params(uploadInput(t, r.g, r.key, jsonl(nativeChatLines("gpt-batch", "c1", "c2")))), r.native)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.c.Batches.Cancel(r.ctx, created.ID)
+	if err != nil || got.Status != openai.BatchStatusCancelling {
+		t.Fatalf("%s %v", got.RawJSON(), err)
+	}
+	pid := strings.TrimPrefix(r.up.requests()[len(r.up.requests())-1], "POST /batches/")
+	pid = strings.TrimSuffix(pid, "/cancel")
+	r.up.complete(pid)
+	r.up.set(pid, map[string]any{"status": "cancelled", "cancelled_at": 1700000200, "completed_at": nil})
+	r.clk.advance(10 * time.Second)
+	got, err = r.c.Batches.Get(r.ctx, created.ID)
+	if err != nil || got.Status != openai.BatchStatusCancelled || got.CancelledAt != 1700000200 || len(readLines(t, r.c, got.OutputFileID)) != 2 {
+		t.Fatalf("%s %v", got.RawJSON(), err)
+	}
+	// Cancelled: a further cancel is OpenAI's 409.
+	if _, err := r.c.Batches.Cancel(r.ctx, created.ID); !isStatus(err, 409) {
+		t.Errorf("cancel of a cancelled native batch: %v", err)
+	}
+	r.up.failing("POST /cancel", 400)
+	created, _ = r.c.Batches.New(r.ctx, r.params(uploadInput(t, r.g, r.key, jsonl(nativeChatLines("gpt-batch", "c3")))), r.native)
+	if _, err := r.c.Batches.Cancel(r.ctx, created.ID); !isStatus(err, 409) {
+		t.Errorf("a refused cancel: %v", err)
+	}
+	r.up.mu.Lock()
+	delete(r.up.fail, "POST /cancel")
+	r.up.mu.Unlock()
+}
+
+func (r *nativeRun) refusedCreate(t *testing.T) {
+	r.up.failing("POST /batches", 400)
+	defer func() { r.up.mu.Lock(); delete(r.up.fail, "POST /batches"); r.up.mu.Unlock() }()
+	got, err := r.c.Batches.New(r.ctx, r.params(uploadInput(t, r.g, r.key, jsonl(nativeChatLines("gpt-batch", "r1")))), r.native)
+	if err != nil || got.Status != openai.BatchStatusFailed || len(got.Errors.Data) != 1 ||
+		got.Errors.Data[0].Code != "test_refusal" || !strings.Contains(got.Errors.Data[0].Message, "refused by the test") {
+		t.Fatalf("%s %v", got.RawJSON(), err)
+	}
+	r.up.mu.Lock()
+	deleted := append([]string(nil), r.up.deleted...)
+	r.up.mu.Unlock()
+	if len(deleted) != 1 {
+		t.Errorf("the refused batch's file was not deleted: %v", deleted)
+	}
+}
+
+func (r *nativeRun) refusedUpload(t *testing.T) {
+	r.up.failing("POST /files", 413)
+	defer func() { r.up.mu.Lock(); delete(r.up.fail, "POST /files"); r.up.mu.Unlock() }()
+	n := len(r.up.requests())
+	got, err := r.c.Batches.New(r.ctx, r.params(uploadInput(t, r.g, r.key, jsonl(nativeChatLines("gpt-batch", "u1")))), r.native)
+	if err != nil || got.Status != openai.BatchStatusFailed || got.Errors.Data[0].Code != "test_refusal" {
+		t.Fatalf("%s %v", got.RawJSON(), err)
+	}
+	if diff := cmp.Diff([]string{"POST /files"}, r.up.requests()[n:]); diff != "" {
+		t.Errorf("after a refused upload (-want +got):\n%s", diff)
+	}
+}
+
+func (r *nativeRun) providerBatchGone(t *testing.T) {
+	created, err := r.c.Batches.New(r.ctx, r.params(uploadInput(t, r.g, r.key, jsonl(nativeChatLines("gpt-batch", "g1")))), r.native)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.up.mu.Lock()
+	for id, pb := range r.up.batches {
+		if pb["metadata"].(map[string]any)["sluice_batch_id"] == created.ID {
+			delete(r.up.batches, id)
+		}
+	}
+	r.up.mu.Unlock()
+	r.clk.advance(10 * time.Second)
+	got, err := r.c.Batches.Get(r.ctx, created.ID)
+	if err != nil || got.Status != openai.BatchStatusFailed || !strings.Contains(got.Errors.Data[0].Message, "no longer has the batch") {
+		t.Fatalf("%s %v", got.RawJSON(), err)
+	}
+}
+
+func (r *nativeRun) azure(t *testing.T) {
+	// Line 2 names a deployment that is not a global-batch one.
+	bad := append(nativeChatLines("azure-batch", "z1"), nativeChatLines("azure-online", "z2")...)
+	_, err := r.c.Batches.New(r.ctx, r.params(uploadInput(t, r.g, r.key, jsonl(bad))), option.WithQuery("custom_llm_provider", "azure"))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "line 2" || !strings.Contains(apiErr.Message, "global-batch") {
+		t.Fatalf("%v", err)
+	}
+	created, err := r.c.Batches.New(r.ctx, r.params(uploadInput(t, r.g, r.key, jsonl(nativeChatLines("gpt4o-global-batch", "z3", "z4")))), option.WithQuery("custom_llm_provider", "azure"))
+	if err != nil || created.Status != openai.BatchStatusValidating {
+		t.Fatalf("%v", err)
+	}
+	_, pb := r.az.only()
+	if pb["endpoint"] != "/chat/completions" || r.az.auth[0] != "az-key" {
+		t.Errorf("azure batch %v (credential %q)", pb, r.az.auth[0])
+	}
+	in := string(r.az.files[pb["input_file_id"].(string)])
+	if strings.Count(in, `"url":"/chat/completions"`) != 2 || strings.Count(in, `"model":"gpt4o-global-batch"`) != 2 {
+		t.Errorf("azure input: %s", in)
 	}
 }
 

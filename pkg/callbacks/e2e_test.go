@@ -334,18 +334,7 @@ callback_settings:
 
 		team, key := g.TeamKey()
 		_, quietKey := g.TeamKey()
-		for _, cb := range []map[string]any{
-			{"callback_name": "langfuse", "callback_type": "success_and_failure", "callback_vars": map[string]string{
-				"langfuse_public_key": "pk-lf-team", "langfuse_secret_key": "sk-lf-team-secret", "langfuse_host": d.langfuse.URL}},
-			{"callback_name": "langsmith", "callback_type": "failure", "callback_vars": map[string]string{
-				"langsmith_api_key": "ls-team-key", "langsmith_project": "team-proj", "langsmith_base_url": d.smith.URL}},
-			{"callback_name": "gcs_bucket", "callback_type": "success", "callback_vars": map[string]string{
-				"gcs_bucket_name": bucket, "gcs_path_service_account": d.tokens.ServiceAccountJSON("p")}},
-		} {
-			if resp := g.Do("POST", "/team/"+team+"/callback", key, cb, "sluice-changed-by", "e2e"); resp.Status != 200 {
-				t.Fatalf("add %s: %d %s", cb["callback_name"], resp.Status, resp.Body)
-			}
-		}
+		d.addTeamCallbacks(t, g, team, key, bucket)
 
 		call := func(key, method, path, body string, status int) string {
 			t.Helper()
@@ -373,31 +362,7 @@ callback_settings:
 			[2]string{"langfuse", passed}, [2]string{"gcs", passed})
 		t.Logf("delivered %s after the last call", time.Since(called).Round(time.Millisecond))
 
-		// What each destination was sent.
-		if gen := got[[2]string{"langfuse", refused}].body; gen["level"] != "ERROR" || gen["model"] != "bad-model" {
-			t.Errorf("langfuse generation of the refused call: %v", gen)
-		}
-		if gen := got[[2]string{"langfuse", ok}].body; gen["level"] != "DEFAULT" || gen["input"] != "hello" {
-			t.Errorf("langfuse generation of the embeddings call: %v", gen)
-		}
-		if run := got[[2]string{"langsmith", refused}].body; run["run_type"] != "llm" || run["session_name"] != "team-proj" || !strings.Contains(fmt.Sprint(run["error"]), "bad-model") {
-			t.Errorf("langsmith run of the refused call: %v", run)
-		}
-		if ev := got[[2]string{"gcs", passed}].body; ev["call_type"] != logevent.CallPassthrough || ev["status"] != "success" {
-			t.Errorf("GCS object of the passthrough call: %v", ev)
-		}
-		if ev := got[[2]string{"gcs", moderated}].body; ev["call_type"] != logevent.CallModeration {
-			t.Errorf("GCS object of the moderation: %v", ev)
-		}
-		if ev := got[[2]string{"gcs", chatted}].body; ev["call_type"] != logevent.CallCompletion || ev["stream"] != false || ev["total_tokens"] != 5.0 {
-			t.Errorf("GCS object of the chat completion: %v", ev)
-		}
-		if ev := got[[2]string{"gcs", streamed}].body; ev["call_type"] != logevent.CallCompletion || ev["stream"] != true || ev["total_tokens"] != 4.0 {
-			t.Errorf("GCS object of the streamed chat completion: %v", ev)
-		}
-		if gen := got[[2]string{"langfuse", streamed}].body; gen["model"] != "gpt-4o-mini" || gen["level"] != "DEFAULT" {
-			t.Errorf("langfuse generation of the streamed chat completion: %v", gen)
-		}
+		checkSentBodies(t, got, ok, refused, moderated, chatted, streamed, passed)
 
 		// A deleted callback receives nothing more: the catalog is dropped
 		// at once.
@@ -417,6 +382,54 @@ callback_settings:
 			t.Errorf("received (-want +got): %s\n(the quiet team's call was %s)", diff, quiet)
 		}
 	})
+}
+
+// addTeamCallbacks gives the team its three callbacks: Langfuse on success
+// and failure, LangSmith on failure, GCS (into bucket) on success.
+func (d *sinks) addTeamCallbacks(t *testing.T, g *gatewaytest.Gateway, team, key, bucket string) {
+	t.Helper()
+	for _, cb := range []map[string]any{
+		{"callback_name": "langfuse", "callback_type": "success_and_failure", "callback_vars": map[string]string{
+			"langfuse_public_key": "pk-lf-team", "langfuse_secret_key": "sk-lf-team-secret", "langfuse_host": d.langfuse.URL}},
+		{"callback_name": "langsmith", "callback_type": "failure", "callback_vars": map[string]string{
+			"langsmith_api_key": "ls-team-key", "langsmith_project": "team-proj", "langsmith_base_url": d.smith.URL}},
+		{"callback_name": "gcs_bucket", "callback_type": "success", "callback_vars": map[string]string{
+			"gcs_bucket_name": bucket, "gcs_path_service_account": d.tokens.ServiceAccountJSON("p")}},
+	} {
+		if resp := g.Do("POST", "/team/"+team+"/callback", key, cb, "sluice-changed-by", "e2e"); resp.Status != 200 {
+			t.Fatalf("add %s: %d %s", cb["callback_name"], resp.Status, resp.Body)
+		}
+	}
+}
+
+// checkSentBodies checks what each destination was sent for the calls of
+// TestTeamCallbacksEndToEnd, by their request ids.
+func checkSentBodies(t *testing.T, got map[[2]string]arrival, ok, refused, moderated, chatted, streamed, passed string) {
+	t.Helper()
+	if gen := got[[2]string{"langfuse", refused}].body; gen["level"] != "ERROR" || gen["model"] != "bad-model" {
+		t.Errorf("langfuse generation of the refused call: %v", gen)
+	}
+	if gen := got[[2]string{"langfuse", ok}].body; gen["level"] != "DEFAULT" || gen["input"] != "hello" {
+		t.Errorf("langfuse generation of the embeddings call: %v", gen)
+	}
+	if run := got[[2]string{"langsmith", refused}].body; run["run_type"] != "llm" || run["session_name"] != "team-proj" || !strings.Contains(fmt.Sprint(run["error"]), "bad-model") {
+		t.Errorf("langsmith run of the refused call: %v", run)
+	}
+	if ev := got[[2]string{"gcs", passed}].body; ev["call_type"] != logevent.CallPassthrough || ev["status"] != "success" {
+		t.Errorf("GCS object of the passthrough call: %v", ev)
+	}
+	if ev := got[[2]string{"gcs", moderated}].body; ev["call_type"] != logevent.CallModeration {
+		t.Errorf("GCS object of the moderation: %v", ev)
+	}
+	if ev := got[[2]string{"gcs", chatted}].body; ev["call_type"] != logevent.CallCompletion || ev["stream"] != false || ev["total_tokens"] != 5.0 {
+		t.Errorf("GCS object of the chat completion: %v", ev)
+	}
+	if ev := got[[2]string{"gcs", streamed}].body; ev["call_type"] != logevent.CallCompletion || ev["stream"] != true || ev["total_tokens"] != 4.0 {
+		t.Errorf("GCS object of the streamed chat completion: %v", ev)
+	}
+	if gen := got[[2]string{"langfuse", streamed}].body; gen["model"] != "gpt-4o-mini" || gen["level"] != "DEFAULT" {
+		t.Errorf("langfuse generation of the streamed chat completion: %v", gen)
+	}
 }
 
 // use starts a subtest: nothing received yet, a fresh bucket.

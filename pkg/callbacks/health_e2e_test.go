@@ -66,91 +66,32 @@ callback_settings:
 `, up.URL)
 	gatewaytest.Run(t, gatewaytest.Options{Config: cfg}, func(t *testing.T, g *gatewaytest.Gateway) {
 		job, _ := server.LookupJob("callback-delivery")
-		handle := job.Handle(g.Services)
-		ctx := context.Background()
-		// step handles the next delivery message and reports the handler's
-		// answer.
-		step := func() error {
-			t.Helper()
-			deadline := time.Now().Add(30 * time.Second)
-			for time.Now().Before(deadline) {
-				msgs, err := g.Backend.Deliveries.Receive(ctx, 1, time.Second)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(msgs) == 0 {
-					continue
-				}
-				m := msgs[0]
-				err = handle(ctx, m)
-				if err == nil {
-					g.Backend.Deliveries.Ack(ctx, m)
-				} else {
-					g.Backend.Deliveries.Extend(ctx, m, 0)
-				}
-				return err
-			}
-			t.Fatal("no delivery message within 30 s")
-			return nil
-		}
-		health := func(team, key string) callbacks.Delivery {
-			t.Helper()
-			resp := g.Do("GET", "/team/"+team+"/callback", key, nil)
-			var out struct {
-				Data struct {
-					Callbacks []struct {
-						Vars     map[string]string   `json:"callback_vars"`
-						Delivery *callbacks.Delivery `json:"delivery"`
-					} `json:"callbacks"`
-				} `json:"data"`
-			}
-			if err := json.Unmarshal(resp.Body, &out); err != nil || resp.Status != 200 || len(out.Data.Callbacks) != 1 || out.Data.Callbacks[0].Delivery == nil {
-				t.Fatalf("GET callbacks of %s: %d %s", team, resp.Status, resp.Body)
-			}
-			if v := out.Data.Callbacks[0].Vars["langfuse_secret_key"]; v == "sk-lf-secret" {
-				t.Errorf("secret shown: %q", v)
-			}
-			return *out.Data.Callbacks[0].Delivery
-		}
-		addLangfuse := func(team, key, host string) {
-			t.Helper()
-			resp := g.Do("POST", "/team/"+team+"/callback", key, map[string]any{"callback_name": "langfuse", "callback_type": "success",
-				"callback_vars": map[string]string{"langfuse_public_key": "pk-lf", "langfuse_secret_key": "sk-lf-secret", "langfuse_host": host}})
-			if resp.Status != 200 {
-				t.Fatalf("add callback: %d %s", resp.Status, resp.Body)
-			}
-		}
-		embed := func(key string) {
-			t.Helper()
-			if resp := g.Do("POST", "/v1/embeddings", key, `{"model":"small","input":"hello"}`); resp.Status != 200 {
-				t.Fatalf("embeddings: %d %s", resp.Status, resp.Body)
-			}
-		}
+		d := &deliveryRun{t: t, g: g, ctx: context.Background(), handle: job.Handle(g.Services)}
 		const wantErr = "Langfuse answered 503: upstream overloaded " // then a bounded run of x
 
 		// Fails past the handler's retries (3 sends), then recovers.
 		var sends atomic.Int32
 		recovering := flakyLangfuse(t, func() bool { return sends.Add(1) <= 3 })
 		teamA, keyA := g.TeamKey()
-		addLangfuse(teamA, keyA, recovering.URL)
-		if h := health(teamA, keyA); h != (callbacks.Delivery{}) {
+		d.addLangfuse(teamA, keyA, recovering.URL)
+		if h := d.health(teamA, keyA); h != (callbacks.Delivery{}) {
 			t.Errorf("health before any delivery: %+v", h)
 		}
-		embed(keyA)
-		if err := step(); err == nil {
+		d.embed(keyA)
+		if err := d.step(); err == nil {
 			t.Fatal("first receive: delivered, want left for redelivery")
 		}
-		h := health(teamA, keyA)
+		h := d.health(teamA, keyA)
 		if h.Delivered != 0 || h.Retrying != 1 || h.DeadLettered != 0 || !strings.HasPrefix(h.LastError, wantErr) || h.LastErrorAt == nil || h.LastDeliveredAt != nil {
 			t.Errorf("after a failed receive: %+v", h)
 		}
 		if len(h.LastError) > 300 {
 			t.Errorf("last error not bounded: %d bytes", len(h.LastError))
 		}
-		if err := step(); err != nil {
+		if err := d.step(); err != nil {
 			t.Fatalf("second receive: %v", err)
 		}
-		h = health(teamA, keyA)
+		h = d.health(teamA, keyA)
 		if h.Delivered != 1 || h.Retrying != 0 || h.DeadLettered != 0 || !strings.HasPrefix(h.LastError, wantErr) || h.LastDeliveredAt == nil ||
 			h.LastDeliveredAt.Before(*h.LastErrorAt) {
 			t.Errorf("after recovery: %+v", h)
@@ -161,36 +102,111 @@ callback_settings:
 		broken.Store(true)
 		failing := flakyLangfuse(t, broken.Load)
 		teamB, keyB := g.TeamKey()
-		addLangfuse(teamB, keyB, failing.URL)
-		embed(keyB)
+		d.addLangfuse(teamB, keyB, failing.URL)
+		d.embed(keyB)
 		receives := 1
-		for ; step() != nil; receives++ {
-			if h := health(teamB, keyB); h.Retrying != 1 || h.DeadLettered != 0 {
+		for ; d.step() != nil; receives++ {
+			if h := d.health(teamB, keyB); h.Retrying != 1 || h.DeadLettered != 0 {
 				t.Errorf("after failed receive %d: %+v", receives, h)
 			}
 		}
 		if receives != 5 {
 			t.Errorf("dead-lettered on receive %d, want 5", receives)
 		}
-		h = health(teamB, keyB)
+		h = d.health(teamB, keyB)
 		if h.Delivered != 0 || h.Retrying != 0 || h.DeadLettered != 1 || !strings.HasPrefix(h.LastError, wantErr) || h.LastErrorAt == nil || h.LastDeliveredAt != nil {
 			t.Errorf("after dead-lettering: %+v", h)
 		}
-		if other := health(teamA, keyA); other.Delivered != 1 || other.DeadLettered != 0 {
+		if other := d.health(teamA, keyA); other.Delivered != 1 || other.DeadLettered != 0 {
 			t.Errorf("team A's health changed by team B's deliveries: %+v", other)
 		}
 
 		// Fixed and re-driven: the event leaves dead-lettered for delivered.
 		broken.Store(false)
-		if n, err := store.Redrive(ctx, g.Backend.DeliveryDeadLetters, g.Backend.Deliveries); err != nil || n != 1 {
+		if n, err := store.Redrive(d.ctx, g.Backend.DeliveryDeadLetters, g.Backend.Deliveries); err != nil || n != 1 {
 			t.Fatalf("redrive: %d, %v", n, err)
 		}
-		if err := step(); err != nil {
+		if err := d.step(); err != nil {
 			t.Fatalf("re-driven delivery: %v", err)
 		}
-		h = health(teamB, keyB)
+		h = d.health(teamB, keyB)
 		if h.Delivered != 1 || h.Retrying != 0 || h.DeadLettered != 0 || h.LastDeliveredAt == nil {
 			t.Errorf("after the re-drive: %+v", h)
 		}
 	})
+}
+
+// deliveryRun drives the callback-delivery job by hand over one gateway:
+// TestDeliveryHealthEndToEnd's steps share it.
+type deliveryRun struct {
+	t      *testing.T
+	g      *gatewaytest.Gateway
+	ctx    context.Context
+	handle server.MessageHandler
+}
+
+// step handles the next delivery message and reports the handler's
+// answer.
+func (d *deliveryRun) step() error {
+	t, g, ctx := d.t, d.g, d.ctx
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		msgs, err := g.Backend.Deliveries.Receive(ctx, 1, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		m := msgs[0]
+		err = d.handle(ctx, m)
+		if err == nil {
+			g.Backend.Deliveries.Ack(ctx, m)
+		} else {
+			g.Backend.Deliveries.Extend(ctx, m, 0)
+		}
+		return err
+	}
+	t.Fatal("no delivery message within 30 s")
+	return nil
+}
+
+// health is the team callback's delivery health, as the API answers it
+// (its secret masked).
+func (d *deliveryRun) health(team, key string) callbacks.Delivery {
+	t := d.t
+	t.Helper()
+	resp := d.g.Do("GET", "/team/"+team+"/callback", key, nil)
+	var out struct {
+		Data struct {
+			Callbacks []struct {
+				Vars     map[string]string   `json:"callback_vars"`
+				Delivery *callbacks.Delivery `json:"delivery"`
+			} `json:"callbacks"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(resp.Body, &out); err != nil || resp.Status != 200 || len(out.Data.Callbacks) != 1 || out.Data.Callbacks[0].Delivery == nil {
+		t.Fatalf("GET callbacks of %s: %d %s", team, resp.Status, resp.Body)
+	}
+	if v := out.Data.Callbacks[0].Vars["langfuse_secret_key"]; v == "sk-lf-secret" {
+		t.Errorf("secret shown: %q", v)
+	}
+	return *out.Data.Callbacks[0].Delivery
+}
+
+func (d *deliveryRun) addLangfuse(team, key, host string) {
+	d.t.Helper()
+	resp := d.g.Do("POST", "/team/"+team+"/callback", key, map[string]any{"callback_name": "langfuse", "callback_type": "success",
+		"callback_vars": map[string]string{"langfuse_public_key": "pk-lf", "langfuse_secret_key": "sk-lf-secret", "langfuse_host": host}})
+	if resp.Status != 200 {
+		d.t.Fatalf("add callback: %d %s", resp.Status, resp.Body)
+	}
+}
+
+func (d *deliveryRun) embed(key string) {
+	d.t.Helper()
+	if resp := d.g.Do("POST", "/v1/embeddings", key, `{"model":"small","input":"hello"}`); resp.Status != 200 {
+		d.t.Fatalf("embeddings: %d %s", resp.Status, resp.Body)
+	}
 }

@@ -195,139 +195,151 @@ func checkVectors(t *testing.T, data []openai.Embedding, n, dims int) {
 func TestEmbeddingsEndToEnd(t *testing.T) {
 	u := newUpstream(t)
 	gatewaytest.Run(t, gatewaytest.Options{Config: config(u), Env: map[string]string{"UPSTREAM_KEY": upstreamKey}}, func(t *testing.T, g *gatewaytest.Gateway) {
-		ctx := context.Background()
 		_, key := g.TeamKey()
-		c := client(g, key)
+		embeddingsAnswered(t, g, u, key)
+		embeddingsRefused(t, g, key)
+	})
+}
 
-		t.Run("sdk float", func(t *testing.T) {
-			resp, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{
-				Model: "small", EncodingFormat: openai.EmbeddingNewParamsEncodingFormatFloat,
-				Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: []string{"hello", "world"}},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkVectors(t, resp.Data, 2, 8)
-			if resp.Usage.PromptTokens != 4 || resp.Usage.TotalTokens != 4 || resp.Model != "text-embedding-3-small" {
-				t.Errorf("usage %+v model %s", resp.Usage, resp.Model)
-			}
-			got := u.last()
-			if got.Path != "/v1/embeddings" || got.Auth != "Bearer "+upstreamKey || got.Body["model"] != "text-embedding-3-small" || got.Body["encoding_format"] != "float" {
-				t.Errorf("upstream received %+v", got)
-			}
-		})
-		t.Run("sdk default encoding", func(t *testing.T) {
-			resp, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "small", Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("hi")}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkVectors(t, resp.Data, 1, 8)
-		})
-		t.Run("sdk base64", func(t *testing.T) {
-			resp, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{
-				Model: "small", EncodingFormat: openai.EmbeddingNewParamsEncodingFormatBase64, Dimensions: openai.Int(16),
-				Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfTokenArrays: [][]int64{{1, 2}, {3}, {4}}},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkVectors(t, resp.Data, 3, 16)
-			if got := u.last(); got.Body["encoding_format"] != "base64" || got.Body["dimensions"] != float64(16) {
-				t.Errorf("upstream received %+v", got.Body)
-			}
-		})
-		t.Run("azure", func(t *testing.T) {
-			resp, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "azure-small", Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfTokens: []int64{1, 2, 3}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkVectors(t, resp.Data, 1, 8)
-			got := u.last()
-			if got.Path != "/openai/deployments/emb-dep/embeddings" || got.Query != "api-version=2024-10-21" || got.APIKey != "azure-key" || got.Auth != "" || got.Body["model"] != "emb-dep" {
-				t.Errorf("upstream received %+v", got)
-			}
-		})
-		t.Run("raw answer and headers", func(t *testing.T) {
-			resp := g.Do("POST", "/v1/embeddings", key, `{"model":"small","input":"x","encoding_format":"base64"}`)
-			if resp.Status != 200 || resp.Header.Get("X-Sluice-Overhead-Ms") == "" || !strings.HasPrefix(resp.Header.Get("X-Request-Id"), "req_") {
-				t.Fatalf("%d %v %s", resp.Status, resp.Header, resp.Body)
-			}
-			if resp.Header.Get("Content-Length") != strconv.Itoa(len(resp.Body)) || !strings.Contains(string(resp.Body), `"embedding":"`) {
-				t.Errorf("%v %s", resp.Header, resp.Body)
-			}
-			if strings.Contains(string(resp.Body), upstreamKey) {
-				t.Error("the provider key leaked")
-			}
-		})
-		t.Run("retried after a 503", func(t *testing.T) {
-			before := u.count()
-			resp := g.Do("POST", "/v1/embeddings", key, `{"model":"flaky","input":"x"}`)
-			if resp.Status != 200 || u.count()-before != 2 {
-				t.Errorf("%d %s after %d upstream calls", resp.Status, resp.Body, u.count()-before)
-			}
-		})
+// embeddingsAnswered holds the calls answered, through the official client
+// and raw: what the provider received and what the caller got.
+func embeddingsAnswered(t *testing.T, g *gatewaytest.Gateway, u *upstream, key string) {
+	ctx := context.Background()
+	c := client(g, key)
 
-		smallOnly := g.NewKey(g.NewTeam(map[string]any{"models": []string{"small"}}), nil)
-		gatewaytest.WithinOneLimitWindow(t, 10*time.Second)
-		oneRPM := g.NewKey(g.NewTeam(nil), map[string]any{"rpm_limit": 1})
-
-		for _, tc := range []struct {
-			name, key, body string
-			status          int
-			code, msg       string
-		}{
-			{"missing model", key, `{"input":"x"}`, 400, "missing_required_parameter", "'model'"},
-			{"empty input", key, `{"model":"small","input":""}`, 400, "invalid_value", "empty string"},
-			{"empty array", key, `{"model":"small","input":[]}`, 400, "invalid_value", "empty array"},
-			{"too many inputs", key, `{"model":"small","input":[` + strings.Repeat(`"a",`, 2048) + `"a"]}`, 400, "invalid_value", "at most 2048"},
-			{"wrong input type", key, `{"model":"small","input":{"text":"x"}}`, 400, "invalid_value", "must be a string"},
-			{"unknown model", key, `{"model":"nope","input":"x"}`, 404, "model_not_found", "'nope'"},
-			{"forbidden model", smallOnly, `{"model":"azure-small","input":"x"}`, 403, "permission_denied", "'azure-small'"},
-			{"invalid encoding_format", key, `{"model":"small","input":"x","encoding_format":"int8"}`, 400, "invalid_value", "'float' or 'base64'"},
-			{"invalid dimensions", key, `{"model":"small","input":"x","dimensions":0}`, 400, "invalid_value", "positive integer"},
-			{"invalid JSON", key, `{"model":`, 400, "invalid_json", "not valid JSON"},
-			{"provider 400 kept", key, `{"model":"picky","input":"x"}`, 400, "", "This model does not support specifying dimensions."},
-			{"credential refused", key, `{"model":"refused","input":"x"}`, 502, "upstream_error", "credential"},
-			{"provider timeout", key, `{"model":"slow","input":"x"}`, 504, "upstream_timeout", "in time"},
-			{"no credential", key, `{"model":"keyless","input":"x"}`, 503, "unavailable", "api_key"},
-			{"connection refused", key, `{"model":"gone","input":"x"}`, 502, "upstream_error", "could not reach"},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				resp := g.Do("POST", "/v1/embeddings", tc.key, tc.body)
-				if resp.Status != tc.status || resp.ErrorCode(t) != tc.code || !strings.Contains(string(resp.Body), tc.msg) {
-					t.Errorf("%d %s; want %d %s containing %q", resp.Status, resp.Body, tc.status, tc.code, tc.msg)
-				}
-				if strings.Contains(string(resp.Body), "sk-wro") || strings.Contains(string(resp.Body), upstreamKey) {
-					t.Errorf("a credential leaked: %s", resp.Body)
-				}
-			})
+	t.Run("sdk float", func(t *testing.T) {
+		resp, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{
+			Model: "small", EncodingFormat: openai.EmbeddingNewParamsEncodingFormatFloat,
+			Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: []string{"hello", "world"}},
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		t.Run("key rpm limit", func(t *testing.T) {
-			if resp := g.Do("POST", "/v1/embeddings", oneRPM, `{"model":"small","input":"x"}`); resp.Status != 200 {
-				t.Fatalf("%d %s", resp.Status, resp.Body)
+		checkVectors(t, resp.Data, 2, 8)
+		if resp.Usage.PromptTokens != 4 || resp.Usage.TotalTokens != 4 || resp.Model != "text-embedding-3-small" {
+			t.Errorf("usage %+v model %s", resp.Usage, resp.Model)
+		}
+		got := u.last()
+		if got.Path != "/v1/embeddings" || got.Auth != "Bearer "+upstreamKey || got.Body["model"] != "text-embedding-3-small" || got.Body["encoding_format"] != "float" {
+			t.Errorf("upstream received %+v", got)
+		}
+	})
+	t.Run("sdk default encoding", func(t *testing.T) {
+		resp, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "small", Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("hi")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkVectors(t, resp.Data, 1, 8)
+	})
+	t.Run("sdk base64", func(t *testing.T) {
+		resp, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{
+			Model: "small", EncodingFormat: openai.EmbeddingNewParamsEncodingFormatBase64, Dimensions: openai.Int(16),
+			Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfTokenArrays: [][]int64{{1, 2}, {3}, {4}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkVectors(t, resp.Data, 3, 16)
+		if got := u.last(); got.Body["encoding_format"] != "base64" || got.Body["dimensions"] != float64(16) {
+			t.Errorf("upstream received %+v", got.Body)
+		}
+	})
+	t.Run("azure", func(t *testing.T) {
+		resp, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "azure-small", Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfTokens: []int64{1, 2, 3}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkVectors(t, resp.Data, 1, 8)
+		got := u.last()
+		if got.Path != "/openai/deployments/emb-dep/embeddings" || got.Query != "api-version=2024-10-21" || got.APIKey != "azure-key" || got.Auth != "" || got.Body["model"] != "emb-dep" {
+			t.Errorf("upstream received %+v", got)
+		}
+	})
+	t.Run("raw answer and headers", func(t *testing.T) {
+		resp := g.Do("POST", "/v1/embeddings", key, `{"model":"small","input":"x","encoding_format":"base64"}`)
+		if resp.Status != 200 || resp.Header.Get("X-Sluice-Overhead-Ms") == "" || !strings.HasPrefix(resp.Header.Get("X-Request-Id"), "req_") {
+			t.Fatalf("%d %v %s", resp.Status, resp.Header, resp.Body)
+		}
+		if resp.Header.Get("Content-Length") != strconv.Itoa(len(resp.Body)) || !strings.Contains(string(resp.Body), `"embedding":"`) {
+			t.Errorf("%v %s", resp.Header, resp.Body)
+		}
+		if strings.Contains(string(resp.Body), upstreamKey) {
+			t.Error("the provider key leaked")
+		}
+	})
+	t.Run("retried after a 503", func(t *testing.T) {
+		before := u.count()
+		resp := g.Do("POST", "/v1/embeddings", key, `{"model":"flaky","input":"x"}`)
+		if resp.Status != 200 || u.count()-before != 2 {
+			t.Errorf("%d %s after %d upstream calls", resp.Status, resp.Body, u.count()-before)
+		}
+	})
+}
+
+// embeddingsRefused holds every bad input, refusal, provider failure and
+// limit with its OpenAI-style error, as raw calls and the client see them.
+func embeddingsRefused(t *testing.T, g *gatewaytest.Gateway, key string) {
+	ctx := context.Background()
+	smallOnly := g.NewKey(g.NewTeam(map[string]any{"models": []string{"small"}}), nil)
+	gatewaytest.WithinOneLimitWindow(t, 10*time.Second)
+	oneRPM := g.NewKey(g.NewTeam(nil), map[string]any{"rpm_limit": 1})
+
+	for _, tc := range []struct {
+		name, key, body string
+		status          int
+		code, msg       string
+	}{
+		{"missing model", key, `{"input":"x"}`, 400, "missing_required_parameter", "'model'"},
+		{"empty input", key, `{"model":"small","input":""}`, 400, "invalid_value", "empty string"},
+		{"empty array", key, `{"model":"small","input":[]}`, 400, "invalid_value", "empty array"},
+		{"too many inputs", key, `{"model":"small","input":[` + strings.Repeat(`"a",`, 2048) + `"a"]}`, 400, "invalid_value", "at most 2048"},
+		{"wrong input type", key, `{"model":"small","input":{"text":"x"}}`, 400, "invalid_value", "must be a string"},
+		{"unknown model", key, `{"model":"nope","input":"x"}`, 404, "model_not_found", "'nope'"},
+		{"forbidden model", smallOnly, `{"model":"azure-small","input":"x"}`, 403, "permission_denied", "'azure-small'"},
+		{"invalid encoding_format", key, `{"model":"small","input":"x","encoding_format":"int8"}`, 400, "invalid_value", "'float' or 'base64'"},
+		{"invalid dimensions", key, `{"model":"small","input":"x","dimensions":0}`, 400, "invalid_value", "positive integer"},
+		{"invalid JSON", key, `{"model":`, 400, "invalid_json", "not valid JSON"},
+		{"provider 400 kept", key, `{"model":"picky","input":"x"}`, 400, "", "This model does not support specifying dimensions."},
+		{"credential refused", key, `{"model":"refused","input":"x"}`, 502, "upstream_error", "credential"},
+		{"provider timeout", key, `{"model":"slow","input":"x"}`, 504, "upstream_timeout", "in time"},
+		{"no credential", key, `{"model":"keyless","input":"x"}`, 503, "unavailable", "api_key"},
+		{"connection refused", key, `{"model":"gone","input":"x"}`, 502, "upstream_error", "could not reach"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := g.Do("POST", "/v1/embeddings", tc.key, tc.body)
+			if resp.Status != tc.status || resp.ErrorCode(t) != tc.code || !strings.Contains(string(resp.Body), tc.msg) {
+				t.Errorf("%d %s; want %d %s containing %q", resp.Status, resp.Body, tc.status, tc.code, tc.msg)
 			}
-			resp := g.Do("POST", "/v1/embeddings", oneRPM, `{"model":"small","input":"x"}`)
-			if resp.Status != 429 || resp.ErrorCode(t) != "rate_limit_exceeded" || resp.Header.Get("Retry-After") == "" {
-				t.Errorf("%d %v %s", resp.Status, resp.Header, resp.Body)
+			if strings.Contains(string(resp.Body), "sk-wro") || strings.Contains(string(resp.Body), upstreamKey) {
+				t.Errorf("a credential leaked: %s", resp.Body)
 			}
 		})
-		t.Run("deployment rpm limit", func(t *testing.T) {
-			if resp := g.Do("POST", "/v1/embeddings", key, `{"model":"limited","input":"x"}`); resp.Status != 200 {
-				t.Fatalf("%d %s", resp.Status, resp.Body)
-			}
-			resp := g.Do("POST", "/v1/embeddings", key, `{"model":"limited","input":"x"}`)
-			if resp.Status != 429 || resp.ErrorCode(t) != "rate_limit_exceeded" || !strings.Contains(string(resp.Body), "'limited'") {
-				t.Errorf("%d %s", resp.Status, resp.Body)
-			}
-		})
-		t.Run("sdk sees errors", func(t *testing.T) {
-			sc := client(g, smallOnly)
-			_, err := sc.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "azure-small", Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}})
-			var apiErr *openai.Error
-			if !errors.As(err, &apiErr) || apiErr.StatusCode != 403 || apiErr.Code != "permission_denied" {
-				t.Errorf("%v", err)
-			}
-		})
+	}
+	t.Run("key rpm limit", func(t *testing.T) {
+		if resp := g.Do("POST", "/v1/embeddings", oneRPM, `{"model":"small","input":"x"}`); resp.Status != 200 {
+			t.Fatalf("%d %s", resp.Status, resp.Body)
+		}
+		resp := g.Do("POST", "/v1/embeddings", oneRPM, `{"model":"small","input":"x"}`)
+		if resp.Status != 429 || resp.ErrorCode(t) != "rate_limit_exceeded" || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%d %v %s", resp.Status, resp.Header, resp.Body)
+		}
+	})
+	t.Run("deployment rpm limit", func(t *testing.T) {
+		if resp := g.Do("POST", "/v1/embeddings", key, `{"model":"limited","input":"x"}`); resp.Status != 200 {
+			t.Fatalf("%d %s", resp.Status, resp.Body)
+		}
+		resp := g.Do("POST", "/v1/embeddings", key, `{"model":"limited","input":"x"}`)
+		if resp.Status != 429 || resp.ErrorCode(t) != "rate_limit_exceeded" || !strings.Contains(string(resp.Body), "'limited'") {
+			t.Errorf("%d %s", resp.Status, resp.Body)
+		}
+	})
+	t.Run("sdk sees errors", func(t *testing.T) {
+		sc := client(g, smallOnly)
+		_, err := sc.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "azure-small", Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}})
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 403 || apiErr.Code != "permission_denied" {
+			t.Errorf("%v", err)
+		}
 	})
 }
 

@@ -47,6 +47,111 @@ func gzipped(s string) string {
 
 const vertexLoc = "/vertex-ai/v1/projects/p/locations/us-central1"
 
+// restrictedCase is one call of TestRestrictedKeysAreCheckedWhereTheProviderReadsTheModel
+// and the answer it gets (code: the error's, when status is not 200).
+type restrictedCase struct {
+	name, method, path, contentType, body string
+	headers                               []string
+	status                                int
+	code                                  string
+}
+
+// appJSON is most calls' content type.
+const appJSON = "application/json"
+
+// restrictedCases are the calls of a key limited to allowListHarness's
+// deployments (gemini-2.5-flash, claude-sonnet-4-5, gemini-2.0-flash-001,
+// openai.gpt-oss-20b-1:0), by provider.
+var restrictedCases = []restrictedCase{
+	// Gemini's OpenAI-compatible API and context caches carry the model in the body.
+	{"gemini openai allowed", "POST", "/gemini/v1beta/openai/chat/completions", appJSON, `{"model":"gemini-2.5-flash","messages":[]}`, nil, 200, ""},
+	{"gemini openai resource name", "POST", "/gemini/v1beta/openai/chat/completions", appJSON, `{"model":"models/gemini-2.5-flash","messages":[]}`, nil, 200, ""},
+	{"gemini openai forbidden", "POST", "/gemini/v1beta/openai/chat/completions", appJSON, `{"model":"gemini-2.5-pro","messages":[]}`, nil, 403, "permission_denied"},
+	{"gemini openai embeddings forbidden", "POST", "/gemini/v1beta/openai/embeddings", appJSON, `{"model":"text-embedding-004","input":"x"}`, nil, 403, "permission_denied"},
+	{"gemini openai tuned model", "POST", "/gemini/v1beta/openai/chat/completions", appJSON, `{"model":"tunedModels/gemini-2.5-flash","messages":[]}`, nil, 403, "permission_denied"},
+	{"gemini openai no model", "POST", "/gemini/v1beta/openai/chat/completions", appJSON, `{"messages":[]}`, nil, 403, "permission_denied"},
+	{"gemini openai model twice", "POST", "/gemini/v1beta/openai/chat/completions", appJSON, `{"model":"gemini-2.5-flash","model":"gemini-2.5-pro"}`, nil, 400, "invalid_value"},
+	{"gemini cache allowed", "POST", "/gemini/v1beta/cachedContents", appJSON, `{"model":"models/gemini-2.5-flash","contents":[]}`, nil, 200, ""},
+	{"gemini cache forbidden", "POST", "/gemini/v1beta/cachedContents", appJSON, `{"model":"models/gemini-2.5-pro","contents":[]}`, nil, 403, "permission_denied"},
+	{"gemini tuned model", "POST", "/gemini/v1beta/tunedModels/my-tune:generateContent", appJSON, `{"contents":[]}`, nil, 403, "permission_denied"},
+	{"gemini path allowed", "POST", "/gemini/v1beta/models/gemini-2.5-flash:generateContent", appJSON, `{"contents":[]}`, nil, 200, ""},
+	{"gemini method override", "POST", "/gemini/v1beta/models/gemini-2.5-flash:generateContent", appJSON, `{}`, []string{"X-HTTP-Method-Override", "GET"}, 400, "invalid_value"},
+	{"gemini file upload", "POST", "/gemini/upload/v1beta/files", "application/octet-stream", "bytes", nil, 200, ""},
+	{"gemini list", "GET", "/gemini/v1beta/models", "", "", nil, 200, ""},
+	{"gemini batch cancel", "POST", "/gemini/v1beta/batches/b1:cancel", "", "", nil, 200, ""},
+
+	// Vertex AI: publisher models in the path; the OpenAI-compatible
+	// endpoint, caches and batch jobs in the body; endpoint ids name nothing.
+	{"vertex openapi allowed", "POST", vertexLoc + "/endpoints/openapi/chat/completions", appJSON, `{"model":"google/gemini-2.0-flash-001","messages":[]}`, nil, 200, ""},
+	{"vertex openapi forbidden", "POST", vertexLoc + "/endpoints/openapi/chat/completions", appJSON, `{"model":"google/gemini-2.5-pro","messages":[]}`, nil, 403, "permission_denied"},
+	{"vertex openapi other publisher", "POST", vertexLoc + "/endpoints/openapi/chat/completions", appJSON, `{"model":"meta/gemini-2.0-flash-001","messages":[]}`, nil, 403, "permission_denied"},
+	{"vertex endpoint predict", "POST", vertexLoc + "/endpoints/1234567890:predict", appJSON, `{"instances":[]}`, nil, 403, "permission_denied"},
+	{"vertex endpoint raw predict", "POST", vertexLoc + "/endpoints/1234567890:rawPredict", appJSON, `{"model":"google/gemini-2.0-flash-001"}`, nil, 403, "permission_denied"},
+	{"vertex endpoint chat names an allowed model", "POST", vertexLoc + "/endpoints/1234567890/chat/completions", appJSON, `{"model":"google/gemini-2.0-flash-001","messages":[]}`, nil, 403, "permission_denied"},
+	{"vertex tuned endpoint generate", "POST", vertexLoc + "/endpoints/987:generateContent", appJSON, `{"contents":[]}`, nil, 403, "permission_denied"},
+	{"vertex publisher path allowed", "POST", vertexLoc + "/publishers/google/models/gemini-2.0-flash-001:generateContent", appJSON, `{"contents":[]}`, nil, 200, ""},
+	{"vertex cache allowed", "POST", vertexLoc + "/cachedContents", appJSON, `{"model":"projects/p/locations/us-central1/publishers/google/models/gemini-2.0-flash-001"}`, nil, 200, ""},
+	{"vertex batch job forbidden", "POST", vertexLoc + "/batchPredictionJobs", appJSON, `{"model":"publishers/google/models/gemini-2.5-pro"}`, nil, 403, "permission_denied"},
+	{"vertex tuning job", "POST", vertexLoc + "/tuningJobs", appJSON, `{"baseModel":"gemini-2.0-flash-001"}`, nil, 403, "permission_denied"},
+	{"vertex operation cancel", "POST", vertexLoc + "/operations/42:cancel", "", "", nil, 200, ""},
+
+	// Bedrock: model/{id}/... in the path; the OpenAI-compatible APIs
+	// and asynchronous invocations in the body; agents name nothing.
+	{"bedrock openai allowed", "POST", "/bedrock/openai/v1/chat/completions", appJSON, `{"model":"openai.gpt-oss-20b-1:0","messages":[]}`, nil, 200, ""},
+	{"bedrock openai forbidden", "POST", "/bedrock/openai/v1/chat/completions", appJSON, `{"model":"openai.gpt-oss-120b-1:0","messages":[]}`, nil, 403, "permission_denied"},
+	{"bedrock v1 chat forbidden", "POST", "/bedrock/v1/chat/completions", appJSON, `{"model":"openai.gpt-oss-120b-1:0","messages":[]}`, nil, 403, "permission_denied"},
+	{"bedrock responses forbidden", "POST", "/bedrock/openai/v1/responses", appJSON, `{"model":"openai.gpt-oss-120b-1:0","input":"x"}`, nil, 403, "permission_denied"},
+	{"bedrock async forbidden", "POST", "/bedrock/async-invoke", appJSON, `{"modelId":"amazon.nova-reel-v1:0","modelInput":{},"outputDataConfig":{}}`, nil, 403, "permission_denied"},
+	{"bedrock async model member is modelId", "POST", "/bedrock/async-invoke", appJSON, `{"model":"openai.gpt-oss-20b-1:0","modelId":"amazon.nova-reel-v1:0"}`, nil, 403, "permission_denied"},
+	{"bedrock path allowed", "POST", "/bedrock/model/openai.gpt-oss-20b-1%3A0/invoke", appJSON, `{"messages":[]}`, nil, 200, ""},
+	{"bedrock agent", "POST", "/bedrock/agents/A1/agentAliases/B1/sessions/s1/text", appJSON, `{"inputText":"hi"}`, nil, 403, "permission_denied"},
+	{"bedrock retrieve and generate", "POST", "/bedrock/retrieveAndGenerate", appJSON, `{"input":{"text":"hi"}}`, nil, 403, "permission_denied"},
+	{"bedrock guardrail", "POST", "/bedrock/guardrail/g1/version/1/apply", appJSON, `{"source":"INPUT","content":[]}`, nil, 200, ""},
+	{"bedrock list async", "GET", "/bedrock/async-invoke", "", "", nil, 200, ""},
+
+	// Anthropic: the body names the model; a body sluice cannot read as
+	// the provider would is refused, not forwarded unchecked.
+	{"anthropic allowed", "POST", "/anthropic/v1/messages", appJSON, `{"model":"claude-sonnet-4-5","max_tokens":1}`, nil, 200, ""},
+	{"anthropic charset", "POST", "/anthropic/v1/messages", "application/json; charset=utf-8", `{"model":"claude-sonnet-4-5"}`, nil, 200, ""},
+	{"anthropic forbidden", "POST", "/anthropic/v1/messages", appJSON, `{"model":"claude-opus-4"}`, nil, 403, "permission_denied"},
+	{"anthropic count tokens forbidden", "POST", "/anthropic/v1/messages/count_tokens", appJSON, `{"model":"claude-opus-4"}`, nil, 403, "permission_denied"},
+	{"anthropic gzip", "POST", "/anthropic/v1/messages", appJSON, gzipped(`{"model":"claude-opus-4"}`), []string{"Content-Encoding", "gzip"}, 400, "invalid_value"},
+	{"anthropic byte-order mark", "POST", "/anthropic/v1/messages", appJSON, "\xef\xbb\xbf" + `{"model":"claude-opus-4"}`, nil, 400, "invalid_json"},
+	{"anthropic trailing bytes", "POST", "/anthropic/v1/messages", appJSON, `{"model":"claude-sonnet-4-5"} {"model":"claude-opus-4"}`, nil, 400, "invalid_json"},
+	{"anthropic multipart", "POST", "/anthropic/v1/messages", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nclaude-opus-4\r\n--b--\r\n", nil, 400, "invalid_value"},
+	{"anthropic form", "POST", "/anthropic/v1/messages", "application/x-www-form-urlencoded", `{"model":"claude-opus-4"}`, nil, 400, "invalid_value"},
+	{"anthropic no content type", "POST", "/anthropic/v1/messages", "", `{"model":"claude-opus-4"}`, nil, 400, "invalid_value"},
+	{"anthropic model twice", "POST", "/anthropic/v1/messages", appJSON, `{"model":"claude-sonnet-4-5","model":"claude-opus-4"}`, nil, 400, "invalid_value"},
+	{"anthropic escaped name", "POST", "/anthropic/v1/messages", appJSON, `{"mod\u0065l":"claude-opus-4"}`, nil, 403, "permission_denied"},
+	{"anthropic case differs", "POST", "/anthropic/v1/messages", appJSON, `{"Model":"claude-sonnet-4-5","model":"claude-opus-4"}`, nil, 403, "permission_denied"},
+	{"anthropic model not a string", "POST", "/anthropic/v1/messages", appJSON, `{"model":["claude-sonnet-4-5"]}`, nil, 400, "invalid_value"},
+	{"anthropic no model", "POST", "/anthropic/v1/messages", appJSON, `{"max_tokens":1}`, nil, 403, "permission_denied"},
+	{"anthropic nested model only", "POST", "/anthropic/v1/messages", appJSON, `{"metadata":{"model":"claude-sonnet-4-5"}}`, nil, 403, "permission_denied"},
+	{"anthropic batch allowed", "POST", "/anthropic/v1/messages/batches", appJSON, `{"requests":[{"custom_id":"a","params":{"model":"claude-sonnet-4-5"}},{"custom_id":"b","params":{"model":"claude-sonnet-4-5"}}]}`, nil, 200, ""},
+	{"anthropic batch one forbidden", "POST", "/anthropic/v1/messages/batches", appJSON, `{"requests":[{"custom_id":"a","params":{"model":"claude-sonnet-4-5"}},{"custom_id":"b","params":{"model":"claude-opus-4"}}]}`, nil, 403, "permission_denied"},
+	{"anthropic batch without params", "POST", "/anthropic/v1/messages/batches", appJSON, `{"requests":[{"custom_id":"a"}]}`, nil, 403, "permission_denied"},
+	{"anthropic batch empty", "POST", "/anthropic/v1/messages/batches", appJSON, `{"requests":[]}`, nil, 403, "permission_denied"},
+	{"anthropic batch cancel", "POST", "/anthropic/v1/messages/batches/msgbatch_1/cancel", "", "", nil, 200, ""},
+	{"anthropic file upload", "POST", "/anthropic/v1/files", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\n\r\nhi\r\n--b--\r\n", nil, 200, ""},
+	{"anthropic models", "GET", "/anthropic/v1/models", "", "", nil, 200, ""},
+
+	// Every method with a body is checked as a POST would be, on all
+	// four prefixes: PUT, PATCH, GET and DELETE cannot carry a
+	// forbidden model past the list.
+	{"anthropic put forbidden", "PUT", "/anthropic/v1/messages", appJSON, `{"model":"claude-opus-4"}`, nil, 403, "permission_denied"},
+	{"anthropic patch forbidden", "PATCH", "/anthropic/v1/messages", appJSON, `{"model":"claude-opus-4"}`, nil, 403, "permission_denied"},
+	{"anthropic get with body forbidden", "GET", "/anthropic/v1/messages", appJSON, `{"model":"claude-opus-4"}`, nil, 403, "permission_denied"},
+	{"anthropic put allowed", "PUT", "/anthropic/v1/messages", appJSON, `{"model":"claude-sonnet-4-5"}`, nil, 200, ""},
+	{"gemini patch forbidden", "PATCH", "/gemini/v1beta/openai/chat/completions", appJSON, `{"model":"gemini-2.5-pro"}`, nil, 403, "permission_denied"},
+	{"gemini delete with body forbidden", "DELETE", "/gemini/v1beta/cachedContents", appJSON, `{"model":"models/gemini-2.5-pro"}`, nil, 403, "permission_denied"},
+	{"gemini put on a path model forbidden", "PUT", "/gemini/v1beta/models/gemini-2.5-pro:generateContent", appJSON, `{}`, nil, 403, "permission_denied"},
+	{"vertex put forbidden", "PUT", vertexLoc + "/endpoints/openapi/chat/completions", appJSON, `{"model":"google/gemini-2.5-pro"}`, nil, 403, "permission_denied"},
+	{"vertex patch on an endpoint id", "PATCH", vertexLoc + "/endpoints/123", appJSON, `{"model":"google/gemini-2.0-flash-001"}`, nil, 403, "permission_denied"},
+	{"bedrock put forbidden", "PUT", "/bedrock/openai/v1/chat/completions", appJSON, `{"model":"openai.gpt-oss-120b-1:0"}`, nil, 403, "permission_denied"},
+	{"bedrock get with body forbidden", "GET", "/bedrock/async-invoke", appJSON, `{"modelId":"amazon.nova-reel-v1:0"}`, nil, 403, "permission_denied"},
+	{"vertex delete without body", "DELETE", vertexLoc + "/cachedContents/c1", "", "", nil, 200, ""},
+}
+
 // TestRestrictedKeysAreCheckedWhereTheProviderReadsTheModel: a key limited
 // to some models reaches only those, whether the path names the model or
 // the body does (the providers' OpenAI-compatible endpoints, caches, batch
@@ -55,101 +160,7 @@ const vertexLoc = "/vertex-ai/v1/projects/p/locations/us-central1"
 // is refused and never forwarded.
 func TestRestrictedKeysAreCheckedWhereTheProviderReadsTheModel(t *testing.T) {
 	h, up := allowListHarness(t)
-	const json = "application/json"
-	for _, tc := range []struct {
-		name, method, path, contentType, body string
-		headers                               []string
-		status                                int
-		code                                  string
-	}{
-		// Gemini's OpenAI-compatible API and context caches carry the model in the body.
-		{"gemini openai allowed", "POST", "/gemini/v1beta/openai/chat/completions", json, `{"model":"gemini-2.5-flash","messages":[]}`, nil, 200, ""},
-		{"gemini openai resource name", "POST", "/gemini/v1beta/openai/chat/completions", json, `{"model":"models/gemini-2.5-flash","messages":[]}`, nil, 200, ""},
-		{"gemini openai forbidden", "POST", "/gemini/v1beta/openai/chat/completions", json, `{"model":"gemini-2.5-pro","messages":[]}`, nil, 403, "permission_denied"},
-		{"gemini openai embeddings forbidden", "POST", "/gemini/v1beta/openai/embeddings", json, `{"model":"text-embedding-004","input":"x"}`, nil, 403, "permission_denied"},
-		{"gemini openai tuned model", "POST", "/gemini/v1beta/openai/chat/completions", json, `{"model":"tunedModels/gemini-2.5-flash","messages":[]}`, nil, 403, "permission_denied"},
-		{"gemini openai no model", "POST", "/gemini/v1beta/openai/chat/completions", json, `{"messages":[]}`, nil, 403, "permission_denied"},
-		{"gemini openai model twice", "POST", "/gemini/v1beta/openai/chat/completions", json, `{"model":"gemini-2.5-flash","model":"gemini-2.5-pro"}`, nil, 400, "invalid_value"},
-		{"gemini cache allowed", "POST", "/gemini/v1beta/cachedContents", json, `{"model":"models/gemini-2.5-flash","contents":[]}`, nil, 200, ""},
-		{"gemini cache forbidden", "POST", "/gemini/v1beta/cachedContents", json, `{"model":"models/gemini-2.5-pro","contents":[]}`, nil, 403, "permission_denied"},
-		{"gemini tuned model", "POST", "/gemini/v1beta/tunedModels/my-tune:generateContent", json, `{"contents":[]}`, nil, 403, "permission_denied"},
-		{"gemini path allowed", "POST", "/gemini/v1beta/models/gemini-2.5-flash:generateContent", json, `{"contents":[]}`, nil, 200, ""},
-		{"gemini method override", "POST", "/gemini/v1beta/models/gemini-2.5-flash:generateContent", json, `{}`, []string{"X-HTTP-Method-Override", "GET"}, 400, "invalid_value"},
-		{"gemini file upload", "POST", "/gemini/upload/v1beta/files", "application/octet-stream", "bytes", nil, 200, ""},
-		{"gemini list", "GET", "/gemini/v1beta/models", "", "", nil, 200, ""},
-		{"gemini batch cancel", "POST", "/gemini/v1beta/batches/b1:cancel", "", "", nil, 200, ""},
-
-		// Vertex AI: publisher models in the path; the OpenAI-compatible
-		// endpoint, caches and batch jobs in the body; endpoint ids name nothing.
-		{"vertex openapi allowed", "POST", vertexLoc + "/endpoints/openapi/chat/completions", json, `{"model":"google/gemini-2.0-flash-001","messages":[]}`, nil, 200, ""},
-		{"vertex openapi forbidden", "POST", vertexLoc + "/endpoints/openapi/chat/completions", json, `{"model":"google/gemini-2.5-pro","messages":[]}`, nil, 403, "permission_denied"},
-		{"vertex openapi other publisher", "POST", vertexLoc + "/endpoints/openapi/chat/completions", json, `{"model":"meta/gemini-2.0-flash-001","messages":[]}`, nil, 403, "permission_denied"},
-		{"vertex endpoint predict", "POST", vertexLoc + "/endpoints/1234567890:predict", json, `{"instances":[]}`, nil, 403, "permission_denied"},
-		{"vertex endpoint raw predict", "POST", vertexLoc + "/endpoints/1234567890:rawPredict", json, `{"model":"google/gemini-2.0-flash-001"}`, nil, 403, "permission_denied"},
-		{"vertex endpoint chat names an allowed model", "POST", vertexLoc + "/endpoints/1234567890/chat/completions", json, `{"model":"google/gemini-2.0-flash-001","messages":[]}`, nil, 403, "permission_denied"},
-		{"vertex tuned endpoint generate", "POST", vertexLoc + "/endpoints/987:generateContent", json, `{"contents":[]}`, nil, 403, "permission_denied"},
-		{"vertex publisher path allowed", "POST", vertexLoc + "/publishers/google/models/gemini-2.0-flash-001:generateContent", json, `{"contents":[]}`, nil, 200, ""},
-		{"vertex cache allowed", "POST", vertexLoc + "/cachedContents", json, `{"model":"projects/p/locations/us-central1/publishers/google/models/gemini-2.0-flash-001"}`, nil, 200, ""},
-		{"vertex batch job forbidden", "POST", vertexLoc + "/batchPredictionJobs", json, `{"model":"publishers/google/models/gemini-2.5-pro"}`, nil, 403, "permission_denied"},
-		{"vertex tuning job", "POST", vertexLoc + "/tuningJobs", json, `{"baseModel":"gemini-2.0-flash-001"}`, nil, 403, "permission_denied"},
-		{"vertex operation cancel", "POST", vertexLoc + "/operations/42:cancel", "", "", nil, 200, ""},
-
-		// Bedrock: model/{id}/... in the path; the OpenAI-compatible APIs
-		// and asynchronous invocations in the body; agents name nothing.
-		{"bedrock openai allowed", "POST", "/bedrock/openai/v1/chat/completions", json, `{"model":"openai.gpt-oss-20b-1:0","messages":[]}`, nil, 200, ""},
-		{"bedrock openai forbidden", "POST", "/bedrock/openai/v1/chat/completions", json, `{"model":"openai.gpt-oss-120b-1:0","messages":[]}`, nil, 403, "permission_denied"},
-		{"bedrock v1 chat forbidden", "POST", "/bedrock/v1/chat/completions", json, `{"model":"openai.gpt-oss-120b-1:0","messages":[]}`, nil, 403, "permission_denied"},
-		{"bedrock responses forbidden", "POST", "/bedrock/openai/v1/responses", json, `{"model":"openai.gpt-oss-120b-1:0","input":"x"}`, nil, 403, "permission_denied"},
-		{"bedrock async forbidden", "POST", "/bedrock/async-invoke", json, `{"modelId":"amazon.nova-reel-v1:0","modelInput":{},"outputDataConfig":{}}`, nil, 403, "permission_denied"},
-		{"bedrock async model member is modelId", "POST", "/bedrock/async-invoke", json, `{"model":"openai.gpt-oss-20b-1:0","modelId":"amazon.nova-reel-v1:0"}`, nil, 403, "permission_denied"},
-		{"bedrock path allowed", "POST", "/bedrock/model/openai.gpt-oss-20b-1%3A0/invoke", json, `{"messages":[]}`, nil, 200, ""},
-		{"bedrock agent", "POST", "/bedrock/agents/A1/agentAliases/B1/sessions/s1/text", json, `{"inputText":"hi"}`, nil, 403, "permission_denied"},
-		{"bedrock retrieve and generate", "POST", "/bedrock/retrieveAndGenerate", json, `{"input":{"text":"hi"}}`, nil, 403, "permission_denied"},
-		{"bedrock guardrail", "POST", "/bedrock/guardrail/g1/version/1/apply", json, `{"source":"INPUT","content":[]}`, nil, 200, ""},
-		{"bedrock list async", "GET", "/bedrock/async-invoke", "", "", nil, 200, ""},
-
-		// Anthropic: the body names the model; a body sluice cannot read as
-		// the provider would is refused, not forwarded unchecked.
-		{"anthropic allowed", "POST", "/anthropic/v1/messages", json, `{"model":"claude-sonnet-4-5","max_tokens":1}`, nil, 200, ""},
-		{"anthropic charset", "POST", "/anthropic/v1/messages", "application/json; charset=utf-8", `{"model":"claude-sonnet-4-5"}`, nil, 200, ""},
-		{"anthropic forbidden", "POST", "/anthropic/v1/messages", json, `{"model":"claude-opus-4"}`, nil, 403, "permission_denied"},
-		{"anthropic count tokens forbidden", "POST", "/anthropic/v1/messages/count_tokens", json, `{"model":"claude-opus-4"}`, nil, 403, "permission_denied"},
-		{"anthropic gzip", "POST", "/anthropic/v1/messages", json, gzipped(`{"model":"claude-opus-4"}`), []string{"Content-Encoding", "gzip"}, 400, "invalid_value"},
-		{"anthropic byte-order mark", "POST", "/anthropic/v1/messages", json, "\xef\xbb\xbf" + `{"model":"claude-opus-4"}`, nil, 400, "invalid_json"},
-		{"anthropic trailing bytes", "POST", "/anthropic/v1/messages", json, `{"model":"claude-sonnet-4-5"} {"model":"claude-opus-4"}`, nil, 400, "invalid_json"},
-		{"anthropic multipart", "POST", "/anthropic/v1/messages", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nclaude-opus-4\r\n--b--\r\n", nil, 400, "invalid_value"},
-		{"anthropic form", "POST", "/anthropic/v1/messages", "application/x-www-form-urlencoded", `{"model":"claude-opus-4"}`, nil, 400, "invalid_value"},
-		{"anthropic no content type", "POST", "/anthropic/v1/messages", "", `{"model":"claude-opus-4"}`, nil, 400, "invalid_value"},
-		{"anthropic model twice", "POST", "/anthropic/v1/messages", json, `{"model":"claude-sonnet-4-5","model":"claude-opus-4"}`, nil, 400, "invalid_value"},
-		{"anthropic escaped name", "POST", "/anthropic/v1/messages", json, `{"mod\u0065l":"claude-opus-4"}`, nil, 403, "permission_denied"},
-		{"anthropic case differs", "POST", "/anthropic/v1/messages", json, `{"Model":"claude-sonnet-4-5","model":"claude-opus-4"}`, nil, 403, "permission_denied"},
-		{"anthropic model not a string", "POST", "/anthropic/v1/messages", json, `{"model":["claude-sonnet-4-5"]}`, nil, 400, "invalid_value"},
-		{"anthropic no model", "POST", "/anthropic/v1/messages", json, `{"max_tokens":1}`, nil, 403, "permission_denied"},
-		{"anthropic nested model only", "POST", "/anthropic/v1/messages", json, `{"metadata":{"model":"claude-sonnet-4-5"}}`, nil, 403, "permission_denied"},
-		{"anthropic batch allowed", "POST", "/anthropic/v1/messages/batches", json, `{"requests":[{"custom_id":"a","params":{"model":"claude-sonnet-4-5"}},{"custom_id":"b","params":{"model":"claude-sonnet-4-5"}}]}`, nil, 200, ""},
-		{"anthropic batch one forbidden", "POST", "/anthropic/v1/messages/batches", json, `{"requests":[{"custom_id":"a","params":{"model":"claude-sonnet-4-5"}},{"custom_id":"b","params":{"model":"claude-opus-4"}}]}`, nil, 403, "permission_denied"},
-		{"anthropic batch without params", "POST", "/anthropic/v1/messages/batches", json, `{"requests":[{"custom_id":"a"}]}`, nil, 403, "permission_denied"},
-		{"anthropic batch empty", "POST", "/anthropic/v1/messages/batches", json, `{"requests":[]}`, nil, 403, "permission_denied"},
-		{"anthropic batch cancel", "POST", "/anthropic/v1/messages/batches/msgbatch_1/cancel", "", "", nil, 200, ""},
-		{"anthropic file upload", "POST", "/anthropic/v1/files", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\n\r\nhi\r\n--b--\r\n", nil, 200, ""},
-		{"anthropic models", "GET", "/anthropic/v1/models", "", "", nil, 200, ""},
-
-		// Every method with a body is checked as a POST would be, on all
-		// four prefixes: PUT, PATCH, GET and DELETE cannot carry a
-		// forbidden model past the list.
-		{"anthropic put forbidden", "PUT", "/anthropic/v1/messages", json, `{"model":"claude-opus-4"}`, nil, 403, "permission_denied"},
-		{"anthropic patch forbidden", "PATCH", "/anthropic/v1/messages", json, `{"model":"claude-opus-4"}`, nil, 403, "permission_denied"},
-		{"anthropic get with body forbidden", "GET", "/anthropic/v1/messages", json, `{"model":"claude-opus-4"}`, nil, 403, "permission_denied"},
-		{"anthropic put allowed", "PUT", "/anthropic/v1/messages", json, `{"model":"claude-sonnet-4-5"}`, nil, 200, ""},
-		{"gemini patch forbidden", "PATCH", "/gemini/v1beta/openai/chat/completions", json, `{"model":"gemini-2.5-pro"}`, nil, 403, "permission_denied"},
-		{"gemini delete with body forbidden", "DELETE", "/gemini/v1beta/cachedContents", json, `{"model":"models/gemini-2.5-pro"}`, nil, 403, "permission_denied"},
-		{"gemini put on a path model forbidden", "PUT", "/gemini/v1beta/models/gemini-2.5-pro:generateContent", json, `{}`, nil, 403, "permission_denied"},
-		{"vertex put forbidden", "PUT", vertexLoc + "/endpoints/openapi/chat/completions", json, `{"model":"google/gemini-2.5-pro"}`, nil, 403, "permission_denied"},
-		{"vertex patch on an endpoint id", "PATCH", vertexLoc + "/endpoints/123", json, `{"model":"google/gemini-2.0-flash-001"}`, nil, 403, "permission_denied"},
-		{"bedrock put forbidden", "PUT", "/bedrock/openai/v1/chat/completions", json, `{"model":"openai.gpt-oss-120b-1:0"}`, nil, 403, "permission_denied"},
-		{"bedrock get with body forbidden", "GET", "/bedrock/async-invoke", json, `{"modelId":"amazon.nova-reel-v1:0"}`, nil, 403, "permission_denied"},
-		{"vertex delete without body", "DELETE", vertexLoc + "/cachedContents/c1", "", "", nil, 200, ""},
-	} {
+	for _, tc := range restrictedCases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := up.hits.Load()
 			headers := tc.headers

@@ -92,6 +92,48 @@ func link(name string) string   { return fmt.Sprintf(`//nav//a[normalize-space()
 // 1280×800 and 390×844.
 func TestAdminPageInChromium(t *testing.T) {
 	exe := chromium(t)
+	w := startAdminWalk(t)
+	w.waitDelivered()
+	w.openBrowser(exe)
+
+	w.openSignIn()
+	spent := w.teamSpend()
+	w.masterSeesSpend(spent)
+	newTeam := w.createTeam()
+	w.createUseDeleteKey(newTeam)
+	w.batchProgress()
+	w.callbacksPage()
+	w.spendPage()
+	w.phonePages()
+	w.teamKeySeesItsTeamOnly(newTeam)
+	w.wrongKeyRefused()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.problems {
+		t.Error(p)
+	}
+}
+
+// adminWalk is the state TestAdminPageInChromium's steps share: the
+// gateway with one team, its key and its callback, and the browser.
+type adminWalk struct {
+	t         *testing.T
+	g         *gatewaytest.Gateway
+	team, key string
+	ctx       context.Context
+	shots     string
+
+	mu       sync.Mutex
+	problems []string // console errors, exceptions, requests outside sluice's origin
+}
+
+// callbackSecret is the team callback's secret, which no page may show.
+const callbackSecret = "sk-lf-do-not-show"
+
+// startAdminWalk starts the gateway with a slow chat model, a team whose
+// Langfuse callback is set, and one call of the team.
+func startAdminWalk(t *testing.T) *adminWalk {
 	cfg := "model_list:\n  - model_name: slow\n    litellm_params: {model: openai/gpt-4o-mini, api_base: " + slowChat(t) + "/v1, api_key: sk-up}\n" +
 		"callback_settings:\n  allow_hosts: [\"127.0.0.1\"]\n"
 	g := gatewaytest.Start(t, gatewaytest.Backends()[0], gatewaytest.Options{
@@ -103,9 +145,8 @@ func TestAdminPageInChromium(t *testing.T) {
 		},
 	})
 	team, key := g.TeamKey()
-	const secret = "sk-lf-do-not-show"
 	if r := g.Do("POST", "/team/"+team+"/callback", key, map[string]any{"callback_name": "langfuse", "callback_type": "success",
-		"callback_vars": map[string]string{"langfuse_public_key": "pk-lf-1", "langfuse_secret_key": secret, "langfuse_host": langfuseSink(t)}}); r.Status != 200 {
+		"callback_vars": map[string]string{"langfuse_public_key": "pk-lf-1", "langfuse_secret_key": callbackSecret, "langfuse_host": langfuseSink(t)}}); r.Status != 200 {
 		t.Fatalf("callback: %d %s", r.Status, r.Body)
 	}
 	// One call of the team, delivered to its callback before the page
@@ -113,84 +154,103 @@ func TestAdminPageInChromium(t *testing.T) {
 	if r := g.Do("POST", "/v1/chat/completions", key, `{"model":"slow","messages":[{"role":"user","content":"hi"}]}`); r.Status != 200 {
 		t.Fatalf("chat: %d %s", r.Status, r.Body)
 	}
-	delivered := func() int64 {
-		r := g.Do("GET", "/team/"+team+"/callback", key, nil)
-		var out struct {
-			Data struct {
-				Callbacks []struct {
-					Delivery struct {
-						Delivered int64 `json:"delivered"`
-					} `json:"delivery"`
-				} `json:"callbacks"`
-			} `json:"data"`
-		}
-		if err := json.Unmarshal(r.Body, &out); err != nil || len(out.Data.Callbacks) != 1 {
-			t.Fatalf("GET callbacks: %d %s", r.Status, r.Body)
-		}
-		return out.Data.Callbacks[0].Delivery.Delivered
-	}
-	for deadline := time.Now().Add(10 * time.Second); delivered() == 0; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the team's call was not delivered to its callback within 10 s")
-		}
-	}
+	return &adminWalk{t: t, g: g, team: team, key: key}
+}
 
-	shots := os.Getenv("SLUICE_UI_SCREENSHOTS")
-	if shots == "" {
-		shots = t.TempDir()
+// delivered is the team callback's delivered count, as the API answers it.
+func (w *adminWalk) delivered() int64 {
+	t := w.t
+	r := w.g.Do("GET", "/team/"+w.team+"/callback", w.key, nil)
+	var out struct {
+		Data struct {
+			Callbacks []struct {
+				Delivery struct {
+					Delivered int64 `json:"delivered"`
+				} `json:"delivery"`
+			} `json:"callbacks"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(r.Body, &out); err != nil || len(out.Data.Callbacks) != 1 {
+		t.Fatalf("GET callbacks: %d %s", r.Status, r.Body)
+	}
+	return out.Data.Callbacks[0].Delivery.Delivered
+}
+
+func (w *adminWalk) waitDelivered() {
+	for deadline := time.Now().Add(10 * time.Second); w.delivered() == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			w.t.Fatal("the team's call was not delivered to its callback within 10 s")
+		}
+	}
+}
+
+// openBrowser starts headless chromium, recording every script error and
+// every request outside sluice's origin as a problem.
+func (w *adminWalk) openBrowser(exe string) {
+	t := w.t
+	w.shots = os.Getenv("SLUICE_UI_SCREENSHOTS")
+	if w.shots == "" {
+		w.shots = t.TempDir()
 	}
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()))
-	defer cancelAlloc()
+	t.Cleanup(cancelAlloc)
 	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
+	t.Cleanup(cancel)
 	ctx, cancelT := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelT()
+	t.Cleanup(cancelT)
+	w.ctx = ctx
 
-	var mu sync.Mutex
-	var problems []string
 	err := chromedp.Listen(ctx, func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
+		w.mu.Lock()
+		defer w.mu.Unlock()
 		switch e := ev.(type) {
 		case *runtime.EventConsoleAPICalled:
 			if e.Type == runtime.ConsoleAPICalledTypeError {
 				args, _ := json.Marshal(e.Args)
-				problems = append(problems, "console error: "+string(args))
+				w.problems = append(w.problems, "console error: "+string(args))
 			}
 		case *runtime.EventExceptionThrown:
 			d, _ := json.Marshal(e.ExceptionDetails)
-			problems = append(problems, "exception: "+string(d))
+			w.problems = append(w.problems, "exception: "+string(d))
 		case *network.EventRequestWillBeSent:
 			u := e.Request.URL
-			if !strings.HasPrefix(u, g.URL+"/") && !strings.HasPrefix(u, "data:") && !strings.HasPrefix(u, "blob:"+g.URL) {
-				problems = append(problems, "a request outside sluice's origin: "+u)
+			if !strings.HasPrefix(u, w.g.URL+"/") && !strings.HasPrefix(u, "data:") && !strings.HasPrefix(u, "blob:"+w.g.URL) {
+				w.problems = append(w.problems, "a request outside sluice's origin: "+u)
 			}
 		}
 	})
 	if err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
-	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			html, _ := chromedp.Run(ctx, chromedp.OuterHTML("main"))
-			t.Fatalf("%s: %v\nthe page:\n%s", what, err, html)
-		}
-	}
-	shot := func(name string) {
-		t.Helper()
-		do("settle", chromedp.Sleep(150*time.Millisecond))
-		png := get(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
-		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+}
 
+// do runs the actions, failing the test with the page if one fails.
+func (w *adminWalk) do(what string, actions ...chromedp.Action[chromedp.Void]) {
+	w.t.Helper()
+	if err := chromedp.Do(w.ctx, actions...); err != nil {
+		html, _ := chromedp.Run(w.ctx, chromedp.OuterHTML("main"))
+		w.t.Fatalf("%s: %v\nthe page:\n%s", what, err, html)
+	}
+}
+
+// shot captures the page as name.png.
+func (w *adminWalk) shot(name string) {
+	w.t.Helper()
+	w.do("settle", chromedp.Sleep(150*time.Millisecond))
+	png := get(w.t, w.ctx, "screenshot "+name, chromedp.FullScreenshot(100))
+	if err := os.WriteFile(filepath.Join(w.shots, name+".png"), png, 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// openSignIn opens /ui, whose first paint comes within a second.
+func (w *adminWalk) openSignIn() {
+	t, ctx := w.t, w.ctx
 	start := time.Now()
-	do("open /ui", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(g.URL+"/ui"), chromedp.WaitVisible(labelled("API key")))
+	w.do("open /ui", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(w.g.URL+"/ui"), chromedp.WaitVisible(labelled("API key")))
 	// The paint entry is recorded when the compositor reports the frame,
 	// which a busy machine can deliver after the element is visible: ask
 	// again for a while before calling it missing.
@@ -202,10 +262,14 @@ func TestAdminPageInChromium(t *testing.T) {
 	if fcp < 0 || fcp > 1000 {
 		t.Errorf("first contentful paint %.0f ms", fcp)
 	}
-	shot("signin-1280")
+	w.shot("signin-1280")
+}
 
-	// The team's budget, and its spend as /team/info shows it once counted.
-	if r := g.Do("POST", "/team/update", g.MasterKey, map[string]any{"team_id": team, "max_budget": 10}); r.Status != 200 {
+// teamSpend gives the team a budget and answers its spend as /team/info
+// shows it once counted.
+func (w *adminWalk) teamSpend() float64 {
+	t, g := w.t, w.g
+	if r := g.Do("POST", "/team/update", g.MasterKey, map[string]any{"team_id": w.team, "max_budget": 10}); r.Status != 200 {
 		t.Fatalf("team/update: %d %s", r.Status, r.Body)
 	}
 	var spent float64
@@ -213,15 +277,19 @@ func TestAdminPageInChromium(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the team's call was not counted within 10 s")
 		}
-		spent, _ = g.Do("GET", "/team/info?team_id="+team, g.MasterKey, nil).JSON(t)["team_info"].(map[string]any)["spend"].(float64)
+		spent, _ = g.Do("GET", "/team/info?team_id="+w.team, g.MasterKey, nil).JSON(t)["team_info"].(map[string]any)["spend"].(float64)
 	}
+	return spent
+}
 
-	// Sign in with the master key.
-	do("sign in", chromedp.SendKeys(labelled("API key"), g.MasterKey), chromedp.Click(button("Sign in")), chromedp.WaitVisible(link("Teams")))
+// masterSeesSpend signs in with the master key: the budgeted team's bar
+// shows its real spend, from /team/list.
+func (w *adminWalk) masterSeesSpend(spent float64) {
+	t, ctx := w.t, w.ctx
+	w.do("sign in", chromedp.SendKeys(labelled("API key"), w.g.MasterKey), chromedp.Click(button("Sign in")), chromedp.WaitVisible(link("Teams")))
 
-	// The budgeted team's bar shows its real spend, from /team/list.
-	teamBar := fmt.Sprintf(`//tr[td[normalize-space()=%q]]//*[@role="meter"]`, team)
-	do("the spend bar", chromedp.WaitVisible(teamBar))
+	teamBar := fmt.Sprintf(`//tr[td[normalize-space()=%q]]//*[@role="meter"]`, w.team)
+	w.do("the spend bar", chromedp.WaitVisible(teamBar))
 	v := get(t, ctx, "the spend bar", chromedp.AttributeValue(teamBar, "aria-valuenow")).Value
 	if got, err := strconv.ParseFloat(v, 64); err != nil || got != spent {
 		t.Errorf("the spend bar shows %q, want %v", v, spent)
@@ -230,15 +298,22 @@ func TestAdminPageInChromium(t *testing.T) {
 	if text := get(t, ctx, "spend unknown", chromedp.Evaluate[string](`spendBar(undefined, 10).textContent`)); text != "spend unknown of $10.0000" {
 		t.Errorf("a bar without spend: %q", text)
 	}
+}
 
-	// Teams: create one through the form.
-	do("create a team", chromedp.Click(button("Create team")), chromedp.SendKeys(labelled("Team alias"), "ui-made"),
+// createTeam creates a team through the form and answers its ID.
+func (w *adminWalk) createTeam() string {
+	w.do("create a team", chromedp.Click(button("Create team")), chromedp.SendKeys(labelled("Team alias"), "ui-made"),
 		chromedp.SendKeys(labelled("RPM limit"), "120"), chromedp.Click(button("Create")), chromedp.WaitVisible(`//td[normalize-space()="ui-made"]`))
-	newTeam := teamID(t, g, "ui-made")
-	shot("teams-1280")
+	newTeam := teamID(w.t, w.g, "ui-made")
+	w.shot("teams-1280")
+	return newTeam
+}
 
-	// Keys: create one, shown once; it works; delete it; it is refused.
-	do("create a key", chromedp.Click(link("Keys")), chromedp.WaitVisible(button("Create key")), chromedp.Click(button("Create key")),
+// createUseDeleteKey creates a key of newTeam, shown once; it works; it is
+// deleted; it is refused.
+func (w *adminWalk) createUseDeleteKey(newTeam string) {
+	t, ctx, g := w.t, w.ctx, w.g
+	w.do("create a key", chromedp.Click(link("Keys")), chromedp.WaitVisible(button("Create key")), chromedp.Click(button("Create key")),
 		chromedp.SendKeys(labelled("Key alias"), "ui-key"), chromedp.SetValue(labelled("Team"), newTeam), chromedp.SendKeys(labelled("Duration"), "1d"),
 		chromedp.Click(button("Create")), chromedp.WaitVisible(labelled("New key")))
 	newKey := get(t, ctx, "the new key", chromedp.Value(labelled("New key")))
@@ -248,34 +323,37 @@ func TestAdminPageInChromium(t *testing.T) {
 	if r := g.Do("GET", "/v1/models", newKey, nil); r.Status != 200 {
 		t.Errorf("the key made in the page: %d %s", r.Status, r.Body)
 	}
-	shot("keys-1280")
-	do("keys again", chromedp.Click(link("Teams")), chromedp.WaitVisible(button("Create team")), chromedp.Click(link("Keys")),
+	w.shot("keys-1280")
+	w.do("keys again", chromedp.Click(link("Teams")), chromedp.WaitVisible(button("Create team")), chromedp.Click(link("Keys")),
 		chromedp.WaitVisible(`//td[normalize-space()="ui-key"]`))
 	text := get(t, ctx, "keys page", chromedp.Text(chromedp.CSS("body")))
 	if strings.Contains(text, newKey) || strings.Contains(text, "New key") {
 		t.Errorf("the new key is shown again")
 	}
-	do("delete the key", chromedp.Click(`//button[@aria-label="Delete ui-key"]`), chromedp.Click(button("Confirm delete")),
+	w.do("delete the key", chromedp.Click(`//button[@aria-label="Delete ui-key"]`), chromedp.Click(button("Confirm delete")),
 		chromedp.WaitNotPresent(`//td[normalize-space()="ui-key"]`))
 	if r := g.Do("GET", "/v1/models", newKey, nil); r.Status != 401 {
 		t.Errorf("the deleted key: %d", r.Status)
 	}
+}
 
-	// Batches: the bar of a batch started now moves while the page is
-	// open, and reaches the total.
+// batchProgress starts a batch: its bar moves while the page is open, and
+// reaches the total.
+func (w *adminWalk) batchProgress() {
+	t, ctx, g := w.t, w.ctx, w.g
 	const lines = 24
 	var input strings.Builder
 	for i := range lines {
 		fmt.Fprintf(&input, `{"custom_id":"l%d","method":"POST","url":"/v1/chat/completions","body":{"model":"slow","messages":[{"role":"user","content":"hi %d"}]}}`+"\n", i, i)
 	}
-	fileID := upload(t, g, key, input.String())
-	b := g.Do("POST", "/v1/batches", key, map[string]any{"input_file_id": fileID, "endpoint": "/v1/chat/completions", "completion_window": "24h"})
+	fileID := upload(t, g, w.key, input.String())
+	b := g.Do("POST", "/v1/batches", w.key, map[string]any{"input_file_id": fileID, "endpoint": "/v1/chat/completions", "completion_window": "24h"})
 	if b.Status != 200 {
 		t.Fatalf("batch: %d %s", b.Status, b.Body)
 	}
 	batchID := b.JSON(t)["id"].(string)
 	bar := fmt.Sprintf(`//*[@role="progressbar" and @aria-label="Progress of %s"]`, batchID)
-	do("batches", chromedp.Click(link("Batches")), chromedp.WaitVisible(bar))
+	w.do("batches", chromedp.Click(link("Batches")), chromedp.WaitVisible(bar))
 	seen := map[string]bool{}
 	deadline := time.Now().Add(45 * time.Second)
 	for {
@@ -294,40 +372,48 @@ func TestAdminPageInChromium(t *testing.T) {
 	if len(seen) < 3 {
 		t.Errorf("the bar showed %v: want it to move while the page is open", seen)
 	}
-	shot("batches-1280")
+	w.shot("batches-1280")
+}
 
-	// Callbacks: the team's callback, its secret masked.
-	do("callbacks", chromedp.Click(link("Callbacks")), chromedp.SetValue(labelled("Callbacks of team"), team),
+// callbacksPage shows the team's callback, its secret masked, and its
+// delivery health.
+func (w *adminWalk) callbacksPage() {
+	t, ctx := w.t, w.ctx
+	w.do("callbacks", chromedp.Click(link("Callbacks")), chromedp.SetValue(labelled("Callbacks of team"), w.team),
 		chromedp.WaitVisible(`//td[normalize-space()="langfuse"]`))
-	text = get(t, ctx, "callbacks page", chromedp.Text(chromedp.CSS("main")))
-	if strings.Contains(text, secret) || !strings.Contains(text, "langfuse_secret_key=") || !strings.Contains(text, "pk-lf-1") {
+	text := get(t, ctx, "callbacks page", chromedp.Text(chromedp.CSS("main")))
+	if strings.Contains(text, callbackSecret) || !strings.Contains(text, "langfuse_secret_key=") || !strings.Contains(text, "pk-lf-1") {
 		t.Errorf("callbacks page: %s", text)
 	}
 	// Its delivery health: the delivered count the API answers (at least
 	// the call's), nothing retrying or dead-lettered, no error.
 	shown := get(t, ctx, "delivered count", chromedp.Text(`//td[@data-health="delivered"]`))
-	if n, err := strconv.ParseInt(strings.ReplaceAll(shown, ",", ""), 10, 64); err != nil || n < 1 || n > delivered() {
-		t.Errorf("delivered shown as %q; the API says %d", shown, delivered())
+	if n, err := strconv.ParseInt(strings.ReplaceAll(shown, ",", ""), 10, 64); err != nil || n < 1 || n > w.delivered() {
+		t.Errorf("delivered shown as %q; the API says %d", shown, w.delivered())
 	}
 	for _, cell := range []struct{ name, want string }{{"retrying", "0"}, {"dead_lettered", "0"}, {"last_error", "none"}} {
 		if got := get(t, ctx, cell.name, chromedp.Text(fmt.Sprintf(`//td[@data-health=%q]`, cell.name))); got != cell.want {
 			t.Errorf("%s shown as %q, want %q", cell.name, got, cell.want)
 		}
 	}
-	shot("callbacks-1280")
+	w.shot("callbacks-1280")
+}
 
-	// Spend: the chart from the report, or no spend recorded, never a made-up figure.
-	report := g.Do("GET", "/global/spend/report?group_by=team", g.MasterKey, nil)
+// spendPage shows the chart from the report, or no spend recorded, never a
+// made-up figure.
+func (w *adminWalk) spendPage() {
+	t, ctx := w.t, w.ctx
+	report := w.g.Do("GET", "/global/spend/report?group_by=team", w.g.MasterKey, nil)
 	if report.Status == 404 {
-		do("spend", chromedp.Click(link("Spend")), chromedp.WaitVisible(chromedp.CSS(`#nospend`)))
-		text = get(t, ctx, "spend page", chromedp.Text(chromedp.CSS("#nospend")))
+		w.do("spend", chromedp.Click(link("Spend")), chromedp.WaitVisible(chromedp.CSS(`#nospend`)))
+		text := get(t, ctx, "spend page", chromedp.Text(chromedp.CSS("#nospend")))
 		if !strings.Contains(text, "no spend recorded") {
 			t.Errorf("spend page without a report: %q", text)
 		}
 	} else {
-		do("spend", chromedp.Click(link("Spend")), chromedp.WaitVisible(`//*[@role="img" and @aria-label="Spend over time"]|//*[@id="nospend"]`))
+		w.do("spend", chromedp.Click(link("Spend")), chromedp.WaitVisible(`//*[@role="img" and @aria-label="Spend over time"]|//*[@id="nospend"]`))
 	}
-	shot("spend-1280")
+	w.shot("spend-1280")
 	// The chart the Spend page draws from a report of the agreed shape
 	// (two teams over three days): one line per group, a point per day
 	// with spend, days on the x axis.
@@ -345,24 +431,30 @@ func TestAdminPageInChromium(t *testing.T) {
 		drawn["legend"] != "searchteam-b" {
 		t.Errorf("the chart: %v", drawn)
 	}
+}
 
-	// Every page at a phone's size.
-	do("phone", chromedp.EmulateViewport(390, 844))
+// phonePages captures every page at a phone's size; every control has an
+// accessible name and is in the tab order.
+func (w *adminWalk) phonePages() {
+	w.do("phone", chromedp.EmulateViewport(390, 844))
 	for _, p := range []string{"teams", "keys", "spend", "batches", "callbacks"} {
-		do(p+" on a phone", chromedp.Click(link(strings.ToUpper(p[:1])+p[1:])), chromedp.WaitVisible(chromedp.CSS(`#title`)))
-		shot(p + "-390")
-		// Every control has an accessible name and is in the tab order.
-		bad := get(t, ctx, p+" controls", chromedp.Evaluate[[]string](unlabelled))
+		w.do(p+" on a phone", chromedp.Click(link(strings.ToUpper(p[:1])+p[1:])), chromedp.WaitVisible(chromedp.CSS(`#title`)))
+		w.shot(p + "-390")
+		bad := get(w.t, w.ctx, p+" controls", chromedp.Evaluate[[]string](unlabelled))
 		if len(bad) > 0 {
-			t.Errorf("%s: controls without a name or out of the tab order: %v", p, bad)
+			w.t.Errorf("%s: controls without a name or out of the tab order: %v", p, bad)
 		}
 	}
-	do("desktop", chromedp.EmulateViewport(1280, 800))
+	w.do("desktop", chromedp.EmulateViewport(1280, 800))
+}
 
-	// A team key: its team only, no admin action.
-	do("sign out", chromedp.Click(button("Sign out")), chromedp.WaitVisible(labelled("API key")))
-	do("team key", chromedp.SendKeys(labelled("API key"), key), chromedp.Click(button("Sign in")), chromedp.WaitVisible(`//td[normalize-space()="`+team+`"]`))
-	text = get(t, ctx, "team key's teams", chromedp.Text(chromedp.CSS("main")))
+// teamKeySeesItsTeamOnly signs in with the team key: its team only (not
+// newTeam), no admin action.
+func (w *adminWalk) teamKeySeesItsTeamOnly(newTeam string) {
+	t, ctx := w.t, w.ctx
+	w.do("sign out", chromedp.Click(button("Sign out")), chromedp.WaitVisible(labelled("API key")))
+	w.do("team key", chromedp.SendKeys(labelled("API key"), w.key), chromedp.Click(button("Sign in")), chromedp.WaitVisible(`//td[normalize-space()="`+w.team+`"]`))
+	text := get(t, ctx, "team key's teams", chromedp.Text(chromedp.CSS("main")))
 	if strings.Contains(text, "ui-made") || strings.Contains(text, newTeam) {
 		t.Errorf("a team key sees another team: %s", text)
 	}
@@ -371,23 +463,20 @@ func TestAdminPageInChromium(t *testing.T) {
 	if admin != 0 {
 		t.Errorf("a team key is offered %d admin actions", admin)
 	}
-	do("team key's keys", chromedp.Click(link("Keys")), chromedp.WaitVisible(chromedp.CSS(`#title`)))
+	w.do("team key's keys", chromedp.Click(link("Keys")), chromedp.WaitVisible(chromedp.CSS(`#title`)))
 	admin = get(t, ctx, "team key's key actions", chromedp.Evaluate[int](adminButtons))
 	if admin != 0 {
 		t.Errorf("a team key is offered key actions")
 	}
-	// A wrong key is refused in words.
-	do("sign out again", chromedp.Click(button("Sign out")), chromedp.WaitVisible(labelled("API key")),
-		chromedp.SendKeys(labelled("API key"), "sk-wrong"), chromedp.Click(button("Sign in")), chromedp.WaitVisible(chromedp.CSS(`#alert:not(:empty)`)))
-	text = get(t, ctx, "the alert", chromedp.Text(chromedp.CSS("#alert")))
-	if !strings.Contains(text, "HTTP 401") || strings.Contains(text, "{") {
-		t.Errorf("a wrong key's error: %q", text)
-	}
+}
 
-	mu.Lock()
-	defer mu.Unlock()
-	for _, p := range problems {
-		t.Error(p)
+// wrongKeyRefused signs in with a wrong key: it is refused in words.
+func (w *adminWalk) wrongKeyRefused() {
+	w.do("sign out again", chromedp.Click(button("Sign out")), chromedp.WaitVisible(labelled("API key")),
+		chromedp.SendKeys(labelled("API key"), "sk-wrong"), chromedp.Click(button("Sign in")), chromedp.WaitVisible(chromedp.CSS(`#alert:not(:empty)`)))
+	text := get(w.t, w.ctx, "the alert", chromedp.Text(chromedp.CSS("#alert")))
+	if !strings.Contains(text, "HTTP 401") || strings.Contains(text, "{") {
+		w.t.Errorf("a wrong key's error: %q", text)
 	}
 }
 

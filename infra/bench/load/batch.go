@@ -226,30 +226,9 @@ func (b *bench) batchRun(ctx context.Context, rig *batchRig, fig *batchFigures) 
 	if err != nil {
 		return err
 	}
-	// The phases as a client sees them: planned once the batch is in
-	// progress, its lines done once the counts reach the total (the last
-	// chunk's commit), finalized once it completes.
-	var planned, linesDone time.Time
-	deadline := time.Now().Add(b.cfg.batchTimeout)
-	for !terminal(st.Status) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("batch %s still %s after %s (%d of %d done)", st.ID, st.Status, b.cfg.batchTimeout, st.RequestCounts.Completed, st.RequestCounts.Total)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if st, err = b.getBatch(ctx, s, st.ID); err != nil {
-			return err
-		}
-		now := time.Now()
-		if planned.IsZero() && st.Status != "validating" {
-			planned = now
-		}
-		if linesDone.IsZero() && st.RequestCounts.Total > 0 && st.RequestCounts.Completed+st.RequestCounts.Failed == st.RequestCounts.Total {
-			linesDone = now
-		}
+	st, planned, linesDone, err := b.waitBatch(ctx, s, st)
+	if err != nil {
+		return err
 	}
 	end := time.Now()
 	cpuAfter, err := p.sample()
@@ -282,7 +261,41 @@ func (b *bench) batchRun(ctx context.Context, rig *batchRig, fig *batchFigures) 
 		return fmt.Errorf("batch %s: %d lines in the output file, want %d", st.ID, fig.OutputLines, fig.Lines)
 	}
 
-	// Ideal: the same number of the same calls, straight to the upstream.
+	return b.batchIdeal(ctx, rig, fig)
+}
+
+// waitBatch polls the batch until it ends, noting the phases as a client
+// sees them: planned once the batch is in progress, its lines done once the
+// counts reach the total (the last chunk's commit); it answers the final
+// state.
+func (b *bench) waitBatch(ctx context.Context, s *sluiceProc, st batchState) (_ batchState, planned, linesDone time.Time, err error) {
+	deadline := time.Now().Add(b.cfg.batchTimeout)
+	for !terminal(st.Status) {
+		if time.Now().After(deadline) {
+			return st, planned, linesDone, fmt.Errorf("batch %s still %s after %s (%d of %d done)", st.ID, st.Status, b.cfg.batchTimeout, st.RequestCounts.Completed, st.RequestCounts.Total)
+		}
+		select {
+		case <-ctx.Done():
+			return st, planned, linesDone, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if st, err = b.getBatch(ctx, s, st.ID); err != nil {
+			return st, planned, linesDone, err
+		}
+		now := time.Now()
+		if planned.IsZero() && st.Status != "validating" {
+			planned = now
+		}
+		if linesDone.IsZero() && st.RequestCounts.Total > 0 && st.RequestCounts.Completed+st.RequestCounts.Failed == st.RequestCounts.Total {
+			linesDone = now
+		}
+	}
+	return st, planned, linesDone, nil
+}
+
+// batchIdeal runs the same number of the same calls straight to the
+// upstream, the batch's ideal.
+func (b *bench) batchIdeal(ctx context.Context, rig *batchRig, fig *batchFigures) error {
 	spec := requestSpec{Method: http.MethodPost, URL: rig.upstreamURL + "/v1/embeddings",
 		Header: http.Header{"Authorization": {"Bearer sk-client-direct"}, "Content-Type": {"application/json"}},
 		Body:   mustJSON(map[string]any{"model": "text-embedding-3-small", "input": "Give one fact about item 0.", "dimensions": batchDims})}

@@ -105,6 +105,42 @@ func run(cfg *config) error {
 	b := &bench{cfg: cfg, ticks: clockTicks(ctx), client: newClient(), progress: os.Stderr}
 	defer b.stopAll()
 
+	if err := b.startUpstreamAndProxy(ctx); err != nil {
+		return err
+	}
+	if slices.Contains(cfg.scenarios, "titan-fanout") {
+		b.startSlowUpstream(ctx)
+	}
+	b.startSluice(ctx)
+	b.logf("bench: pids: upstream %d, proxy %d, sluice %d (for profilers: these are this run's own)", b.upstream.proc.pid, b.proxy.proc.pid, b.sluicePid())
+
+	rep := &report{Started: started, Machine: describeMachine(ctx, b.ticks), Settings: cfg.settings(), Sluice: "measured (" + b.sluiceBase() + ")"}
+	if b.sluice == nil {
+		rep.Sluice = "not measured — " + b.sluiceSkip
+	}
+	b.runScenarios(ctx, rep)
+	if cfg.sizes && ctx.Err() == nil {
+		b.logf("bench: building bootstraps for linux/arm64")
+		rep.Lambda = buildBootstraps(ctx, cfg.root, cfg.outDir)
+		if cfg.startupRuns > 0 && ctx.Err() == nil {
+			b.logf("bench: measuring Lambda cold starts (%d per function)", cfg.startupRuns)
+			rep.Lambda.Startup = measureStartup(ctx, cfg.root, cfg.outDir, b.upstreamURL, cfg.startupRuns)
+		}
+	}
+	rep.ElapsedSeconds = time.Since(started).Seconds()
+	if err := b.writeReports(rep); err != nil {
+		return err
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("stopped at the %s deadline; the report covers what finished", cfg.deadline)
+	}
+	return ctx.Err()
+}
+
+// startUpstreamAndProxy starts the fake upstream and the bare proxy in
+// front of it (with its pprof listener when profiling).
+func (b *bench) startUpstreamAndProxy(ctx context.Context) error {
+	cfg := b.cfg
 	b.logf("bench: starting the upstream and the bare proxy")
 	var err error
 	b.upstream, b.upstreamURL, err = startChild(ctx, "upstream", cfg.logDir, filepath.Join(cfg.binDir, "upstream"), []string{
@@ -127,16 +163,13 @@ func run(cfg *config) error {
 	if err != nil {
 		return err
 	}
-	if slices.Contains(cfg.scenarios, "titan-fanout") {
-		b.startSlowUpstream(ctx)
-	}
-	b.startSluice(ctx)
-	b.logf("bench: pids: upstream %d, proxy %d, sluice %d (for profilers: these are this run's own)", b.upstream.proc.pid, b.proxy.proc.pid, b.sluicePid())
+	return nil
+}
 
-	rep := &report{Started: started, Machine: describeMachine(ctx, b.ticks), Settings: cfg.settings(), Sluice: "measured (" + b.sluiceBase() + ")"}
-	if b.sluice == nil {
-		rep.Sluice = "not measured — " + b.sluiceSkip
-	}
+// runScenarios runs cfg's scenarios in order while ctx lasts, adding each
+// one's report and checks to rep.
+func (b *bench) runScenarios(ctx context.Context, rep *report) {
+	cfg := b.cfg
 	scenarios := map[string]httpScenario{}
 	for _, sc := range httpScenarios() {
 		scenarios[sc.name] = sc
@@ -170,15 +203,12 @@ func run(cfg *config) error {
 	for _, s := range rep.Scenarios {
 		rep.Checks = append(rep.Checks, s.Checks...)
 	}
-	if cfg.sizes && ctx.Err() == nil {
-		b.logf("bench: building bootstraps for linux/arm64")
-		rep.Lambda = buildBootstraps(ctx, cfg.root, cfg.outDir)
-		if cfg.startupRuns > 0 && ctx.Err() == nil {
-			b.logf("bench: measuring Lambda cold starts (%d per function)", cfg.startupRuns)
-			rep.Lambda.Startup = measureStartup(ctx, cfg.root, cfg.outDir, b.upstreamURL, cfg.startupRuns)
-		}
-	}
-	rep.ElapsedSeconds = time.Since(started).Seconds()
+}
+
+// writeReports prints the report, and writes it as text and JSON where
+// cfg asks.
+func (b *bench) writeReports(rep *report) error {
+	cfg := b.cfg
 	printReport(os.Stdout, rep)
 	if cfg.textPath != "" {
 		var buf bytes.Buffer
@@ -193,10 +223,7 @@ func run(cfg *config) error {
 		}
 		b.logf("bench: JSON report in %s", cfg.jsonPath)
 	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("stopped at the %s deadline; the report covers what finished", cfg.deadline)
-	}
-	return ctx.Err()
+	return nil
 }
 
 // startSluice starts sluice or records why it is not measured.

@@ -203,20 +203,7 @@ func httpScenarios() []httpScenario {
 	embeddings := mustJSON(map[string]any{"model": "text-embedding-3-small", "input": embedInput})
 	titanEmbeddings, titanInvoke := titanEmbeddingsBody(titanModel, embedInput), titanInvokeBody(embedInput)
 	chat, chatStream := chatBody(false), chatBody(true)
-	msgs, msgsStream := anthropicBody(false), anthropicBody(true)
-	claude, claudeStream := claudeChatBody(false), claudeChatBody(true)
-	// The Messages call sluice translates for the OpenAI-compatible deployment.
-	gptMsgs := anthropicBodyFor("gpt-4o-mini", false)
-	anthropicHeaders := func(t target) http.Header {
-		return http.Header{"X-Api-Key": {t.key}, "Anthropic-Version": {"2023-06-01"}}
-	}
-	anthropicPath := func(t target) string {
-		if t.sluice {
-			return "/anthropic/v1/messages"
-		}
-		return "/v1/messages"
-	}
-	return []httpScenario{
+	return append([]httpScenario{
 		{
 			name: "noop", about: "authenticated no-op: GET /v1/models",
 			concurrency: closedConcurrency, rate: 1000,
@@ -266,6 +253,27 @@ func httpScenarios() []httpScenario {
 			spec:  func(t target) requestSpec { return post(t, "/v1/chat/completions", bearer(t), chatStream) },
 			check: streamHas("text/event-stream", "data: [DONE]"),
 		},
+	}, anthropicScenarios()...)
+}
+
+// anthropicScenarios returns the scenarios that speak Anthropic's Messages
+// API on one side or both, in run order.
+func anthropicScenarios() []httpScenario {
+	chat := chatBody(false)
+	msgs, msgsStream := anthropicBody(false), anthropicBody(true)
+	claude, claudeStream := claudeChatBody(false), claudeChatBody(true)
+	// The Messages call sluice translates for the OpenAI-compatible deployment.
+	gptMsgs := anthropicBodyFor("gpt-4o-mini", false)
+	anthropicHeaders := func(t target) http.Header {
+		return http.Header{"X-Api-Key": {t.key}, "Anthropic-Version": {"2023-06-01"}}
+	}
+	anthropicPath := func(t target) string {
+		if t.sluice {
+			return "/anthropic/v1/messages"
+		}
+		return "/v1/messages"
+	}
+	return []httpScenario{
 		{
 			name: "chat-anthropic", about: "POST /v1/chat/completions translated to Anthropic Messages, non-streaming (direct and proxy: the /v1/messages call)",
 			// Issue 14 sets this path a CPU target only: its latency is reported.

@@ -45,26 +45,7 @@ func TestFlakyDestination(t *testing.T) {
 
 	const published = 1000
 	ctx := context.Background()
-	var batch []store.Event
-	for i, n := 0, 0; i < published; i += n {
-		n = min(1+i%5, published-i) // messages of one to five events
-		var evs []*logevent.Event
-		for k := range n {
-			status := logevent.StatusSuccess
-			if (i+k)%10 == 0 {
-				status = logevent.StatusFailure
-			}
-			evs = append(evs, event(fmtID(i+k), "team-a", status))
-		}
-		body, err := logevent.EncodeEvents(evs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		batch = append(batch, store.Event{Attributes: map[string]string{logevent.AttrTeam: "team-a"}, Body: body})
-	}
-	if err := h.backend.Bus.Publish(ctx, batch...); err != nil {
-		t.Fatal(err)
-	}
+	publishMixed(t, h, published)
 
 	cctx, stop := context.WithCancel(ctx)
 	consumed := make(chan error, 1)
@@ -127,5 +108,32 @@ func TestFlakyDestination(t *testing.T) {
 	}
 	if msgs, err := h.backend.Deliveries.Receive(ctx, 10, 0); err != nil || len(msgs) != 0 {
 		t.Errorf("the delivery queue still holds %d messages (%v)", len(msgs), err)
+	}
+}
+
+// publishMixed publishes n events of team-a in messages of one to five
+// events, every tenth a failure.
+func publishMixed(t *testing.T, h *harness, published int) {
+	t.Helper()
+	ctx := context.Background()
+	var batch []store.Event
+	for i, n := 0, 0; i < published; i += n {
+		n = min(1+i%5, published-i) // messages of one to five events
+		var evs []*logevent.Event
+		for k := range n {
+			status := logevent.StatusSuccess
+			if (i+k)%10 == 0 {
+				status = logevent.StatusFailure
+			}
+			evs = append(evs, event(fmtID(i+k), "team-a", status))
+		}
+		body, err := logevent.EncodeEvents(evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, store.Event{Attributes: map[string]string{logevent.AttrTeam: "team-a"}, Body: body})
+	}
+	if err := h.backend.Bus.Publish(ctx, batch...); err != nil {
+		t.Fatal(err)
 	}
 }

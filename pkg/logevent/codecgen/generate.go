@@ -266,85 +266,7 @@ func writeAppender(b *bytes.Buffer, t *structType, fallible map[string]bool) {
 	}
 	p("o := jsonscan.StartObject(b)")
 	for _, f := range t.fields {
-		name := strconv.Quote(f.jsonName)
-		v := "v." + f.goName
-		switch f.kind {
-		case kindString:
-			if f.omitEmpty {
-				p("o.StringOmitEmpty(%s, %s)", name, v)
-			} else {
-				p("o.String(%s, %s)", name, v)
-			}
-		case kindBool:
-			if f.omitEmpty {
-				p("if %s {", v)
-				p("o.Bool(%s, true)", name)
-				p("}")
-			} else {
-				p("o.Bool(%s, %s)", name, v)
-			}
-		case kindInt64, kindInt, kindFloat:
-			method, arg := "Int", v
-			if f.kind == kindInt {
-				arg = "int64(" + v + ")"
-			}
-			if f.kind == kindFloat {
-				method = "Float"
-			}
-			if f.omitEmpty {
-				p("if %s != 0 {", v)
-				p("o.%s(%s, %s)", method, name, arg)
-				p("}")
-			} else {
-				p("o.%s(%s, %s)", method, name, arg)
-			}
-		case kindStrings:
-			if f.omitEmpty {
-				p("if len(%s) > 0 {", v)
-				p("o.Strings(%s, %s)", name, v)
-				p("}")
-			} else {
-				p("o.Strings(%s, %s)", name, v)
-			}
-		case kindRaw:
-			p("o.RawOmitEmpty(%s, %s)", name, v)
-		case kindStruct:
-			p("o.Key(%s)", name)
-			writeNested(p, f.typ, "&"+v, fallible)
-		case kindPtrStruct:
-			p("if %s != nil {", v)
-			p("o.Key(%s)", name)
-			writeNested(p, f.typ, v, fallible)
-			if !f.omitEmpty {
-				p("} else {")
-				p("o.Raw(%s, null)", name)
-			}
-			p("}")
-		case kindPtrFloat, kindPtrInt64:
-			p("if %s != nil {", v)
-			if f.kind == kindPtrFloat {
-				p("o.Float(%s, *%s)", name, v)
-			} else {
-				p("o.Int(%s, *%s)", name, v)
-			}
-			if !f.omitEmpty {
-				p("} else {")
-				p("o.Raw(%s, null)", name)
-			}
-			p("}")
-		case kindJSON:
-			if f.omitEmpty {
-				p("if len(%s) > 0 {", v)
-			} else {
-				p("{")
-			}
-			p("j, err := json.Marshal(%s)", v)
-			p("if err != nil {")
-			p("return nil, fmt.Errorf(\"%s: %%w\", err)", f.jsonName)
-			p("}")
-			p("o.Raw(%s, j)", name)
-			p("}")
-		}
+		writeField(p, f, fallible)
 	}
 	if fallible[t.name] {
 		p("return o.End(), nil")
@@ -352,6 +274,90 @@ func writeAppender(b *bytes.Buffer, t *structType, fallible map[string]bool) {
 		p("return o.End()")
 	}
 	p("}")
+}
+
+// writeField writes the statements that append one field of the struct v
+// to the object o.
+func writeField(p func(string, ...any), f field, fallible map[string]bool) {
+	name := strconv.Quote(f.jsonName)
+	v := "v." + f.goName
+	switch f.kind {
+	case kindString:
+		if f.omitEmpty {
+			p("o.StringOmitEmpty(%s, %s)", name, v)
+		} else {
+			p("o.String(%s, %s)", name, v)
+		}
+	case kindBool:
+		if f.omitEmpty {
+			p("if %s {", v)
+			p("o.Bool(%s, true)", name)
+			p("}")
+		} else {
+			p("o.Bool(%s, %s)", name, v)
+		}
+	case kindInt64, kindInt, kindFloat:
+		method, arg := "Int", v
+		if f.kind == kindInt {
+			arg = "int64(" + v + ")"
+		}
+		if f.kind == kindFloat {
+			method = "Float"
+		}
+		if f.omitEmpty {
+			p("if %s != 0 {", v)
+			p("o.%s(%s, %s)", method, name, arg)
+			p("}")
+		} else {
+			p("o.%s(%s, %s)", method, name, arg)
+		}
+	case kindStrings:
+		if f.omitEmpty {
+			p("if len(%s) > 0 {", v)
+			p("o.Strings(%s, %s)", name, v)
+			p("}")
+		} else {
+			p("o.Strings(%s, %s)", name, v)
+		}
+	case kindRaw:
+		p("o.RawOmitEmpty(%s, %s)", name, v)
+	case kindStruct:
+		p("o.Key(%s)", name)
+		writeNested(p, f.typ, "&"+v, fallible)
+	case kindPtrStruct:
+		p("if %s != nil {", v)
+		p("o.Key(%s)", name)
+		writeNested(p, f.typ, v, fallible)
+		if !f.omitEmpty {
+			p("} else {")
+			p("o.Raw(%s, null)", name)
+		}
+		p("}")
+	case kindPtrFloat, kindPtrInt64:
+		p("if %s != nil {", v)
+		if f.kind == kindPtrFloat {
+			p("o.Float(%s, *%s)", name, v)
+		} else {
+			p("o.Int(%s, *%s)", name, v)
+		}
+		if !f.omitEmpty {
+			p("} else {")
+			p("o.Raw(%s, null)", name)
+		}
+		p("}")
+	case kindJSON:
+		if f.omitEmpty {
+			p("if len(%s) > 0 {", v)
+		} else {
+			p("{")
+		}
+		p("j, err := json.Marshal(%s)", v)
+		p("if err != nil {")
+		p("return nil, fmt.Errorf(\"%s: %%w\", err)", f.jsonName)
+		p("}")
+		p("o.Raw(%s, j)", name)
+		p("}")
+	}
 }
 
 func writeNested(p func(string, ...any), typ, arg string, fallible map[string]bool) {
