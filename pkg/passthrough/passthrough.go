@@ -191,7 +191,8 @@ type call struct {
 	start     time.Time
 	first     time.Time
 	counts    counts
-	secrets   *echoSet // the credentials injected: never handed back
+	secrets   *echoSet        // the credentials injected: never handed back
+	event     *logevent.Event // built early when the cost header needs it (logEvent)
 }
 
 func (s *Service) serve(w http.ResponseWriter, r *http.Request, p Provider) error {
@@ -429,9 +430,8 @@ func (s *Service) callError(r *http.Request, ctx context.Context, limited *limit
 
 // answer relays the upstream's answer: status and headers, then the body as
 // it arrives, flushed read by read when it streams, through the usage meter.
+// A small whole answer is read first, for its cost header (answerWhole).
 func (s *Service) answer(w http.ResponseWriter, r *http.Request, ctx context.Context, watch *watchdog, resp *http.Response, c *call) error {
-	copyResponseHeader(w.Header(), resp.Header, c.secrets)
-	c.status = resp.StatusCode
 	if c.provider == Bedrock {
 		c.counts.addHeaders(resp.Header)
 	}
@@ -439,6 +439,11 @@ func (s *Service) answer(w http.ResponseWriter, r *http.Request, ctx context.Con
 	// Streaming is decided from the answer, never from the URL: an event
 	// stream, or a body of unknown length, is flushed as it arrives.
 	c.streamed = mt == contentSSE || mt == contentEventStream
+	if readsWhole(r, resp, c) {
+		return s.answerWhole(w, r, ctx, watch, resp, c, mt)
+	}
+	copyResponseHeader(w.Header(), resp.Header, c.secrets)
+	c.status = resp.StatusCode
 	flush := c.streamed || resp.ContentLength < 0
 	m := newMeter(mt, resp.ContentLength, resp.StatusCode >= 400)
 	defer m.finish(&c.counts)
@@ -472,15 +477,7 @@ func (s *Service) answer(w http.ResponseWriter, r *http.Request, ctx context.Con
 			return nil
 		}
 		if rerr != nil {
-			switch cause := context.Cause(ctx); {
-			case r.Context().Err() != nil:
-				return fmt.Errorf("passthrough: client gone: %w", context.Canceled)
-			case errors.Is(cause, errIdleTimeout):
-				return api.UpstreamTimeout(rerr, "The provider sent nothing for %s.", s.opts.IdleTimeout)
-			case errors.Is(cause, errCallTimeout):
-				return api.UpstreamTimeout(rerr, "The provider's answer took longer than %s.", s.opts.Timeout)
-			}
-			return api.Upstream(rerr, "The provider's answer broke off: reading it failed.")
+			return s.readError(r, ctx, rerr)
 		}
 	}
 }
@@ -511,16 +508,11 @@ func (s *Service) finish(r *http.Request, c *call, err error) {
 	if !s.opts.Events.Wants(ctx, c.principal.TeamID, outcome) {
 		return
 	}
-	ev := logevent.New(ctx, c.principal, logevent.CallPassthrough)
+	ev := c.logEvent(ctx)
 	ev.Stream = c.streamed
 	ev.CustomLLMProvider = string(c.provider)
-	ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = u.PromptTokens, u.CompletionTokens, u.TotalTokens
-	ev.Model = c.model
 	ev.APIBase = c.apiBase
 	ev.Passthrough = &logevent.Passthrough{Method: c.method, Path: "/" + prefixes[c.provider][0] + c.path, StatusCode: status}
-	if ev.Model == "" {
-		ev.Model = c.counts.model
-	}
 	first := c.first
 	if !c.streamed {
 		first = time.Time{}
