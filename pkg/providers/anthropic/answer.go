@@ -12,8 +12,10 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
-// finishReason maps a stop_reason to OpenAI's finish_reason.
-func finishReason(stop string) string {
+// FinishReason maps a stop_reason to OpenAI's finish_reason. Bedrock's
+// Converse stopReason is this vocabulary plus its guardrail reasons, so
+// pkg/providers/bedrock maps through it too.
+func FinishReason(stop string) string {
 	switch stop {
 	case "max_tokens", "model_context_window_exceeded":
 		return oai.FinishLength
@@ -136,7 +138,7 @@ func (c *Call) completion(body []byte) (*oai.ChatCompletion, error) {
 			return nil, err
 		}
 	}
-	finish := finishReason(stringOf(m.StopReason))
+	finish := FinishReason(stringOf(m.StopReason))
 	content := ""
 	if msg.Content != nil {
 		content = *msg.Content

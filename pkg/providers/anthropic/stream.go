@@ -354,7 +354,7 @@ func (s *streamer) messageDelta(e *event) error {
 	}
 	if !jsonscan.Null(stop) {
 		reason, _ := jsonscan.String(stop) // not a string: a stop
-		s.finish = finishReason(reason)
+		s.finish = FinishReason(reason)
 	}
 	if len(e.usage) > 0 {
 		if err := s.usage.read(e.usage); err != nil {

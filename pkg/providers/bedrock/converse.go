@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers"
+	"github.com/sluice-gateway/sluice/pkg/providers/anthropic"
 )
 
 // Converse actions on a model (POST /model/{modelId}/…).
@@ -132,17 +133,15 @@ func malformed(format string, args ...any) *models.ProviderError {
 	return &models.ProviderError{Provider: Name, Status: http.StatusOK, Message: "unreadable Converse answer: " + fmt.Sprintf(format, args...)}
 }
 
-// finishReason maps Converse's stopReason to OpenAI's finish_reason.
+// finishReason maps Converse's stopReason to OpenAI's finish_reason: its
+// guardrail reasons are a content filter, the rest are Anthropic's
+// stop_reason vocabulary (end_turn, tool_use, max_tokens, …).
 func finishReason(stop string) string {
 	switch stop {
-	case "max_tokens", "model_context_window_exceeded":
-		return oai.FinishLength
-	case "tool_use":
-		return oai.FinishToolCalls
 	case "guardrail_intervened", "content_filtered":
 		return oai.FinishContentFilter
 	}
-	return oai.FinishStop // end_turn, stop_sequence, and what else may come
+	return anthropic.FinishReason(stop)
 }
 
 // thinkingBlock is a reasoning block in LiteLLM's thinking_blocks shape,
