@@ -100,6 +100,7 @@ func (c *call) logEvent(ctx context.Context) *logevent.Event {
 	ev := c.event
 	u := c.counts.usage()
 	ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = u.PromptTokens, u.CompletionTokens, u.TotalTokens
+	ev.CachedTokens = u.PromptTokensDetails.CachedTokens // priced at the cached-input price
 	ev.Model = c.model
 	if ev.Model == "" {
 		ev.Model = c.counts.model

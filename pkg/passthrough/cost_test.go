@@ -118,6 +118,25 @@ func TestASmallAnswerThatBreaksOffIsAnError(t *testing.T) {
 	}
 }
 
+// An answer's cache reads reach its log event, so that they are priced at
+// the cached-input price (Anthropic counts them apart from input_tokens).
+func TestCacheReadsAreInTheLogEvent(t *testing.T) {
+	answer := `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn",` +
+		`"usage":{"input_tokens":12,"cache_creation_input_tokens":5,"cache_read_input_tokens":100,"output_tokens":10}}`
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		w.Header().Set("Content-Type", contentJSON)
+		w.Write([]byte(answer))
+	})
+	h := pricedHarness(t, up)
+	if resp, body := h.do(t, "POST", "/anthropic/v1/messages", strings.NewReader(`{"model":"claude-sonnet-4-5"}`)); resp.StatusCode != 200 {
+		t.Fatalf("answer %d %s", resp.StatusCode, body)
+	}
+	ev := eventually(t, h.bus)
+	if ev.PromptTokens != 117 || ev.CachedTokens != 100 || ev.CompletionTokens != 10 {
+		t.Errorf("log event prompt %d (cached %d), completion %d: want 117 (100 cached) and 10", ev.PromptTokens, ev.CachedTokens, ev.CompletionTokens)
+	}
+}
+
 // eventually is the last log event, once there is one: the client may read
 // the whole answer before the handler has emitted it.
 func eventually(t *testing.T, bus *eventBus) logevent.Event {
