@@ -4,21 +4,20 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"unsafe"
 )
 
 // CountSchema is the field list of a struct of int64 counts, T, read from
 // its json tags once (NewCountSchema), so a usage struct is written once:
 // its tags are both encoding/json's schema and Counts'.
 //
-// Reflection is used once, to read the tags; a decode finds each count at
-// its field's offset and its field list stays on the stack: against a
+// Reflection reads the tags once; a decode reaches each count by its field
+// index (reflect, no allocation) and its field list stays on the stack: against a
 // hand-written list, the one cost is that the decoded struct moves to the
 // heap (one allocation of a few words; BenchmarkCountSchemaDecode,
 // BenchmarkCountsLiteralFields).
 type CountSchema[T any] struct {
-	names   []string
-	offsets []uintptr
+	names  []string
+	fields []int // T's field index of each name
 }
 
 // NewCountSchema reads T's fields: each must be an int64, and there may be
@@ -44,7 +43,7 @@ func NewCountSchema[T any]() CountSchema[T] {
 			panic(fmt.Sprintf("jsonscan: %s has more than %d counts", t, maxCounts))
 		}
 		s.names = append(s.names, name)
-		s.offsets = append(s.offsets, f.Offset)
+		s.fields = append(s.fields, i)
 	}
 	return s
 }
@@ -58,9 +57,9 @@ func (s CountSchema[T]) Fields(p *T) []CountField {
 
 // fill sets fields (len(s.names) of them) to p's counts.
 func (s CountSchema[T]) fill(fields []CountField, p *T) {
+	v := reflect.ValueOf(p).Elem()
 	for i := range fields {
-		// The field's own address: p plus the offset reflect gave for T.
-		fields[i] = CountField{Name: s.names[i], Dst: (*int64)(unsafe.Add(unsafe.Pointer(p), s.offsets[i]))}
+		fields[i] = CountField{Name: s.names[i], Dst: v.Field(s.fields[i]).Addr().Interface().(*int64)}
 	}
 }
 
