@@ -146,7 +146,18 @@ func Count(value []byte) (int64, bool) {
 
 // smallInt reads the common case of Count, plain digits, without ParseFloat.
 func smallInt(v []byte) (int64, bool) {
-	if len(v) == 0 || len(v) > 12 {
+	if len(v) > 12 {
+		return 0, false
+	}
+	n, ok := PlainInt(v)
+	return n, ok && n < 1<<40
+}
+
+// PlainInt reads a JSON number of 1 to 18 digits without a leading zero (0
+// itself aside) — one that fits an int64 as it is; any other form is not
+// read (false), for the caller's full decode.
+func PlainInt(v []byte) (int64, bool) {
+	if len(v) == 0 || len(v) > 18 || (v[0] == '0' && len(v) > 1) {
 		return 0, false
 	}
 	var n int64
@@ -156,7 +167,7 @@ func smallInt(v []byte) (int64, bool) {
 		}
 		n = n*10 + int64(c-'0')
 	}
-	return n, n < 1<<40
+	return n, true
 }
 
 // String decodes a raw value that must be a JSON string.

@@ -194,7 +194,7 @@ func decodeCommon(r *Request, name string, value []byte) bool {
 			return true
 		}
 	case "max_tokens":
-		if n, ok := plainInt(value); ok {
+		if n, ok := jsonscan.PlainInt(value); ok {
 			r.MaxTokens = n
 			return true
 		}
@@ -206,22 +206,6 @@ func decodeCommon(r *Request, name string, value []byte) bool {
 		}
 	}
 	return false
-}
-
-// plainInt reads a JSON number of 1 to 18 digits without a leading zero
-// (0 itself aside): one that fits an int64 as it is.
-func plainInt(v []byte) (int64, bool) {
-	if len(v) == 0 || len(v) > 18 || (v[0] == '0' && len(v) > 1) {
-		return 0, false
-	}
-	var n int64
-	for _, c := range v {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
 }
 
 // decode decodes the whole request and checks what ParseHead left: the
