@@ -48,7 +48,13 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, nil
 	}
 	budget, _ := r.Body.(BodyBudget)
-	b, err := readAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit, budget)
+	var body io.Reader = r.Body
+	if r.ContentLength < 0 {
+		// A declared length (at most limit, checked above) bounds the
+		// read by itself: readAll reads no more than it.
+		body = http.MaxBytesReader(w, r.Body, limit)
+	}
+	b, err := readAll(body, r.ContentLength, limit, budget)
 	if err == nil {
 		return b, nil
 	}

@@ -13,18 +13,32 @@ import (
 // RequestIDHeader carries the request id on every response.
 const RequestIDHeader = "X-Request-Id"
 
-// requestKey carries a *request in a context: a request's id and timing
+// requestKey finds a *request in a context: a request's id and timing
 // travel in one context value, so that starting a request adds one layer to
 // its context, not two (every Value lookup below walks them all).
 type requestKey struct{}
 
 // request is what a context knows of its request: its id ("" when none)
-// and its timing (nil when none).
+// and its timing (nil when none). It is itself the context layer that
+// carries it (Value answers requestKey with it), so that starting a request
+// is one allocation, not a value and a context.WithValue node.
 type request struct {
+	context.Context
 	id     string
 	timing *timing
-	own    timing // Start's timing, allocated with the request
+	own    timing    // Start's timing, allocated with the request
+	header [1]string // the id's header value, allocated with the request
 }
+
+func (r *request) Value(key any) any {
+	if key == (requestKey{}) {
+		return r
+	}
+	return r.Context.Value(key)
+}
+
+// String names the layer as context.WithValue's do.
+func (r *request) String() string { return "api.request(" + r.id + ")" }
 
 // timing is when a request (or a call without one: a batch line) began and
 // how long it has waited on others since.
@@ -41,11 +55,11 @@ func requestOf(ctx context.Context) *request {
 // WithRequestID returns ctx carrying a request id (and the timing it
 // carried).
 func WithRequestID(ctx context.Context, id string) context.Context {
-	r := &request{id: id}
+	r := &request{Context: ctx, id: id}
 	if old := requestOf(ctx); old != nil {
 		r.timing = old.timing
 	}
-	return context.WithValue(ctx, requestKey{}, r)
+	return r
 }
 
 // RequestID returns the request id in ctx, or "".
@@ -60,13 +74,13 @@ func RequestID(ctx context.Context) string {
 // a count of the time it waits on others (AddWait) from then on (and the
 // request id it carried).
 func WithStart(ctx context.Context, start time.Time) context.Context {
-	r := &request{}
+	r := &request{Context: ctx}
 	if old := requestOf(ctx); old != nil {
 		r.id = old.id
 	}
 	r.own.start = start
 	r.timing = &r.own
-	return context.WithValue(ctx, requestKey{}, r)
+	return r
 }
 
 func timingOf(ctx context.Context) *timing {
@@ -121,8 +135,14 @@ const OverheadHeader = "X-Sluice-Overhead-Ms"
 // SetOverhead sets OverheadHeader on h to ctx's Overhead. Successes and
 // failures both set it, just before their headers go out.
 func SetOverhead(h http.Header, ctx context.Context) {
+	h.Set(OverheadHeader, OverheadValue(ctx))
+}
+
+// OverheadValue is OverheadHeader's value for ctx: its Overhead in
+// milliseconds.
+func OverheadValue(ctx context.Context) string {
 	ms := float64(Overhead(ctx)) / float64(time.Millisecond)
-	h.Set(OverheadHeader, strconv.FormatFloat(ms, 'f', 3, 64))
+	return strconv.FormatFloat(ms, 'f', 3, 64)
 }
 
 // NewRequestID makes a request id (req_…).
@@ -132,12 +152,14 @@ func NewRequestID() string { return ids.New(ids.Request) }
 // spent in auth counts as sluice's overhead), and sets the id on the
 // response.
 func Start(ctx context.Context, w http.ResponseWriter) context.Context {
-	r := &request{id: NewRequestID()}
+	r := &request{Context: ctx, id: NewRequestID()}
 	r.own.start = time.Now()
 	r.timing = &r.own
 	// The canonical key: Set would canonicalise it anew on every request.
-	w.Header()[RequestIDHeader] = []string{r.id}
-	return context.WithValue(ctx, requestKey{}, r)
+	// The value's slice is the request's own (capacity 1: an Add copies).
+	r.header[0] = r.id
+	w.Header()[RequestIDHeader] = r.header[:1:1]
+	return r
 }
 
 // StartRequest is Start for a request that needs nothing more in its

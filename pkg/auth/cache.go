@@ -41,6 +41,20 @@ func (c *keyCache) get(token string) (cacheEntry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.entries[token]
+	return c.found(el, ok)
+}
+
+// getBytes is get for a token held as bytes (the map lookup makes no
+// string of them).
+func (c *keyCache) getBytes(token []byte) (cacheEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[string(token)]
+	return c.found(el, ok)
+}
+
+// found is get's answer for the lookup's result. c.mu is held.
+func (c *keyCache) found(el *list.Element, ok bool) (cacheEntry, bool) {
 	if !ok {
 		return cacheEntry{}, false
 	}

@@ -29,8 +29,27 @@ func NewKey() string {
 
 // Token is the at-rest form of a key: the lowercase hex SHA-256 of the whole key.
 func Token(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])
+	var t token
+	t.of(key)
+	return string(t[:])
+}
+
+// token is a Token's bytes: Authenticate finds a cached key by them without
+// making a string of them.
+type token [sha256.Size * 2]byte
+
+// of sets t to key's token. A key of the usual length is hashed from a copy
+// on the stack: converting it to []byte would allocate.
+func (t *token) of(key string) {
+	var buf [128]byte
+	b := buf[:0]
+	if len(key) <= len(buf) {
+		b = append(b, key...)
+	} else {
+		b = []byte(key)
+	}
+	sum := sha256.Sum256(b)
+	hex.Encode(t[:], sum[:])
 }
 
 // isToken reports whether s looks like a Token rather than a raw key.

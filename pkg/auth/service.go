@@ -92,15 +92,21 @@ func (s *Service) Authenticate(ctx context.Context, key string) (Principal, erro
 	if key == "" {
 		return Principal{}, api.Unauthorized("No API key provided. Pass your sluice key as 'Authorization: Bearer <key>'.")
 	}
-	token := Token(key)
+	var t token
+	t.of(key)
 	masterHash, err := s.master(ctx)
 	if err != nil {
 		return Principal{}, err
 	}
-	if subtle.ConstantTimeCompare([]byte(token), []byte(masterHash)) == 1 {
+	if subtle.ConstantTimeCompare(t[:], []byte(masterHash)) == 1 {
 		return Principal{Admin: true, TeamID: AdminTeam}, nil
 	}
-	return s.PrincipalOf(ctx, token)
+	// A cached key needs no string of its token: the cached principal
+	// has it.
+	if e, ok := s.cache.getBytes(t[:]); ok {
+		return e.principal, e.err
+	}
+	return s.PrincipalOf(ctx, string(t[:]))
 }
 
 // PrincipalOf resolves a stored key, named by its token (the hash of the

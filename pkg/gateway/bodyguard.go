@@ -37,11 +37,20 @@ func guardBodies(next http.Handler, idle time.Duration, minRate int64, budget *b
 			next.ServeHTTP(w, r)
 			return
 		}
-		b := &progressBody{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: idle, minRate: minRate, bodies: budget}
+		g := &guardedRequest{body: progressBody{ReadCloser: r.Body, rc: *http.NewResponseController(w), idle: idle, minRate: minRate, bodies: budget}}
+		b := &g.body
+		g.w = refusingWriter{ResponseWriter: w, body: b}
 		defer b.refundAll()
 		r.Body = b
-		next.ServeHTTP(&refusingWriter{ResponseWriter: w, body: b}, r)
+		next.ServeHTTP(&g.w, r)
 	})
+}
+
+// guardedRequest is a request's guarded body and its answer's writer, allocated
+// together: one allocation a request, not two.
+type guardedRequest struct {
+	body progressBody
+	w    refusingWriter
 }
 
 // deadlineSlack: a read's deadline is set up to idle/deadlineSlack later
@@ -54,7 +63,7 @@ const deadlineSlack = 64
 // progressBody is a request body whose reads carry a deadline.
 type progressBody struct {
 	io.ReadCloser
-	rc      *http.ResponseController
+	rc      http.ResponseController // a value: one allocation less a request
 	idle    time.Duration
 	minRate int64
 

@@ -27,9 +27,18 @@ func WithBatchLine(ctx context.Context, batchID, customID string) context.Contex
 // line's response.request_id in the output file), so the event of a line is
 // found from the output. It is a success until Fail says otherwise.
 func New(ctx context.Context, p auth.Principal, callType string) *Event {
+	e := new(Event)
+	e.Reset(ctx, p, callType)
+	return e
+}
+
+// Reset makes e the start of a call's log event, as New does: a caller
+// that holds the event in a larger structure of the call's (pkg/modelcall)
+// saves an allocation a call.
+func (e *Event) Reset(ctx context.Context, p auth.Principal, callType string) {
 	id := api.RequestID(ctx)
 	line, isLine := ctx.Value(batchLineKey{}).(batchLine)
-	e := &Event{
+	*e = Event{
 		ID:          id,
 		TraceID:     id,
 		CallType:    callType,
@@ -46,7 +55,6 @@ func New(ctx context.Context, p auth.Principal, callType string) *Event {
 	if isLine {
 		e.Metadata.BatchID, e.Metadata.CustomID = line.batchID, line.customID
 	}
-	return e
 }
 
 // Fail marks e as a failure caused by err, as the client saw it: its

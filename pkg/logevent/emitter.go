@@ -573,8 +573,26 @@ type ClaimedBodies struct {
 	Response json.RawMessage `json:"response,omitempty"`
 }
 
-// pendingKey carries a *Pending in a context.
+// pendingKey finds a *Pending in a context.
 type pendingKey struct{}
+
+// pendingContext is the context layer that carries a Pending (Value
+// answers pendingKey with it): one allocation for both, not a Pending and a
+// context.WithValue node.
+type pendingContext struct {
+	context.Context
+	p Pending
+}
+
+func (c *pendingContext) Value(key any) any {
+	if key == (pendingKey{}) {
+		return &c.p
+	}
+	return c.Context.Value(key)
+}
+
+// String names the layer as context.WithValue's do.
+func (c *pendingContext) String() string { return "logevent.Pending" }
 
 // Pending holds the log events emitted (Emit) under a context made by
 // Deferred or Collect, until Wait.
@@ -595,8 +613,8 @@ type Pending struct {
 // publish overlaps with writing the answer: it writes and flushes the
 // answer, then waits (before the function returns: a Lambda freezes after).
 func Deferred(ctx context.Context) (_ context.Context, p *Pending) {
-	p = &Pending{}
-	return context.WithValue(ctx, pendingKey{}, p), p
+	c := &pendingContext{Context: ctx}
+	return c, &c.p
 }
 
 // Collect returns ctx under which Emit only collects events: p.Wait
@@ -604,8 +622,8 @@ func Deferred(ctx context.Context) (_ context.Context, p *Pending) {
 // that makes many calls at once — the lines of a batch — emits them in a
 // few bus events instead of one each.
 func (e *Emitter) Collect(ctx context.Context) (_ context.Context, p *Pending) {
-	p = &Pending{collect: e}
-	return context.WithValue(ctx, pendingKey{}, p), p
+	c := &pendingContext{Context: ctx, p: Pending{collect: e}}
+	return c, &c.p
 }
 
 func (p *Pending) add(ctx context.Context, e *Emitter, ev *Event) {

@@ -97,24 +97,54 @@ func Handler(op Operation, jsonLimit int64) func(w http.ResponseWriter, r *http.
 			return err
 		}
 		res, err := op(ctx, auth.FromContext(ctx), body)
-		api.SetOverhead(h, ctx)
 		if err != nil {
+			api.SetOverhead(h, ctx)
 			return err
 		}
 		defer res.Close()
-		h.Set("Content-Type", res.ContentType)
-		if res.ContentLength >= 0 {
-			h.Set("Content-Length", strconv.FormatInt(res.ContentLength, 10))
-		}
+		res.setHeaders(h, ctx)
 		if res.readWhole() {
 			// The answer is read whole before its first byte goes out:
 			// its cost goes in the headers.
-			_, err = res.WriteTo(&costHeader{ResponseWriter: w, res: res})
+			res.costHeader = costHeader{ResponseWriter: w, res: res}
+			_, err = res.WriteTo(&res.costHeader)
 			return err
 		}
 		w.WriteHeader(http.StatusOK)
 		_, err = res.WriteTo(w)
 		return err
+	}
+}
+
+// Header keys the answer sets, canonical: Set would canonicalise them anew
+// on every call.
+var (
+	contentTypeKey   = http.CanonicalHeaderKey("Content-Type")
+	contentLengthKey = http.CanonicalHeaderKey("Content-Length")
+	overheadKey      = http.CanonicalHeaderKey(api.OverheadHeader)
+)
+
+// The answer's header values in Result.header.
+const (
+	overheadValue = iota
+	contentTypeValue
+	contentLengthValue
+	costValue
+	headerValues
+)
+
+// setHeaders sets the answer's x-sluice-overhead-ms (now), Content-Type
+// and Content-Length (when known) on h. Their values' slices are r's own
+// (each of capacity 1: an Add copies), allocated with the call.
+func (r *Result) setHeaders(h http.Header, ctx context.Context) {
+	v := &r.header
+	v[overheadValue] = api.OverheadValue(ctx)
+	h[overheadKey] = v[overheadValue : overheadValue+1 : overheadValue+1]
+	v[contentTypeValue] = r.ContentType
+	h[contentTypeKey] = v[contentTypeValue : contentTypeValue+1 : contentTypeValue+1]
+	if r.ContentLength >= 0 {
+		v[contentLengthValue] = strconv.FormatInt(r.ContentLength, 10)
+		h[contentLengthKey] = v[contentLengthValue : contentLengthValue+1 : contentLengthValue+1]
 	}
 }
 
@@ -139,8 +169,10 @@ func (c *costHeader) Write(b []byte) (int, error) {
 		c.wrote = true
 		if cost, ok := c.res.quote(b); ok {
 			// The canonical key: Set would canonicalise CostHeader anew
-			// on every call.
-			c.Header()[costHeaderKey] = []string{strconv.FormatFloat(cost, 'g', -1, 64)}
+			// on every call. The value's slice is the call's own.
+			v := &c.res.header
+			v[costValue] = strconv.FormatFloat(cost, 'g', -1, 64)
+			c.Header()[costHeaderKey] = v[costValue : costValue+1 : costValue+1]
 		}
 		c.ResponseWriter.WriteHeader(http.StatusOK)
 	}
@@ -232,7 +264,9 @@ func New(events *logevent.Emitter, tokens Tokens) *Calls {
 // The operation then fills in the event, records where the router sent the
 // call (Routed), and ends it with Fail or by answering (Answer, Stream).
 func (c *Calls) Begin(ctx context.Context, p auth.Principal, callType string) *Call {
-	call := &Call{Event: logevent.New(ctx, p, callType), calls: c, ctx: ctx, p: p, start: api.RequestStart(ctx)}
+	call := &Call{calls: c, ctx: ctx, p: p, start: api.RequestStart(ctx)}
+	call.event.Reset(ctx, p, callType)
+	call.Event = &call.event
 	call.res.call = call
 	return call
 }
@@ -284,7 +318,9 @@ type Call struct {
 	p     auth.Principal
 	start time.Time
 	rep   *models.Reply
-	res   Result // allocated with the call: one allocation, not two
+	// Allocated with the call: one allocation, not three.
+	res   Result
+	event logevent.Event
 }
 
 // Routed records the deployment the router sent the call to (on a failure,
@@ -396,6 +432,10 @@ type Result struct {
 	usage      oai.Usage
 	written    bool
 	ended      bool
+	// header holds the answer's header values (setHeaders), costHeader
+	// the writer of a whole answer: allocated with the call.
+	header     [headerValues]string
+	costHeader costHeader
 }
 
 // errWritten is WriteTo's error when the answer was already written.
