@@ -58,7 +58,7 @@ func (s *Service) answerWhole(w http.ResponseWriter, r *http.Request, ctx contex
 			break
 		}
 	}
-	m := newMeter(mt, resp.ContentLength, false)
+	m := newMeter(mt, resp.ContentLength, false, &c.json)
 	m.observe(body)
 	m.finish(&c.counts)
 
@@ -67,7 +67,8 @@ func (s *Service) answerWhole(w http.ResponseWriter, r *http.Request, ctx contex
 	// Only sluice's own cost: never an upstream's header of that name.
 	delete(h, costHeaderKey)
 	if cost, ok := s.quote(r.Context(), c); ok {
-		h[costHeaderKey] = []string{strconv.FormatFloat(cost, 'g', -1, 64)}
+		c.costHeader[0] = strconv.FormatFloat(cost, 'g', -1, 64)
+		h[costHeaderKey] = c.costHeader[:1:1] // the call's own slice
 	}
 	c.status = resp.StatusCode
 	w.WriteHeader(resp.StatusCode)
@@ -95,7 +96,8 @@ func (s *Service) quote(ctx context.Context, c *call) (float64, bool) {
 // cost header's quote or by finish.
 func (c *call) logEvent(ctx context.Context) *logevent.Event {
 	if c.event == nil {
-		c.event = logevent.New(ctx, c.principal, logevent.CallPassthrough)
+		c.ev.Reset(ctx, c.principal, logevent.CallPassthrough)
+		c.event = &c.ev
 	}
 	ev := c.event
 	u := c.counts.usage()

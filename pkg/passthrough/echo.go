@@ -14,8 +14,9 @@ import (
 // injectedCredentials returns the credentials sluice put on an outbound
 // request, read after the client's own were dropped and sluice's injected:
 // the API key, the OAuth2 access token and the SigV4 session token (lasting:
-// the same on many calls), and the SigV4 signature (new on every call).
-func injectedCredentials(h http.Header) (lasting []string, signature string) {
+// the same on many calls), appended to lasting, and the SigV4 signature (new
+// on every call).
+func injectedCredentials(h http.Header, lasting []string) (_ []string, signature string) {
 	for _, k := range []string{"X-Api-Key", "X-Goog-Api-Key", "X-Amz-Security-Token"} {
 		if v := h.Get(k); v != "" {
 			lasting = append(lasting, v)
@@ -34,7 +35,8 @@ func injectedCredentials(h http.Header) (lasting []string, signature string) {
 // request. A lasting credential's set is built once (echoes); a signature's,
 // which no other call shares, every time.
 func (s *Service) injectedSecrets(h http.Header) *echoSet {
-	lasting, sig := injectedCredentials(h)
+	var buf [4]string // every credential there is: no allocation
+	lasting, sig := injectedCredentials(h, buf[:0])
 	var set *echoSet
 	for _, v := range lasting {
 		set = set.union(s.echoes.of(v))

@@ -193,6 +193,18 @@ type call struct {
 	counts    counts
 	secrets   *echoSet        // the credentials injected: never handed back
 	event     *logevent.Event // built early when the cost header needs it (logEvent)
+	fullPath  string          // the request's escaped path, when it names the provider's first prefix
+
+	// What the call needs of its own, allocated with it (one allocation a
+	// call, not one each): its watchdog, its streamed body's limit, its log
+	// event and the event's exchange, its JSON answer's meter and its cost
+	// header's value.
+	watch      watchdog
+	limited    limitedBody
+	ev         logevent.Event
+	exchange   logevent.Passthrough
+	json       jsonMeter
+	costHeader [1]string
 }
 
 func (s *Service) serve(w http.ResponseWriter, r *http.Request, p Provider) error {
@@ -209,7 +221,11 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err != nil {
 		return err
 	}
-	c.apiBase = t.url.Scheme + "://" + t.url.Host
+	if up.base != nil && t.url.Host == up.base.Host && t.url.Scheme == up.base.Scheme {
+		c.apiBase = up.origin
+	} else {
+		c.apiBase = t.url.Scheme + "://" + t.url.Host
+	}
 	c.model = t.model
 	if c.model != "" && !s.allowsModel(c.principal, c.provider, c.model) {
 		return forbiddenModel(c.model)
@@ -235,7 +251,8 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	watch := startWatchdog(cancel, s.opts.Timeout)
+	watch := &c.watch
+	watch.start(cancel, s.opts.Timeout)
 	defer watch.stop()
 
 	out := (&http.Request{
@@ -271,9 +288,13 @@ func (s *Service) route(ctx context.Context, r *http.Request, c *call) (*upstrea
 	if r.RequestURI != "" && r.RequestURI[0] != '/' {
 		return nil, target{}, endpoint{}, api.InvalidValue("path", "Absolute-form request targets are refused on passthrough routes.")
 	}
-	prefix, rest := splitPrefix(r.URL.EscapedPath())
+	escaped := r.URL.EscapedPath()
+	prefix, rest := splitPrefix(escaped)
 	if !isPrefixOf(c.provider, prefix) {
 		return nil, target{}, endpoint{}, api.NotFound("Unknown route: %s %s.", r.Method, r.URL.Path)
+	}
+	if prefix == prefixes[c.provider][0] {
+		c.fullPath = escaped // the event's path, as finish would join it
 	}
 	ep, err := parseEndpoint(rest)
 	if err != nil {
@@ -340,7 +361,8 @@ func (s *Service) requestBody(w http.ResponseWriter, r *http.Request, c *call, r
 		if r.ContentLength > s.opts.MaxBody {
 			return rb, api.TooLarge("The request body (%d bytes) is larger than the passthrough limit of %d bytes.", r.ContentLength, s.opts.MaxBody)
 		}
-		rb.limited = &limitedBody{r: r.Body, left: s.opts.MaxBody}
+		c.limited = limitedBody{r: r.Body, left: s.opts.MaxBody}
+		rb.limited = &c.limited
 		if r.ContentLength > 0 {
 			rb.limited.left, rb.limited.exact = r.ContentLength, true
 		}
@@ -445,7 +467,7 @@ func (s *Service) answer(w http.ResponseWriter, r *http.Request, ctx context.Con
 	copyResponseHeader(w.Header(), resp.Header, c.secrets)
 	c.status = resp.StatusCode
 	flush := c.streamed || resp.ContentLength < 0
-	m := newMeter(mt, resp.ContentLength, resp.StatusCode >= 400)
+	m := newMeter(mt, resp.ContentLength, resp.StatusCode >= 400, &c.json)
 	defer m.finish(&c.counts)
 
 	w.WriteHeader(resp.StatusCode)
@@ -512,7 +534,12 @@ func (s *Service) finish(r *http.Request, c *call, err error) {
 	ev.Stream = c.streamed
 	ev.CustomLLMProvider = string(c.provider)
 	ev.APIBase = c.apiBase
-	ev.Passthrough = &logevent.Passthrough{Method: c.method, Path: "/" + prefixes[c.provider][0] + c.path, StatusCode: status}
+	path := c.fullPath
+	if path == "" {
+		path = "/" + prefixes[c.provider][0] + c.path
+	}
+	c.exchange = logevent.Passthrough{Method: c.method, Path: path, StatusCode: status}
+	ev.Passthrough = &c.exchange
 	first := c.first
 	if !c.streamed {
 		first = time.Time{}

@@ -19,11 +19,11 @@ type endpoint struct {
 // and the rest ("/vertex-ai/v1/x" → "vertex-ai", "/v1/x").
 func splitPrefix(escaped string) (prefix, rest string) {
 	p := strings.TrimPrefix(escaped, "/")
-	prefix, rest, ok := strings.Cut(p, "/")
-	if !ok {
-		return prefix, ""
+	i := strings.IndexByte(p, '/')
+	if i < 0 {
+		return p, ""
 	}
-	return prefix, "/" + rest
+	return p[:i], p[i:] // the rest keeps its slash: no new string
 }
 
 // parseEndpoint validates the escaped path after the prefix. It works on the
@@ -40,8 +40,14 @@ func parseEndpoint(rest string) (endpoint, error) {
 	if rest[0] != '/' {
 		return endpoint{}, badPath(rest, "it must start with '/'")
 	}
-	raw := strings.Split(rest[1:], "/")
-	ep := endpoint{escaped: rest, raw: raw, segs: make([]string, len(raw))}
+	// The escaped and the decoded segments in one allocation.
+	n := strings.Count(rest, "/")
+	both := make([]string, 2*n)
+	raw := both[:0:n]
+	for seg := range strings.SplitSeq(rest[1:], "/") {
+		raw = append(raw, seg)
+	}
+	ep := endpoint{escaped: rest, raw: raw, segs: both[n:]}
 	for i, seg := range raw {
 		if seg == "" {
 			if i == len(raw)-1 {

@@ -126,6 +126,7 @@ var howToConfigure = map[Provider]string{
 type upstream struct {
 	provider Provider
 	base     *url.URL // nil: chosen per request (Vertex by location, Bedrock by region and path)
+	origin   string   // base's scheme://host: a call's api_base, made once
 	// setKey puts an API-key credential (Anthropic, Gemini) on a request.
 	setKey   func(http.Header)
 	tokens   *google.TokenSource
@@ -221,6 +222,9 @@ func (r *resolver) build(ctx context.Context) (*upstream, error) {
 	}
 	if err != nil {
 		return nil, r.unavailable(err)
+	}
+	if u.base != nil {
+		u.origin = u.base.Scheme + "://" + u.base.Host
 	}
 	return u, nil
 }

@@ -84,7 +84,7 @@ func invokeStream(t testing.TB) []byte {
 // length (-1: none).
 func feed(mt string, data []byte, sizes []int, length int64) counts {
 	// Bodies with an error in them are metered as the error answers they are.
-	m := newMeter(mt, length, bytes.Contains(data, []byte(`"error"`)))
+	m := newMeter(mt, length, bytes.Contains(data, []byte(`"error"`)), nil)
 	for i := 0; len(data) > 0; i++ {
 		n := len(data)
 		if len(sizes) > 0 {
@@ -181,7 +181,7 @@ func TestMetersHoldBoundedMemory(t *testing.T) {
 			t.Errorf("sse meter keeps %d bytes of kind %d", cap(kept), kind)
 		}
 	}
-	js := newMeter(contentJSON, -1, false).(*jsonMeter)
+	js := newMeter(contentJSON, -1, false, nil).(*jsonMeter)
 	chunk := bytes.Repeat([]byte("y"), copyBufferSize)
 	for range 200 { // 6.4 MB
 		js.observe(chunk)
@@ -327,7 +327,7 @@ func TestJSONMeterReadsTopLevelMembers(t *testing.T) {
 func TestJSONMeterReadsAOneReadAnswerInPlace(t *testing.T) {
 	answer := []byte(`{"model":"claude-haiku-4-5","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":10,"output_tokens":3}}`)
 	buf := bytes.Clone(answer)
-	m := newMeter(contentJSON, int64(len(buf)), false).(*jsonMeter)
+	m := newMeter(contentJSON, int64(len(buf)), false, nil).(*jsonMeter)
 	m.observe(buf)
 	clear(buf) // the relay's next read
 	if m.head != nil {
