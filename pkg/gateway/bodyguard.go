@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -37,7 +38,7 @@ func guardBodies(next http.Handler, idle time.Duration, minRate int64, budget *b
 			next.ServeHTTP(w, r)
 			return
 		}
-		g := &guardedRequest{body: progressBody{ReadCloser: r.Body, rc: *http.NewResponseController(w), idle: idle, minRate: minRate, bodies: budget}}
+		g := &guardedRequest{body: progressBody{ReadCloser: r.Body, w: w, idle: idle, minRate: minRate, bodies: budget}}
 		b := &g.body
 		g.w = refusingWriter{ResponseWriter: w, body: b}
 		defer b.refundAll()
@@ -63,7 +64,7 @@ const deadlineSlack = 64
 // progressBody is a request body whose reads carry a deadline.
 type progressBody struct {
 	io.ReadCloser
-	rc      http.ResponseController // a value: one allocation less a request
+	w       http.ResponseWriter // its answer's: where its read deadline is set
 	idle    time.Duration
 	minRate int64
 
@@ -95,7 +96,7 @@ func (b *progressBody) Read(p []byte) (int, error) {
 			// Not all writers support deadlines (a test recorder); then
 			// the server's own timeouts are all there is.
 			b.deadline = want.Add(b.idle / deadlineSlack)
-			_ = b.rc.SetReadDeadline(b.deadline)
+			_ = setReadDeadline(b.w, b.deadline)
 		}
 		b.mu.Unlock()
 	}
@@ -144,7 +145,23 @@ func (b *progressBody) abandon() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.abandoned = true
-	_ = b.rc.SetReadDeadline(time.Now())
+	_ = setReadDeadline(b.w, time.Now())
+}
+
+// setReadDeadline sets w's connection's read deadline as
+// http.ResponseController does (through Unwrap), without making one: a
+// ResponseController is an allocation a request.
+func setReadDeadline(w http.ResponseWriter, deadline time.Time) error {
+	for {
+		switch t := w.(type) {
+		case interface{ SetReadDeadline(time.Time) error }:
+			return t.SetReadDeadline(deadline)
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return fmt.Errorf("set read deadline: %w", http.ErrNotSupported)
+		}
+	}
 }
 
 // refusingWriter closes the connection of an answer that begins before its

@@ -188,7 +188,7 @@ func (d *deadlineRecorder) SetReadDeadline(t time.Time) error {
 func TestBodyReadsShareADeadline(t *testing.T) {
 	const idle = 64 * time.Second
 	rec := &deadlineRecorder{}
-	b := &progressBody{ReadCloser: io.NopCloser(strings.NewReader(strings.Repeat("x", 100))), rc: *http.NewResponseController(rec), idle: idle, minRate: 1 << 10}
+	b := &progressBody{ReadCloser: io.NopCloser(strings.NewReader(strings.Repeat("x", 100))), w: rec, idle: idle, minRate: 1 << 10}
 	start := time.Now()
 	p := make([]byte, 10)
 	for {
@@ -210,7 +210,7 @@ func TestBodyReadsShareADeadline(t *testing.T) {
 func TestBodyDeadlineMovesWithTheHandlersTime(t *testing.T) {
 	const idle = 640 * time.Millisecond
 	rec := &deadlineRecorder{}
-	b := &progressBody{ReadCloser: io.NopCloser(strings.NewReader("xx")), rc: *http.NewResponseController(rec), idle: idle, minRate: 1 << 10}
+	b := &progressBody{ReadCloser: io.NopCloser(strings.NewReader("xx")), w: rec, idle: idle, minRate: 1 << 10}
 	p := make([]byte, 1)
 	b.Read(p)
 	time.Sleep(5 * idle / deadlineSlack) // forwarding what it read, say
