@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,6 +30,10 @@ type connLimiter struct {
 
 	mu   sync.Mutex
 	open map[*limitedConn]struct{}
+	// count is len(open), read without mu: every request's read deadlines
+	// ask whether the limiter is under pressure, and a lock taken there by
+	// both cores showed in profiles.
+	count atomic.Int64
 	// freed wakes an Accept waiting for a slot: a connection closed or went
 	// idle.
 	freed     chan struct{}
@@ -47,11 +52,13 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	lc := &limitedConn{Conn: c, l: l, idleSince: time.Now()}
+	lc := &limitedConn{Conn: c, l: l}
+	lc.idleSince.Store(time.Now().UnixNano())
 	for {
 		l.mu.Lock()
 		if len(l.open) < l.max {
 			l.open[lc] = struct{}{}
+			l.count.Store(int64(len(l.open)))
 			l.mu.Unlock()
 			return lc, nil
 		}
@@ -73,10 +80,13 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 // oldestIdle is the open connection idle the longest, or nil when all are
 // serving requests. l.mu is held.
 func (l *connLimiter) oldestIdle() *limitedConn {
-	var oldest *limitedConn
+	var (
+		oldest *limitedConn
+		since  int64
+	)
 	for c := range l.open {
-		if !c.idleSince.IsZero() && (oldest == nil || c.idleSince.Before(oldest.idleSince)) {
-			oldest = c
+		if s := c.idleSince.Load(); s != 0 && (oldest == nil || s < since) {
+			oldest, since = c, s
 		}
 	}
 	return oldest
@@ -94,15 +104,11 @@ func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
 	if !ok {
 		return
 	}
-	l.mu.Lock()
 	switch state {
 	case http.StateActive:
-		lc.idleSince = time.Time{}
+		lc.idleSince.Store(0)
 	case http.StateIdle:
-		lc.idleSince = time.Now()
-	}
-	l.mu.Unlock()
-	if state == http.StateIdle {
+		lc.idleSince.Store(time.Now().UnixNano())
 		l.wake()
 	}
 }
@@ -114,15 +120,14 @@ func (l *connLimiter) wake() {
 	}
 }
 
-// underPressure reports whether more than half the slots are taken. l.mu is
-// held.
-func (l *connLimiter) underPressure() bool { return 2*len(l.open) > l.max }
+// underPressure reports whether more than half the slots are taken.
+func (l *connLimiter) underPressure() bool { return 2*l.count.Load() > int64(l.max) }
 
 // limitedConn gives its slot back when it closes (net/http may close twice).
 type limitedConn struct {
 	net.Conn
 	l         *connLimiter
-	idleSince time.Time // zero while serving a request; guarded by l.mu
+	idleSince atomic.Int64 // Unix nanoseconds; 0 while serving a request
 	once      sync.Once
 }
 
@@ -131,6 +136,7 @@ func (c *limitedConn) Close() error {
 	c.once.Do(func() {
 		c.l.mu.Lock()
 		delete(c.l.open, c)
+		c.l.count.Store(int64(len(c.l.open)))
 		c.l.mu.Unlock()
 		c.l.wake()
 	})
@@ -140,13 +146,13 @@ func (c *limitedConn) Close() error {
 // SetReadDeadline shortens the wait for a next request under pressure:
 // net/http sets an idle connection's keep-alive deadline here, just after it
 // reports the connection idle.
+// Both are read without a lock: the connection's own goroutine reported it
+// idle just before, and the count of slots taken is as good a moment later.
 func (c *limitedConn) SetReadDeadline(t time.Time) error {
-	c.l.mu.Lock()
-	if !c.idleSince.IsZero() && c.l.underPressure() {
+	if c.idleSince.Load() != 0 && c.l.underPressure() {
 		if limit := time.Now().Add(pressureIdle); t.IsZero() || t.After(limit) {
 			t = limit
 		}
 	}
-	c.l.mu.Unlock()
 	return c.Conn.SetReadDeadline(t)
 }
