@@ -186,3 +186,16 @@ func TestWaitsWithoutAStartAreIgnored(t *testing.T) {
 		t.Errorf("waited %s overhead %s", Waited(ctx), Overhead(ctx))
 	}
 }
+
+// Starting a request is its context layer and its id: the layer carries the
+// id, the start and the id header's value.
+func TestStartAllocations(t *testing.T) {
+	w := httptest.NewRecorder()
+	var ctx context.Context
+	if allocs := testing.AllocsPerRun(100, func() { ctx = Start(context.Background(), w) }); allocs != 2 {
+		t.Errorf("%.0f allocations to start a request, want 2", allocs)
+	}
+	if id := RequestID(ctx); id == "" || w.Header().Get(RequestIDHeader) != id || RequestStart(ctx).IsZero() {
+		t.Errorf("id %q, header %q, start %v", id, w.Header().Get(RequestIDHeader), RequestStart(ctx))
+	}
+}

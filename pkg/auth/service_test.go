@@ -329,3 +329,36 @@ func TestRestrictsModels(t *testing.T) {
 		}
 	}
 }
+
+// A cached key is checked without allocating: its token is hashed and
+// hex-encoded on the stack and found in the cache by those bytes, and the
+// principal carried by the request is one allocation (its context layer).
+func TestAuthenticateCachedKeyAllocations(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := newTestService(t)
+	if _, err := s.CreateTeam(ctx, NewTeam{TeamAlias: "a"}, "team-a"); err != nil {
+		t.Fatal(err)
+	}
+	gen, err := s.GenerateKey(ctx, NewKeyRequest{TeamID: "team-a"}, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Authenticate(ctx, gen.Key); err != nil { // caches it
+		t.Fatal(err)
+	}
+	var p Principal
+	if allocs := testing.AllocsPerRun(100, func() {
+		if p, err = s.Authenticate(ctx, gen.Key); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs != 0 {
+		t.Errorf("%.0f allocations to authenticate a cached key, want 0", allocs)
+	}
+	var pctx context.Context
+	if allocs := testing.AllocsPerRun(100, func() { pctx = WithPrincipal(ctx, p) }); allocs != 1 {
+		t.Errorf("%.0f allocations to carry a principal, want 1", allocs)
+	}
+	if got := FromContext(pctx); got.TeamID != "team-a" || got.KeyToken() != gen.Token {
+		t.Errorf("FromContext = %+v", got)
+	}
+}

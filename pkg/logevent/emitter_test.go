@@ -410,3 +410,18 @@ func TestEmitterBadEventBetweenGoodOnes(t *testing.T) {
 		t.Errorf("published events (-want +got):\n%s", diff)
 	}
 }
+
+// Deferring a request's publishes is one allocation: the Pending is its own
+// context layer.
+func TestDeferredAllocations(t *testing.T) {
+	var (
+		ctx context.Context
+		p   *Pending
+	)
+	if allocs := testing.AllocsPerRun(100, func() { ctx, p = Deferred(context.Background()) }); allocs != 1 {
+		t.Errorf("%.0f allocations to defer publishes, want 1", allocs)
+	}
+	if got, _ := ctx.Value(pendingKey{}).(*Pending); got != p {
+		t.Errorf("the context carries %p, want %p", got, p)
+	}
+}

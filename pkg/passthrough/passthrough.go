@@ -293,7 +293,7 @@ func (s *Service) route(ctx context.Context, r *http.Request, c *call) (*upstrea
 	if !isPrefixOf(c.provider, prefix) {
 		return nil, target{}, endpoint{}, api.NotFound("Unknown route: %s %s.", r.Method, r.URL.Path)
 	}
-	if prefix == prefixes[c.provider][0] {
+	if prefix == prefixes[c.provider][0] && strings.HasPrefix(escaped, "/") {
 		c.fullPath = escaped // the event's path, as finish would join it
 	}
 	ep, err := parseEndpoint(rest)
