@@ -29,7 +29,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
@@ -54,37 +53,26 @@ type Provider struct {
 // New returns the provider, calling out through client.
 func New(client *http.Client) *Provider { return &Provider{client: client} }
 
-// Environment fallbacks, LiteLLM's names.
-const (
-	KeyEnv  = "GEMINI_API_KEY"
-	BaseEnv = "GEMINI_API_BASE"
-)
-
-// Key is the Gemini API's credential: an API key sent as x-goog-api-key.
+// Key is the Gemini API's credential: an API key sent as x-goog-api-key
+// (GEMINI_API_KEY, GEMINI_API_BASE: LiteLLM's environment names).
 // models.Resolver.Key resolves it for gemini/ deployments and the /gemini
 // passthrough.
 var Key = models.KeySpec{
-	Vendor: Name, KeyEnv: []string{KeyEnv}, BaseEnv: []string{BaseEnv},
+	Vendor: Name, KeyEnv: []string{"GEMINI_API_KEY"}, BaseEnv: []string{"GEMINI_API_BASE"},
 	DefaultBase: DefaultAPIBase, Header: "X-Goog-Api-Key",
+	Model: models.ModelForm{What: "Gemini model", Form: "gemini/<model>", Trim: "models/"},
 }
 
-// Credential is a resolved Gemini API credential.
-type Credential = models.Key
-
-// Open resolves the deployment's credential (503 without a key).
+// Open resolves the deployment's credential and model (Key; 503 without a
+// key).
 func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
-	cred, err := resolve.Key(ctx, Key, d.Params.APIKey, d.Params.APIBase)
+	cred, model, err := resolve.OpenKey(ctx, Key, d)
 	if err != nil {
-		return nil, Key.Unavailable(d.ModelName, err)
+		return nil, err
 	}
-	base := cred.APIBase
-	model := strings.TrimPrefix(d.Params.ProviderModel(), "models/")
-	if model == "" {
-		return nil, api.Unavailable("Model '%s' names no Gemini model: litellm_params.model must be gemini/<model>.", d.ModelName)
-	}
-	modelURL := base + "/v1beta/models/" + url.PathEscape(model)
+	modelURL := cred.APIBase + "/v1beta/models/" + url.PathEscape(model)
 	return &endpoint{
-		client: p.client, base: base, model: model, cred: cred, taskType: embedbatch.DeploymentTaskType(d.Params.Extra),
+		client: p.client, model: model, cred: cred, taskType: embedbatch.DeploymentTaskType(d.Params.Extra),
 		url:      modelURL + ":batchEmbedContents",
 		resource: "models/" + model,
 		chat: ChatEndpoint{
@@ -102,16 +90,15 @@ var (
 
 type endpoint struct {
 	client   *http.Client
-	base     string
 	model    string
 	resource string // models/{model}, as each request names it
 	url      string
-	cred     Credential
+	cred     models.Key
 	taskType string // the deployment's input_type / task_type
 	chat     ChatEndpoint
 }
 
-func (e *endpoint) APIBase() string { return e.base }
+func (e *endpoint) APIBase() string { return e.cred.APIBase }
 
 // Chat serves chat completions through generateContent (see ChatEndpoint).
 func (e *endpoint) Chat(ctx context.Context, req *oai.ChatRequest) (*models.Answer, error) {
