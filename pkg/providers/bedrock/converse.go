@@ -176,11 +176,8 @@ type answerBlock struct {
 // reasoningContent is {"reasoningText":{"text","signature"}} or
 // {"redactedContent": base64}.
 type reasoningContent struct {
-	ReasoningText *struct {
-		Text      string `json:"text"`
-		Signature string `json:"signature"`
-	} `json:"reasoningText"`
-	RedactedContent *string `json:"redactedContent"`
+	ReasoningText   *reasoningText `json:"reasoningText"`
+	RedactedContent *string        `json:"redactedContent"`
 }
 
 // completion translates a Converse answer into a chat.completion.
