@@ -109,19 +109,13 @@ type batchRequest struct {
 	Requests []embedRequest `json:"requests"`
 }
 
+// embedRequest is an EmbedContentRequest. Its content is a Content, as a
+// chat turn is (inputs are never empty, so the text is always sent).
 type embedRequest struct {
-	Model                string  `json:"model"`
-	Content              content `json:"content"`
-	TaskType             string  `json:"taskType,omitempty"`
-	OutputDimensionality int     `json:"outputDimensionality,omitempty"`
-}
-
-type content struct {
-	Parts []part `json:"parts"`
-}
-
-type part struct {
-	Text string `json:"text"`
+	Model                string `json:"model"`
+	Content              turn   `json:"content"`
+	TaskType             string `json:"taskType,omitempty"`
+	OutputDimensionality int    `json:"outputDimensionality,omitempty"`
 }
 
 // Embed sends the texts in batches of up to 100, concurrently. input_type
@@ -136,7 +130,7 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 		body := batchRequest{Requests: make([]embedRequest, len(b.Texts))}
 		for i, t := range b.Texts {
 			body.Requests[i] = embedRequest{
-				Model: e.resource, Content: content{Parts: []part{{Text: t}}},
+				Model: e.resource, Content: turn{Parts: []chatPart{{Text: t}}},
 				TaskType: task, OutputDimensionality: req.Dimensions,
 			}
 		}
