@@ -63,6 +63,16 @@ var Key = models.KeySpec{
 	Model: models.ModelForm{What: "Gemini model", Form: "gemini/<model>", Trim: "models/"},
 }
 
+// refusedKey makes a 400 that names the API key a 401: the Gemini API
+// refuses a bad or expired key with a 400 (INVALID_ARGUMENT,
+// API_KEY_INVALID), but it is the gateway's credential, not the client's
+// request (a refused credential, 502, not a 400 for the client).
+func refusedKey(pe *models.ProviderError) {
+	if pe.Status == http.StatusBadRequest && strings.Contains(pe.Message, "API key") {
+		pe.Status = http.StatusUnauthorized
+	}
+}
+
 // Open resolves the deployment's credential and model (Key; 503 without a
 // key).
 func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
@@ -143,12 +153,8 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 	return embedbatch.Run(ctx, texts, embedbatch.Limits{MaxInputs: MaxBatch}, out, func(ctx context.Context, b embedbatch.Batch) (embedbatch.Result, error) {
 		res, err := call(ctx, b)
 		var pe *models.ProviderError
-		if errors.As(err, &pe) && pe.Status == http.StatusBadRequest && strings.Contains(pe.Message, "API key") {
-			// The Gemini API refuses a bad or expired key with a 400
-			// (INVALID_ARGUMENT, API_KEY_INVALID): it is the gateway's
-			// credential, not the client's request, so it is a refused
-			// credential (502), not a 400 for the client.
-			pe.Status = http.StatusUnauthorized
+		if errors.As(err, &pe) {
+			refusedKey(pe) // as the chat path's ReadError does
 		}
 		return res, err
 	})
