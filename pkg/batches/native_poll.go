@@ -243,26 +243,11 @@ func (l *lineEvents) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// outputLine is an OpenAI batch output line, as far as its event needs.
-type outputLine struct {
-	ID       string `json:"id"`
-	CustomID string `json:"custom_id"`
-	Response *struct {
-		StatusCode int             `json:"status_code"`
-		RequestID  string          `json:"request_id"`
-		Body       json.RawMessage `json:"body"`
-	} `json:"response"`
-	Error *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
 func (l *lineEvents) line(raw []byte) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return
 	}
-	var o outputLine
+	var o oai.BatchOutputLine
 	if json.Unmarshal(raw, &o) != nil {
 		return
 	}

@@ -80,6 +80,9 @@ type KeySpec struct {
 	// OpenAI-compatible server) needs no key and never gets the
 	// environment's, which is for the vendor's own API.
 	OwnBaseOwnKey bool
+	// Model is how a deployment names the vendor's model (OpenKey);
+	// zero: a deployment may name none.
+	Model ModelForm
 }
 
 // Errors of Resolver.Key.

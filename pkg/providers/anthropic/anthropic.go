@@ -29,6 +29,7 @@ const (
 var Key = models.KeySpec{
 	Vendor: Name, KeyEnv: []string{KeyEnv}, BaseEnv: []string{BaseEnv},
 	DefaultBase: DefaultAPIBase, Header: "X-Api-Key",
+	Model: models.ModelForm{What: "Anthropic model", Form: "anthropic/<model>"},
 }
 
 // Credential is a resolved Anthropic credential.

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
@@ -31,13 +30,9 @@ var (
 // Messages URL: {api_base}/v1/messages, or api_base itself when it already
 // ends so (LiteLLM accepts both).
 func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
-	cred, err := resolve.Key(ctx, Key, d.Params.APIKey, d.Params.APIBase)
+	cred, model, err := resolve.OpenKey(ctx, Key, d)
 	if err != nil {
-		return nil, Key.Unavailable(d.ModelName, err)
-	}
-	model := d.Params.ProviderModel()
-	if model == "" {
-		return nil, api.Unavailable("Model '%s' names no Anthropic model: litellm_params.model must be anthropic/<model>.", d.ModelName)
+		return nil, err
 	}
 	url := cred.APIBase
 	if !strings.HasSuffix(url, "/v1/messages") {

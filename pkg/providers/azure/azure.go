@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
@@ -46,6 +45,7 @@ var Key = models.KeySpec{
 	Vendor: Name, KeyEnv: []string{"AZURE_API_KEY"}, BaseEnv: []string{"AZURE_API_BASE"},
 	BaseHint: " to the resource endpoint, https://<resource>.openai.azure.com",
 	Header:   "Api-Key",
+	Model:    models.ModelForm{What: "Azure deployment", Form: "azure/<deployment>"},
 }
 
 // VersionEnv is api_version's environment fallback (LiteLLM's).
@@ -59,12 +59,12 @@ var (
 	_ models.Batcher   = (*endpoint)(nil)
 )
 
-// Open resolves the deployment's api_base, api_key (Key) and api_version
-// (else VersionEnv, else DefaultAPIVersion).
+// Open resolves the deployment's api_base, api_key and deployment (Key),
+// and api_version (else VersionEnv, else DefaultAPIVersion).
 func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
-	cred, err := resolve.Key(ctx, Key, d.Params.APIKey, d.Params.APIBase)
+	cred, deployment, err := resolve.OpenKey(ctx, Key, d)
 	if err != nil {
-		return nil, Key.Unavailable(d.ModelName, err)
+		return nil, err
 	}
 	base := cred.APIBase
 	version, err := resolve.Setting(ctx, d.Params.APIVersion, VersionEnv)
@@ -73,10 +73,6 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	}
 	if version == "" {
 		version = DefaultAPIVersion
-	}
-	deployment := d.Params.ProviderModel()
-	if deployment == "" {
-		return nil, api.Unavailable("Model '%s' names no Azure deployment: litellm_params.model must be azure/<deployment>.", d.ModelName)
 	}
 	e := &endpoint{
 		client:     p.client,

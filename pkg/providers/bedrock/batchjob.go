@@ -367,24 +367,24 @@ func (e *endpoint) lines(ref models.BatchRef, kind string, r io.Reader, w io.Wri
 			return fmt.Errorf("bedrock: output record %d: %w", n, err)
 		}
 		var body json.RawMessage
-		var fail *lineFailure
+		var fail *oai.BatchLineError
 		switch {
 		case rec.Error != nil:
-			fail = &lineFailure{Code: strings.Trim(string(rec.Error.ErrorCode), `"`), Message: rec.Error.ErrorMessage}
+			fail = &oai.BatchLineError{Code: strings.Trim(string(rec.Error.ErrorCode), `"`), Message: rec.Error.ErrorMessage}
 		case len(rec.ModelOutput) == 0:
-			fail = &lineFailure{Code: "no_output", Message: "Bedrock returned no output for the record."}
+			fail = &oai.BatchLineError{Code: "no_output", Message: "Bedrock returned no output for the record."}
 		default:
 			var err error
 			if body, err = e.answer(ref.Endpoint, rec.ModelOutput); err != nil {
-				fail = &lineFailure{Code: "unreadable_output", Message: api.AsError(err).Message}
+				fail = &oai.BatchLineError{Code: "unreadable_output", Message: api.AsError(err).Message}
 			}
 		}
 		if (fail == nil) != (kind == models.ResultsOut) {
 			return nil
 		}
-		out := batchLine{ID: fmt.Sprintf("batch_req_%s_%d", job, n), CustomID: rec.RecordID, Error: fail}
+		out := oai.BatchOutputLine{ID: fmt.Sprintf("batch_req_%s_%d", job, n), CustomID: rec.RecordID, Error: fail}
 		if fail == nil {
-			out.Response = &lineResponse{StatusCode: http.StatusOK, RequestID: fmt.Sprintf("%s-%d", job, n), Body: body}
+			out.Response = &oai.BatchLineResponse{StatusCode: http.StatusOK, RequestID: fmt.Sprintf("%s-%d", job, n), Body: body}
 		}
 		b, err := json.Marshal(out)
 		if err != nil {
@@ -393,24 +393,6 @@ func (e *endpoint) lines(ref models.BatchRef, kind string, r io.Reader, w io.Wri
 		_, err = w.Write(append(b, '\n'))
 		return err
 	})
-}
-
-type batchLine struct {
-	ID       string        `json:"id"`
-	CustomID string        `json:"custom_id"`
-	Response *lineResponse `json:"response"`
-	Error    *lineFailure  `json:"error"`
-}
-
-type lineResponse struct {
-	StatusCode int             `json:"status_code"`
-	RequestID  string          `json:"request_id"`
-	Body       json.RawMessage `json:"body"`
-}
-
-type lineFailure struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
 }
 
 // answer turns a record's modelOutput into OpenAI's answer body.

@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers"
 )
 
@@ -42,14 +43,7 @@ func TestBatchResultLines(t *testing.T) {
 	for _, b := range []*bytes.Buffer{&out, &errs} {
 		sc := bufio.NewScanner(b)
 		for sc.Scan() {
-			var l struct {
-				ID       string `json:"id"`
-				CustomID string `json:"custom_id"`
-				Response *struct {
-					StatusCode int `json:"status_code"`
-				} `json:"response"`
-				Error *lineFailure `json:"error"`
-			}
+			var l oai.BatchOutputLine
 			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 				t.Fatal(err)
 			}

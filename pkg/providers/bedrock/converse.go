@@ -169,24 +169,15 @@ type converseAnswer struct {
 // reasoningContent.
 type answerBlock struct {
 	Text             *string           `json:"text"`
-	ToolUse          *answerToolUse    `json:"toolUse"`
+	ToolUse          *toolUse          `json:"toolUse"`
 	ReasoningContent *reasoningContent `json:"reasoningContent"`
-}
-
-type answerToolUse struct {
-	ToolUseID string          `json:"toolUseId"`
-	Name      string          `json:"name"`
-	Input     json.RawMessage `json:"input"`
 }
 
 // reasoningContent is {"reasoningText":{"text","signature"}} or
 // {"redactedContent": base64}.
 type reasoningContent struct {
-	ReasoningText *struct {
-		Text      string `json:"text"`
-		Signature string `json:"signature"`
-	} `json:"reasoningText"`
-	RedactedContent *string `json:"redactedContent"`
+	ReasoningText   *reasoningText `json:"reasoningText"`
+	RedactedContent *string        `json:"redactedContent"`
 }
 
 // completion translates a Converse answer into a chat.completion.
@@ -260,7 +251,7 @@ func (e *endpoint) completion(raw []byte, jsonMode bool) (*oai.ChatCompletion, e
 
 // call is the toolUse block as an OpenAI tool call, its input as the JSON
 // text of the arguments ({} when it has none).
-func (u *answerToolUse) call() (oai.ToolCall, error) {
+func (u *toolUse) call() (oai.ToolCall, error) {
 	c := oai.ToolCall{ID: u.ToolUseID, Type: "function"}
 	c.Function.Name = u.Name
 	var err error

@@ -47,22 +47,19 @@ func New(client *http.Client) *Provider { return &Provider{client: client} }
 var Key = models.KeySpec{
 	Vendor: Name, KeyEnv: []string{"COHERE_API_KEY", "CO_API_KEY"}, BaseEnv: []string{"COHERE_API_BASE"},
 	DefaultBase: DefaultAPIBase, Header: "Authorization", Scheme: "Bearer ",
+	Model: models.ModelForm{What: "Cohere model", Form: "cohere/<model>"},
 }
 
 var _ models.Embedder = (*endpoint)(nil)
 
-// Open resolves the deployment's api_key (503 without one) and api_base.
+// Open resolves the deployment's api_key (503 without one), api_base and
+// model (Key), and its input_type and truncate defaults.
 func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
-	cred, err := resolve.Key(ctx, Key, d.Params.APIKey, d.Params.APIBase)
+	cred, model, err := resolve.OpenKey(ctx, Key, d)
 	if err != nil {
-		return nil, Key.Unavailable(d.ModelName, err)
+		return nil, err
 	}
-	base := cred.APIBase
-	model := d.Params.ProviderModel()
-	if model == "" {
-		return nil, api.Unavailable("Model '%s' names no Cohere model: litellm_params.model must be cohere/<model>.", d.ModelName)
-	}
-	e := &endpoint{client: p.client, base: base, model: model, url: base + "/v2/embed", cred: cred}
+	e := &endpoint{client: p.client, model: model, url: cred.APIBase + "/v2/embed", cred: cred}
 	for name, dst := range map[string]*string{"input_type": &e.inputType, "truncate": &e.truncate} {
 		if v, ok := d.Params.Extra[name]; ok && v != nil {
 			s, ok := v.(string)
@@ -77,7 +74,6 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 
 type endpoint struct {
 	client    *http.Client
-	base      string
 	model     string
 	url       string
 	cred      models.Key
@@ -85,7 +81,7 @@ type endpoint struct {
 	truncate  string
 }
 
-func (e *endpoint) APIBase() string { return e.base }
+func (e *endpoint) APIBase() string { return e.cred.APIBase }
 
 // embedRequest is the /v2/embed body.
 type embedRequest struct {

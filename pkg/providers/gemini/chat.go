@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/models"
@@ -126,8 +125,10 @@ func ReadError(provider string, resp *http.Response) *models.ProviderError {
 	switch {
 	case g.Error.Status == "RESOURCE_EXHAUSTED":
 		pe.Status = http.StatusTooManyRequests
-	case pe.Status == http.StatusBadRequest && (hasReason(g.Error.Details, "API_KEY_INVALID") || strings.Contains(pe.Message, "API key")):
+	case pe.Status == http.StatusBadRequest && hasReason(g.Error.Details, "API_KEY_INVALID"):
 		pe.Status = http.StatusUnauthorized
+	default:
+		refusedKey(pe)
 	}
 	return pe
 }

@@ -29,7 +29,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/config"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
@@ -54,37 +53,36 @@ type Provider struct {
 // New returns the provider, calling out through client.
 func New(client *http.Client) *Provider { return &Provider{client: client} }
 
-// Environment fallbacks, LiteLLM's names.
-const (
-	KeyEnv  = "GEMINI_API_KEY"
-	BaseEnv = "GEMINI_API_BASE"
-)
-
-// Key is the Gemini API's credential: an API key sent as x-goog-api-key.
+// Key is the Gemini API's credential: an API key sent as x-goog-api-key
+// (GEMINI_API_KEY, GEMINI_API_BASE: LiteLLM's environment names).
 // models.Resolver.Key resolves it for gemini/ deployments and the /gemini
 // passthrough.
 var Key = models.KeySpec{
-	Vendor: Name, KeyEnv: []string{KeyEnv}, BaseEnv: []string{BaseEnv},
+	Vendor: Name, KeyEnv: []string{"GEMINI_API_KEY"}, BaseEnv: []string{"GEMINI_API_BASE"},
 	DefaultBase: DefaultAPIBase, Header: "X-Goog-Api-Key",
+	Model: models.ModelForm{What: "Gemini model", Form: "gemini/<model>", Trim: "models/"},
 }
 
-// Credential is a resolved Gemini API credential.
-type Credential = models.Key
+// refusedKey makes a 400 that names the API key a 401: the Gemini API
+// refuses a bad or expired key with a 400 (INVALID_ARGUMENT,
+// API_KEY_INVALID), but it is the gateway's credential, not the client's
+// request (a refused credential, 502, not a 400 for the client).
+func refusedKey(pe *models.ProviderError) {
+	if pe.Status == http.StatusBadRequest && strings.Contains(pe.Message, "API key") {
+		pe.Status = http.StatusUnauthorized
+	}
+}
 
-// Open resolves the deployment's credential (503 without a key).
+// Open resolves the deployment's credential and model (Key; 503 without a
+// key).
 func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
-	cred, err := resolve.Key(ctx, Key, d.Params.APIKey, d.Params.APIBase)
+	cred, model, err := resolve.OpenKey(ctx, Key, d)
 	if err != nil {
-		return nil, Key.Unavailable(d.ModelName, err)
+		return nil, err
 	}
-	base := cred.APIBase
-	model := strings.TrimPrefix(d.Params.ProviderModel(), "models/")
-	if model == "" {
-		return nil, api.Unavailable("Model '%s' names no Gemini model: litellm_params.model must be gemini/<model>.", d.ModelName)
-	}
-	modelURL := base + "/v1beta/models/" + url.PathEscape(model)
+	modelURL := cred.APIBase + "/v1beta/models/" + url.PathEscape(model)
 	return &endpoint{
-		client: p.client, base: base, model: model, cred: cred, taskType: embedbatch.DeploymentTaskType(d.Params.Extra),
+		client: p.client, model: model, cred: cred, taskType: embedbatch.DeploymentTaskType(d.Params.Extra),
 		url:      modelURL + ":batchEmbedContents",
 		resource: "models/" + model,
 		chat: ChatEndpoint{
@@ -102,16 +100,15 @@ var (
 
 type endpoint struct {
 	client   *http.Client
-	base     string
 	model    string
 	resource string // models/{model}, as each request names it
 	url      string
-	cred     Credential
+	cred     models.Key
 	taskType string // the deployment's input_type / task_type
 	chat     ChatEndpoint
 }
 
-func (e *endpoint) APIBase() string { return e.base }
+func (e *endpoint) APIBase() string { return e.cred.APIBase }
 
 // Chat serves chat completions through generateContent (see ChatEndpoint).
 func (e *endpoint) Chat(ctx context.Context, req *oai.ChatRequest) (*models.Answer, error) {
@@ -122,19 +119,13 @@ type batchRequest struct {
 	Requests []embedRequest `json:"requests"`
 }
 
+// embedRequest is an EmbedContentRequest. Its content is a Content, as a
+// chat turn is (inputs are never empty, so the text is always sent).
 type embedRequest struct {
-	Model                string  `json:"model"`
-	Content              content `json:"content"`
-	TaskType             string  `json:"taskType,omitempty"`
-	OutputDimensionality int     `json:"outputDimensionality,omitempty"`
-}
-
-type content struct {
-	Parts []part `json:"parts"`
-}
-
-type part struct {
-	Text string `json:"text"`
+	Model                string `json:"model"`
+	Content              turn   `json:"content"`
+	TaskType             string `json:"taskType,omitempty"`
+	OutputDimensionality int    `json:"outputDimensionality,omitempty"`
 }
 
 // Embed sends the texts in batches of up to 100, concurrently. input_type
@@ -149,7 +140,7 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 		body := batchRequest{Requests: make([]embedRequest, len(b.Texts))}
 		for i, t := range b.Texts {
 			body.Requests[i] = embedRequest{
-				Model: e.resource, Content: content{Parts: []part{{Text: t}}},
+				Model: e.resource, Content: turn{Parts: []chatPart{{Text: t}}},
 				TaskType: task, OutputDimensionality: req.Dimensions,
 			}
 		}
@@ -162,12 +153,8 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 	return embedbatch.Run(ctx, texts, embedbatch.Limits{MaxInputs: MaxBatch}, out, func(ctx context.Context, b embedbatch.Batch) (embedbatch.Result, error) {
 		res, err := call(ctx, b)
 		var pe *models.ProviderError
-		if errors.As(err, &pe) && pe.Status == http.StatusBadRequest && strings.Contains(pe.Message, "API key") {
-			// The Gemini API refuses a bad or expired key with a 400
-			// (INVALID_ARGUMENT, API_KEY_INVALID): it is the gateway's
-			// credential, not the client's request, so it is a refused
-			// credential (502), not a 400 for the client.
-			pe.Status = http.StatusUnauthorized
+		if errors.As(err, &pe) {
+			refusedKey(pe) // as the chat path's ReadError does
 		}
 		return res, err
 	})

@@ -240,3 +240,13 @@ func FuzzParseBatch(f *testing.F) {
 		}
 	})
 }
+
+// An embed request's content is a chat turn's Content type; on the wire it
+// is the bare {"parts":[{"text"}]} batchEmbedContents takes.
+func TestEmbedRequestWire(t *testing.T) {
+	got, err := json.Marshal(embedRequest{Model: "models/m", Content: turn{Parts: []chatPart{{Text: "hi"}}}, TaskType: "RETRIEVAL_QUERY"})
+	want := `{"model":"models/m","content":{"parts":[{"text":"hi"}]},"taskType":"RETRIEVAL_QUERY"}`
+	if err != nil || string(got) != want {
+		t.Errorf("embed request = %s, %v; want %s", got, err, want)
+	}
+}

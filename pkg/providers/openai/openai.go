@@ -88,10 +88,9 @@ var (
 // Open resolves the deployment's api_base and api_key (Key): a deployment
 // on a provider's hosted API needs a key, and is 503 without one.
 func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models.Resolver) (models.Endpoint, error) {
-	spec := Key(p.name)
-	cred, err := resolve.Key(ctx, spec, d.Params.APIKey, d.Params.APIBase)
+	cred, model, err := resolve.OpenKey(ctx, Key(p.name), d)
 	if err != nil {
-		return nil, spec.Unavailable(d.ModelName, err)
+		return nil, err
 	}
 	base := cred.APIBase
 	org, _ := d.Params.Extra["organization"].(string)
@@ -99,7 +98,7 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 		return nil, fmt.Errorf("%s: resolve organization: %w", p.name, err)
 	}
 	e := &endpoint{
-		provider: p.name, client: p.client, base: base, model: d.Params.ProviderModel(),
+		provider: p.name, client: p.client, base: base, model: model,
 		header: http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}, "User-Agent": {"sluice"}},
 	}
 	cred.Authorize(e.header)

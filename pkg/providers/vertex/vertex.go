@@ -62,6 +62,10 @@ func instanceLimit(model string) int {
 	return MaxInstances
 }
 
+// modelForm is how a deployment names its model; a full resource name's
+// publisher prefix is the path's own.
+var modelForm = models.ModelForm{What: "Vertex AI model", Form: "vertex_ai/<model>", Trim: "publishers/google/models/"}
+
 // Provider opens Vertex AI deployments.
 type Provider struct {
 	client *http.Client
@@ -118,9 +122,9 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if base, err = models.CheckBase(base); err != nil {
 		return nil, api.Unavailable("Model '%s' (provider vertex_ai): %v.", d.ModelName, err)
 	}
-	model := strings.TrimPrefix(d.Params.ProviderModel(), "publishers/google/models/")
-	if model == "" {
-		return nil, api.Unavailable("Model '%s' names no Vertex AI model: litellm_params.model must be vertex_ai/<model>.", d.ModelName)
+	model, err := modelForm.Of(d)
+	if err != nil {
+		return nil, err
 	}
 	return &endpoint{
 		client: p.client, tokens: tokens, base: base, model: model, taskType: embedbatch.DeploymentTaskType(d.Params.Extra),
