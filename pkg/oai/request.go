@@ -333,14 +333,9 @@ func ParseEmbeddingRequest(body []byte) (*EmbeddingRequest, error) {
 	if req.InputKind, req.InputCount, err = embeddingInput(in); err != nil {
 		return nil, err
 	}
-	format, given, err := stringField(f, "encoding_format")
-	if err != nil {
+	if req.EncodingFormat, err = encodingField(f); err != nil {
 		return nil, err
 	}
-	if given && format != EncodingFloat && format != EncodingBase64 {
-		return nil, api.InvalidValue("encoding_format", "'encoding_format' must be 'float' or 'base64', not %q.", format)
-	}
-	req.EncodingFormat = format
 	if v, ok := f.get("dimensions"); ok && !jsonscan.Null(v) {
 		n, err := strconv.ParseInt(string(v), 10, 32)
 		if err != nil || n < 1 {
@@ -357,6 +352,24 @@ func ParseEmbeddingRequest(body []byte) (*EmbeddingRequest, error) {
 		}
 	}
 	return req, nil
+}
+
+// encodingField reads encoding_format: "", EncodingFloat or EncodingBase64.
+func encodingField(f fields) (string, error) {
+	switch v, _ := f.get("encoding_format"); string(v) {
+	case `"float"`: // the usual literals: the constants, not a decoded copy
+		return EncodingFloat, nil
+	case `"base64"`:
+		return EncodingBase64, nil
+	}
+	format, given, err := stringField(f, "encoding_format")
+	if err != nil {
+		return "", err
+	}
+	if given && format != EncodingFloat && format != EncodingBase64 {
+		return "", api.InvalidValue("encoding_format", "'encoding_format' must be 'float' or 'base64', not %q.", format)
+	}
+	return format, nil
 }
 
 const inputTypeMessage = "'input' must be a string, an array of strings, an array of token ids (integers), or an array of token-id arrays."
