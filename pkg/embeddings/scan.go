@@ -10,10 +10,10 @@ import (
 // Scanner reads an OpenAI embeddings response as it streams past and keeps
 // what the log event needs — usage, model, how many embeddings and their
 // dimension — without decoding the vectors: strings are skipped with
-// bytes.IndexByte, and number arrays from bracket to bracket, so the cost is
-// a few vectorised passes over the bytes. It copes with any member order and
-// never fails: on a document it cannot follow it stops and reports what it
-// has.
+// bytes.IndexByte, number arrays from bracket to bracket, and the usage and
+// model values are copied as whole runs, so the cost is a few vectorised
+// passes over the bytes. It copes with any member order and never fails:
+// on a document it cannot follow it stops and reports what it has.
 type Scanner struct {
 	stack  [maxDepth]byte // container per depth: '{' or '['
 	depth  int
@@ -24,14 +24,17 @@ type Scanner struct {
 	isKey             bool // the current string is a key we classify
 	wantKey           bool // the next string in the current object is a key
 	key               [16]byte
-	keyLen            int // > len(key): too long to be one we want
+	keyLen            int // > len(key): too long (or escaped) to be one we want
 	strLen            int
 
 	pending int // member named by the last key: memberX
 	member  int // top-level member whose value we are in
 	item    int // member of the current data item whose value we are in
 
+	// capturing: the value of a usage or model member is being copied,
+	// from offset from of the buffer being scanned.
 	capturing bool
+	from      int
 	usage     []byte // slices of the buffers below, unless a value outgrows them
 	model     []byte
 	usageBuf  [256]byte
@@ -60,30 +63,31 @@ const (
 
 // Write scans p. It always consumes all of p.
 func (s *Scanner) Write(p []byte) (int, error) {
+	s.from = 0 // a value being captured goes on from the start of p
 	i := 0
 	for i < len(p) && !s.broken {
 		if s.inString {
 			i = s.scanString(p, i)
 			continue
 		}
-		if !s.capturing && s.depth >= 4 && s.stack[s.depth-1] == '[' {
+		if s.depth >= 4 && s.stack[s.depth-1] == '[' {
 			if j := s.skipNumbers(p, i); j > i {
 				i = j
 				continue
 			}
 		}
-		s.token(p[i])
+		s.token(p, i)
 		i++
+	}
+	if s.capturing {
+		s.capture(p[s.from:i])
 	}
 	return len(p), nil
 }
 
-// token handles one byte outside strings.
-func (s *Scanner) token(c byte) {
-	if s.capturing {
-		s.capture(c)
-	}
-	switch c {
+// token handles the byte p[i], outside strings.
+func (s *Scanner) token(p []byte, i int) {
+	switch c := p[i]; c {
 	case '"':
 		s.inString, s.strLen, s.keyLen = true, 0, 0
 		s.isKey = s.wantKey && (s.depth == 1 || (s.depth == 3 && s.member == memberData))
@@ -112,7 +116,7 @@ func (s *Scanner) token(c byte) {
 			return
 		}
 		if s.depth == 1 {
-			s.endMember()
+			s.endMember(p, i)
 			s.closed = true
 		}
 		if s.depth == 4 && s.embArray {
@@ -129,6 +133,7 @@ func (s *Scanner) token(c byte) {
 			// A repeated member replaces the earlier one, as in a decoder.
 			s.member = s.pending
 			s.capturing = s.member == memberUsage || s.member == memberModel
+			s.from = i + 1
 			switch s.member {
 			case memberUsage:
 				s.usage = s.usageBuf[:0]
@@ -143,7 +148,7 @@ func (s *Scanner) token(c byte) {
 		s.wantKey = false
 	case ',':
 		if s.depth == 1 {
-			s.endMember()
+			s.endMember(p, i)
 		}
 		if s.depth > 0 && s.stack[s.depth-1] == '{' {
 			s.wantKey = true
@@ -165,31 +170,24 @@ func (s *Scanner) firstEmbedding() bool {
 	return s.member == memberData && s.items == 1 && s.item == memberEmbedding && s.dims == 0
 }
 
-// endMember ends the top-level member being read (at its ',' or the final
-// '}', which capture took in and is dropped here).
-func (s *Scanner) endMember() {
+// endMember ends the top-level member being read at p[i] (its ',' or the
+// final '}').
+func (s *Scanner) endMember(p []byte, i int) {
 	if s.capturing {
+		s.capture(p[s.from:i])
 		s.capturing = false
-		switch s.member {
-		case memberUsage:
-			s.usage = s.usage[:max(len(s.usage)-1, 0)]
-		case memberModel:
-			s.model = s.model[:max(len(s.model)-1, 0)]
-		}
 	}
 	s.member = memberOther
 }
 
-func (s *Scanner) capture(c byte) {
+// capture appends b, a run of the value being captured, to it, up to the
+// value's bound.
+func (s *Scanner) capture(b []byte) {
 	switch s.member {
 	case memberUsage:
-		if len(s.usage) < maxUsageJSON {
-			s.usage = append(s.usage, c)
-		}
+		s.usage = append(s.usage, b[:min(len(b), maxUsageJSON-len(s.usage))]...)
 	case memberModel:
-		if len(s.model) < maxModelJSON {
-			s.model = append(s.model, c)
-		}
+		s.model = append(s.model, b[:min(len(b), maxModelJSON-len(s.model))]...)
 	}
 }
 
@@ -198,29 +196,8 @@ func (s *Scanner) scanString(p []byte, i int) int {
 	for i < len(p) {
 		if s.escaped {
 			s.escaped = false
-			if s.capturing {
-				s.capture(p[i])
-			}
-			s.strByte(p[i])
+			s.strLen++
 			i++
-			continue
-		}
-		if s.capturing || s.isKey {
-			c := p[i]
-			i++
-			if s.capturing {
-				s.capture(c)
-			}
-			switch c {
-			case '\\':
-				s.escaped = true
-				s.keyLen = len(s.key) + 1 // an escaped key is none we want
-			case '"':
-				s.endString()
-				return i
-			default:
-				s.strByte(c)
-			}
 			continue
 		}
 		seg := p[i:]
@@ -230,11 +207,18 @@ func (s *Scanner) scanString(p []byte, i int) int {
 		}
 		if b := bytes.IndexByte(seg, '\\'); b >= 0 {
 			s.strLen += b
+			if s.isKey {
+				s.keyLen = len(s.key) + 1 // an escaped key is none we want
+			}
 			s.escaped = true
 			i += b + 1
 			continue
 		}
 		s.strLen += len(seg)
+		if s.isKey {
+			copy(s.key[min(s.keyLen, len(s.key)):], seg)
+			s.keyLen += len(seg)
+		}
 		if q < 0 {
 			return len(p)
 		}
@@ -242,16 +226,6 @@ func (s *Scanner) scanString(p []byte, i int) int {
 		return i + q + 1
 	}
 	return i
-}
-
-func (s *Scanner) strByte(c byte) {
-	s.strLen++
-	if s.isKey {
-		if s.keyLen < len(s.key) {
-			s.key[s.keyLen] = c
-		}
-		s.keyLen++
-	}
 }
 
 func (s *Scanner) endString() {
@@ -281,14 +255,16 @@ func (s *Scanner) endString() {
 
 // skipNumbers skips, inside an array nested in a data item, the run of
 // bytes up to the next bracket or string, counting the first embedding's
-// commas. It returns i when the next byte needs token.
+// commas. It returns i when the next byte needs token. Numbers hold no
+// quotes or brackets, so the run is found with a byte search for each
+// byte that ends it: ']', '"', '[' and '{'. A '}' needs no search of its
+// own: in valid JSON it can only follow a '"' or '{' the run ends at.
 func (s *Scanner) skipNumbers(p []byte, i int) int {
 	seg := p[i:]
-	end := bytes.IndexByte(seg, ']')
-	if end >= 0 {
+	if end := bytes.IndexByte(seg, ']'); end >= 0 {
 		seg = seg[:end]
 	}
-	for _, c := range []byte{'"', '[', '{', '}'} {
+	for _, c := range [...]byte{'"', '[', '{'} {
 		if k := bytes.IndexByte(seg, c); k >= 0 {
 			seg = seg[:k]
 		}

@@ -79,11 +79,11 @@ func (r *EmbeddingRequest) Extras(names ...string) (Extras, error) {
 		}
 		return nil
 	})
-	var ae *api.Error
-	switch {
-	case errors.As(err, &ae):
-		return nil, err
-	case err != nil:
+	if err != nil {
+		var ae *api.Error // declared here: errors.As moves it to the heap
+		if errors.As(err, &ae) {
+			return nil, err
+		}
 		// Parse validated the body; only a request not built by it lands here.
 		return nil, api.InvalidJSON("Request body must be a JSON object.")
 	}
@@ -209,6 +209,12 @@ func (f fields) get(name string) ([]byte, bool) {
 // model. A wanted member given twice is refused: a provider could read
 // either copy.
 func parseTop(body []byte, wanted ...string) (fields, doc, error) {
+	return parseTopInto(make(fields, 0, len(wanted)), body, wanted...)
+}
+
+// parseTopInto is parseTop appending to f, which a caller that keeps no
+// fields can have on its stack.
+func parseTopInto(f fields, body []byte, wanted ...string) (fields, doc, error) {
 	d := doc{body: body, modelStart: -1, modelEnd: -1}
 	i := jsonscan.SkipSpace(body, 0)
 	if i == len(body) {
@@ -220,7 +226,6 @@ func parseTop(body []byte, wanted ...string) (fields, doc, error) {
 	if body[i] != '{' {
 		return nil, d, api.InvalidJSON("Request body must be a JSON object.")
 	}
-	f := make(fields, 0, len(wanted))
 	err := jsonscan.Members(body, func(name, v []byte) error {
 		for _, w := range wanted {
 			if string(name) != w {
@@ -236,14 +241,22 @@ func parseTop(body []byte, wanted ...string) (fields, doc, error) {
 		}
 		return nil
 	})
-	var ae *api.Error
-	switch {
-	case errors.As(err, &ae):
-		return nil, d, err
-	case err != nil:
-		return nil, d, api.InvalidJSON("Request body is not valid JSON: %v.", err)
+	if err != nil {
+		return nil, d, membersError(err)
 	}
 	return f, d, nil
+}
+
+// membersError is the error of a walk over a request's members: a problem
+// the walk named, else the JSON's. (Its own function: the error the walk
+// named is found through a variable errors.As moves to the heap, which
+// only a failed walk should pay for.)
+func membersError(err error) error {
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		return err
+	}
+	return api.InvalidJSON("Request body is not valid JSON: %v.", err)
 }
 
 // invalidJSON describes why body is not valid JSON (only on the error path).
@@ -303,7 +316,8 @@ func modelField(f fields, required bool) (string, error) {
 // numbers). Every problem is a 400 naming the field. The returned request
 // keeps body.
 func ParseEmbeddingRequest(body []byte) (*EmbeddingRequest, error) {
-	f, d, err := parseTop(body, "model", "input", "encoding_format", "dimensions", "user", "mock_response")
+	var members [6]field
+	f, d, err := parseTopInto(members[:0], body, "model", "input", "encoding_format", "dimensions", "user", "mock_response")
 	if err != nil {
 		return nil, err
 	}
@@ -319,14 +333,9 @@ func ParseEmbeddingRequest(body []byte) (*EmbeddingRequest, error) {
 	if req.InputKind, req.InputCount, err = embeddingInput(in); err != nil {
 		return nil, err
 	}
-	format, given, err := stringField(f, "encoding_format")
-	if err != nil {
+	if req.EncodingFormat, err = encodingField(f); err != nil {
 		return nil, err
 	}
-	if given && format != EncodingFloat && format != EncodingBase64 {
-		return nil, api.InvalidValue("encoding_format", "'encoding_format' must be 'float' or 'base64', not %q.", format)
-	}
-	req.EncodingFormat = format
 	if v, ok := f.get("dimensions"); ok && !jsonscan.Null(v) {
 		n, err := strconv.ParseInt(string(v), 10, 32)
 		if err != nil || n < 1 {
@@ -343,6 +352,24 @@ func ParseEmbeddingRequest(body []byte) (*EmbeddingRequest, error) {
 		}
 	}
 	return req, nil
+}
+
+// encodingField reads encoding_format: "", EncodingFloat or EncodingBase64.
+func encodingField(f fields) (string, error) {
+	switch v, _ := f.get("encoding_format"); string(v) {
+	case `"float"`: // the usual literals: the constants, not a decoded copy
+		return EncodingFloat, nil
+	case `"base64"`:
+		return EncodingBase64, nil
+	}
+	format, given, err := stringField(f, "encoding_format")
+	if err != nil {
+		return "", err
+	}
+	if given && format != EncodingFloat && format != EncodingBase64 {
+		return "", api.InvalidValue("encoding_format", "'encoding_format' must be 'float' or 'base64', not %q.", format)
+	}
+	return format, nil
 }
 
 const inputTypeMessage = "'input' must be a string, an array of strings, an array of token ids (integers), or an array of token-id arrays."
@@ -440,7 +467,8 @@ func elementsError(err error, malformed string) error {
 // strings, or a non-empty array of multimodal parts ({"type":"text","text"}
 // or {"type":"image_url","image_url":{"url"}}).
 func ParseModerationRequest(body []byte) (*ModerationRequest, error) {
-	f, d, err := parseTop(body, "model", "input")
+	var members [2]field
+	f, d, err := parseTopInto(members[:0], body, "model", "input")
 	if err != nil {
 		return nil, err
 	}

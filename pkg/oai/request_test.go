@@ -32,6 +32,8 @@ func TestParseEmbeddingRequest(t *testing.T) {
 		{name: "unknown members kept", body: `{"model":"m","input":"x","input_type":"query","extra":{"a":[1]}}`, kind: InputString, count: 1, encoding: "float"},
 		{name: "2048 inputs", body: many(2048, `"a"`), kind: InputStrings, count: 2048, encoding: "float"},
 		{name: "escaped key", body: `{"mod\u0065l":"m","input":"x"}`, kind: InputString, count: 1, encoding: "float"},
+		{name: "escaped encoding", body: `{"model":"m","input":"x","encoding_format":"b\u0061se64"}`, kind: InputString, count: 1, encoding: "base64"},
+		{name: "float given", body: `{"model":"m","input":"x","encoding_format":"float"}`, kind: InputString, count: 1, encoding: "float"},
 
 		{name: "empty body", body: ``, status: 400, code: "invalid_json", msg: "empty"},
 		{name: "not JSON", body: `{"model":`, status: 400, code: "invalid_json", msg: "not valid JSON"},

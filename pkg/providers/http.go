@@ -146,7 +146,11 @@ func send(client *http.Client, provider string, req *http.Request, readError Err
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, readError(provider, resp)
 	}
-	if mt, ok := accept(resp.Header.Get("Content-Type")); !ok {
+	var ct string
+	if v := resp.Header["Content-Type"]; len(v) > 0 { // the transport's keys are canonical: Get's pass over the key is not needed
+		ct = v[0]
+	}
+	if mt, ok := accept(ct); !ok {
 		resp.Body.Close()
 		return nil, &models.ProviderError{Provider: provider, Status: resp.StatusCode, Message: fmt.Sprintf(refused, mt)}
 	}

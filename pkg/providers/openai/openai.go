@@ -5,7 +5,6 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -101,6 +100,9 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 		provider: p.name, client: p.client, base: base, model: model,
 		header: http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}, "User-Agent": {"sluice"}},
 	}
+	for op, path := range paths {
+		e.targets[op] = providers.NewTarget(base + path)
+	}
 	cred.Authorize(e.header)
 	if org != "" {
 		e.header.Set("OpenAI-Organization", org)
@@ -124,13 +126,32 @@ type endpoint struct {
 	// calls (neither the transport nor the client writes a request's
 	// headers), so never modified after Open.
 	header, streamHeader http.Header
+	// The URL of each operation, parsed at Open.
+	targets [len(paths)]providers.Target
+}
+
+// The operations an endpoint posts to, and their paths under api_base.
+const (
+	opEmbeddings = iota
+	opChat
+	opCompletions
+	opResponses
+	opModerations
+)
+
+var paths = [...]string{
+	opEmbeddings:  "/embeddings",
+	opChat:        "/chat/completions",
+	opCompletions: "/completions",
+	opResponses:   "/responses",
+	opModerations: "/moderations",
 }
 
 func (e *endpoint) APIBase() string { return e.base }
 
 // Embed sends POST {api_base}/embeddings.
 func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*models.Answer, error) {
-	ans, err := e.post(ctx, "/embeddings", req.Body(e.model))
+	ans, err := e.send(ctx, opEmbeddings, req.Body(e.model), false)
 	if err != nil {
 		return nil, err
 	}
@@ -142,34 +163,32 @@ func (e *endpoint) Embed(ctx context.Context, req *oai.EmbeddingRequest) (*model
 // model rewritten (and, for a stream, the usage chunk asked for). The answer
 // is relayed as it comes.
 func (e *endpoint) Chat(ctx context.Context, req *oai.ChatRequest) (*models.Answer, error) {
-	return e.send(ctx, "/chat/completions", req.Forward(e.model, true), req.Stream)
+	return e.send(ctx, opChat, req.Forward(e.model, true), req.Stream)
 }
 
 // Complete sends POST {api_base}/completions, as Chat does.
 func (e *endpoint) Complete(ctx context.Context, req *oai.CompletionRequest) (*models.Answer, error) {
-	return e.send(ctx, "/completions", req.Forward(e.model, true), req.Stream)
+	return e.send(ctx, opCompletions, req.Forward(e.model, true), req.Stream)
 }
 
 // Respond sends POST {api_base}/responses.
 func (e *endpoint) Respond(ctx context.Context, req *oai.ResponsesRequest) (*models.Answer, error) {
-	return e.send(ctx, "/responses", req.Forward(e.model), req.Stream)
+	return e.send(ctx, opResponses, req.Forward(e.model), req.Stream)
 }
 
-func (e *endpoint) post(ctx context.Context, path string, body []byte) (*models.Answer, error) {
-	return e.send(ctx, path, body, false)
-}
-
-// send posts body to path; a streamed answer is an event stream.
-func (e *endpoint) send(ctx context.Context, path string, body []byte, stream bool) (*models.Answer, error) {
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base+path, bytes.NewReader(body))
+// send posts body to operation op; a streamed answer is an event stream.
+func (e *endpoint) send(ctx context.Context, op int, body []byte, stream bool) (*models.Answer, error) {
+	header := e.header
+	if stream {
+		header = e.streamHeader
+	}
+	hreq, err := e.targets[op].Post(ctx, header, body)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", e.provider, path, err)
+		return nil, fmt.Errorf("%s %s: %w", e.provider, paths[op], err)
 	}
 	if stream {
-		hreq.Header = e.streamHeader
 		return providers.RelayStream(e.client, e.provider, hreq)
 	}
-	hreq.Header = e.header
 	return providers.Relay(e.client, e.provider, hreq)
 }
 
@@ -182,5 +201,5 @@ type moderatingEndpoint struct {
 
 // Moderate sends POST {api_base}/moderations.
 func (e *moderatingEndpoint) Moderate(ctx context.Context, req *oai.ModerationRequest) (*models.Answer, error) {
-	return e.post(ctx, "/moderations", req.Body(e.model))
+	return e.endpoint.send(ctx, opModerations, req.Body(e.model), false)
 }
