@@ -60,8 +60,8 @@ func (s *Service) Chat(ctx context.Context, p auth.Principal, body []byte) (*mod
 	c.Event.UsageEstimated = ans.UsageEstimated
 	prompt := func() int64 {
 		var n int64
-		for i := range req.Messages {
-			n += oai.EstimateTokens(req.Messages[i].Text())
+		for _, msg := range req.Messages() {
+			n += oai.EstimateTokens(msg.Text())
 		}
 		return n
 	}
