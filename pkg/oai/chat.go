@@ -349,7 +349,7 @@ func (r *ChatRequest) parseTooling(f fields) (err error) {
 	if b, given, err := boolField(f, "parallel_tool_calls"); err != nil {
 		return err
 	} else if given {
-		r.ParallelToolCalls = &b
+		r.ParallelToolCalls = pointer(b)
 	}
 	if v, ok := f.get("response_format"); ok && !jsonscan.Null(v) {
 		if r.ResponseFormat, err = parseResponseFormat(v); err != nil {
@@ -390,7 +390,7 @@ func (r *ChatRequest) parseSampling(f fields) (err error) {
 	if s, given, err := intField(f, "seed", math.MinInt64, math.MaxInt64); err != nil {
 		return err
 	} else if given {
-		r.Seed = &s
+		r.Seed = pointer(s)
 	}
 	if r.Logprobs, _, err = boolField(f, "logprobs"); err != nil {
 		return err
@@ -408,12 +408,17 @@ func (r *ChatRequest) parseSampling(f fields) (err error) {
 	return err
 }
 
+// pointer returns a pointer to a copy of v: a member's value, allocated
+// only when the member is given (taking the address of the variable the
+// if statement declares would allocate it on every parse).
+func pointer[T any](v T) *T { return &v }
+
 // parseLiteLLM reads LiteLLM's own members, which Forward strips.
 func (r *ChatRequest) parseLiteLLM(f fields) (err error) {
 	if s, given, err := stringField(f, "mock_response"); err != nil {
 		return err
 	} else if given {
-		r.MockResponse = &s
+		r.MockResponse = pointer(s)
 	}
 	if r.DropParams, _, err = boolField(f, "drop_params"); err != nil {
 		return err
