@@ -28,8 +28,9 @@ func (benchEndpoint) Chat(ctx context.Context, req *oai.ChatRequest) (*Answer, e
 }
 
 // BenchmarkRouterChat routes one chat call to a group of two deployments,
-// as a request does: its own cancellable context (net/http's), the
-// per-attempt timeout, the answer closed:
+// as a request does: its own cancellable context (net/http's, or a Lambda
+// invocation's with its deadline), the per-attempt timeout, the answer
+// closed:
 // go test -run '^$' -bench RouterChat -benchmem ./pkg/models
 func BenchmarkRouterChat(b *testing.B) {
 	cfg, err := config.Parse([]byte(`model_list:
@@ -49,14 +50,26 @@ func BenchmarkRouterChat(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		ctx, cancel := context.WithCancel(api.WithStart(context.Background(), time.Now()))
-		rep, err := r.Chat(ctx, admin, req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		rep.Answer.Body.Close()
-		cancel()
+	// local: the local process's request context, no deadline; lambda: a
+	// Lambda invocation's, ending in ChatTimeout's default 600 s.
+	for _, c := range []struct {
+		name     string
+		deadline time.Duration
+	}{{"local", 0}, {"lambda", 600 * time.Second}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ctx, cancel := context.WithCancel(api.WithStart(context.Background(), time.Now()))
+				if c.deadline > 0 {
+					ctx, cancel = context.WithTimeout(api.WithStart(context.Background(), time.Now()), c.deadline)
+				}
+				rep, err := r.Chat(ctx, admin, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rep.Answer.Body.Close()
+				cancel()
+			}
+		})
 	}
 }
