@@ -60,8 +60,8 @@ func (s *Service) Chat(ctx context.Context, p auth.Principal, body []byte) (*mod
 	c.Event.UsageEstimated = ans.UsageEstimated
 	prompt := func() int64 {
 		var n int64
-		for i := range req.Messages {
-			n += oai.EstimateTokens(req.Messages[i].Text())
+		for _, msg := range req.Messages() {
+			n += oai.EstimateTokens(msg.Text())
 		}
 		return n
 	}
@@ -128,9 +128,12 @@ func (s *Service) Responses(ctx context.Context, p auth.Principal, body []byte) 
 // chatParameters are the request's parameters as the log event keeps them
 // (LiteLLM's model_parameters): the ones given.
 func chatParameters(r *oai.ChatRequest) map[string]any {
-	m := map[string]any{}
+	var m map[string]any // made at the first parameter given: most calls give few or none
 	set := func(name string, given bool, v any) {
 		if given {
+			if m == nil {
+				m = make(map[string]any, 4)
+			}
 			m[name] = v
 		}
 	}
@@ -150,16 +153,13 @@ func chatParameters(r *oai.ChatRequest) map[string]any {
 		set(f.name, f.v != nil, deref(f.v))
 	}
 	if r.ToolChoice != nil {
-		m["tool_choice"] = json.RawMessage(r.ToolChoice.Raw)
+		set("tool_choice", true, json.RawMessage(r.ToolChoice.Raw))
 	}
 	if r.ResponseFormat != nil {
-		m["response_format"] = r.ResponseFormat.Type
+		set("response_format", true, r.ResponseFormat.Type)
 	}
 	if r.Seed != nil {
-		m["seed"] = *r.Seed
-	}
-	if len(m) == 0 {
-		return nil
+		set("seed", true, *r.Seed)
 	}
 	return m
 }

@@ -51,8 +51,9 @@ type jsonMeter struct {
 	// meter then parses nothing (only forwarded OpenAI bodies are read).
 	usage  *oai.Usage
 	finish string
-	// scanned is the one pass over a whole answer (read).
-	scanned *answerScan
+	// scan is the one pass over a whole answer (read), once scanned.
+	scan    answerScan
+	scanned bool
 }
 
 // newJSONMeter meters an answer of length bytes (-1: unknown), whose
@@ -150,10 +151,11 @@ type answerScan struct {
 // read scans the answer kept whole, once: Usage (the cost header, before
 // the answer goes out) and End share the pass.
 func (m *jsonMeter) read() *answerScan {
-	if m.scanned != nil {
-		return m.scanned
+	sc := &m.scan
+	if m.scanned {
+		return sc
 	}
-	sc := &answerScan{}
+	m.scanned = true
 	sc.err = jsonscan.Members(m.buf, func(name, v []byte) error {
 		switch string(name) {
 		case "usage":
@@ -173,7 +175,6 @@ func (m *jsonMeter) read() *answerScan {
 		}
 		return nil
 	})
-	m.scanned = sc
 	return sc
 }
 
@@ -209,19 +210,48 @@ func parseUsage(k kind, v []byte) (oai.Usage, error) {
 	return oai.ParseUsage(v)
 }
 
-// firstFinish is the finish_reason of the first choice of choices.
+// firstFinish is the finish_reason of the first choice of choices, a
+// value the answer's walk has delimited. It walks the first choice's
+// members straight from its opening brace rather than delimiting the choice
+// first (Elements): that would cross its message, the answer's bulk, once
+// more. The walk ends in an error at what follows the choice, ignored: the
+// members before it have been read.
 func firstFinish(choices []byte) string {
+	i := jsonscan.SkipSpace(choices, 0)
+	if i >= len(choices) || choices[i] != '[' {
+		return ""
+	}
+	if i = jsonscan.SkipSpace(choices, i+1); i >= len(choices) || choices[i] != '{' {
+		return ""
+	}
 	var reason string
-	jsonscan.Elements(choices, func(c []byte) error {
-		jsonscan.Members(c, func(name, v []byte) error {
-			if string(name) == "finish_reason" && len(v) > 0 && v[0] == '"' {
-				reason, _ = jsonscan.String(v)
+	jsonscan.Members(choices[i:], func(name, v []byte) error {
+		if string(name) == "finish_reason" { // the last copy, as encoding/json
+			reason = ""
+			if v[0] == '"' {
+				reason = finishReason(v)
 			}
-			return nil
-		})
-		return io.EOF // the first choice only
+		}
+		return nil
 	})
 	return reason
+}
+
+// finishReasons are the finish reasons OpenAI's answers give: finishReason
+// returns these constants rather than a copy.
+var finishReasons = [...]string{"stop", "length", "tool_calls", "content_filter", "function_call"}
+
+// finishReason decodes a finish_reason literal.
+func finishReason(lit []byte) string {
+	if len(lit) >= 2 {
+		for _, r := range finishReasons {
+			if string(lit[1:len(lit)-1]) == r {
+				return r
+			}
+		}
+	}
+	s, _ := jsonscan.String(lit)
+	return s
 }
 
 // contentBytes is the length of the text of a JSON answer's choices, for

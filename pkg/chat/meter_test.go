@@ -54,15 +54,17 @@ func TestJSONMeterReadsTheAnswerOnceForTheCostHeaderAndTheEvent(t *testing.T) {
 	var _ modelcall.UsageMeter = m
 	io.WriteString(m, answer)
 	quoted, ok := m.Usage()
-	first := m.scanned
+	want := oai.Usage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5}
+	if !m.scanned || !ok || quoted != want {
+		t.Fatalf("Usage %+v (%v), scanned %v", quoted, ok, m.scanned)
+	}
+	// A mark in what the scan found: End reports it only if it does not
+	// read the answer again.
+	m.scan.finish = "marked"
 	var ev logevent.Event
 	u, err := m.End(&ev)
-	want := oai.Usage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5}
-	if err != nil || !ok || quoted != want || u != want || ev.FinishReason != "stop" {
-		t.Errorf("Usage %+v (%v), End %+v, %v, finish %q", quoted, ok, u, err, ev.FinishReason)
-	}
-	if first == nil || m.scanned != first {
-		t.Error("End read the answer again after Usage had")
+	if err != nil || u != want || ev.FinishReason != "marked" {
+		t.Errorf("End %+v, %v, finish %q: the answer was read again", u, err, ev.FinishReason)
 	}
 }
 
@@ -471,4 +473,44 @@ func TestJSONMeterTakesATranslatorsUsage(t *testing.T) {
 	if err != nil || u.TotalTokens != 10 || ev.FinishReason != oai.FinishStop || string(ev.Response) != string(body) || ev.UsageEstimated {
 		t.Errorf("usage %+v, %v; event finish %q, response %s", u, err, ev.FinishReason, ev.Response)
 	}
+}
+
+func TestFirstFinish(t *testing.T) {
+	for _, tc := range []struct{ choices, want string }{
+		{`[{"index":0,"message":{"content":"a"},"finish_reason":"stop"},{"finish_reason":"length"}]`, "stop"},
+		{` [ {"finish_reason":"tool_calls"} ] `, "tool_calls"},
+		{`[{"index":1},{"finish_reason":"length"}]`, ""},
+		{`[{"finish_reason":"st\u006fp"}]`, "stop"},
+		{`[{"finish_reason":"a_new_reason"}]`, "a_new_reason"},
+		{`[{"finish_reason":null}]`, ""},
+		{`[1,{"finish_reason":"stop"}]`, ""},
+		{`[]`, ""},
+		{`{}`, ""},
+	} {
+		if got := firstFinish([]byte(tc.choices)); got != tc.want {
+			t.Errorf("firstFinish(%s) = %q, want %q", tc.choices, got, tc.want)
+		}
+	}
+}
+
+// FuzzFirstFinish holds firstFinish to encoding/json on every choices array
+// it reads: the first choice's finish_reason string.
+func FuzzFirstFinish(f *testing.F) {
+	f.Add([]byte(`[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]`))
+	f.Add([]byte(`[{"finish_reason":"length","finish_reason":"stop"},{"finish_reason":"x"}]`))
+	f.Fuzz(func(t *testing.T, choices []byte) {
+		got := firstFinish(choices)
+		var all []json.RawMessage
+		if json.Unmarshal(choices, &all) != nil || len(all) == 0 {
+			return
+		}
+		var first map[string]any // names matched exactly, the last copy kept
+		if json.Unmarshal(all[0], &first) != nil {
+			return
+		}
+		want, _ := first["finish_reason"].(string)
+		if got != want {
+			t.Fatalf("firstFinish(%q) = %q, encoding/json %q", choices, got, want)
+		}
+	})
 }

@@ -39,8 +39,8 @@ func (m mockEndpoint) Chat(_ context.Context, req *oai.ChatRequest) (*Answer, er
 		text = m.mock.Text
 	}
 	prompt := int64(0)
-	for i := range req.Messages {
-		prompt += oai.EstimateTokens(req.Messages[i].Text())
+	for _, msg := range req.Messages() {
+		prompt += oai.EstimateTokens(msg.Text())
 	}
 	completion := oai.EstimateTokens(text)
 	usage := oai.Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}

@@ -151,6 +151,9 @@ type Reply struct {
 	Fallback bool
 
 	d *deployment
+	// body wraps the answer's body (Answer.Body points here): one
+	// allocation with the Reply rather than one more per call.
+	body cancelOnClose
 }
 
 // NewRouter builds a router over the config's model_list. It does no I/O:
@@ -437,7 +440,7 @@ func (r *Router) tryGroup(ctx context.Context, g *group, what string, mock bool,
 			continue
 		}
 		rep.Target.APIBase = ep.APIBase()
-		ans, took, err := r.attempt(ctx, d, ep, op)
+		ans, took, err := r.attempt(ctx, d, ep, op, &rep.body)
 		// Waits on providers (until each answer's headers) and between
 		// retries are not sluice's overhead.
 		api.AddWait(ctx, took)
@@ -631,20 +634,32 @@ func (r *Router) open(ctx context.Context, d *deployment) (Endpoint, error) {
 }
 
 // attempt makes one provider call bounded by d's timeout. The timeout
-// covers the answer's body too: closing the body releases it.
-func (r *Router) attempt(ctx context.Context, d *deployment, ep Endpoint, op operation) (*Answer, time.Duration, error) {
-	actx, cancel := context.WithTimeout(ctx, d.timeout)
+// covers the answer's body too: closing the body releases it. A call whose
+// context ends sooner anyway (a Lambda invocation's deadline) gets no
+// timeout of its own: it would never fire, and the context and timer it
+// costs are per-call work on the relay path. On success the answer's body
+// is wrapped in body.
+func (r *Router) attempt(ctx context.Context, d *deployment, ep Endpoint, op operation, body *cancelOnClose) (*Answer, time.Duration, error) {
 	start := time.Now()
+	actx, cancel := ctx, context.CancelFunc(nil)
+	if deadline, ok := ctx.Deadline(); !ok || deadline.After(start.Add(d.timeout)) {
+		actx, cancel = context.WithDeadline(ctx, start.Add(d.timeout))
+	}
 	ans, err := op(actx, ep)
 	took := time.Since(start)
 	if err != nil {
-		cancel()
+		if cancel != nil {
+			cancel()
+		}
 		return nil, took, err
 	}
-	ans.Body = &cancelOnClose{ReadCloser: ans.Body, cancel: cancel}
+	*body = cancelOnClose{ReadCloser: ans.Body, cancel: cancel}
+	ans.Body = body
 	return ans, took, nil
 }
 
+// cancelOnClose releases an attempt's context (cancel; nil: none) when its
+// answer's body is closed.
 type cancelOnClose struct {
 	io.ReadCloser
 	cancel context.CancelFunc
@@ -652,7 +667,9 @@ type cancelOnClose struct {
 
 func (c *cancelOnClose) Close() error {
 	err := c.ReadCloser.Close()
-	c.cancel()
+	if c.cancel != nil {
+		c.cancel()
+	}
 	return err
 }
 

@@ -649,3 +649,43 @@ func (funcEndpoint) APIBase() string { return "" }
 func (f funcEndpoint) Embed(ctx context.Context, _ *oai.EmbeddingRequest) (*Answer, error) {
 	return f(ctx)
 }
+
+// TestAttemptUnderASoonerDeadlineKeepsTheCallersContext: a call whose
+// context ends before the deployment's timeout would (a Lambda invocation's
+// deadline) is bounded by that deadline alone, and closing its body is
+// still safe; a later deadline gets the deployment's own timeout.
+func TestAttemptUnderASoonerDeadlineKeepsTheCallersContext(t *testing.T) {
+	h := newHarness(t, "model_list:\n  - {model_name: m, litellm_params: {model: fake/a, timeout: 60}}\n", ok)
+	var seen context.Context
+	h.router.groups["m"].deployments[0].provider = providerFunc(func(ctx context.Context) (*Answer, error) {
+		seen = ctx
+		return &Answer{Body: io.NopCloser(strings.NewReader("{}"))}, nil
+	})
+	req, _ := oai.ParseEmbeddingRequest([]byte(`{"model":"m","input":"x"}`))
+	for _, tc := range []struct {
+		in       time.Duration
+		ownBound bool
+	}{{time.Second, false}, {time.Hour, true}} {
+		ctx, cancel := context.WithTimeout(context.Background(), tc.in)
+		rep, err := h.router.Embed(ctx, admin, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := seen.Deadline()
+		want, _ := ctx.Deadline()
+		if tc.ownBound {
+			want = time.Now().Add(60 * time.Second)
+		}
+		if d := got.Sub(want); d < -time.Second || d > time.Second {
+			t.Errorf("caller's deadline in %s: the attempt's is %s, want about %s", tc.in, got.Format(time.TimeOnly), want.Format(time.TimeOnly))
+		}
+		if (seen == ctx) == tc.ownBound {
+			t.Errorf("caller's deadline in %s: attempt context is the caller's: %v", tc.in, seen == ctx)
+		}
+		rep.Answer.Body.Close()
+		if tc.ownBound && seen.Err() == nil {
+			t.Error("closing the body did not release the attempt's context")
+		}
+		cancel()
+	}
+}

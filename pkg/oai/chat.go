@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"strings"
+	"sync"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
@@ -57,10 +58,9 @@ const (
 // is kept as it came: OpenAI-family providers forward it (Forward) with only
 // its model rewritten, members sluice does not model passing untouched.
 type ChatRequest struct {
-	Model    string
-	Messages []Message
+	Model string
 	// RawMessages is messages as sent (a slice of the body): what a log
-	// event keeps.
+	// event keeps, and what Messages decodes.
 	RawMessages json.RawMessage
 
 	Stream bool
@@ -105,6 +105,23 @@ type ChatRequest struct {
 	doc
 	streamOptions []byte // raw stream_options; nil when absent or null
 	litellmOnly   bool   // the body has members only LiteLLM knows (Forward strips them)
+
+	decodeMessages sync.Once
+	messages       []Message
+}
+
+// Messages is the typed view of messages, decoded on first use: the parse
+// checks them without copying their text (a request forwarded to an
+// OpenAI-family provider goes as sent and never reads them); a translating
+// provider, the mock endpoint and a token estimate do.
+func (r *ChatRequest) Messages() []Message {
+	r.decodeMessages.Do(func() {
+		if r.RawMessages != nil {
+			// Cannot fail: the parse checked the same walk (FuzzParseChatRequest).
+			r.messages, _ = parseMessages(r.RawMessages, true)
+		}
+	})
+	return r.messages
 }
 
 // MaxOutputTokens is the output bound the client set: max_completion_tokens,
@@ -243,13 +260,16 @@ type JSONSchema struct {
 	Strict *bool
 }
 
-// chatMembers are the members ParseChatRequest models.
-var chatMembers = []string{
+// chatMembersList are the members ParseChatRequest models (an array: its
+// length sizes the parse's buffer); chatMembers is it as a slice.
+var chatMembersList = [...]string{
 	"model", "messages", "stream", "stream_options", "n", "tools", "tool_choice", "parallel_tool_calls",
 	"response_format", "max_tokens", "max_completion_tokens", "stop", "temperature", "top_p",
 	"frequency_penalty", "presence_penalty", "seed", "logprobs", "top_logprobs", "reasoning_effort",
 	"user", "mock_response", "drop_params",
 }
+
+var chatMembers = chatMembersList[:]
 
 // litellmMembers are request members only LiteLLM knows; Forward removes
 // them (an OpenAI-family server would refuse them).
@@ -259,7 +279,8 @@ var litellmMembers = []string{"mock_response", "drop_params"}
 // ChatRequest). Every problem is a 400 naming the field as OpenAI does
 // ("messages[1].content[0].image_url.url"). The returned request keeps body.
 func ParseChatRequest(body []byte) (*ChatRequest, error) {
-	f, d, others, err := parseChatTop(body)
+	var buf [len(chatMembersList)]field // the modelled members' values, on the stack
+	f, d, others, err := parseChatTop(body, buf[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -271,14 +292,21 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 	if !ok || jsonscan.Null(msgs) {
 		return nil, api.MissingParam("messages")
 	}
-	if r.Messages, err = parseMessages(msgs); err != nil {
+	if _, err = parseMessages(msgs, false); err != nil {
 		return nil, err
 	}
 	r.RawMessages = msgs
-	for _, part := range []func(fields) error{r.parseStreaming, r.parseTooling, r.parseSampling, r.parseLiteLLM} {
-		if err := part(f); err != nil {
-			return nil, err
-		}
+	if err := r.parseStreaming(f); err != nil {
+		return nil, err
+	}
+	if err := r.parseTooling(f); err != nil {
+		return nil, err
+	}
+	if err := r.parseSampling(f); err != nil {
+		return nil, err
+	}
+	if err := r.parseLiteLLM(f); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -321,7 +349,7 @@ func (r *ChatRequest) parseTooling(f fields) (err error) {
 	if b, given, err := boolField(f, "parallel_tool_calls"); err != nil {
 		return err
 	} else if given {
-		r.ParallelToolCalls = &b
+		r.ParallelToolCalls = pointer(b)
 	}
 	if v, ok := f.get("response_format"); ok && !jsonscan.Null(v) {
 		if r.ResponseFormat, err = parseResponseFormat(v); err != nil {
@@ -362,7 +390,7 @@ func (r *ChatRequest) parseSampling(f fields) (err error) {
 	if s, given, err := intField(f, "seed", math.MinInt64, math.MaxInt64); err != nil {
 		return err
 	} else if given {
-		r.Seed = &s
+		r.Seed = pointer(s)
 	}
 	if r.Logprobs, _, err = boolField(f, "logprobs"); err != nil {
 		return err
@@ -380,12 +408,17 @@ func (r *ChatRequest) parseSampling(f fields) (err error) {
 	return err
 }
 
+// pointer returns a pointer to a copy of v: a member's value, allocated
+// only when the member is given (taking the address of the variable the
+// if statement declares would allocate it on every parse).
+func pointer[T any](v T) *T { return &v }
+
 // parseLiteLLM reads LiteLLM's own members, which Forward strips.
 func (r *ChatRequest) parseLiteLLM(f fields) (err error) {
 	if s, given, err := stringField(f, "mock_response"); err != nil {
 		return err
 	} else if given {
-		r.MockResponse = &s
+		r.MockResponse = pointer(s)
 	}
 	if r.DropParams, _, err = boolField(f, "drop_params"); err != nil {
 		return err
@@ -398,9 +431,9 @@ func (r *ChatRequest) parseLiteLLM(f fields) (err error) {
 	return nil
 }
 
-// parseChatTop is parseTop for chat: the modelled members, and the names of
-// the others (not null).
-func parseChatTop(body []byte) (fields, doc, []string, error) {
+// parseChatTop is parseTop for chat: the modelled members (appended to f),
+// and the names of the others (not null).
+func parseChatTop(body []byte, f fields) (fields, doc, []string, error) {
 	d := doc{body: body, modelStart: -1, modelEnd: -1}
 	i := jsonscan.SkipSpace(body, 0)
 	if i == len(body) {
@@ -412,7 +445,6 @@ func parseChatTop(body []byte) (fields, doc, []string, error) {
 	if body[i] != '{' {
 		return nil, d, nil, api.InvalidJSON("Request body must be a JSON object.")
 	}
-	f := make(fields, 0, 8)
 	var others []string
 	err := jsonscan.Members(body, func(name, v []byte) error {
 		known := false
@@ -440,14 +472,18 @@ func parseChatTop(body []byte) (fields, doc, []string, error) {
 		}
 		return nil
 	})
-	var ae *api.Error
-	switch {
-	case errors.As(err, &ae):
-		return nil, d, nil, err
-	case err != nil:
-		return nil, d, nil, api.InvalidJSON("Request body is not valid JSON: %v.", err)
+	if err != nil {
+		return nil, d, nil, chatTopError(err)
 	}
 	return f, d, others, nil
+}
+
+func chatTopError(err error) error {
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		return err
+	}
+	return api.InvalidJSON("Request body is not valid JSON: %v.", err)
 }
 
 // OthersExcept returns the members of Others not among known: what a

@@ -43,20 +43,20 @@ func TestParseChatRequestTypedView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wantMessages := []Message{
+		{Role: "developer", Parts: []Part{{Type: "text", Text: "Be terse."}}},
+		{Role: "user", Name: "ann", Parts: []Part{
+			{Type: "text", Text: "What is this?"},
+			{Type: "image_url", ImageURL: "data:image/png;base64,iVBOR", ImageDetail: "low"},
+			{Type: "input_audio", Audio: &InputAudio{Data: "UklGR", Format: "wav"}},
+			{Type: "file", File: &File{Data: "JVBERi0", Name: "a.pdf"}},
+		}},
+		{Role: "assistant", ToolCalls: []ToolCall{{ID: "call_1", Type: "function", Function: FunctionCall{Name: "look", Arguments: `{"q":1}`}}}},
+		{Role: "tool", ToolCallID: "call_1", Content: "a cat"},
+		{Role: "assistant", Content: "A cat.", ReasoningContent: "It purrs."},
+	}
 	want := &ChatRequest{
-		Model: "gpt-4o",
-		Messages: []Message{
-			{Role: "developer", Parts: []Part{{Type: "text", Text: "Be terse."}}},
-			{Role: "user", Name: "ann", Parts: []Part{
-				{Type: "text", Text: "What is this?"},
-				{Type: "image_url", ImageURL: "data:image/png;base64,iVBOR", ImageDetail: "low"},
-				{Type: "input_audio", Audio: &InputAudio{Data: "UklGR", Format: "wav"}},
-				{Type: "file", File: &File{Data: "JVBERi0", Name: "a.pdf"}},
-			}},
-			{Role: "assistant", ToolCalls: []ToolCall{{ID: "call_1", Type: "function", Function: FunctionCall{Name: "look", Arguments: `{"q":1}`}}}},
-			{Role: "tool", ToolCallID: "call_1", Content: "a cat"},
-			{Role: "assistant", Content: "A cat.", ReasoningContent: "It purrs."},
-		},
+		Model:  "gpt-4o",
 		Stream: true, IncludeUsage: true, N: 2, MaxTokens: 100, MaxCompletionTokens: 50, Stop: []string{"END"},
 		Temperature: ptr(0.5), TopP: ptr(1.0), FrequencyPenalty: ptr(-1.5), PresencePenalty: ptr(0.0), Seed: ptr(int64(-7)),
 		Logprobs: true, TopLogprobs: ptr(3), ReasoningEffort: "low", User: "u-1",
@@ -75,10 +75,13 @@ func TestParseChatRequestTypedView(t *testing.T) {
 	if diff := cmp.Diff(want, r, opts); diff != "" {
 		t.Errorf("request (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff(wantMessages, r.Messages(), opts); diff != "" {
+		t.Errorf("messages (-want +got):\n%s", diff)
+	}
 	if got := r.MaxOutputTokens(); got != 50 {
 		t.Errorf("MaxOutputTokens %d", got)
 	}
-	if got := r.Messages[1].Text(); got != "What is this?" {
+	if got := r.Messages()[1].Text(); got != "What is this?" {
 		t.Errorf("Text %q", got)
 	}
 	if diff := cmp.Diff([]string{"logit_bias"}, r.OthersExcept("top_k")); diff != "" {
@@ -216,6 +219,7 @@ func FuzzParseChatRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := ParseChatRequest(body)
+		checkMessagesAgree(t, body)
 		if err != nil {
 			var ae *api.Error
 			if !errors.As(err, &ae) || ae.Status != 400 {
@@ -226,7 +230,7 @@ func FuzzParseChatRequest(f *testing.F) {
 		if !json.Valid(body) {
 			t.Fatalf("accepted invalid JSON %q", body)
 		}
-		if r.Model == "" || len(r.Messages) == 0 {
+		if r.Model == "" || len(r.Messages()) == 0 {
 			t.Fatalf("accepted without model or messages: %q", body)
 		}
 		// What is forwarded is JSON with the model set and nothing of the
@@ -257,4 +261,49 @@ func FuzzParseChatRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkMessagesAgree holds the parse's check-only walk of messages to the
+// decoding one (what ChatRequest.Messages runs): the same verdict and the
+// same error on every valid body.
+func checkMessagesAgree(t *testing.T, body []byte) {
+	t.Helper()
+	if !json.Valid(body) {
+		return
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return
+	}
+	msgs, ok := top["messages"]
+	if !ok || string(msgs) == "null" {
+		return
+	}
+	// The walks read the value as a slice of the body, as the parse hands it.
+	_, checkErr := parseMessages(msgs, false)
+	decoded, decodeErr := parseMessages(msgs, true)
+	if (checkErr == nil) != (decodeErr == nil) || (checkErr != nil && checkErr.Error() != decodeErr.Error()) {
+		t.Fatalf("check-only walk says %v, decoding walk %v, for %s", checkErr, decodeErr, msgs)
+	}
+	if decodeErr == nil && len(decoded) == 0 {
+		t.Fatalf("decoded no messages from %s", msgs)
+	}
+}
+
+// TestMessagesCheckAndDecodeAgree runs the two walks over the refusal
+// table's bodies and the typed view's.
+func TestMessagesCheckAndDecodeAgree(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":""}]}]}`,
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":""}}]}]}`,
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"\u0000"}}]}]}`,
+		`{"model":"m","messages":[{"role":"tool","tool_call_id":"","content":"x"}]}`,
+		`{"model":"m","messages":[{"role":"assistant","content":[],"refusal":1}]}`,
+		`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":7}}]}]}`,
+		`{"model":"m","messages":[{"role":"us\u0065r","content":"\ud800"}]}`,
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"file_data":""}}]}]}`,
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"","format":"wav"}}]}]}`,
+	} {
+		checkMessagesAgree(t, []byte(body))
+	}
 }

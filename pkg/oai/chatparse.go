@@ -16,25 +16,37 @@ import (
 // and the typed scalar fields. Each problem is a 400 naming the member by
 // its path ("messages[1].content[0].image_url.url").
 
-// parseMessages checks and decodes messages: a non-empty array of message
-// objects.
-func parseMessages(v []byte) ([]Message, error) {
+// parseMessages checks messages, a non-empty array of message objects, and
+// with decode also decodes them. Without, it is the same walk with the
+// same verdict and errors, but long strings (content, text, URLs, data,
+// arguments) are only checked, not copied, and no Message is kept: what
+// ParseChatRequest runs on every call, since a forwarded request never reads
+// the typed view (ChatRequest.Messages decodes it on first use). The body
+// must have passed jsonscan.Valid.
+func parseMessages(v []byte, decode bool) ([]Message, error) {
 	if v[0] != '[' {
 		return nil, api.InvalidValue("messages", "Invalid type for 'messages': expected an array of message objects.")
 	}
-	msgs := make([]Message, 0, 4)
+	var msgs []Message
+	if decode {
+		msgs = make([]Message, 0, 4)
+	}
+	n := 0
 	err := jsonscan.Elements(v, func(el []byte) error {
-		m, err := parseMessage(el, messagePath(len(msgs)))
+		m, err := parseMessage(el, messagePath(n), decode)
 		if err != nil {
 			return err
 		}
-		msgs = append(msgs, m)
+		n++
+		if decode {
+			msgs = append(msgs, m)
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(msgs) == 0 {
+	if n == 0 {
 		return nil, api.InvalidValue("messages", "'messages' must not be an empty array.")
 	}
 	return msgs, nil
@@ -58,12 +70,13 @@ func messagePath(i int) string {
 
 var messageMembers = []string{"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "reasoning_content"}
 
-func parseMessage(el []byte, at string) (Message, error) {
+func parseMessage(el []byte, at string, decode bool) (Message, error) {
 	m := Message{Raw: el}
 	o, err := newObject(el, at, "a message object", messageMembers)
 	if err != nil {
 		return m, err
 	}
+	o.decode = decode
 	if m.Role, _, err = o.str("role"); err != nil {
 		return m, err
 	}
@@ -81,11 +94,11 @@ func parseMessage(el []byte, at string) (Message, error) {
 	if content != nil {
 		switch content[0] {
 		case '"':
-			if m.Content, err = jsonscan.String(content); err != nil {
-				return m, api.InvalidValue(o.path("content"), "Invalid string for '%s'.", o.path("content"))
+			if m.Content, _, err = o.text("content"); err != nil {
+				return m, err
 			}
 		case '[':
-			if m.Parts, err = parseParts(content, o.path("content"), m.Role); err != nil {
+			if m.Parts, err = parseParts(content, o.path("content"), m.Role, decode); err != nil {
 				return m, err
 			}
 		default:
@@ -95,14 +108,14 @@ func parseMessage(el []byte, at string) (Message, error) {
 	switch m.Role {
 	case RoleAssistant:
 		if v := o.get("tool_calls"); v != nil {
-			if m.ToolCalls, err = parseToolCalls(v, o.path("tool_calls")); err != nil {
+			if m.ToolCalls, err = parseToolCalls(v, o.path("tool_calls"), decode); err != nil {
 				return m, err
 			}
 		}
-		if m.Refusal, _, err = o.str("refusal"); err != nil {
+		if m.Refusal, _, err = o.text("refusal"); err != nil {
 			return m, err
 		}
-		if m.ReasoningContent, _, err = o.str("reasoning_content"); err != nil {
+		if m.ReasoningContent, _, err = o.text("reasoning_content"); err != nil {
 			return m, err
 		}
 	case RoleTool:
@@ -134,6 +147,9 @@ type object struct {
 	at    string
 	names []string
 	vals  [maxWanted][]byte // an array, not a slice: no allocation per object
+	// decode: text copies its strings; else it only checks them (see
+	// parseMessages).
+	decode bool
 }
 
 // maxWanted bounds the members an object type models (messageMembers has 7).
@@ -201,11 +217,64 @@ func (o object) str(name string) (string, bool, error) {
 	if v[0] != '"' {
 		return "", false, api.InvalidValue(o.path(name), "Invalid type for '%s': expected a string.", o.path(name))
 	}
+	if s, ok := interned(v); ok {
+		return s, true, nil
+	}
 	s, err := jsonscan.String(v)
 	if err != nil {
 		return "", false, api.InvalidValue(o.path(name), "Invalid string for '%s'.", o.path(name))
 	}
 	return s, true, nil
+}
+
+// text is str for a member that may be long (a message's content, a part's
+// text, an image URL, audio or file data, a tool call's arguments). Without
+// o.decode it checks the member without copying it: the string returned is
+// then only empty or not (notCopied), as the value is — all the checks read
+// of these members.
+func (o object) text(name string) (string, bool, error) {
+	if o.decode {
+		return o.str(name)
+	}
+	v := o.get(name)
+	if v == nil {
+		return "", false, nil
+	}
+	if v[0] != '"' {
+		return "", false, api.InvalidValue(o.path(name), "Invalid type for '%s': expected a string.", o.path(name))
+	}
+	// The body passed jsonscan.Valid, so v is a well-formed string literal,
+	// and one with anything between its quotes decodes to a non-empty string.
+	if len(v) > 2 {
+		return notCopied, true, nil
+	}
+	return "", true, nil
+}
+
+// notCopied stands for a non-empty string a check-only parse did not copy.
+const notCopied = "\x00"
+
+// internedValues are the short values the request's enumerated members
+// take (roles, part types, image detail, a tool call's type): str returns
+// these constants instead of allocating a copy.
+var internedValues = [...]string{
+	RoleSystem, RoleDeveloper, RoleUser, RoleAssistant, RoleTool, RoleFunction,
+	PartText, PartImageURL, PartInputAudio, PartFile, PartRefusal,
+	"auto", "low", "high",
+}
+
+// interned returns the constant for a string literal among internedValues.
+func interned(lit []byte) (string, bool) {
+	if len(lit) < 2 || len(lit) > 13 {
+		return "", false
+	}
+	inner := lit[1 : len(lit)-1]
+	for _, s := range internedValues {
+		if string(inner) == s {
+			return s, true
+		}
+	}
+	return "", false
 }
 
 // boolean decodes an optional boolean member; absent and null give false.
@@ -231,7 +300,7 @@ var (
 // parseParts checks and decodes a content array. System, developer and tool
 // messages take text parts only; assistant messages text and refusal parts;
 // user messages text, image_url, input_audio and file parts.
-func parseParts(v []byte, at, role string) ([]Part, error) {
+func parseParts(v []byte, at, role string, decode bool) ([]Part, error) {
 	allowed := textParts
 	switch role {
 	case RoleUser:
@@ -239,19 +308,26 @@ func parseParts(v []byte, at, role string) ([]Part, error) {
 	case RoleAssistant:
 		allowed = assistantParts
 	}
-	parts := make([]Part, 0, 2)
+	var parts []Part
+	if decode {
+		parts = make([]Part, 0, 2)
+	}
+	n := 0
 	err := jsonscan.Elements(v, func(el []byte) error {
-		p, err := parsePart(el, at+"["+strconv.Itoa(len(parts))+"]", role, allowed)
+		p, err := parsePart(el, at+"["+strconv.Itoa(n)+"]", role, allowed, decode)
 		if err != nil {
 			return err
 		}
-		parts = append(parts, p)
+		n++
+		if decode {
+			parts = append(parts, p)
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(parts) == 0 && role != RoleAssistant {
+	if n == 0 && role != RoleAssistant {
 		return nil, api.InvalidValue(at, "'%s' must not be an empty array.", at)
 	}
 	return parts, nil
@@ -264,12 +340,13 @@ var (
 	fileMembers  = []string{"file_id", "file_data", "filename"}
 )
 
-func parsePart(el []byte, at, role string, allowed []string) (Part, error) {
+func parsePart(el []byte, at, role string, allowed []string, decode bool) (Part, error) {
 	p := Part{Raw: el}
 	o, err := newObject(el, at, "a content part object", partMembers)
 	if err != nil {
 		return p, err
 	}
+	o.decode = decode
 	if p.Type, _, err = o.str("type"); err != nil {
 		return p, err
 	}
@@ -286,7 +363,7 @@ func parsePart(el []byte, at, role string, allowed []string) (Part, error) {
 	switch p.Type {
 	case PartText, PartRefusal:
 		var given bool
-		if p.Text, given, err = o.str(p.Type); err != nil {
+		if p.Text, given, err = o.text(p.Type); err != nil {
 			return p, err
 		}
 		if !given {
@@ -300,7 +377,8 @@ func parsePart(el []byte, at, role string, allowed []string) (Part, error) {
 		if err != nil {
 			return p, err
 		}
-		if p.ImageURL, _, err = img.str("url"); err != nil {
+		img.decode = decode
+		if p.ImageURL, _, err = img.text("url"); err != nil {
 			return p, err
 		}
 		if p.ImageURL == "" {
@@ -322,8 +400,9 @@ func parsePart(el []byte, at, role string, allowed []string) (Part, error) {
 		if err != nil {
 			return p, err
 		}
+		a.decode = decode
 		p.Audio = &InputAudio{}
-		if p.Audio.Data, _, err = a.str("data"); err != nil {
+		if p.Audio.Data, _, err = a.text("data"); err != nil {
 			return p, err
 		}
 		if p.Audio.Format, _, err = a.str("format"); err != nil {
@@ -343,11 +422,12 @@ func parsePart(el []byte, at, role string, allowed []string) (Part, error) {
 		if err != nil {
 			return p, err
 		}
+		file.decode = decode
 		p.File = &File{}
 		if p.File.ID, _, err = file.str("file_id"); err != nil {
 			return p, err
 		}
-		if p.File.Data, _, err = file.str("file_data"); err != nil {
+		if p.File.Data, _, err = file.text("file_data"); err != nil {
 			return p, err
 		}
 		if p.File.Name, _, err = file.str("filename"); err != nil {
@@ -365,13 +445,14 @@ var (
 	functionCallMembers = []string{"name", "arguments"}
 )
 
-func parseToolCalls(v []byte, at string) ([]ToolCall, error) {
+func parseToolCalls(v []byte, at string, decode bool) ([]ToolCall, error) {
 	if v[0] != '[' {
 		return nil, api.InvalidValue(at, "Invalid type for '%s': expected an array of tool calls.", at)
 	}
 	var calls []ToolCall
+	n := 0
 	err := jsonscan.Elements(v, func(el []byte) error {
-		o, err := newObject(el, at+"["+strconv.Itoa(len(calls))+"]", "a tool call object", toolCallMembers)
+		o, err := newObject(el, at+"["+strconv.Itoa(n)+"]", "a tool call object", toolCallMembers)
 		if err != nil {
 			return err
 		}
@@ -401,10 +482,14 @@ func parseToolCalls(v []byte, at string) ([]ToolCall, error) {
 		if c.Function.Name == "" {
 			return api.MissingParam(fn.path("name"))
 		}
-		if c.Function.Arguments, _, err = fn.str("arguments"); err != nil {
+		fn.decode = decode
+		if c.Function.Arguments, _, err = fn.text("arguments"); err != nil {
 			return err
 		}
-		calls = append(calls, c)
+		n++
+		if decode {
+			calls = append(calls, c)
+		}
 		return nil
 	})
 	if err != nil {

@@ -359,8 +359,8 @@ var personal = regexp.MustCompile(`^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2
 // the system blocks.
 func (e *encoder) system() ([]requestBlock, error) {
 	var out []requestBlock
-	for i := range e.req.Messages {
-		m := &e.req.Messages[i]
+	for i := range e.req.Messages() {
+		m := &e.req.Messages()[i]
 		if m.Role != oai.RoleSystem && m.Role != oai.RoleDeveloper {
 			continue
 		}
@@ -380,8 +380,8 @@ func (e *encoder) system() ([]requestBlock, error) {
 // empty text) is left out.
 func (e *encoder) messages() ([]turn, error) {
 	turns := []turn{}
-	for i := range e.req.Messages {
-		m := &e.req.Messages[i]
+	for i := range e.req.Messages() {
+		m := &e.req.Messages()[i]
 		var (
 			blocks []requestBlock
 			err    error

@@ -264,8 +264,8 @@ func (t *translation) additional(name string, v json.RawMessage) {
 // results alike are the user's), blank texts left out (Bedrock refuses
 // them).
 func (t *translation) messages() error {
-	for i := range t.req.Messages {
-		m := &t.req.Messages[i]
+	for i := range t.req.Messages() {
+		m := &t.req.Messages()[i]
 		at := "messages[" + strconv.Itoa(i) + "]"
 		switch m.Role {
 		case oai.RoleSystem, oai.RoleDeveloper:

@@ -176,7 +176,7 @@ func buildRequest(req *oai.ChatRequest, model string, dialect Dialect, drop prov
 
 	out := &generateRequest{}
 	var err error
-	if out.Contents, out.SystemInstruction, err = translateMessages(req.Messages, dialect); err != nil {
+	if out.Contents, out.SystemInstruction, err = translateMessages(req.Messages(), dialect); err != nil {
 		return nil, err
 	}
 	out.Tools, out.ToolConfig = translateTools(req.Tools, req.ToolChoice)

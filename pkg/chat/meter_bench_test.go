@@ -1,0 +1,31 @@
+package chat
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluice-gateway/sluice/pkg/logevent"
+)
+
+// benchAnswer is the bench upstream's chat answer (infra/bench/upstream,
+// pkg/gateway's BenchmarkOverhead): 200 tokens of content, usage at the end.
+var benchAnswer = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1764000000,"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+	strings.Repeat("Sluice answers. ", 50) + `","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":130,"completion_tokens":200,"total_tokens":330},"system_fingerprint":"fp_1"}`)
+
+// BenchmarkJSONMeter meters a forwarded chat answer as modelcall does: the
+// answer written through, its usage read for the cost header, the call
+// ended: go test -run '^$' -bench JSONMeter -benchmem ./pkg/chat
+func BenchmarkJSONMeter(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		m := newJSONMeter(kindChat, noPrompt, int64(len(benchAnswer)))
+		m.Write(benchAnswer)
+		if u, ok := m.Usage(); !ok || u.TotalTokens != 330 {
+			b.Fatalf("usage %+v %v", u, ok)
+		}
+		var ev logevent.Event
+		if u, err := m.End(&ev); err != nil || u.TotalTokens != 330 || ev.FinishReason != "stop" || ev.Response == nil {
+			b.Fatalf("usage %+v, err %v, finish %q", u, err, ev.FinishReason)
+		}
+	}
+}
