@@ -30,6 +30,7 @@ const (
 type server struct {
 	opts   options
 	stats  *stats
+	served *servedLog // nil unless -record-served
 	mux    *http.ServeMux
 	text   *corpus
 	vecs   *vectorCache
@@ -47,6 +48,9 @@ func newServer(opts options) *server {
 		text:  newCorpus(opts.streamChunks),
 		vecs:  newVectorCache(),
 		bufs:  sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }},
+	}
+	if opts.recordServed {
+		s.served = &servedLog{}
 	}
 	s.deltas = anthropicDeltas(s.text)
 	s.frames = newBedrockFrames(s.text)
@@ -72,6 +76,7 @@ func newServer(opts options) *server {
 	s.route("POST /upload/storage/v1/b/{bucket}/o", "logging.gcs", familyNone, s.gcsUpload)
 
 	s.mux.HandleFunc("GET /_bench/stats", s.benchStats)
+	s.mux.HandleFunc("GET /_bench/served", s.benchServed)
 	return s
 }
 
@@ -81,6 +86,15 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 func (s *server) route(pattern, name string, fam family, h http.HandlerFunc) {
 	counter := s.stats.counter(name)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if s.served != nil {
+			received := time.Now()
+			defer func() {
+				// A complete answer is still in the server's buffer when the
+				// handler returns: its last byte is out after this flush.
+				_ = http.NewResponseController(w).Flush()
+				s.served.add(name, received)
+			}()
+		}
 		s.stats.total.Add(1)
 		counter.Add(1)
 		if hasCredential(r) {
