@@ -89,6 +89,7 @@ func run() error {
 	period := flag.Duration("period", 20*time.Millisecond, "the CPU quota's period (Lambda throttles per 20 ms slice)")
 	latency := flag.Duration("upstream-latency", 200*time.Millisecond, "the bench upstream's delay before answering: the provider's time a relaying call waits")
 	interval := flag.Duration("stream-interval", 5*time.Millisecond, "the bench upstream's pause between streamed chunks (a 200-chunk answer in about a second, as a model writes it)")
+	tmp := flag.String("workdir", defaultWorkdir(), "where the functions' builds, config and data (bbolt) go: a tmpfs, so that the bbolt writes on an invocation's path wait on memory, not on a shared disk")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -110,7 +111,7 @@ func run() error {
 		return err
 	}
 	defer stopUpstream()
-	work, err := os.MkdirTemp("", "sluice-sizing-")
+	work, err := os.MkdirTemp(*tmp, "sluice-sizing-")
 	if err != nil {
 		return err
 	}
@@ -173,6 +174,15 @@ func run() error {
 	}
 	rep.print(os.Stdout)
 	return nil
+}
+
+// defaultWorkdir is /dev/shm where it is a directory (a tmpfs on Linux),
+// else the system's temporary directory.
+func defaultWorkdir() string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		return "/dev/shm"
+	}
+	return os.TempDir()
 }
 
 func workloadNames() []string {
@@ -245,14 +255,25 @@ func (m measurement) usedMB() float64 { return max(m.PeakMB, m.RSSMB) }
 // one-vCPU figures.
 const addedSlackMS = 2
 
+// noisyReferenceMS is how far the one-vCPU added p99 may be above its p50
+// before the run is too noisy to decide: with a whole vCPU nothing throttles
+// the function, so a wider spread is the machine's other work, and a
+// reference that high would let every size pass.
+const noisyReferenceMS = 10
+
 // choose picks the smallest candidate whose peak is under 60 % of its size
 // and whose added latency, at the median and at the p99, is within 2 ms of
 // the one-vCPU figure (the p99 is the rule; the median keeps a p99
-// of few samples from passing a size that is slower on most calls).
+// of few samples from passing a size that is slower on most calls). A
+// reference whose own p99 is far above its p50 decides nothing.
 func (f *functionReport) choose() {
 	ref := f.Sizes[len(f.Sizes)-1]
 	if ref.Error != "" {
 		f.Why = "no 1,769 MB reference: " + ref.Error
+		return
+	}
+	if ref.AddedP99MS > ref.AddedP50MS+noisyReferenceMS {
+		f.Why = fmt.Sprintf("the 1,769 MB reference is noisy (added p50 %.2f ms, p99 %.2f ms): rerun on a quiet machine, or with more invocations", ref.AddedP50MS, ref.AddedP99MS)
 		return
 	}
 	for _, m := range f.Sizes[:len(f.Sizes)-1] {

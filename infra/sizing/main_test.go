@@ -62,6 +62,17 @@ func TestChoose(t *testing.T) {
 	}
 }
 
+func TestChooseRefusesANoisyReference(t *testing.T) {
+	f := functionReport{Sizes: []measurement{
+		{SizeMB: 128, PeakMB: 11, RSSMB: 25, AddedP50MS: 8, AddedP99MS: 400}, // within 2 ms of a reference that is noise
+		{SizeMB: oneVCPU, PeakMB: 11, RSSMB: 25, AddedP50MS: 5, AddedP99MS: 403},
+	}}
+	f.choose()
+	if f.ChosenMB != 0 || !strings.Contains(f.Why, "reference is noisy") {
+		t.Errorf("chose %d MB (%s), want none from a noisy reference", f.ChosenMB, f.Why)
+	}
+}
+
 func TestChooseWithoutReference(t *testing.T) {
 	f := functionReport{Sizes: []measurement{
 		{SizeMB: 128, PeakMB: 11, RSSMB: 25, AddedP50MS: 1, AddedP99MS: 3},
