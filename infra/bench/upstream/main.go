@@ -1,5 +1,5 @@
 // Command upstream is a load target that speaks the provider APIs sluice sits
-// in front of: OpenAI (embeddings, moderations, chat completions), Anthropic
+// in front of: OpenAI (embeddings, moderations, chat and text completions), Anthropic
 // Messages, Gemini and Vertex AI, and the Bedrock runtime (including AWS event
 // streams), plus a Langfuse-style ingestion sink for logging callbacks.
 //

@@ -59,6 +59,7 @@ func newServer(opts options) *server {
 	s.route("POST /v1/embeddings", "openai.embeddings", familyOpenAI, s.openAIEmbeddings)
 	s.route("POST /v1/moderations", "openai.moderations", familyOpenAI, s.openAIModerations)
 	s.route("POST /v1/chat/completions", "openai.chat", familyOpenAI, s.openAIChat)
+	s.route("POST /v1/completions", "openai.completions", familyOpenAI, s.openAICompletions)
 
 	s.route("POST /v1/messages", "anthropic.messages", familyAnthropic, s.anthropicMessages)
 	s.route("POST /v1/messages/count_tokens", "anthropic.count_tokens", familyAnthropic, s.anthropicCountTokens)
