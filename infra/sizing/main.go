@@ -68,7 +68,7 @@ var workloads = []workload{
 	{"chat-completions", "events/chat-completions/create-stream.json", "openai.chat"},
 	{"embeddings", "events/embeddings/create.json", "openai.embeddings"},
 	{"moderations", "events/moderations/create.json", "openai.moderations"},
-	{"completions", "events/completions/create.json", "openai.chat"},
+	{"completions", "events/completions/create.json", "openai.completions"},
 	{"passthrough-anthropic", "events/passthrough-anthropic/messages-stream.json", "anthropic.messages"},
 	{"models", "events/models/list.json", ""},
 	{"health", "events/health/liveliness.json", ""},
@@ -89,7 +89,7 @@ func run() error {
 	period := flag.Duration("period", 20*time.Millisecond, "the CPU quota's period (Lambda throttles per 20 ms slice)")
 	latency := flag.Duration("upstream-latency", 200*time.Millisecond, "the bench upstream's delay before answering: the provider's time a relaying call waits")
 	interval := flag.Duration("stream-interval", 5*time.Millisecond, "the bench upstream's pause between streamed chunks (a 200-chunk answer in about a second, as a model writes it)")
-	tmp := flag.String("workdir", defaultWorkdir(), "where the functions' builds, config and data (bbolt) go: a tmpfs, so that the bbolt writes on an invocation's path wait on memory, not on a shared disk")
+	workdir := flag.String("workdir", defaultWorkdir(), "where the functions' builds, config and data (bbolt) go: a tmpfs, so that the bbolt writes on an invocation's path wait on memory, not on a shared disk")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -111,7 +111,7 @@ func run() error {
 		return err
 	}
 	defer stopUpstream()
-	work, err := os.MkdirTemp(*tmp, "sluice-sizing-")
+	work, err := os.MkdirTemp(*workdir, "sluice-sizing-")
 	if err != nil {
 		return err
 	}
