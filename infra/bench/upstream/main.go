@@ -1,9 +1,10 @@
 // Command upstream is a load target that speaks the provider APIs sluice sits
-// in front of: OpenAI (embeddings, moderations, chat completions), Anthropic
+// in front of: OpenAI (embeddings, moderations, chat and text completions), Anthropic
 // Messages, Gemini and Vertex AI, and the Bedrock runtime (including AWS event
 // streams), plus a Langfuse-style ingestion sink for logging callbacks.
 //
-// It accepts any credential, counts what it serves (GET /_bench/stats), and
+// It accepts any credential, counts what it serves (GET /_bench/stats), with
+// -record-served keeps each request's serve time (GET /_bench/served), and
 // precomputes its answers so that it stays cheap: it shares the machine with
 // the process being measured.
 //
@@ -33,6 +34,7 @@ func main() {
 	flag.IntVar(&opts.streamChunks, "stream-chunks", 200, "content chunks (tokens) per streamed answer; also the length of non-streamed answers")
 	flag.DurationVar(&opts.streamInterval, "stream-interval", 0, "pause between streamed chunks")
 	flag.IntVar(&opts.dims, "dims", 1536, "embedding dimensions when the request does not ask for others")
+	flag.BoolVar(&opts.recordServed, "record-served", false, "keep each request's serve time for GET /_bench/served (infra/sizing; off for load runs)")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))

@@ -15,6 +15,7 @@ type options struct {
 	streamChunks   int
 	streamInterval time.Duration
 	dims           int
+	recordServed   bool
 }
 
 // maxDims bounds the embedding size a request may ask for.

@@ -30,6 +30,7 @@ const (
 type server struct {
 	opts   options
 	stats  *stats
+	served *servedLog // nil unless -record-served
 	mux    *http.ServeMux
 	text   *corpus
 	vecs   *vectorCache
@@ -48,6 +49,9 @@ func newServer(opts options) *server {
 		vecs:  newVectorCache(),
 		bufs:  sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }},
 	}
+	if opts.recordServed {
+		s.served = &servedLog{}
+	}
 	s.deltas = anthropicDeltas(s.text)
 	s.frames = newBedrockFrames(s.text)
 
@@ -55,6 +59,7 @@ func newServer(opts options) *server {
 	s.route("POST /v1/embeddings", "openai.embeddings", familyOpenAI, s.openAIEmbeddings)
 	s.route("POST /v1/moderations", "openai.moderations", familyOpenAI, s.openAIModerations)
 	s.route("POST /v1/chat/completions", "openai.chat", familyOpenAI, s.openAIChat)
+	s.route("POST /v1/completions", "openai.completions", familyOpenAI, s.openAICompletions)
 
 	s.route("POST /v1/messages", "anthropic.messages", familyAnthropic, s.anthropicMessages)
 	s.route("POST /v1/messages/count_tokens", "anthropic.count_tokens", familyAnthropic, s.anthropicCountTokens)
@@ -72,6 +77,7 @@ func newServer(opts options) *server {
 	s.route("POST /upload/storage/v1/b/{bucket}/o", "logging.gcs", familyNone, s.gcsUpload)
 
 	s.mux.HandleFunc("GET /_bench/stats", s.benchStats)
+	s.mux.HandleFunc("GET /_bench/served", s.benchServed)
 	return s
 }
 
@@ -81,6 +87,15 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 func (s *server) route(pattern, name string, fam family, h http.HandlerFunc) {
 	counter := s.stats.counter(name)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if s.served != nil {
+			received := time.Now()
+			defer func() {
+				// A complete answer is still in the server's buffer when the
+				// handler returns: its last byte is out after this flush.
+				_ = http.NewResponseController(w).Flush()
+				s.served.add(name, received)
+			}()
+		}
 		s.stats.total.Add(1)
 		counter.Add(1)
 		if hasCredential(r) {
