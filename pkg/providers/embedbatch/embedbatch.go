@@ -61,6 +61,9 @@ type Result struct {
 	// sluice estimates it (EstimateTokens).
 	Tokens      int64
 	TokensKnown bool
+	// answer is the buffer Vectors point into (Post's), handed back once
+	// they are encoded.
+	answer answerBuffer
 }
 
 // Call embeds one batch. Its errors are a *models.ProviderError for a
@@ -99,9 +102,11 @@ func Run(ctx context.Context, texts []string, lim Limits, out Output, call Call)
 			return err
 		}
 		if len(res.Vectors) != len(b.Texts) {
+			res.answer.release()
 			return Malformed(out.Provider, "answered %d embeddings for %d inputs", len(res.Vectors), len(b.Texts))
 		}
 		chunk, err := appendItems(nil, b.Start, res.Vectors, out)
+		res.answer.release() // the vectors are encoded (or refused)
 		if err != nil {
 			return err
 		}

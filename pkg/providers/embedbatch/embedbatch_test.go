@@ -10,6 +10,8 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strconv"
 	"strings"
@@ -168,6 +170,62 @@ func TestRunAssembles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Answers read into an endpoint's kept buffers stay intact until their
+// vectors are encoded: many requests at once, each answer distinct, every
+// vector where it belongs. (A buffer handed back too early would carry
+// another call's vector.) A malformed answer's buffer goes back too.
+func TestPostBuffersReused(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ Text string }
+		json.NewDecoder(r.Body).Decode(&req)
+		body := []byte(`{"embedding":`)
+		if req.Text == "malformed" {
+			body = append(body, "[1,]"...)
+		} else {
+			body = append(body, rawVector(embedtest.Vector(req.Text, 300))...)
+		}
+		body = append(body, '}')
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.Write(body)
+	}))
+	defer srv.Close()
+	var bufs Buffers
+	ep := Endpoint{Provider: "p", Client: srv.Client(), URL: srv.URL, Buffers: &bufs, Authorize: func(*http.Request, []byte) error { return nil }}
+	call := Post(ep, func(b Batch) map[string]string { return map[string]string{"text": b.Texts[0]} },
+		func(body []byte, _ http.Header) (Result, error) {
+			v, err := Path(body, "embedding")
+			return Result{Vectors: []json.RawMessage{v}}, err
+		})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range 10 {
+				in := []string{fmt.Sprintf("g%d r%d a", g, r), fmt.Sprintf("g%d r%d b", g, r), fmt.Sprintf("g%d r%d c", g, r)}
+				if r == 5 {
+					if _, err := Run(context.Background(), []string{"malformed"}, Limits{MaxInputs: 1}, Output{Provider: "p", Encoding: oai.EncodingBase64}, call); err == nil {
+						t.Error("a malformed answer was accepted")
+					}
+				}
+				ans, err := Run(context.Background(), in, Limits{MaxInputs: 1}, Output{Provider: "p", Model: "m", Encoding: oai.EncodingBase64}, call)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got := readAnswer(t, ans)
+				for i, d := range got.Data {
+					if !reflect.DeepEqual(embedtest.Decode(t, d.Embedding), embedtest.Vector(in[i], 300)) {
+						t.Errorf("%s: another vector", in[i])
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func TestRunKnownUsage(t *testing.T) {
