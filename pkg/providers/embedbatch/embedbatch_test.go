@@ -495,6 +495,27 @@ func FuzzAppendVector(f *testing.F) {
 	})
 }
 
+// A batch's items are sized once: one allocation, in either encoding, and
+// base64's with little room to spare.
+func TestAppendItemsSizedOnce(t *testing.T) {
+	vectors := []json.RawMessage{rawVector(embedtest.Vector("a", 1536)), rawVector(embedtest.Vector("b", 1536))}
+	for _, enc := range []string{oai.EncodingFloat, oai.EncodingBase64} {
+		var out []byte
+		allocs := testing.AllocsPerRun(10, func() {
+			var err error
+			if out, err = appendItems(nil, 0, vectors, Output{Provider: "p", Encoding: enc}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 1 {
+			t.Errorf("%s: %v allocations, want 1", enc, allocs)
+		}
+		if enc == oai.EncodingBase64 && cap(out)-len(out) > len(out)/6 { // the allocator rounds up by up to 1/8
+			t.Errorf("base64: %d bytes for %d", cap(out), len(out))
+		}
+	}
+}
+
 // The base64 of a vector is encoded a group of values at a time: whatever
 // the length, it is the base64 of all the vector's float32 bytes at once.
 func TestAppendVectorBase64Groups(t *testing.T) {
