@@ -24,6 +24,7 @@ import (
 	"sync"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 )
@@ -253,8 +254,10 @@ func EstimateTokens(text string) int64 {
 func Texts(req *oai.EmbeddingRequest, provider string) ([]string, error) {
 	switch req.InputKind {
 	case oai.InputString:
-		var s string
-		if err := json.Unmarshal(req.Input, &s); err != nil {
+		// jsonscan.String decodes as encoding/json does (its own fast
+		// path for a string without escapes, encoding/json otherwise).
+		s, err := jsonscan.String(req.Input)
+		if err != nil && json.Unmarshal(req.Input, &s) != nil {
 			return nil, api.InvalidValue("input", "'input' is not a valid string.")
 		}
 		return []string{s}, nil

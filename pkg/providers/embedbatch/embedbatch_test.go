@@ -370,6 +370,9 @@ func TestTexts(t *testing.T) {
 		want []string
 	}{
 		{`{"model":"m","input":"héllo \"x\""}`, []string{`héllo "x"`}},
+		{`{"model":"m","input": "plain text" }`, []string{"plain text"}},
+		{`{"model":"m","input":"\ud83d\ude00 \u00e9"}`, []string{"😀 é"}},
+		{"{\"model\":\"m\",\"input\":\"bad \xff utf-8\"}", []string{"bad \ufffd utf-8"}}, // replaced, as encoding/json does
 		{`{"model":"m","input":["a","b\n"]}`, []string{"a", "b\n"}},
 	} {
 		req, err := oai.ParseEmbeddingRequest([]byte(tc.body))
