@@ -142,9 +142,9 @@ func Run(ctx context.Context, texts []string, lim Limits, out Output, call Call)
 		estimated = estimated || r.estimated
 		bufs = append(bufs, r.chunk)
 	}
-	tail := []byte(`],"model":`)
-	model, _ := json.Marshal(out.Model) // a string always encodes
-	tail = append(tail, model...)
+	tail := make([]byte, 0, 64+len(out.Model))
+	tail = append(tail, `],"model":`...)
+	tail = jsonscan.AppendString(tail, out.Model)
 	tail = append(tail, `,"usage":{"prompt_tokens":`...)
 	tail = strconv.AppendInt(tail, tokens, 10)
 	tail = append(tail, `,"total_tokens":`...)

@@ -228,6 +228,21 @@ func TestPostBuffersReused(t *testing.T) {
 	wg.Wait()
 }
 
+// The answer's model is a JSON string whatever the name holds.
+func TestRunModelEscaped(t *testing.T) {
+	const model = "team/\"m\" <1> & \u2028"
+	ans, err := Run(context.Background(), []string{"a"}, Limits{MaxInputs: 1}, Output{Provider: "p", Model: model, Encoding: oai.EncodingFloat},
+		func(ctx context.Context, b Batch) (Result, error) {
+			return Result{Vectors: []json.RawMessage{rawVector([]float32{1})}}, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAnswer(t, ans); got.Model != model {
+		t.Errorf("model %q, want %q", got.Model, model)
+	}
+}
+
 func TestRunKnownUsage(t *testing.T) {
 	ans, err := Run(context.Background(), []string{"a"}, Limits{MaxInputs: 1}, Output{Model: "m", Encoding: oai.EncodingFloat},
 		func(ctx context.Context, b Batch) (Result, error) {
