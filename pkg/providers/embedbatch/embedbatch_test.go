@@ -516,6 +516,9 @@ func FuzzAppendVector(f *testing.F) {
 // A batch's items are sized once: one allocation, in either encoding, and
 // base64's with little room to spare.
 func TestAppendItemsSizedOnce(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates too")
+	}
 	vectors := []json.RawMessage{rawVector(embedtest.Vector("a", 1536)), rawVector(embedtest.Vector("b", 1536))}
 	for _, enc := range []string{oai.EncodingFloat, oai.EncodingBase64} {
 		var out []byte
