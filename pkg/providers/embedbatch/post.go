@@ -59,8 +59,8 @@ type Buffers struct{ pool sync.Pool }
 // left to the collector.
 const maxKeptAnswer = 4 << 20
 
-// get returns a buffer to read an answer into: nil when bs is nil or has
-// none kept.
+// get returns a buffer to read an answer into (an empty one when none is
+// kept); nil when bs is nil.
 func (bs *Buffers) get() *[]byte {
 	if bs == nil {
 		return nil
