@@ -44,8 +44,8 @@ func NewRequest(ctx context.Context, provider, url string, v any) (*http.Request
 
 // Post posts v, encoded as JSON, to url with the credential authorize puts
 // on the request (it gets the body too, for a signature), and reads the
-// answer as Do does.
-func Post(ctx context.Context, client *http.Client, provider, url string, v any, authorize func(*http.Request, []byte) error) (*Response, error) {
+// answer as DoInto does, into buf when it has room.
+func Post(ctx context.Context, client *http.Client, provider, url string, v any, authorize func(*http.Request, []byte) error, buf []byte) (*Response, error) {
 	req, body, err := NewRequest(ctx, provider, url, v)
 	if err != nil {
 		return nil, err
@@ -53,7 +53,7 @@ func Post(ctx context.Context, client *http.Client, provider, url string, v any,
 	if err := authorize(req, body); err != nil {
 		return nil, err
 	}
-	return Do(client, provider, req)
+	return DoInto(client, provider, req, models.ReadProviderError, buf)
 }
 
 // Do sends req through client and reads its JSON answer whole (to be
@@ -72,6 +72,13 @@ type ErrorReader func(provider string, resp *http.Response) *models.ProviderErro
 
 // DoWith is Do with the vendor's error reader.
 func DoWith(client *http.Client, provider string, req *http.Request, readError ErrorReader) (*Response, error) {
+	return DoInto(client, provider, req, readError, nil)
+}
+
+// DoInto is DoWith reading an answer of known length into buf when it has
+// room (into a new slice otherwise): a caller that reuses its buffers
+// saves allocating every answer it translates.
+func DoInto(client *http.Client, provider string, req *http.Request, readError ErrorReader, buf []byte) (*Response, error) {
 	resp, err := send(client, provider, req, readError, jsonMediaType, notJSON)
 	if err != nil {
 		return nil, err
@@ -82,7 +89,10 @@ func DoWith(client *http.Client, provider string, req *http.Request, readError E
 	}
 	var body []byte
 	if resp.ContentLength >= 0 {
-		body = make([]byte, resp.ContentLength)
+		if body = buf[:0]; int64(cap(body)) < resp.ContentLength {
+			body = make([]byte, 0, resp.ContentLength)
+		}
+		body = body[:resp.ContentLength]
 		_, err = io.ReadFull(resp.Body, body)
 	} else {
 		body, err = io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))

@@ -256,6 +256,8 @@ type endpoint struct {
 	// service role its jobs run as.
 	controlBase string
 	roleARN     string
+	// answers keeps the buffers embedding answers are read into.
+	answers embedbatch.Buffers
 }
 
 func (e *endpoint) APIBase() string { return e.base }
@@ -437,7 +439,7 @@ func headerTokens(h http.Header) (int64, bool) {
 // embedEndpoint is where the embed calls go: InvokeModel, SigV4-signed over
 // the exact body.
 func (e *endpoint) embedEndpoint() embedbatch.Endpoint {
-	return embedbatch.Endpoint{Provider: Name, Client: e.client, URL: e.invokeURL, Authorize: func(r *http.Request, body []byte) error {
+	return embedbatch.Endpoint{Provider: Name, Client: e.client, URL: e.invokeURL, Buffers: &e.answers, Authorize: func(r *http.Request, body []byte) error {
 		ctx := r.Context()
 		err := e.auth.Sign(ctx, r, body)
 		if err == nil {

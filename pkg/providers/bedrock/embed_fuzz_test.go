@@ -12,7 +12,7 @@ import (
 // panics, in both encodings.
 func encodes(t *testing.T, vec json.RawMessage) {
 	for _, enc := range []string{oai.EncodingFloat, oai.EncodingBase64} {
-		out, n, _, err := embedbatch.AppendVector(nil, vec, enc, nil)
+		out, n, err := embedbatch.AppendVector(nil, vec, enc)
 		if err == nil && (n == 0 || !json.Valid(out)) {
 			t.Fatalf("%s: %q encoded as %q (%d values)", enc, vec, out, n)
 		}

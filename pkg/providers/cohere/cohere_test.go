@@ -219,7 +219,7 @@ func FuzzParseEmbed(f *testing.F) {
 			t.Fatalf("%q: tokens %d known %v", body, res.Tokens, res.TokensKnown)
 		}
 		for _, v := range res.Vectors {
-			embedbatch.AppendVector(nil, v, oai.EncodingBase64, nil)
+			embedbatch.AppendVector(nil, v, oai.EncodingBase64)
 		}
 	})
 }

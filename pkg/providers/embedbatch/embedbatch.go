@@ -24,6 +24,7 @@ import (
 	"sync"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 )
@@ -61,6 +62,9 @@ type Result struct {
 	// sluice estimates it (EstimateTokens).
 	Tokens      int64
 	TokensKnown bool
+	// answer is the buffer Vectors point into (Post's), handed back once
+	// they are encoded.
+	answer answerBuffer
 }
 
 // Call embeds one batch. Its errors are a *models.ProviderError for a
@@ -99,9 +103,11 @@ func Run(ctx context.Context, texts []string, lim Limits, out Output, call Call)
 			return err
 		}
 		if len(res.Vectors) != len(b.Texts) {
+			res.answer.release()
 			return Malformed(out.Provider, "answered %d embeddings for %d inputs", len(res.Vectors), len(b.Texts))
 		}
 		chunk, err := appendItems(nil, b.Start, res.Vectors, out)
+		res.answer.release() // the vectors are encoded (or refused)
 		if err != nil {
 			return err
 		}
@@ -136,9 +142,9 @@ func Run(ctx context.Context, texts []string, lim Limits, out Output, call Call)
 		estimated = estimated || r.estimated
 		bufs = append(bufs, r.chunk)
 	}
-	tail := []byte(`],"model":`)
-	model, _ := json.Marshal(out.Model) // a string always encodes
-	tail = append(tail, model...)
+	tail := make([]byte, 0, 64+len(out.Model))
+	tail = append(tail, `],"model":`...)
+	tail = jsonscan.AppendString(tail, out.Model)
 	tail = append(tail, `,"usage":{"prompt_tokens":`...)
 	tail = strconv.AppendInt(tail, tokens, 10)
 	tail = append(tail, `,"total_tokens":`...)
@@ -248,8 +254,10 @@ func EstimateTokens(text string) int64 {
 func Texts(req *oai.EmbeddingRequest, provider string) ([]string, error) {
 	switch req.InputKind {
 	case oai.InputString:
-		var s string
-		if err := json.Unmarshal(req.Input, &s); err != nil {
+		// jsonscan.String decodes as encoding/json does (its own fast
+		// path for a string without escapes, encoding/json otherwise).
+		s, err := jsonscan.String(req.Input)
+		if err != nil && json.Unmarshal(req.Input, &s) != nil {
 			return nil, api.InvalidValue("input", "'input' is not a valid string.")
 		}
 		return []string{s}, nil

@@ -2,11 +2,16 @@ package embedbatch
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strconv"
 	"strings"
@@ -95,25 +100,20 @@ func TestSplit(t *testing.T) {
 func TestAppendVector(t *testing.T) {
 	v := []float32{0.1, -2.5e-8, 3, 1e-3, -0.99999994}
 	raw := rawVector(v)
-	out, n, _, err := AppendVector(nil, raw, oai.EncodingFloat, nil)
+	out, n, err := AppendVector(nil, raw, oai.EncodingFloat)
 	if err != nil || n != len(v) || !reflect.DeepEqual(embedtest.Decode(t, out), v) {
 		t.Errorf("float: %s %d %v", out, n, err)
 	}
 	if string(out) != "[0.1,-2.5e-08,3,0.001,-0.99999994]" {
 		t.Errorf("float output %s: want the provider's numbers, compact", out)
 	}
-	out, n, scratch, err := AppendVector([]byte("x"), raw, oai.EncodingBase64, nil)
+	out, n, err = AppendVector([]byte("x"), raw, oai.EncodingBase64)
 	if err != nil || n != len(v) || out[0] != 'x' || !reflect.DeepEqual(embedtest.Decode(t, out[1:]), v) {
 		t.Errorf("base64: %s %d %v", out, n, err)
 	}
-	// The scratch buffer is reused.
-	out2, _, _, err := AppendVector(nil, json.RawMessage(`[1,2]`), oai.EncodingBase64, scratch)
-	if err != nil || !reflect.DeepEqual(embedtest.Decode(t, out2), []float32{1, 2}) {
-		t.Errorf("reused scratch: %s %v", out2, err)
-	}
 	for _, bad := range []string{``, `{}`, `[]`, `[ ]`, `[1,]`, `[1 2]`, `["1"]`, `[1,[2]]`, `[01]`, `[1.]`, `[.5]`, `[+1]`, `[1e]`, `[1,null]`, `[true]`, `[1]x`, `[1`, `[NaN]`, `[1e39]`, `[1e700]`, `[1,-1e309]`} {
 		for _, enc := range []string{oai.EncodingFloat, oai.EncodingBase64} {
-			got, _, _, err := AppendVector([]byte("keep"), json.RawMessage(bad), enc, nil)
+			got, _, err := AppendVector([]byte("keep"), json.RawMessage(bad), enc)
 			if bad == `[1e39]` && enc == oai.EncodingFloat {
 				// A valid JSON number, relayed as the provider wrote it.
 				if err != nil {
@@ -169,6 +169,77 @@ func TestRunAssembles(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Answers read into an endpoint's kept buffers stay intact until their
+// vectors are encoded: many requests at once, each answer distinct, every
+// vector where it belongs. (A buffer handed back too early would carry
+// another call's vector.) A malformed answer's buffer goes back too.
+func TestPostBuffersReused(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ Text string }
+		json.NewDecoder(r.Body).Decode(&req)
+		body := []byte(`{"embedding":`)
+		if req.Text == "malformed" {
+			body = append(body, "[1,]"...)
+		} else {
+			body = append(body, rawVector(embedtest.Vector(req.Text, 300))...)
+		}
+		body = append(body, '}')
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.Write(body)
+	}))
+	defer srv.Close()
+	var bufs Buffers
+	ep := Endpoint{Provider: "p", Client: srv.Client(), URL: srv.URL, Buffers: &bufs, Authorize: func(*http.Request, []byte) error { return nil }}
+	call := Post(ep, func(b Batch) map[string]string { return map[string]string{"text": b.Texts[0]} },
+		func(body []byte, _ http.Header) (Result, error) {
+			v, err := Path(body, "embedding")
+			return Result{Vectors: []json.RawMessage{v}}, err
+		})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range 10 {
+				in := []string{fmt.Sprintf("g%d r%d a", g, r), fmt.Sprintf("g%d r%d b", g, r), fmt.Sprintf("g%d r%d c", g, r)}
+				if r == 5 {
+					if _, err := Run(context.Background(), []string{"malformed"}, Limits{MaxInputs: 1}, Output{Provider: "p", Encoding: oai.EncodingBase64}, call); err == nil {
+						t.Error("a malformed answer was accepted")
+					}
+				}
+				ans, err := Run(context.Background(), in, Limits{MaxInputs: 1}, Output{Provider: "p", Model: "m", Encoding: oai.EncodingBase64}, call)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got := readAnswer(t, ans)
+				for i, d := range got.Data {
+					if !reflect.DeepEqual(embedtest.Decode(t, d.Embedding), embedtest.Vector(in[i], 300)) {
+						t.Errorf("%s: another vector", in[i])
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// The answer's model is a JSON string whatever the name holds.
+func TestRunModelEscaped(t *testing.T) {
+	const model = "team/\"m\" <1> & \u2028"
+	ans, err := Run(context.Background(), []string{"a"}, Limits{MaxInputs: 1}, Output{Provider: "p", Model: model, Encoding: oai.EncodingFloat},
+		func(ctx context.Context, b Batch) (Result, error) {
+			return Result{Vectors: []json.RawMessage{rawVector([]float32{1})}}, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAnswer(t, ans); got.Model != model {
+		t.Errorf("model %q, want %q", got.Model, model)
 	}
 }
 
@@ -314,6 +385,9 @@ func TestTexts(t *testing.T) {
 		want []string
 	}{
 		{`{"model":"m","input":"héllo \"x\""}`, []string{`héllo "x"`}},
+		{`{"model":"m","input": "plain text" }`, []string{"plain text"}},
+		{`{"model":"m","input":"\ud83d\ude00 \u00e9"}`, []string{"😀 é"}},
+		{"{\"model\":\"m\",\"input\":\"bad \xff utf-8\"}", []string{"bad \ufffd utf-8"}}, // replaced, as encoding/json does
 		{`{"model":"m","input":["a","b\n"]}`, []string{"a", "b\n"}},
 	} {
 		req, err := oai.ParseEmbeddingRequest([]byte(tc.body))
@@ -402,7 +476,7 @@ func FuzzAppendVector(f *testing.F) {
 			}
 		}
 		for _, enc := range []string{oai.EncodingFloat, oai.EncodingBase64} {
-			out, n, _, err := AppendVector(nil, raw, enc, nil)
+			out, n, err := AppendVector(nil, raw, enc)
 			if err != nil {
 				if fits {
 					t.Fatalf("%s: %q refused (%v) though encoding/json reads %v", enc, raw, err, want)
@@ -439,6 +513,47 @@ func FuzzAppendVector(f *testing.F) {
 	})
 }
 
+// A batch's items are sized once: one allocation, in either encoding, and
+// base64's with little room to spare.
+func TestAppendItemsSizedOnce(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates too")
+	}
+	vectors := []json.RawMessage{rawVector(embedtest.Vector("a", 1536)), rawVector(embedtest.Vector("b", 1536))}
+	for _, enc := range []string{oai.EncodingFloat, oai.EncodingBase64} {
+		var out []byte
+		allocs := testing.AllocsPerRun(10, func() {
+			var err error
+			if out, err = appendItems(nil, 0, vectors, Output{Provider: "p", Encoding: enc}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 1 {
+			t.Errorf("%s: %v allocations, want 1", enc, allocs)
+		}
+		if enc == oai.EncodingBase64 && cap(out)-len(out) > len(out)/6 { // the allocator rounds up by up to 1/8
+			t.Errorf("base64: %d bytes for %d", cap(out), len(out))
+		}
+	}
+}
+
+// The base64 of a vector is encoded a group of values at a time: whatever
+// the length, it is the base64 of all the vector's float32 bytes at once.
+func TestAppendVectorBase64Groups(t *testing.T) {
+	for n := 1; n <= 150; n++ {
+		v := embedtest.Vector("groups", n)
+		raw := make([]byte, 0, 4*n)
+		for _, f := range v {
+			raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(f))
+		}
+		want := `"` + base64.StdEncoding.EncodeToString(raw) + `"`
+		out, got, err := AppendVector(nil, rawVector(v), oai.EncodingBase64)
+		if err != nil || got != n || string(out) != want {
+			t.Fatalf("%d values: %s (%d, %v), want %s", n, out, got, err, want)
+		}
+	}
+}
+
 // float32At must read every number as strconv.ParseFloat(s, 32) does, bit
 // for bit, including the float64 results that fall exactly halfway between
 // two float32s (rounding those again would round the wrong way).
@@ -458,6 +573,37 @@ func TestFloat32AtRoundsAsStrconv(t *testing.T) {
 	for _, bad := range []string{"", "-", "+1", ".5", "1.", "1e", "1e+", "x", "-x"} {
 		if _, end, _ := float32At([]byte(bad), 0); end >= 0 {
 			t.Errorf("float32At(%q) read a number ending at %d", bad, end)
+		}
+	}
+}
+
+// TestFloat32AtRandom holds float32At to strconv on numbers of the shapes
+// providers write (shortest float32 text, fixed digit counts) and on the
+// decimals nearest the points halfway between two float32s, where a
+// conversion that rounds twice goes wrong.
+func TestFloat32AtRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	check := func(s string) {
+		t.Helper()
+		want, wantErr := strconv.ParseFloat(s, 32)
+		got, end, err := float32At([]byte(s), 0)
+		if end != len(s) || (err == nil) != (wantErr == nil) || math.Float32bits(got) != math.Float32bits(float32(want)) {
+			t.Fatalf("float32At(%s) = %v (%#x) end %d err %v; strconv %v (%#x) err %v",
+				s, got, math.Float32bits(got), end, err, float32(want), math.Float32bits(float32(want)), wantErr)
+		}
+	}
+	for range 50000 {
+		f := float32(rng.NormFloat64() * math.Pow(10, float64(rng.IntN(12)-8)))
+		check(strconv.FormatFloat(float64(f), 'g', -1, 32))
+		check(strconv.FormatFloat(float64(f), 'f', rng.IntN(20), 64))
+		check(strconv.FormatFloat(float64(f), 'e', rng.IntN(17), 64))
+		// The point halfway to the next float32, exactly and nudged.
+		h := (float64(f) + float64(math.Nextafter32(f, float32(math.Inf(1))))) / 2
+		check(strconv.FormatFloat(h, 'g', -1, 64))
+		for _, digits := range []int{15, 16, 17} {
+			check(strconv.FormatFloat(h, 'e', digits, 64))
+			check(strconv.FormatFloat(math.Nextafter(h, 0), 'e', digits, 64))
+			check(strconv.FormatFloat(math.Nextafter(h, math.Inf(1)), 'e', digits, 64))
 		}
 	}
 }
@@ -489,12 +635,12 @@ func FuzzFloat32At(f *testing.F) {
 // 1536-dimension float answer re-encoded as OpenAI base64.
 func BenchmarkAppendVectorBase64(b *testing.B) {
 	raw := rawVector(embedtest.Vector("benchmark", 1536))
-	var dst, scratch []byte
+	var dst []byte
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	for b.Loop() {
 		var err error
-		dst, _, scratch, err = AppendVector(dst[:0], raw, oai.EncodingBase64, scratch)
+		dst, _, err = AppendVector(dst[:0], raw, oai.EncodingBase64)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
@@ -38,12 +39,45 @@ func PrepareGoogle(req *oai.EmbeddingRequest, provider, model, deployment string
 // Endpoint is where a provider's embed calls go: each batch is one JSON POST
 // to URL through Client, with the credential Authorize puts on it (it gets
 // the encoded body too, for a signature; the request's context is the
-// call's).
+// call's). Answers are read into Buffers' buffers when it is set.
 type Endpoint struct {
 	Provider  string
 	Client    *http.Client
 	URL       string
 	Authorize func(r *http.Request, body []byte) error
+	Buffers   *Buffers
+}
+
+// Buffers keeps the buffers provider answers were read into, for the next
+// calls: Run hands an answer's buffer back as soon as its vectors are
+// encoded, which spares allocating (and collecting) every answer. A
+// deployment's endpoint keeps one; the zero value is ready.
+type Buffers struct{ pool sync.Pool }
+
+// maxKeptAnswer bounds the buffers Buffers keeps: a Titan answer is about
+// 20 KB, a full batch of Cohere vectors about 2 MB; a rare larger answer is
+// left to the collector.
+const maxKeptAnswer = 4 << 20
+
+// get returns a buffer to read an answer into (an empty one when none is
+// kept); nil when bs is nil.
+func (bs *Buffers) get() *[]byte {
+	if bs == nil {
+		return nil
+	}
+	if b, ok := bs.pool.Get().(*[]byte); ok {
+		return b
+	}
+	return new([]byte)
+}
+
+// put keeps the buffer under body, which nothing refers to any more.
+func (bs *Buffers) put(b *[]byte, body []byte) {
+	if bs == nil || b == nil || cap(body) > maxKeptAnswer {
+		return
+	}
+	*b = body[:0]
+	bs.pool.Put(b)
 }
 
 // KeyAuth authorizes calls with an API key credential.
@@ -57,19 +91,39 @@ func KeyAuth(k models.Key) func(*http.Request, []byte) error {
 // Post is the Call that sends body(b) for each batch b to ep and reads the
 // answer (its body and headers) with parse. An answer other than 2xx is the
 // provider's error (see providers.Do); one parse cannot read is Malformed.
+// The vectors parse returns may point into the answer's buffer, which Run
+// hands back to ep.Buffers once they are encoded.
 func Post[B any](ep Endpoint, body func(Batch) B, parse func(body []byte, h http.Header) (Result, error)) Call {
 	return func(ctx context.Context, b Batch) (Result, error) {
-		resp, err := providers.Post(ctx, ep.Client, ep.Provider, ep.URL, body(b), ep.Authorize)
+		buf := ep.Buffers.get()
+		var into []byte
+		if buf != nil {
+			into = *buf
+		}
+		resp, err := providers.Post(ctx, ep.Client, ep.Provider, ep.URL, body(b), ep.Authorize, into)
 		if err != nil {
+			ep.Buffers.put(buf, into)
 			return Result{}, err
 		}
 		res, err := parse(resp.Body, resp.Header)
 		if err != nil {
-			return Result{}, Malformed(ep.Provider, "%v", err)
+			bad := Malformed(ep.Provider, "%v", err) // formatted before the buffer goes back
+			ep.Buffers.put(buf, resp.Body)
+			return Result{}, bad
 		}
+		res.answer = answerBuffer{buffers: ep.Buffers, buf: buf, body: resp.Body}
 		return res, nil
 	}
 }
+
+// answerBuffer is the buffer a Result's vectors point into, to hand back.
+type answerBuffer struct {
+	buffers *Buffers
+	buf     *[]byte
+	body    []byte
+}
+
+func (a answerBuffer) release() { a.buffers.put(a.buf, a.body) }
 
 // The providers' answers are read with jsonscan, not encoding/json: they are
 // mostly long arrays of numbers, which encoding/json scans about 25× slower

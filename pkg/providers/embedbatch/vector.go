@@ -1,6 +1,7 @@
 package embedbatch
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -18,18 +19,18 @@ import (
 // first item of the answer.
 func appendItems(dst []byte, start int, vectors []json.RawMessage, out Output) ([]byte, error) {
 	// Size the output once instead of by doubling: floats copy the
-	// provider's text; base64 takes 5.3 bytes a value where the text took
-	// about 10–20, so half the text is a generous guess.
+	// provider's text; base64 takes 16 bytes for every 3 values, and a
+	// vector has one value more than commas (a quick count, exact for
+	// every well-formed vector).
 	size := 0
 	for _, raw := range vectors {
 		if out.Encoding == oai.EncodingBase64 {
-			size += len(raw)/2 + 64
+			size += base64.StdEncoding.EncodedLen(4*(bytes.Count(raw, []byte{','})+1)) + 64
 		} else {
 			size += len(raw) + 64
 		}
 	}
 	dst = slices.Grow(dst, size)
-	var scratch []byte // float32 bytes of one vector, reused across the batch
 	for j, raw := range vectors {
 		index := start + j
 		if index > 0 {
@@ -42,7 +43,7 @@ func appendItems(dst []byte, start int, vectors []json.RawMessage, out Output) (
 			n   int
 			err error
 		)
-		dst, n, scratch, err = AppendVector(dst, raw, out.Encoding, scratch)
+		dst, n, err = AppendVector(dst, raw, out.Encoding)
 		if err != nil {
 			return nil, Malformed(out.Provider, "embedding %d: %v", index, err)
 		}
@@ -67,22 +68,25 @@ var (
 // for oai.EncodingFloat the numbers as the provider wrote them (each
 // checked to be a JSON number; never decoded), for oai.EncodingBase64
 // the base64 of their little-endian float32 values, as OpenAI encodes it.
-// It returns the number of values. scratch is a reusable buffer for the
-// float32 bytes (nil is fine) and is returned for the next call.
-func AppendVector(dst, raw []byte, encoding string, scratch []byte) (out []byte, n int, scr []byte, err error) {
+// It returns the number of values.
+func AppendVector(dst, raw []byte, encoding string) (out []byte, n int, err error) {
 	b64 := encoding == oai.EncodingBase64
 	mark := len(dst)
-	fail := func(err error) ([]byte, int, []byte, error) { return dst[:mark], 0, scratch, err }
+	fail := func(err error) ([]byte, int, error) { return dst[:mark], 0, err }
 	i := jsonscan.SkipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '[' {
 		return fail(errNotArray)
 	}
 	i = jsonscan.SkipSpace(raw, i+1)
+	// For base64, the float32 bytes are encoded straight into dst a group
+	// at a time: a group is a multiple of 3 bytes, so the groups' base64
+	// concatenated is the whole vector's, with no buffer for all of it.
+	var (
+		group [48 * 4]byte
+		g     int
+	)
 	if b64 {
-		// 4 bytes a value; a value takes at least 2 bytes of text ("0,")
-		// and a provider's usually 10 or more: a quarter of the text is
-		// room for most vectors, and append grows it for the rest.
-		scratch = slices.Grow(scratch[:0], len(raw)/2)
+		dst = append(dst, '"')
 	} else {
 		dst = append(dst, '[')
 	}
@@ -99,7 +103,11 @@ func AppendVector(dst, raw []byte, encoding string, scratch []byte) (out []byte,
 			case err != nil:
 				return fail(errRange)
 			}
-			scratch = binary.LittleEndian.AppendUint32(scratch, math.Float32bits(f))
+			binary.LittleEndian.PutUint32(group[g:], math.Float32bits(f))
+			if g += 4; g == len(group) {
+				dst = base64.StdEncoding.AppendEncode(dst, group[:])
+				g = 0
+			}
 			j = end
 		} else {
 			if j = jsonscan.NumberEnd(raw, i); j < 0 {
@@ -134,13 +142,12 @@ func AppendVector(dst, raw []byte, encoding string, scratch []byte) (out []byte,
 		i = jsonscan.SkipSpace(raw, i+1)
 	}
 	if b64 {
-		dst = append(dst, '"')
-		dst = base64.StdEncoding.AppendEncode(dst, scratch)
+		dst = base64.StdEncoding.AppendEncode(dst, group[:g])
 		dst = append(dst, '"')
 	} else {
 		dst = append(dst, ']')
 	}
-	return dst, n, scratch, nil
+	return dst, n, nil
 }
 
 // float32At reads the JSON number at raw[i] as strconv.ParseFloat(s, 32)
@@ -148,13 +155,15 @@ func AppendVector(dst, raw []byte, encoding string, scratch []byte) (out []byte,
 // when no JSON number starts there, err when it is outside float32's range.
 //
 // It is the translation's hot path (a vector is 1536 of them), so it reads
-// the digits once, checking the grammar as it goes, and converts the usual
-// provider number — at most 19 significant digits, a power of ten within
-// 10^±22 — with one exact float64 operation (Clinger's fast path: float64
-// holds the digits and the power exactly, so the quotient or product is the
-// number rounded once). Rounding that float64 to float32 rounds the number
-// itself, unless the float64 fell exactly halfway between two float32s;
-// that case, and every other, is left to strconv.
+// the digits once, checking the grammar as it goes — a provider's fraction
+// eight digits at a time — and converts the usual provider number (at most
+// 18 significant digits, a power of ten within 10^±22) with one float64
+// multiplication. A positive power is exact in float64, so the product is
+// the number rounded once; a negative one is not, so the product is within
+// 2 units of the float64's last place of the number. Rounding the product
+// to float32 rounds the number itself unless a point halfway between two
+// float32s lies within that distance: those few, and every other number,
+// are left to strconv.
 func float32At(raw []byte, i int) (f float32, end int, err error) {
 	start := i
 	neg := i < len(raw) && raw[i] == '-'
@@ -162,17 +171,16 @@ func float32At(raw []byte, i int) (f float32, end int, err error) {
 		i++
 	}
 	var (
-		mant   uint64
-		digits int // significant digits in mant, at most 19 (it holds them all)
-		exp    int // mant × 10^exp is the number
-		exact  = true
+		mant  uint64
+		exp   int // mant × 10^exp is the number
+		exact = true
 	)
 	switch {
 	case i < len(raw) && raw[i] == '0':
 		i++
 	case i < len(raw) && raw[i] >= '1' && raw[i] <= '9':
-		for ; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
-			mant, digits, exact = addDigit(mant, digits, exact, raw[i])
+		for ; i < len(raw) && isDigit(raw[i]); i++ {
+			mant, exact = addDigit(mant, exact, raw[i])
 		}
 	default:
 		return 0, -1, nil
@@ -180,9 +188,18 @@ func float32At(raw []byte, i int) (f float32, end int, err error) {
 	if i < len(raw) && raw[i] == '.' {
 		i++
 		first := i
-		for ; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
+		for mant < 1e10 && len(raw)-i >= 8 {
+			v := binary.LittleEndian.Uint64(raw[i:])
+			if !eightDigits(v) {
+				break
+			}
+			mant = mant*1e8 + eightDigitsValue(v)
+			exp -= 8
+			i += 8
+		}
+		for ; i < len(raw) && isDigit(raw[i]); i++ {
 			exp--
-			mant, digits, exact = addDigit(mant, digits, exact, raw[i])
+			mant, exact = addDigit(mant, exact, raw[i])
 		}
 		if i == first {
 			return 0, -1, nil
@@ -195,7 +212,7 @@ func float32At(raw []byte, i int) (f float32, end int, err error) {
 			i++
 		}
 		first, e := i, 0
-		for ; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
+		for ; i < len(raw) && isDigit(raw[i]); i++ {
 			if e < 1<<20 {
 				e = e*10 + int(raw[i]-'0')
 			}
@@ -209,15 +226,24 @@ func float32At(raw []byte, i int) (f float32, end int, err error) {
 		exp += e
 	}
 	if exact && mant < 1<<53 && exp >= -22 && exp <= 22 {
+		if mant == 0 {
+			if neg {
+				return float32(math.Copysign(0, -1)), i, nil
+			}
+			return 0, i, nil
+		}
 		d := float64(mant)
+		// In float32's normal range, the float32s' halfway points are
+		// the float64s whose 29 fraction bits float32 drops are exactly
+		// 1000…0; the product must be clear of them by more than its error.
+		var margin uint64 // in units of the float64's last place
 		if exp < 0 {
-			d /= float64pow10[-exp]
+			d *= float64negpow10[-exp]
+			margin = 4 // twice the error
 		} else {
 			d *= float64pow10[exp]
 		}
-		// In float32's normal range, d is halfway between two float32s
-		// when the 29 fraction bits float32 drops are exactly 1000…0.
-		if d >= 0x1p-126 && d <= math.MaxFloat32 && math.Float64bits(d)&(1<<29-1) != 1<<28 {
+		if d >= 0x1p-126 && d <= math.MaxFloat32 && math.Float64bits(d)&(1<<29-1)-(1<<28-margin) > 2*margin {
 			f = float32(d)
 			if neg {
 				f = -f
@@ -228,6 +254,23 @@ func float32At(raw []byte, i int) (f float32, end int, err error) {
 	// string(...) does not escape (strconv clones what its errors keep).
 	v, err := strconv.ParseFloat(string(raw[start:i]), 32)
 	return float32(v), i, err
+}
+
+func isDigit(c byte) bool { return c-'0' < 10 }
+
+// eightDigits reports whether the 8 bytes of v (little-endian) are all
+// ASCII digits: each byte's high nibble is 3, and stays 3 after adding 6.
+func eightDigits(v uint64) bool {
+	return (v&0xF0F0F0F0F0F0F0F0)|(((v+0x0606060606060606)&0xF0F0F0F0F0F0F0F0)>>4) == 0x3333333333333333
+}
+
+// eightDigitsValue is the number the 8 ASCII digits of v (little-endian:
+// the first digit in the low byte) spell, combined pairwise in three
+// multiplications.
+func eightDigitsValue(v uint64) uint64 {
+	v -= 0x3030303030303030
+	v = v*10 + v>>8
+	return ((v&0x000000FF000000FF)*(100+1000000<<32) + (v>>16&0x000000FF000000FF)*(1+10000<<32)) >> 32
 }
 
 // mayOverflow reports whether num, a JSON number, could lie outside
@@ -248,19 +291,20 @@ func mayOverflow(num []byte) bool {
 	return intDigits > 308
 }
 
-// addDigit appends the decimal digit c to mant, a number of digits
-// significant digits; a digit mant cannot hold makes it inexact.
-func addDigit(mant uint64, digits int, exact bool, c byte) (uint64, int, bool) {
-	switch {
-	case mant == 0 && c == '0': // a leading zero
-	case digits < 19:
-		return mant*10 + uint64(c-'0'), digits + 1, exact
-	default:
-		exact = false
+// addDigit appends the decimal digit c to mant while it has room (a
+// leading zero costs none); a digit it cannot hold makes it inexact.
+func addDigit(mant uint64, exact bool, c byte) (uint64, bool) {
+	if mant < 1e18 {
+		return mant*10 + uint64(c-'0'), exact
 	}
-	return mant, digits, exact
+	return mant, false
 }
 
 // float64pow10 are the powers of ten float64 holds exactly.
 var float64pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
 	1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// float64negpow10 are the float64s nearest the powers of ten 10^-k, each
+// within half a unit in its last place.
+var float64negpow10 = [...]float64{1e0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11,
+	1e-12, 1e-13, 1e-14, 1e-15, 1e-16, 1e-17, 1e-18, 1e-19, 1e-20, 1e-21, 1e-22}

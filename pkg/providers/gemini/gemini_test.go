@@ -236,7 +236,7 @@ func FuzzParseBatch(f *testing.F) {
 			if len(v) == 0 {
 				t.Fatalf("%q: empty vector accepted", body)
 			}
-			embedbatch.AppendVector(nil, v, oai.EncodingBase64, nil)
+			embedbatch.AppendVector(nil, v, oai.EncodingBase64)
 		}
 	})
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package embedbatch
+
+const raceEnabled = false
