@@ -148,3 +148,31 @@ func FuzzJSONMeter(f *testing.F) {
 		}
 	})
 }
+
+// FuzzChatAnswer holds the translated answer's reader to encoding/json:
+// what it reads without reflection, encoding/json decodes without an error
+// to the same; the rest goes to encoding/json.
+func FuzzChatAnswer(f *testing.F) {
+	for _, s := range []string{
+		string(benchChatAnswer),
+		`{"id":"c","choices":[{"message":{"content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1,"prompt_tokens_details":{"cached_tokens":1}}}`,
+		`{"id":"c","choices":[{"message":{"content":"a\nb\u00e9","refusal":"no","reasoning_content":"r"}},null],"usage":null}`,
+		`{"ID":"c","choices":[]}`, `{"id":"a","id":"b"}`, `{"choices":[{"Message":{}}]}`, `{"choices":[{"message":{"CONTENT":"x"}}]}`,
+		`{"choices":null,"id":null}`, `{"choices":[{"message":{"content":1}}]}`, `{"usage":{"prompt_tokens":"1"}}`, "{\"id\":\"\xff\"}", `[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var got chatAnswer
+		if !jsonscan.Valid(in) || !readChatAnswer(in, &got) {
+			return
+		}
+		var want chatAnswer
+		if err := json.Unmarshal(in, &want); err != nil {
+			t.Fatalf("read %q, which encoding/json refuses: %v", in, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("read %q as %+v, encoding/json as %+v", in, got, want)
+		}
+	})
+}
