@@ -67,7 +67,7 @@ var benchMessageAnswer = []byte(`{"id":"msg_01","type":"message","role":"assista
 func BenchmarkNativeAnswer(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		m := newJSONMeter()
+		m := newJSONMeter(-1)
 		m.Write(benchMessageAnswer)
 		var ev logevent.Event
 		if _, err := m.End(&ev); err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
@@ -55,17 +56,114 @@ func usageOf(u *oai.Usage) Usage {
 // (oai.ChatCompletion's names): the others — created, model, logprobs,
 // annotations, system_fingerprint — are skipped, not decoded.
 type chatAnswer struct {
-	ID      string `json:"id"`
-	Choices []struct {
-		Message struct {
-			Content          *string        `json:"content"`
-			Refusal          *string        `json:"refusal"`
-			ReasoningContent string         `json:"reasoning_content"`
-			ToolCalls        []oai.ToolCall `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *oai.Usage `json:"usage"`
+	ID      string       `json:"id"`
+	Choices []chatChoice `json:"choices"`
+	Usage   *oai.Usage   `json:"usage"`
+}
+
+// chatChoice is one choice of chatAnswer.
+type chatChoice = struct {
+	Message struct {
+		Content          *string        `json:"content"`
+		Refusal          *string        `json:"refusal"`
+		ReasoningContent string         `json:"reasoning_content"`
+		ToolCalls        []oai.ToolCall `json:"tool_calls"`
+	} `json:"message"`
+	FinishReason string `json:"finish_reason"`
+}
+
+// decodeChatAnswer decodes body into c as json.Unmarshal does. An answer in
+// the usual form (readChatAnswer) is read without reflection — the text,
+// the bulk of it, unquoted in one pass —, any other by encoding/json
+// (FuzzChatAnswer holds the two to each other).
+func decodeChatAnswer(body []byte, c *chatAnswer) error {
+	if jsonscan.Valid(body) && readChatAnswer(body, c) {
+		return nil
+	}
+	*c = chatAnswer{}
+	return json.Unmarshal(body, c)
+}
+
+var (
+	chatAnswerNames = []string{"id", "choices", "usage"}
+	chatChoiceNames = []string{"message", "finish_reason"}
+	chatMsgNames    = []string{"content", "refusal", "reasoning_content", "tool_calls"}
+)
+
+// readChatAnswer reads a valid JSON answer into c; false when it is not in
+// the form it reads (jsonscan.Fields), encoding/json's to decode.
+func readChatAnswer(body []byte, c *chatAnswer) bool {
+	return jsonscan.Fields(body, chatAnswerNames, func(i int, v []byte) bool {
+		switch i {
+		case 0:
+			return readString(v, &c.ID)
+		case 1:
+			if jsonscan.Null(v) {
+				return true
+			}
+			c.Choices = []chatChoice{}
+			return jsonscan.Elements(v, func(v []byte) error {
+				c.Choices = append(c.Choices, chatChoice{})
+				if !readChatChoice(v, &c.Choices[len(c.Choices)-1]) {
+					return jsonscan.ErrSyntax
+				}
+				return nil
+			}) == nil
+		}
+		if jsonscan.Null(v) {
+			return true
+		}
+		c.Usage = new(oai.Usage)
+		return json.Unmarshal(v, c.Usage) == nil // small: encoding/json's
+	})
+}
+
+func readChatChoice(v []byte, ch *chatChoice) bool {
+	if jsonscan.Null(v) {
+		return true
+	}
+	m := &ch.Message
+	return jsonscan.Fields(v, chatChoiceNames, func(i int, v []byte) bool {
+		if i == 1 {
+			return readString(v, &ch.FinishReason)
+		}
+		if jsonscan.Null(v) {
+			return true
+		}
+		return jsonscan.Fields(v, chatMsgNames, func(i int, v []byte) bool {
+			switch i {
+			case 0:
+				return readStringPtr(v, &m.Content)
+			case 1:
+				return readStringPtr(v, &m.Refusal)
+			case 2:
+				return readString(v, &m.ReasoningContent)
+			}
+			return json.Unmarshal(v, &m.ToolCalls) == nil // rare: encoding/json's
+		})
+	})
+}
+
+// readString decodes a string (null leaves dst as it is, as encoding/json
+// does); false for any other value.
+func readString(v []byte, dst *string) bool {
+	if jsonscan.Null(v) {
+		return true
+	}
+	s, err := jsonscan.String(v)
+	*dst = s
+	return err == nil
+}
+
+// readStringPtr decodes a string into a new *string (null: nil).
+func readStringPtr(v []byte, dst **string) bool {
+	if jsonscan.Null(v) {
+		*dst = nil
+		return true
+	}
+	s, err := jsonscan.String(v)
+	*dst = &s
+	return err == nil
 }
 
 // FromChat translates an OpenAI chat.completion into a message answering
@@ -73,7 +171,7 @@ type chatAnswer struct {
 // the text, the tool calls as tool_use blocks; the first choice only.
 func FromChat(body []byte, model string) (*Response, error) {
 	var c chatAnswer
-	if err := json.Unmarshal(body, &c); err != nil {
+	if err := decodeChatAnswer(body, &c); err != nil {
 		return nil, api.Upstream(err, "The provider's answer is not a chat completion.")
 	}
 	if len(c.Choices) == 0 {

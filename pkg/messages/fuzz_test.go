@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"reflect"
 	"testing"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/providers/anthropic"
 	"github.com/sluice-gateway/sluice/pkg/sse"
 )
 
@@ -32,6 +34,16 @@ func FuzzParse(f *testing.F) {
 		if herr != nil {
 			if e := api.AsError(herr); e.Status != 400 {
 				t.Fatalf("head: status %d for %q: %v", e.Status, body, herr)
+			}
+		}
+		if herr == nil && h.asIs && json.Valid(body) {
+			// A body forwarded as it came is the one a rebuild would send
+			// (the head delimits messages, system and tools without
+			// checking them: invalid, both go to Anthropic as they are).
+			rebuilt, err := anthropic.MessagesBody(body, h.Model, nil)
+			var a, b any
+			if err != nil || json.Unmarshal(body, &a) != nil || json.Unmarshal(rebuilt, &b) != nil || !reflect.DeepEqual(a, b) {
+				t.Fatalf("forwarded as it came, %q differs from its rebuild %q (%v)", body, rebuilt, err)
 			}
 		}
 		p, err := Parse(body)
@@ -86,7 +98,7 @@ func FuzzStream(f *testing.F) {
 		})
 		p.Write(out)
 		p.End()
-		jm := newJSONMeter()
+		jm := newJSONMeter(-1)
 		jm.Write(in)
 		jm.End(&ev)
 	})
@@ -106,7 +118,7 @@ func FuzzJSONMeter(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		m := newJSONMeter()
+		m := newJSONMeter(-1)
 		m.Write(in)
 		var ev logevent.Event
 		u, err := m.End(&ev)
@@ -133,6 +145,34 @@ func FuzzJSONMeter(f *testing.F) {
 		}
 		if err == nil && (u != toOAI(want) || ev.FinishReason != stop) {
 			t.Fatalf("meter read %+v %q, encoding/json %+v %q, for %q", u, ev.FinishReason, toOAI(want), stop, in)
+		}
+	})
+}
+
+// FuzzChatAnswer holds the translated answer's reader to encoding/json:
+// what it reads without reflection, encoding/json decodes without an error
+// to the same; the rest goes to encoding/json.
+func FuzzChatAnswer(f *testing.F) {
+	for _, s := range []string{
+		string(benchChatAnswer),
+		`{"id":"c","choices":[{"message":{"content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1,"prompt_tokens_details":{"cached_tokens":1}}}`,
+		`{"id":"c","choices":[{"message":{"content":"a\nb\u00e9","refusal":"no","reasoning_content":"r"}},null],"usage":null}`,
+		`{"ID":"c","choices":[]}`, `{"id":"a","id":"b"}`, `{"choices":[{"Message":{}}]}`, `{"choices":[{"message":{"CONTENT":"x"}}]}`,
+		`{"choices":null,"id":null}`, `{"choices":[{"message":{"content":1}}]}`, `{"usage":{"prompt_tokens":"1"}}`, "{\"id\":\"\xff\"}", `[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var got chatAnswer
+		if !jsonscan.Valid(in) || !readChatAnswer(in, &got) {
+			return
+		}
+		var want chatAnswer
+		if err := json.Unmarshal(in, &want); err != nil {
+			t.Fatalf("read %q, which encoding/json refuses: %v", in, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("read %q as %+v, encoding/json as %+v", in, got, want)
 		}
 	})
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"sync"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
@@ -77,7 +76,7 @@ func (s *Service) Messages(ctx context.Context, p auth.Principal, body []byte) (
 			}
 			return &models.MessagesRequest{
 				Model: parsed.Model, Body: parsed.Body, Stream: parsed.Stream, Version: hs.version, Beta: hs.beta,
-				Mock: len(parsed.MockResponse) > 0, Chat: sync.OnceValues(parsed.Chat),
+				Mock: len(parsed.MockResponse) > 0, AsIs: parsed.asIs, Chat: parsed.Chat,
 			}, nil
 		},
 		Describe: func(req *models.MessagesRequest, ev *logevent.Event) error {
@@ -104,7 +103,7 @@ func (s *Service) Messages(ctx context.Context, p auth.Principal, body []byte) (
 	case native && req.Stream:
 		return c.StreamAs(ans.Body, newStreamMeter(), ErrorEvent), nil
 	case native:
-		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter()), nil
+		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter(ans.ContentLength)), nil
 	case req.Stream:
 		return c.StreamAs(Stream(ans.Body, req.Model), newStreamMeter(), ErrorEvent), nil
 	}

@@ -34,16 +34,32 @@ func toOAI(u Usage) oai.Usage {
 var errNotUsage = errors.New("usage is not an object of token counts")
 
 // jsonMeter reads a message answer's usage and stop reason, and keeps the
-// answer (1 MiB at most) for the log event.
+// answer (1 MiB at most) for the log event. Its one pass over an answer
+// kept whole (read) serves both the cost header (Usage, before the answer
+// goes out) and End.
 type jsonMeter struct {
 	kept []byte
 	tail []byte
 	over bool
+	// scanned: the pass over kept has run, with what it read.
+	scanned bool
+	stop    string
+	usage   Usage
+	err     error
 }
 
-func newJSONMeter() *jsonMeter { return &jsonMeter{} }
+// newJSONMeter meters an answer of length bytes (-1: unknown), whose copy
+// it sizes once when the length is known and within the bound.
+func newJSONMeter(length int64) *jsonMeter {
+	m := &jsonMeter{}
+	if length > 0 && length <= maxKept {
+		m.kept = make([]byte, 0, length)
+	}
+	return m
+}
 
 func (m *jsonMeter) Write(p []byte) (int, error) {
+	m.scanned = false
 	if !m.over && len(m.kept)+len(p) <= maxKept {
 		m.kept = append(m.kept, p...)
 		return len(p), nil
@@ -60,45 +76,64 @@ func (m *jsonMeter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (m *jsonMeter) End(ev *logevent.Event) (oai.Usage, error) {
-	var a struct {
-		StopReason string `json:"stop_reason"`
-		Usage      Usage  `json:"usage"`
+// read decodes the usage and stop_reason of the answer kept whole, once:
+// only the two members (as encoding/json would decode them, without
+// reflection: FuzzJSONMeter); the content is kept as it is.
+func (m *jsonMeter) read() {
+	if m.scanned {
+		return
 	}
-	if !m.over {
-		// Only the two members are decoded (as encoding/json would decode
-		// them, without reflection: FuzzJSONMeter): the content is kept as
-		// it is.
-		err := jsonscan.Members(m.kept, func(name, v []byte) error {
-			var err error
-			switch {
-			case jsonscan.Null(v):
-			case string(name) == "usage":
-				if !a.Usage.Decode(v) {
-					err = errNotUsage
-				}
-			case string(name) == "stop_reason":
-				a.StopReason, err = jsonscan.String(v)
+	m.scanned = true
+	m.stop, m.usage = "", Usage{}
+	m.err = jsonscan.Members(m.kept, func(name, v []byte) error {
+		var err error
+		switch {
+		case jsonscan.Null(v):
+		case string(name) == "usage":
+			if !m.usage.Decode(v) {
+				err = errNotUsage
 			}
-			return err
-		})
-		if err != nil {
-			return oai.Usage{}, fmt.Errorf("messages: the answer is not a message: %w", err)
+		case string(name) == "stop_reason":
+			m.stop, err = jsonscan.String(v)
+		}
+		return err
+	})
+}
+
+// Usage is the answer's usage, for its cost header: read from an answer
+// kept whole; not known for one over the log's bound, never quoted.
+func (m *jsonMeter) Usage() (oai.Usage, bool) {
+	if m.over {
+		return oai.Usage{}, false
+	}
+	m.read()
+	if m.err != nil {
+		return oai.Usage{}, false
+	}
+	return toOAI(m.usage), true
+}
+
+func (m *jsonMeter) End(ev *logevent.Event) (oai.Usage, error) {
+	if !m.over {
+		m.read()
+		if m.err != nil {
+			return oai.Usage{}, fmt.Errorf("messages: the answer is not a message: %w", m.err)
 		}
 		ev.Response = m.kept
-		ev.FinishReason = a.StopReason
-		return toOAI(a.Usage), nil
+		ev.FinishReason = m.stop
+		return toOAI(m.usage), nil
 	}
 	// Anthropic writes usage last: read it from the tail.
+	var u Usage
 	i := bytes.LastIndex(m.tail, []byte(`"usage"`))
 	if i < 0 {
 		return oai.Usage{}, nil
 	}
 	rest := m.tail[i+len(`"usage"`):]
 	if j := bytes.IndexByte(rest, ':'); j >= 0 {
-		json.NewDecoder(bytes.NewReader(rest[j+1:])).Decode(&a.Usage)
+		json.NewDecoder(bytes.NewReader(rest[j+1:])).Decode(&u)
 	}
-	return toOAI(a.Usage), nil
+	return toOAI(u), nil
 }
 
 // answerMeter meters a translated answer, which sluice wrote: its usage
@@ -109,6 +144,9 @@ type answerMeter struct {
 }
 
 func (m *answerMeter) Write(p []byte) (int, error) { return len(p), nil }
+
+// Usage is the answer's usage, known: the cost header reads nothing back.
+func (m *answerMeter) Usage() (oai.Usage, bool) { return toOAI(m.res.Usage), true }
 
 func (m *answerMeter) End(ev *logevent.Event) (oai.Usage, error) {
 	ev.Response = m.answer

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
+	"github.com/sluice-gateway/sluice/pkg/oai"
 )
 
 // Parsed is a request read as far as its use needs. ParseHead reads what
@@ -22,10 +24,19 @@ type Parsed struct {
 	RawMessages json.RawMessage
 	// tools is the number of tools given: a parameter of the log event.
 	tools int
+	// asIs: the body has one model member and none of sluice's own
+	// (mock_response, drop_params): it can go to a native deployment of
+	// that model as it came.
+	asIs bool
 	// decoded: Request holds the whole request, checked, or decodeErr
 	// says what is wrong with it.
 	decoded   bool
 	decodeErr error
+	// chatOnce guards the chat translation (chat, chatErr): the router
+	// may try several deployments, each reached through the chat seam.
+	chatOnce sync.Once
+	chat     *oai.ChatRequest
+	chatErr  error
 }
 
 // Parse reads and checks a Messages request body: every problem is a 400
@@ -53,7 +64,11 @@ func ParseHead(body []byte) (*Parsed, error) {
 	}
 	p := &Parsed{}
 	r := &p.Request
-	var given struct{ model, maxTokens, messages bool }
+	var (
+		given  struct{ model, maxTokens, messages bool }
+		models int
+		own    bool
+	)
 	err := jsonscan.Members(body, func(name, value []byte) error {
 		n := string(name)
 		null := jsonscan.Null(value)
@@ -71,8 +86,11 @@ func ParseHead(body []byte) (*Parsed, error) {
 		switch n {
 		case "model":
 			given.model = !null
+			models++
 		case "max_tokens":
 			given.maxTokens = !null
+		case "mock_response", "drop_params":
+			own = true
 		}
 		return decodeMember(r, n, value)
 	})
@@ -84,6 +102,7 @@ func ParseHead(body []byte) (*Parsed, error) {
 		return nil, api.InvalidJSON("The request body is not valid JSON.")
 	}
 	p.Body = body
+	p.asIs = models == 1 && !own
 	switch {
 	case !given.model:
 		return nil, api.MissingParam("model")

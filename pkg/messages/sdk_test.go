@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,8 +24,9 @@ const redPixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8
 
 // world is a gateway with one deployment per wire format, each on its fake.
 type world struct {
-	cfg string
-	env map[string]string
+	cfg    string
+	env    map[string]string
+	antURL string // the Anthropic fake's
 
 	mu     sync.Mutex
 	native []http.Header // the headers of each natively forwarded call
@@ -55,6 +58,7 @@ func newWorld(t *testing.T) *world {
   - model_name: bedrock-claude
     litellm_params: {model: bedrock/anthropic.claude-sonnet-4-5-20250929-v1:0, api_base: %[3]s, aws_region_name: us-east-1, aws_access_key_id: AKIDEXAMPLE, aws_secret_access_key: os.environ/AWS_SECRET}
 `, oai.URL, gem.URL, bed.URL, ant.URL)
+	w.antURL = ant.URL
 	w.env = map[string]string{"OPENAI_KEY": "sk-openai", "GEMINI_KEY": "gemini-key", "AWS_SECRET": "secret", "ANTHROPIC_KEY": "anthropic-key"}
 	return w
 }
@@ -241,6 +245,44 @@ func TestNativeForwarding(t *testing.T) {
 	})
 }
 
+// TestNativeForwardingAsItCame: a body that names the deployment's model
+// once, and nothing of sluice's, reaches Anthropic byte for byte as the
+// client wrote it; one with a second model member or sluice's own is
+// rebuilt.
+func TestNativeForwardingAsItCame(t *testing.T) {
+	w := newWorld(t)
+	cfg := w.cfg + "  - model_name: claude-sonnet-4-5\n    litellm_params: {model: anthropic/claude-sonnet-4-5, api_base: " + w.antURL + ", api_key: os.environ/ANTHROPIC_KEY}\n"
+	chattest.Run(t, chattest.Options{Config: cfg, Env: w.env}, func(t *testing.T, h *chattest.Harness) {
+		for _, c := range []struct{ body, want string }{
+			{`{ "model" : "claude-sonnet-4-5", "max_tokens":10,"messages":[{"role":"user","content":"model"}] }`, ""},
+			{`{"model":"claude-model","model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"Hi"}]}`,
+				`{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"Hi"}]}`},
+			{`{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"Hi"}],"mock_response":null}`,
+				`{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"Hi"}]}`},
+		} {
+			w.mu.Lock()
+			w.bodies = nil
+			w.mu.Unlock()
+			res := h.Gateway.Do("POST", "/v1/messages", "", c.body, "X-Api-Key", h.Key)
+			if res.Status != 200 {
+				t.Fatalf("%d %s", res.Status, res.Body)
+			}
+			w.mu.Lock()
+			got := w.bodies
+			w.mu.Unlock()
+			switch {
+			case len(got) != 1:
+				t.Fatalf("%d calls", len(got))
+			case c.want == "" && string(got[0]) != c.body:
+				t.Errorf("forwarded %s, not as it came: %s", got[0], c.body)
+			case c.want != "" && string(got[0]) != c.want:
+				t.Errorf("forwarded %s, want %s", got[0], c.want)
+			}
+			h.Event(t)
+		}
+	})
+}
+
 // TestCountTokens: count_tokens answers an estimate, marked, for a model
 // the key may use; 404 for one the gateway does not serve.
 func TestCountTokens(t *testing.T) {
@@ -340,6 +382,30 @@ func TestTranslatedAnswerLogEvent(t *testing.T) {
 			ev.PromptTokens != 11 || ev.CompletionTokens != 7 || ev.TotalTokens != 18 || ev.Status != "success" {
 			t.Errorf("log event: response %s, finish %q, user %q, tokens %d+%d=%d, %s",
 				ev.Response, ev.FinishReason, ev.EndUser, ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens, ev.Status)
+		}
+	})
+}
+
+// TestCostHeaderIsTheLogEventsCost: the cost header of an answer, native or
+// translated, is the log event's cost: the cache's reads priced as the
+// event prices them, not as input.
+func TestCostHeaderIsTheLogEventsCost(t *testing.T) {
+	w := newWorld(t)
+	prices := "input_cost_per_token: 1e-6, output_cost_per_token: 2e-6, cache_read_input_token_cost: 1e-7"
+	cfg := strings.ReplaceAll(w.cfg, "api_key: os.environ/ANTHROPIC_KEY}", "api_key: os.environ/ANTHROPIC_KEY, "+prices+"}")
+	cfg = strings.Replace(cfg, "api_key: os.environ/OPENAI_KEY}", "api_key: os.environ/OPENAI_KEY, "+prices+"}", 1)
+	chattest.Run(t, chattest.Options{Config: cfg, Env: w.env}, func(t *testing.T, h *chattest.Harness) {
+		for _, model := range []string{"claude-model", "openai-model"} {
+			res := h.Gateway.Do("POST", "/v1/messages", "", `{"model":"`+model+`","max_tokens":10,"messages":[{"role":"user","content":"Hi"}]}`, "X-Api-Key", h.Key)
+			if res.Status != 200 {
+				t.Fatalf("%s: %d %s", model, res.Status, res.Body)
+			}
+			ev := h.Event(t)
+			got, err := strconv.ParseFloat(res.Header.Get("X-Litellm-Response-Cost"), 64)
+			if err != nil || ev.ResponseCost == 0 || math.Abs(got-ev.ResponseCost) > 1e-15 {
+				t.Errorf("%s: cost header %q, the log event's cost %v (tokens %d, cached %d)", model,
+					res.Header.Get("X-Litellm-Response-Cost"), ev.ResponseCost, ev.PromptTokens, ev.CachedTokens)
+			}
 		}
 	})
 }

@@ -167,6 +167,11 @@ func (p *Parsed) ChatBody() ([]byte, error) {
 // request is decoded and checked whole first, if ParseHead read only its
 // head.
 func (p *Parsed) Chat() (*oai.ChatRequest, error) {
+	p.chatOnce.Do(func() { p.chat, p.chatErr = p.translate() })
+	return p.chat, p.chatErr
+}
+
+func (p *Parsed) translate() (*oai.ChatRequest, error) {
 	b, err := p.ChatBody()
 	if err != nil {
 		return nil, err

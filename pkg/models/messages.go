@@ -35,6 +35,10 @@ type MessagesRequest struct {
 	Chat func() (*oai.ChatRequest, error)
 	// Mock: the request carries its own mock_response.
 	Mock bool
+	// AsIs: Body names the model once, Model, and has none of sluice's
+	// own members: a native deployment whose model is Model sends it as it
+	// came, not rebuilt.
+	AsIs bool
 }
 
 // Messages routes a Messages call. A deployment that is a Messenger for its

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 )
@@ -122,7 +123,7 @@ type thinkingBlock struct {
 // format tool's input is the content.
 func (c *Call) completion(body []byte) (*oai.ChatCompletion, error) {
 	var m message
-	if err := json.Unmarshal(body, &m); err != nil {
+	if err := decodeMessage(body, &m); err != nil {
 		return nil, fmt.Errorf("the message is not a JSON object: %w", err)
 	}
 	if m.Content == nil {
@@ -228,6 +229,84 @@ func (c *Call) contentBlocks(blocks []contentBlock) (msg *oai.AnswerMessage, jso
 		}
 	}
 	return msg, jsonText, nil
+}
+
+// decodeMessage decodes a Messages answer into m as json.Unmarshal does.
+// An answer in the usual form (readMessage) is read without reflection —
+// its text, the bulk of it, unquoted in one pass —, any other by
+// encoding/json (FuzzMessage holds the two to each other). m's raw members
+// are slices of body.
+func decodeMessage(body []byte, m *message) error {
+	if jsonscan.Valid(body) && readMessage(body, m) {
+		return nil
+	}
+	*m = message{}
+	return json.Unmarshal(body, m)
+}
+
+var (
+	messageNames = []string{"model", "content", "stop_reason", "usage"}
+	blockNames   = []string{"type", "text", "id", "name", "input", "thinking", "signature", "data"}
+)
+
+// readMessage reads a valid JSON answer into m; false when it is not in the
+// form it reads (jsonscan.Fields), encoding/json's to decode.
+func readMessage(body []byte, m *message) bool {
+	return jsonscan.Fields(body, messageNames, func(i int, v []byte) bool {
+		switch i {
+		case 0:
+			m.Model = v
+		case 1:
+			if jsonscan.Null(v) {
+				return true
+			}
+			m.Content = []contentBlock{}
+			return jsonscan.Elements(v, func(v []byte) error {
+				m.Content = append(m.Content, contentBlock{})
+				if !readBlock(v, &m.Content[len(m.Content)-1]) {
+					return jsonscan.ErrSyntax
+				}
+				return nil
+			}) == nil
+		case 2:
+			m.StopReason = v
+		default:
+			if jsonscan.Null(v) {
+				return true
+			}
+			m.Usage = new(answerUsage)
+			return json.Unmarshal(v, m.Usage) == nil // small: encoding/json's
+		}
+		return true
+	})
+}
+
+func readBlock(v []byte, b *contentBlock) bool {
+	if jsonscan.Null(v) {
+		return true
+	}
+	return jsonscan.Fields(v, blockNames, func(i int, v []byte) bool {
+		switch i {
+		case 0:
+			if jsonscan.Null(v) {
+				return true
+			}
+			s, err := jsonscan.String(v)
+			b.Type = s
+			return err == nil
+		case 4:
+			b.Input = v
+			return true
+		}
+		dst := [...]**string{1: &b.Text, 2: &b.ID, 3: &b.Name, 5: &b.Thinking, 6: &b.Signature, 7: &b.Data}[i]
+		if jsonscan.Null(v) {
+			*dst = nil
+			return true
+		}
+		s, err := jsonscan.String(v)
+		*dst = &s
+		return err == nil
+	})
 }
 
 // stringOf is the string v holds; "" when it holds another value.

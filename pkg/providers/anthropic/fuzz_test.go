@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/sse"
 )
@@ -126,6 +128,34 @@ func FuzzAnswer(f *testing.F) {
 		}
 		if err := json.Unmarshal(out, &cc); err != nil || len(cc.Choices) != 1 || cc.Usage == nil {
 			t.Fatalf("answer %s: %v", out, err)
+		}
+	})
+}
+
+// FuzzMessage holds the answer's reader to encoding/json: what it reads
+// without reflection, encoding/json decodes without an error to the same;
+// the rest goes to encoding/json.
+func FuzzMessage(f *testing.F) {
+	for _, s := range []string{
+		textAnswer,
+		`{"id":"m","model":"claude","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"redacted_thinking","data":"d"},{"type":"tool_use","id":"a","name":"f","input":{"x":[1,2]}},null],"stop_reason":"tool_use","usage":{"input_tokens":3,"output_tokens":4,"output_tokens_details":{"thinking_tokens":2}}}`,
+		`{"model":null,"content":null,"stop_reason":null,"usage":null}`, `{"content":[{"type":"text","text":"a\nb\u00e9"}]}`,
+		`{"Content":[]}`, `{"content":[{"TEXT":"x"}]}`, `{"model":"a","model":"b"}`, `{"content":[{"type":1}]}`,
+		`{"usage":{"input_tokens":-1}}`, `{"usage":{"input_tokens":1.5}}`, "{\"content\":[{\"text\":\"\xff\"}]}", `[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var got message
+		if !jsonscan.Valid(in) || !readMessage(in, &got) {
+			return
+		}
+		var want message
+		if err := json.Unmarshal(in, &want); err != nil {
+			t.Fatalf("read %q, which encoding/json refuses: %v", in, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("read %q as %+v, encoding/json as %+v", in, got, want)
 		}
 	})
 }

@@ -70,11 +70,15 @@ func contains(list []string, s string) bool {
 // Messages sends the client's Messages body to POST /v1/messages with the
 // deployment's model and key, and its anthropic-version (else APIVersion)
 // and anthropic-beta headers; the answer (a message, or its event stream)
-// comes back as Anthropic wrote it.
+// comes back as Anthropic wrote it. A body that already names the
+// deployment's model, and nothing of sluice's, goes as it came.
 func (e *endpoint) Messages(ctx context.Context, req *models.MessagesRequest) (*models.Answer, bool, error) {
-	body, err := MessagesBody(req.Body, e.opts.Model, nil)
-	if err != nil {
-		return nil, true, err
+	body := req.Body
+	if !req.AsIs || req.Model != e.opts.Model {
+		var err error
+		if body, err = MessagesBody(req.Body, e.opts.Model, nil); err != nil {
+			return nil, true, err
+		}
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
 	if err != nil {

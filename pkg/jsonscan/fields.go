@@ -1,0 +1,36 @@
+package jsonscan
+
+import "strings"
+
+// Fields walks the JSON object obj as encoding/json decodes it into a
+// struct whose members are names, for callers that decode a few members of
+// a large document without reflection and fall back to encoding/json when
+// the document is not in its usual form: f gets the index in names and the
+// raw value of each member named exactly so, and other members are skipped.
+// Fields reports false — not sure, decode with encoding/json — when obj is
+// not an object, a name comes twice (encoding/json merges or replaces), a
+// member's name matches one of names only without regard to case (which
+// encoding/json accepts), or f reports false. It checks obj's structure,
+// not its strings: a caller checks the document first (Valid). names holds
+// 64 names at most.
+func Fields(obj []byte, names []string, f func(i int, v []byte) bool) bool {
+	var seen uint64
+	err := Members(obj, func(name, v []byte) error {
+		for i, n := range names {
+			if string(name) == n {
+				if seen&(1<<i) != 0 || !f(i, v) {
+					return ErrSyntax
+				}
+				seen |= 1 << i
+				return nil
+			}
+		}
+		for _, n := range names {
+			if strings.EqualFold(string(name), n) {
+				return ErrSyntax
+			}
+		}
+		return nil
+	})
+	return err == nil
+}
