@@ -61,36 +61,27 @@ type Metrics struct {
 	teams                          *teamSet
 	emf                            *emfWriter
 
-	requests        *prometheus.CounterVec
-	errors          *prometheus.CounterVec
-	requestDuration *prometheus.HistogramVec
-	overhead        *prometheus.HistogramVec
-	refusals        *prometheus.CounterVec
-	calls           *prometheus.CounterVec
-	callDuration    *prometheus.HistogramVec
-	ttft            *prometheus.HistogramVec
-	tokens          *prometheus.HistogramVec
-	tokensTotal     *prometheus.CounterVec
-	spend           *prometheus.CounterVec
-	retries         *prometheus.CounterVec
-	cooldowns       *prometheus.CounterVec
-	batchLines      *prometheus.CounterVec
-	deliveries      *prometheus.CounterVec
-	storeDuration   *prometheus.HistogramVec
-	storeErrors     *prometheus.CounterVec
-	storeAgg        *storeAggregate // a Lambda function's store operations; nil without EMF
-	waiting         *linesWaiting
+	errors        *prometheus.CounterVec
+	refusals      *prometheus.CounterVec
+	retries       *prometheus.CounterVec
+	cooldowns     *prometheus.CounterVec
+	batchLines    *prometheus.CounterVec
+	deliveries    *prometheus.CounterVec
+	storeDuration *prometheus.HistogramVec
+	storeErrors   *prometheus.CounterVec
+	storeAgg      *storeAggregate // a Lambda function's store operations; nil without EMF
+	waiting       *linesWaiting
 	// epoch is when the instruments were made: store operations are timed
 	// as monotonic offsets from it.
 	epoch time.Time
 
-	// The children the per-call measurements resolved (series.go).
-	routeSeries    *seriesCache[routeKey, routeSeries]
-	overheadSeries *seriesCache[string, prometheus.Observer]
-	callCounts     *seriesCache[callStatusKey, prometheus.Counter]
-	callSeries     *seriesCache[callKey, *callSeries]
-	scrapes        prometheus.Counter
-	handler        http.Handler
+	// The per-request and per-call instruments' series (series.go): a
+	// request or a call looks its series up once and adds all its figures
+	// under one lock; collectors expose them at a scrape.
+	routeSeries *seriesCache[routeKey, *routeSeries]
+	callSeries  *seriesCache[callStatusKey, *callSeries]
+	scrapes     prometheus.Counter
+	handler     http.Handler
 }
 
 // Seconds buckets: sluice's own overhead is sub-millisecond to tens of
@@ -151,31 +142,29 @@ func New(cfg *config.Config, opts Options) *Metrics {
 		m.storeAgg = &storeAggregate{w: m.emf}
 	}
 	f := factory{m.reg}
-	m.requests = f.counter("sluice_requests_total", "HTTP requests answered, by route and status class.", lRoute, lStatus)
+	m.routeSeries = newSeriesCache(func(routeKey) *routeSeries { return newRouteSeries() })
+	m.reg.MustRegister(&routeCollector{series: m.routeSeries,
+		requests: f.desc("sluice_requests_total", "HTTP requests answered, by route and status class.", lRoute, lStatus),
+		duration: f.desc("sluice_request_duration_seconds", "Time from a request's arrival to the end of its answer.", lRoute, lStatus),
+		overhead: f.desc("sluice_overhead_seconds", "sluice's own time on a request: from its arrival to its answer's headers, less the time spent waiting on providers and between retries (X-Sluice-Overhead-Ms).", lRoute),
+	})
 	m.errors = f.counter("sluice_errors_total", "HTTP requests answered with an error, by route, status class and error code.", lRoute, lStatus, lCode)
-	m.requestDuration = f.histogram("sluice_request_duration_seconds", "Time from a request's arrival to the end of its answer.", durationBuckets, lRoute, lStatus)
-	m.overhead = f.histogram("sluice_overhead_seconds", "sluice's own time on a request: from its arrival to its answer's headers, less the time spent waiting on providers and between retries (X-Sluice-Overhead-Ms).", overheadBuckets, lRoute)
 	m.refusals = f.counter("sluice_refusals_total", "Requests refused by an admission limit: rate_limit (rpm/tpm) or budget.", lRoute, lReason)
-	m.calls = f.counter("sluice_model_calls_total", "Model calls ended (one per log event), by model, deployment, provider, team, status class and error code.", append(callLabels, lStatus, lCode)...)
-	m.callDuration = f.histogram("gen_ai_server_request_duration_seconds", "Model call duration, from the call's start to its answer's last byte (OTel gen_ai.server.request.duration).", durationBuckets, callLabels...)
-	m.ttft = f.histogram("gen_ai_server_time_to_first_token_seconds", "Time to the first byte of a streamed answer (OTel gen_ai.server.time_to_first_token).", ttftBuckets, callLabels...)
-	m.tokens = f.histogram("gen_ai_client_token_usage", "Tokens a model call used, by gen_ai_token_type input or output (OTel gen_ai.client.token.usage).", tokenBuckets, append(callLabels, lTokenType)...)
-	m.tokensTotal = f.counter("sluice_tokens_total", "Tokens used by model calls, by gen_ai_token_type input or output.", append(callLabels, lTokenType)...)
-	m.spend = f.counter("sluice_spend_usd_total", "Spend of model calls in US dollars, from each log event's response_cost.", callLabels...)
+	m.callSeries = newSeriesCache(func(callStatusKey) *callSeries { return newCallSeries() })
+	m.reg.MustRegister(&callCollector{series: m.callSeries,
+		calls:       f.desc("sluice_model_calls_total", "Model calls ended (one per log event), by model, deployment, provider, team, status class and error code.", append(callLabels, lStatus, lCode)...),
+		duration:    f.desc("gen_ai_server_request_duration_seconds", "Model call duration, from the call's start to its answer's last byte (OTel gen_ai.server.request.duration).", callLabels...),
+		ttft:        f.desc("gen_ai_server_time_to_first_token_seconds", "Time to the first byte of a streamed answer (OTel gen_ai.server.time_to_first_token).", callLabels...),
+		tokens:      f.desc("gen_ai_client_token_usage", "Tokens a model call used, by gen_ai_token_type input or output (OTel gen_ai.client.token.usage).", append(callLabels, lTokenType)...),
+		tokensTotal: f.desc("sluice_tokens_total", "Tokens used by model calls, by gen_ai_token_type input or output.", append(callLabels, lTokenType)...),
+		spend:       f.desc("sluice_spend_usd_total", "Spend of model calls in US dollars, from each log event's response_cost.", callLabels...),
+	})
 	m.retries = f.counter("sluice_deployment_retries_total", "Provider attempts after a call's first, by the deployment retried.", lModel, lDeployment, lProvider)
 	m.cooldowns = f.counter("sluice_deployment_cooldowns_total", "Times a deployment was put in cooldown after failures.", lModel, lDeployment, lProvider)
 	m.batchLines = f.counter("sluice_batch_lines_total", "Batch lines ended, by outcome done or failed.", lModel, lTeam, lOutcome)
 	m.deliveries = f.counter("sluice_callback_events_total", "Log event deliveries to logging callbacks, by destination kind and outcome delivered, retried or dead_lettered.", lKind, lOutcome)
 	m.storeDuration = f.histogram("sluice_store_operation_duration_seconds", "Store operations' duration, by backend (local, aws), store (records, blobs, work_queue, delivery_queue, dead_letter_queue, bus, limiter, sealer) and operation.", storeBuckets, lBackend, lStore, lOperation)
 	m.storeErrors = f.counter("sluice_store_errors_total", "Store operations that returned an error, by backend, store, operation and code: not_found, condition_failed and canceled are answers callers expect; unavailable and error are faults.", lBackend, lStore, lOperation, lCode)
-	m.routeSeries = newSeriesCache(func(k routeKey) routeSeries {
-		return routeSeries{requests: m.requests.WithLabelValues(k.route, k.class), duration: m.requestDuration.WithLabelValues(k.route, k.class)}
-	})
-	m.overheadSeries = newSeriesCache(func(route string) prometheus.Observer { return m.overhead.WithLabelValues(route) })
-	m.callCounts = newSeriesCache(func(k callStatusKey) prometheus.Counter {
-		return m.calls.WithLabelValues(k.model, k.deployment, k.provider, k.team, k.status, k.code)
-	})
-	m.callSeries = newSeriesCache(func(callKey) *callSeries { return &callSeries{} })
 	m.waiting = &linesWaiting{}
 	m.reg.MustRegister(m.waiting)
 	m.scrapes = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_metrics_scrapes_total", Help: "Scrapes of the metrics endpoint."})
@@ -210,6 +199,11 @@ func (f factory) counter(name, help string, labels ...string) *prometheus.Counte
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	f.reg.MustRegister(c)
 	return c
+}
+
+// desc describes a metric a collector of this package exposes.
+func (f factory) desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
 }
 
 func (f factory) histogram(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {

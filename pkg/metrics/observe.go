@@ -19,15 +19,14 @@ func (m *Metrics) Request(route string, status int, errCode string, took, overhe
 	}
 	class := statusClass(status)
 	c := code(errCode)
-	rs := m.routeSeries.get(routeKey{route, class})
-	rs.requests.Inc()
-	rs.duration.Observe(took.Seconds())
+	oh := -1.0
+	if overhead >= 0 {
+		oh = overhead.Seconds()
+	}
+	m.routeSeries.get(routeKey{route, class}).add(took.Seconds(), oh)
 	failed := status >= 400
 	if failed {
 		m.errors.WithLabelValues(route, class, c).Inc()
-	}
-	if overhead >= 0 {
-		m.overheadSeries.get(route).Observe(overhead.Seconds())
 	}
 	if refused != "" {
 		m.refusals.WithLabelValues(route, refused).Inc()
@@ -74,26 +73,14 @@ func (m *Metrics) ObserveEvent(_ context.Context, ev *logevent.Event) {
 		}
 		c = code(ev.ErrorInformation.ErrorClass)
 	}
-	key := callKey{model, dep, prov, team}
-	m.callCounts.get(callStatusKey{key, status, c}).Inc()
-	cs := m.callSeries.get(key)
-	took := max(ev.EndTime-ev.StartTime, 0)
-	cs.duration.observe(m.callDuration, took, model, dep, prov, team)
-	ttft := -1.0
+	f := callFigures{took: max(ev.EndTime-ev.StartTime, 0), ttft: -1, cost: ev.ResponseCost}
 	if ev.Stream && !failed && ev.CompletionStartTime > 0 {
-		ttft = max(ev.ResponseTime, 0)
-		cs.ttft.observe(m.ttft, ttft, model, dep, prov, team)
+		f.ttft = max(ev.ResponseTime, 0)
 	}
 	if ev.PromptTokens > 0 || ev.CompletionTokens > 0 {
-		in, out := float64(ev.PromptTokens), float64(ev.CompletionTokens)
-		cs.tokensIn.observe(m.tokens, in, model, dep, prov, team, "input")
-		cs.tokensOut.observe(m.tokens, out, model, dep, prov, team, "output")
-		cs.totalIn.add(m.tokensTotal, in, model, dep, prov, team, "input")
-		cs.totalOut.add(m.tokensTotal, out, model, dep, prov, team, "output")
+		f.tokens, f.in, f.out = true, float64(ev.PromptTokens), float64(ev.CompletionTokens)
 	}
-	if ev.ResponseCost > 0 {
-		cs.spend.add(m.spend, ev.ResponseCost, model, dep, prov, team)
-	}
+	m.callSeries.get(callStatusKey{callKey{model, dep, prov, team}, status, c}).add(&f)
 	outcome := ""
 	if ev.Metadata.BatchID != "" {
 		outcome = "done"
@@ -107,9 +94,9 @@ func (m *Metrics) ObserveEvent(_ context.Context, ev *logevent.Event) {
 			"Model", model, "Team", team, "Deployment", dep, "Provider", prov, "Status", status, "Code", c)
 		l.metric("ModelCalls", unitCount, 1)
 		l.metric("ModelCallErrors", unitCount, b2f(failed))
-		l.metric("ModelCallDuration", unitMilliseconds, took*1000)
-		if ttft >= 0 {
-			l.metric("TimeToFirstToken", unitMilliseconds, ttft*1000)
+		l.metric("ModelCallDuration", unitMilliseconds, f.took*1000)
+		if f.ttft >= 0 {
+			l.metric("TimeToFirstToken", unitMilliseconds, f.ttft*1000)
 		}
 		l.metric("InputTokens", unitCount, float64(ev.PromptTokens))
 		l.metric("OutputTokens", unitCount, float64(ev.CompletionTokens))
