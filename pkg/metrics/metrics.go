@@ -57,7 +57,7 @@ type Options struct {
 type Metrics struct {
 	reg *prometheus.Registry
 
-	models, deployments, providers map[string]bool
+	models, deployments, providers *labelSet
 	teams                          *teamSet
 	emf                            *emfWriter
 
@@ -121,20 +121,20 @@ func New(cfg *config.Config, opts Options) *Metrics {
 	}
 	m := &Metrics{
 		reg:         prometheus.NewRegistry(),
-		models:      map[string]bool{},
-		deployments: map[string]bool{},
-		providers:   map[string]bool{},
+		models:      newLabelSet(),
+		deployments: newLabelSet(),
+		providers:   newLabelSet(),
 		teams:       newTeamSet(opts.MaxTeams),
 		epoch:       time.Now(),
 	}
 	for _, p := range passthroughProviders {
-		m.providers[p] = true
+		m.providers.add(p)
 	}
 	if cfg != nil {
 		for i, d := range cfg.ModelList {
-			m.models[d.ModelName] = true
-			m.deployments[deploymentID(d, i)] = true
-			m.providers[d.Params.Provider()] = true
+			m.models.add(d.ModelName)
+			m.deployments.add(deploymentID(d, i))
+			m.providers.add(d.Params.Provider())
 		}
 	}
 	if opts.EMF != nil {
@@ -151,7 +151,7 @@ func New(cfg *config.Config, opts Options) *Metrics {
 	m.errors = f.counter("sluice_errors_total", "HTTP requests answered with an error, by route, status class and error code.", lRoute, lStatus, lCode)
 	m.refusals = f.counter("sluice_refusals_total", "Requests refused by an admission limit: rate_limit (rpm/tpm) or budget.", lRoute, lReason)
 	m.callSeries = newSeriesCache(func(callStatusKey) *callSeries { return newCallSeries() })
-	m.reg.MustRegister(&callCollector{series: m.callSeries,
+	m.reg.MustRegister(&callCollector{m: m,
 		calls:       f.desc("sluice_model_calls_total", "Model calls ended (one per log event), by model, deployment, provider, team, status class and error code.", append(callLabels, lStatus, lCode)...),
 		duration:    f.desc("gen_ai_server_request_duration_seconds", "Model call duration, from the call's start to its answer's last byte (OTel gen_ai.server.request.duration).", callLabels...),
 		ttft:        f.desc("gen_ai_server_time_to_first_token_seconds", "Time to the first byte of a streamed answer (OTel gen_ai.server.time_to_first_token).", callLabels...),
@@ -232,18 +232,60 @@ func (m *Metrics) Namespace() string {
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // model bounds a model name to the configured ones.
-func (m *Metrics) model(name string) string {
-	return bounded(m.models, name)
+func (m *Metrics) model(name string) string { return m.models.bound(name) }
+
+// The ids every labelSet gives None and Other.
+const (
+	idNone  int32 = 0
+	idOther int32 = 1
+)
+
+// labelSet is a label's bounded values: None, Other, then the known ones,
+// each with an id that stands for it in the series keys (a few integers
+// hash in a fraction of the time the label strings would). It is not
+// changed once built (teamSet copies one on write).
+type labelSet struct {
+	ids    map[string]int32
+	values []string
 }
 
-func bounded(known map[string]bool, v string) string {
-	switch {
-	case v == "":
-		return None
-	case known[v]:
-		return v
+func newLabelSet(known ...string) *labelSet {
+	l := &labelSet{ids: map[string]int32{}, values: []string{None, Other}}
+	for _, v := range known {
+		l.add(v)
 	}
-	return Other
+	return l
+}
+
+// add makes v a known value (Other and None already are).
+func (l *labelSet) add(v string) {
+	if _, ok := l.ids[v]; ok || v == None || v == Other {
+		return
+	}
+	l.ids[v] = int32(len(l.values))
+	l.values = append(l.values, v)
+}
+
+// id is v's id: idNone for "", idOther for a value not known.
+func (l *labelSet) id(v string) int32 {
+	if v == "" {
+		return idNone
+	}
+	if id, ok := l.ids[v]; ok {
+		return id
+	}
+	return idOther
+}
+
+// bound is v as a label value: v if known, else None or Other.
+func (l *labelSet) bound(v string) string { return l.values[l.id(v)] }
+
+func (l *labelSet) clone() *labelSet {
+	c := &labelSet{ids: make(map[string]int32, len(l.ids)+1), values: append(make([]string, 0, len(l.values)+1), l.values...)}
+	for k, v := range l.ids {
+		c.ids[k] = v
+	}
+	return c
 }
 
 // teamSet hands out team label values: a team id (from the caller's
@@ -253,73 +295,71 @@ func bounded(known map[string]bool, v string) string {
 type teamSet struct {
 	mu   sync.Mutex // serialises the writers
 	max  int
-	seen atomic.Pointer[map[string]bool]
+	seen atomic.Pointer[labelSet]
 }
 
 func newTeamSet(max int) *teamSet {
 	t := &teamSet{max: max}
-	t.seen.Store(&map[string]bool{})
+	t.seen.Store(newLabelSet())
 	return t
 }
 
-func (t *teamSet) label(team string) string {
+// id is team's id in the set, adding it while there is room.
+func (t *teamSet) id(team string) int32 {
 	if team == "" {
-		return None
+		return idNone
 	}
-	seen := *t.seen.Load()
-	if seen[team] {
-		return team
+	seen := t.seen.Load()
+	if id, ok := seen.ids[team]; ok {
+		return id
 	}
-	if len(seen) >= t.max {
-		return Other
+	if len(seen.ids) >= t.max || team == Other {
+		return idOther
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	seen = *t.seen.Load()
-	switch {
-	case seen[team]:
-		return team
-	case len(seen) >= t.max:
-		return Other
+	seen = t.seen.Load()
+	if id, ok := seen.ids[team]; ok {
+		return id
 	}
-	next := make(map[string]bool, len(seen)+1)
-	for k := range seen {
-		next[k] = true
+	if len(seen.ids) >= t.max {
+		return idOther
 	}
-	next[team] = true
-	t.seen.Store(&next)
-	return team
+	next := seen.clone()
+	next.add(team)
+	t.seen.Store(next)
+	return next.ids[team]
+}
+
+// label is team's label value.
+func (t *teamSet) label(team string) string { return t.values()[t.id(team)] }
+
+// values are the label values by id, as far as ids were handed out.
+func (t *teamSet) values() []string { return t.seen.Load().values }
+
+// classes are the status classes by id (0: none).
+var classes = [...]string{"", "1xx", "2xx", "3xx", "4xx", "5xx"}
+
+// classID is an HTTP status's class id; anything outside 1xx–4xx is 5xx.
+func classID(status int) uint8 {
+	if c := status / 100; c >= 1 && c <= 4 {
+		return uint8(c)
+	}
+	return 5
 }
 
 // statusClass is an HTTP status's class: "2xx", "4xx", "5xx".
-func statusClass(status int) string {
-	switch status / 100 {
-	case 1:
-		return "1xx"
-	case 2:
-		return "2xx"
-	case 3:
-		return "3xx"
-	case 4:
-		return "4xx"
-	}
-	return "5xx"
-}
+func statusClass(status int) string { return classes[classID(status)] }
 
 // codes are the error codes sluice answers with (pkg/api, the providers'
 // mapped errors): any other code counts as Other.
-var codes = map[string]bool{
-	"invalid_value": true, "missing_required_parameter": true, "invalid_json": true, "invalid_api_key": true,
-	"permission_denied": true, "not_found": true, "model_not_found": true, "method_not_allowed": true,
-	"request_timeout": true, "conflict": true, "payload_too_large": true, "rate_limit_exceeded": true,
-	"budget_exceeded": true, "client_closed": true, "upstream_error": true, "upstream_timeout": true,
-	"server_error": true, "internal_error": true, "unavailable": true, "service_unavailable": true,
-	"context_length_exceeded": true, "content_filter": true, "unsupported_media_type": true,
-}
+var codes = newLabelSet(
+	"invalid_value", "missing_required_parameter", "invalid_json", "invalid_api_key",
+	"permission_denied", "not_found", "model_not_found", "method_not_allowed",
+	"request_timeout", "conflict", "payload_too_large", "rate_limit_exceeded",
+	"budget_exceeded", "client_closed", "upstream_error", "upstream_timeout",
+	"server_error", "internal_error", "unavailable", "service_unavailable",
+	"context_length_exceeded", "content_filter", "unsupported_media_type",
+)
 
-func code(c string) string {
-	if c == "" || codes[c] {
-		return c
-	}
-	return Other
-}
+func code(c string) string { return codes.bound(c) }

@@ -110,13 +110,15 @@ func constMetric(m prometheus.Metric, err error) prometheus.Metric {
 	return m
 }
 
-// callKey is a model call's label values.
-type callKey struct{ model, deployment, provider, team string }
+// callKey is a model call's label values, by their ids in their labelSets.
+type callKey struct{ model, deployment, provider, team int32 }
 
-// callStatusKey adds a call's status class and error code.
+// callStatusKey adds a call's status class (classID) and error code (its
+// id in codes).
 type callStatusKey struct {
 	callKey
-	status, code string
+	status uint8
+	code   int32
 }
 
 // callSeries accumulates the model calls of one label set (status and code
@@ -166,7 +168,7 @@ func (s *callSeries) add(f *callFigures) {
 // instruments by model, deployment, provider and team. A series appears once
 // something was measured in it, as a client_golang child does.
 type callCollector struct {
-	series                                     *seriesCache[callStatusKey, *callSeries]
+	m                                          *Metrics
 	calls, duration, ttft, tokens, tokensTotal *prometheus.Desc
 	spend                                      *prometheus.Desc
 }
@@ -184,7 +186,10 @@ func (c *callCollector) Collect(ch chan<- prometheus.Metric) {
 		spent                         bool
 	}
 	byCall := map[callKey]*sums{}
-	for k, s := range c.series.all() {
+	series := c.m.callSeries.all()
+	teams := c.m.teams.values() // after the series: it names every team they hold
+	models, deployments, providers := c.m.models.values, c.m.deployments.values, c.m.providers.values
+	for k, s := range series {
 		s.mu.Lock()
 		calls := s.calls
 		agg := byCall[k.callKey]
@@ -201,27 +206,32 @@ func (c *callCollector) Collect(ch chan<- prometheus.Metric) {
 			agg.spent = agg.spent || s.spent
 		}
 		s.mu.Unlock()
-		ch <- counterMetric(c.calls, float64(calls), k.model, k.deployment, k.provider, k.team, k.status, k.code)
+		ch <- counterMetric(c.calls, float64(calls), models[k.model], deployments[k.deployment], providers[k.provider], teams[k.team],
+			classes[k.status], codes.values[k.code])
 	}
-	for k, s := range byCall {
-		ch <- s.duration.metric(c.duration, durationBuckets, k.model, k.deployment, k.provider, k.team)
+	for id, s := range byCall {
+		k := [4]string{models[id.model], deployments[id.deployment], providers[id.provider], teams[id.team]}
+		ch <- s.duration.metric(c.duration, durationBuckets, k[0], k[1], k[2], k[3])
 		if s.ttft.n > 0 {
-			ch <- s.ttft.metric(c.ttft, ttftBuckets, k.model, k.deployment, k.provider, k.team)
+			ch <- s.ttft.metric(c.ttft, ttftBuckets, k[0], k[1], k[2], k[3])
 		}
 		if s.tokIn.n > 0 { // input and output are observed together
-			ch <- s.tokIn.metric(c.tokens, tokenBuckets, k.model, k.deployment, k.provider, k.team, "input")
-			ch <- s.tokOut.metric(c.tokens, tokenBuckets, k.model, k.deployment, k.provider, k.team, "output")
-			ch <- counterMetric(c.tokensTotal, s.tokIn.sum, k.model, k.deployment, k.provider, k.team, "input")
-			ch <- counterMetric(c.tokensTotal, s.tokOut.sum, k.model, k.deployment, k.provider, k.team, "output")
+			ch <- s.tokIn.metric(c.tokens, tokenBuckets, k[0], k[1], k[2], k[3], "input")
+			ch <- s.tokOut.metric(c.tokens, tokenBuckets, k[0], k[1], k[2], k[3], "output")
+			ch <- counterMetric(c.tokensTotal, s.tokIn.sum, k[0], k[1], k[2], k[3], "input")
+			ch <- counterMetric(c.tokensTotal, s.tokOut.sum, k[0], k[1], k[2], k[3], "output")
 		}
 		if s.spent {
-			ch <- counterMetric(c.spend, s.spend, k.model, k.deployment, k.provider, k.team)
+			ch <- counterMetric(c.spend, s.spend, k[0], k[1], k[2], k[3])
 		}
 	}
 }
 
-// routeKey is a request's route and status class.
-type routeKey struct{ route, class string }
+// routeKey is a request's route and status class (classID).
+type routeKey struct {
+	route string
+	class uint8
+}
 
 // routeSeries accumulates the requests of one route and status class: the
 // request count is its duration histogram's count; sluice_overhead_seconds
@@ -274,8 +284,8 @@ func (c *routeCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		s.mu.Unlock()
-		ch <- counterMetric(c.requests, float64(d.n), k.route, k.class)
-		ch <- d.metric(c.duration, durationBuckets, k.route, k.class)
+		ch <- counterMetric(c.requests, float64(d.n), k.route, classes[k.class])
+		ch <- d.metric(c.duration, durationBuckets, k.route, classes[k.class])
 	}
 	for route, o := range overhead {
 		ch <- o.metric(c.overhead, overheadBuckets, route)
