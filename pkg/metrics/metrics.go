@@ -57,40 +57,31 @@ type Options struct {
 type Metrics struct {
 	reg *prometheus.Registry
 
-	models, deployments, providers map[string]bool
+	models, deployments, providers *labelSet
 	teams                          *teamSet
 	emf                            *emfWriter
 
-	requests        *prometheus.CounterVec
-	errors          *prometheus.CounterVec
-	requestDuration *prometheus.HistogramVec
-	overhead        *prometheus.HistogramVec
-	refusals        *prometheus.CounterVec
-	calls           *prometheus.CounterVec
-	callDuration    *prometheus.HistogramVec
-	ttft            *prometheus.HistogramVec
-	tokens          *prometheus.HistogramVec
-	tokensTotal     *prometheus.CounterVec
-	spend           *prometheus.CounterVec
-	retries         *prometheus.CounterVec
-	cooldowns       *prometheus.CounterVec
-	batchLines      *prometheus.CounterVec
-	deliveries      *prometheus.CounterVec
-	storeDuration   *prometheus.HistogramVec
-	storeErrors     *prometheus.CounterVec
-	storeAgg        *storeAggregate // a Lambda function's store operations; nil without EMF
-	waiting         *linesWaiting
+	errors        *prometheus.CounterVec
+	refusals      *prometheus.CounterVec
+	retries       *prometheus.CounterVec
+	cooldowns     *prometheus.CounterVec
+	batchLines    *prometheus.CounterVec
+	deliveries    *prometheus.CounterVec
+	storeDuration *prometheus.HistogramVec
+	storeErrors   *prometheus.CounterVec
+	storeAgg      *storeAggregate // a Lambda function's store operations; nil without EMF
+	waiting       *linesWaiting
 	// epoch is when the instruments were made: store operations are timed
 	// as monotonic offsets from it.
 	epoch time.Time
 
-	// The children the per-call measurements resolved (series.go).
-	routeSeries    *seriesCache[routeKey, routeSeries]
-	overheadSeries *seriesCache[string, prometheus.Observer]
-	callCounts     *seriesCache[callStatusKey, prometheus.Counter]
-	callSeries     *seriesCache[callKey, *callSeries]
-	scrapes        prometheus.Counter
-	handler        http.Handler
+	// The per-request and per-call instruments' series (series.go): a
+	// request or a call looks its series up once and adds all its figures
+	// under one lock; collectors expose them at a scrape.
+	routeSeries *seriesCache[routeKey, *routeSeries]
+	callSeries  *seriesCache[callStatusKey, *callSeries]
+	scrapes     prometheus.Counter
+	handler     http.Handler
 }
 
 // Seconds buckets: sluice's own overhead is sub-millisecond to tens of
@@ -130,20 +121,20 @@ func New(cfg *config.Config, opts Options) *Metrics {
 	}
 	m := &Metrics{
 		reg:         prometheus.NewRegistry(),
-		models:      map[string]bool{},
-		deployments: map[string]bool{},
-		providers:   map[string]bool{},
+		models:      newLabelSet(),
+		deployments: newLabelSet(),
+		providers:   newLabelSet(),
 		teams:       newTeamSet(opts.MaxTeams),
 		epoch:       time.Now(),
 	}
 	for _, p := range passthroughProviders {
-		m.providers[p] = true
+		m.providers.add(p)
 	}
 	if cfg != nil {
 		for i, d := range cfg.ModelList {
-			m.models[d.ModelName] = true
-			m.deployments[deploymentID(d, i)] = true
-			m.providers[d.Params.Provider()] = true
+			m.models.add(d.ModelName)
+			m.deployments.add(deploymentID(d, i))
+			m.providers.add(d.Params.Provider())
 		}
 	}
 	if opts.EMF != nil {
@@ -151,31 +142,29 @@ func New(cfg *config.Config, opts Options) *Metrics {
 		m.storeAgg = &storeAggregate{w: m.emf}
 	}
 	f := factory{m.reg}
-	m.requests = f.counter("sluice_requests_total", "HTTP requests answered, by route and status class.", lRoute, lStatus)
+	m.routeSeries = newSeriesCache(func(routeKey) *routeSeries { return newRouteSeries() })
+	m.reg.MustRegister(&routeCollector{series: m.routeSeries,
+		requests: f.desc("sluice_requests_total", "HTTP requests answered, by route and status class.", lRoute, lStatus),
+		duration: f.desc("sluice_request_duration_seconds", "Time from a request's arrival to the end of its answer.", lRoute, lStatus),
+		overhead: f.desc("sluice_overhead_seconds", "sluice's own time on a request: from its arrival to its answer's headers, less the time spent waiting on providers and between retries (X-Sluice-Overhead-Ms).", lRoute),
+	})
 	m.errors = f.counter("sluice_errors_total", "HTTP requests answered with an error, by route, status class and error code.", lRoute, lStatus, lCode)
-	m.requestDuration = f.histogram("sluice_request_duration_seconds", "Time from a request's arrival to the end of its answer.", durationBuckets, lRoute, lStatus)
-	m.overhead = f.histogram("sluice_overhead_seconds", "sluice's own time on a request: from its arrival to its answer's headers, less the time spent waiting on providers and between retries (X-Sluice-Overhead-Ms).", overheadBuckets, lRoute)
 	m.refusals = f.counter("sluice_refusals_total", "Requests refused by an admission limit: rate_limit (rpm/tpm) or budget.", lRoute, lReason)
-	m.calls = f.counter("sluice_model_calls_total", "Model calls ended (one per log event), by model, deployment, provider, team, status class and error code.", append(callLabels, lStatus, lCode)...)
-	m.callDuration = f.histogram("gen_ai_server_request_duration_seconds", "Model call duration, from the call's start to its answer's last byte (OTel gen_ai.server.request.duration).", durationBuckets, callLabels...)
-	m.ttft = f.histogram("gen_ai_server_time_to_first_token_seconds", "Time to the first byte of a streamed answer (OTel gen_ai.server.time_to_first_token).", ttftBuckets, callLabels...)
-	m.tokens = f.histogram("gen_ai_client_token_usage", "Tokens a model call used, by gen_ai_token_type input or output (OTel gen_ai.client.token.usage).", tokenBuckets, append(callLabels, lTokenType)...)
-	m.tokensTotal = f.counter("sluice_tokens_total", "Tokens used by model calls, by gen_ai_token_type input or output.", append(callLabels, lTokenType)...)
-	m.spend = f.counter("sluice_spend_usd_total", "Spend of model calls in US dollars, from each log event's response_cost.", callLabels...)
+	m.callSeries = newSeriesCache(func(callStatusKey) *callSeries { return newCallSeries() })
+	m.reg.MustRegister(&callCollector{m: m,
+		calls:       f.desc("sluice_model_calls_total", "Model calls ended (one per log event), by model, deployment, provider, team, status class and error code.", append(callLabels, lStatus, lCode)...),
+		duration:    f.desc("gen_ai_server_request_duration_seconds", "Model call duration, from the call's start to its answer's last byte (OTel gen_ai.server.request.duration).", callLabels...),
+		ttft:        f.desc("gen_ai_server_time_to_first_token_seconds", "Time to the first byte of a streamed answer (OTel gen_ai.server.time_to_first_token).", callLabels...),
+		tokens:      f.desc("gen_ai_client_token_usage", "Tokens a model call used, by gen_ai_token_type input or output (OTel gen_ai.client.token.usage).", append(callLabels, lTokenType)...),
+		tokensTotal: f.desc("sluice_tokens_total", "Tokens used by model calls, by gen_ai_token_type input or output.", append(callLabels, lTokenType)...),
+		spend:       f.desc("sluice_spend_usd_total", "Spend of model calls in US dollars, from each log event's response_cost.", callLabels...),
+	})
 	m.retries = f.counter("sluice_deployment_retries_total", "Provider attempts after a call's first, by the deployment retried.", lModel, lDeployment, lProvider)
 	m.cooldowns = f.counter("sluice_deployment_cooldowns_total", "Times a deployment was put in cooldown after failures.", lModel, lDeployment, lProvider)
 	m.batchLines = f.counter("sluice_batch_lines_total", "Batch lines ended, by outcome done or failed.", lModel, lTeam, lOutcome)
 	m.deliveries = f.counter("sluice_callback_events_total", "Log event deliveries to logging callbacks, by destination kind and outcome delivered, retried or dead_lettered.", lKind, lOutcome)
 	m.storeDuration = f.histogram("sluice_store_operation_duration_seconds", "Store operations' duration, by backend (local, aws), store (records, blobs, work_queue, delivery_queue, dead_letter_queue, bus, limiter, sealer) and operation.", storeBuckets, lBackend, lStore, lOperation)
 	m.storeErrors = f.counter("sluice_store_errors_total", "Store operations that returned an error, by backend, store, operation and code: not_found, condition_failed and canceled are answers callers expect; unavailable and error are faults.", lBackend, lStore, lOperation, lCode)
-	m.routeSeries = newSeriesCache(func(k routeKey) routeSeries {
-		return routeSeries{requests: m.requests.WithLabelValues(k.route, k.class), duration: m.requestDuration.WithLabelValues(k.route, k.class)}
-	})
-	m.overheadSeries = newSeriesCache(func(route string) prometheus.Observer { return m.overhead.WithLabelValues(route) })
-	m.callCounts = newSeriesCache(func(k callStatusKey) prometheus.Counter {
-		return m.calls.WithLabelValues(k.model, k.deployment, k.provider, k.team, k.status, k.code)
-	})
-	m.callSeries = newSeriesCache(func(callKey) *callSeries { return &callSeries{} })
 	m.waiting = &linesWaiting{}
 	m.reg.MustRegister(m.waiting)
 	m.scrapes = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_metrics_scrapes_total", Help: "Scrapes of the metrics endpoint."})
@@ -212,6 +201,11 @@ func (f factory) counter(name, help string, labels ...string) *prometheus.Counte
 	return c
 }
 
+// desc describes a metric a collector of this package exposes.
+func (f factory) desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
+}
+
 func (f factory) histogram(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 	f.reg.MustRegister(h)
@@ -238,18 +232,60 @@ func (m *Metrics) Namespace() string {
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // model bounds a model name to the configured ones.
-func (m *Metrics) model(name string) string {
-	return bounded(m.models, name)
+func (m *Metrics) model(name string) string { return m.models.bound(name) }
+
+// The ids every labelSet gives None and Other.
+const (
+	idNone  int32 = 0
+	idOther int32 = 1
+)
+
+// labelSet is a label's bounded values: None, Other, then the known ones,
+// each with an id that stands for it in the series keys (a few integers
+// hash in a fraction of the time the label strings would). It is not
+// changed once built (teamSet copies one on write).
+type labelSet struct {
+	ids    map[string]int32
+	values []string
 }
 
-func bounded(known map[string]bool, v string) string {
-	switch {
-	case v == "":
-		return None
-	case known[v]:
-		return v
+func newLabelSet(known ...string) *labelSet {
+	l := &labelSet{ids: map[string]int32{}, values: []string{None, Other}}
+	for _, v := range known {
+		l.add(v)
 	}
-	return Other
+	return l
+}
+
+// add makes v a known value (Other and None already are).
+func (l *labelSet) add(v string) {
+	if _, ok := l.ids[v]; ok || v == None || v == Other {
+		return
+	}
+	l.ids[v] = int32(len(l.values))
+	l.values = append(l.values, v)
+}
+
+// id is v's id: idNone for "", idOther for a value not known.
+func (l *labelSet) id(v string) int32 {
+	if v == "" {
+		return idNone
+	}
+	if id, ok := l.ids[v]; ok {
+		return id
+	}
+	return idOther
+}
+
+// bound is v as a label value: v if known, else None or Other.
+func (l *labelSet) bound(v string) string { return l.values[l.id(v)] }
+
+func (l *labelSet) clone() *labelSet {
+	c := &labelSet{ids: make(map[string]int32, len(l.ids)+1), values: append(make([]string, 0, len(l.values)+1), l.values...)}
+	for k, v := range l.ids {
+		c.ids[k] = v
+	}
+	return c
 }
 
 // teamSet hands out team label values: a team id (from the caller's
@@ -259,73 +295,71 @@ func bounded(known map[string]bool, v string) string {
 type teamSet struct {
 	mu   sync.Mutex // serialises the writers
 	max  int
-	seen atomic.Pointer[map[string]bool]
+	seen atomic.Pointer[labelSet]
 }
 
 func newTeamSet(max int) *teamSet {
 	t := &teamSet{max: max}
-	t.seen.Store(&map[string]bool{})
+	t.seen.Store(newLabelSet())
 	return t
 }
 
-func (t *teamSet) label(team string) string {
+// id is team's id in the set, adding it while there is room.
+func (t *teamSet) id(team string) int32 {
 	if team == "" {
-		return None
+		return idNone
 	}
-	seen := *t.seen.Load()
-	if seen[team] {
-		return team
+	seen := t.seen.Load()
+	if id, ok := seen.ids[team]; ok {
+		return id
 	}
-	if len(seen) >= t.max {
-		return Other
+	if len(seen.ids) >= t.max || team == Other {
+		return idOther
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	seen = *t.seen.Load()
-	switch {
-	case seen[team]:
-		return team
-	case len(seen) >= t.max:
-		return Other
+	seen = t.seen.Load()
+	if id, ok := seen.ids[team]; ok {
+		return id
 	}
-	next := make(map[string]bool, len(seen)+1)
-	for k := range seen {
-		next[k] = true
+	if len(seen.ids) >= t.max {
+		return idOther
 	}
-	next[team] = true
-	t.seen.Store(&next)
-	return team
+	next := seen.clone()
+	next.add(team)
+	t.seen.Store(next)
+	return next.ids[team]
+}
+
+// label is team's label value.
+func (t *teamSet) label(team string) string { return t.values()[t.id(team)] }
+
+// values are the label values by id, as far as ids were handed out.
+func (t *teamSet) values() []string { return t.seen.Load().values }
+
+// classes are the status classes by id (0: none).
+var classes = [...]string{"", "1xx", "2xx", "3xx", "4xx", "5xx"}
+
+// classID is an HTTP status's class id; anything outside 1xx–4xx is 5xx.
+func classID(status int) uint8 {
+	if c := status / 100; c >= 1 && c <= 4 {
+		return uint8(c)
+	}
+	return 5
 }
 
 // statusClass is an HTTP status's class: "2xx", "4xx", "5xx".
-func statusClass(status int) string {
-	switch status / 100 {
-	case 1:
-		return "1xx"
-	case 2:
-		return "2xx"
-	case 3:
-		return "3xx"
-	case 4:
-		return "4xx"
-	}
-	return "5xx"
-}
+func statusClass(status int) string { return classes[classID(status)] }
 
 // codes are the error codes sluice answers with (pkg/api, the providers'
 // mapped errors): any other code counts as Other.
-var codes = map[string]bool{
-	"invalid_value": true, "missing_required_parameter": true, "invalid_json": true, "invalid_api_key": true,
-	"permission_denied": true, "not_found": true, "model_not_found": true, "method_not_allowed": true,
-	"request_timeout": true, "conflict": true, "payload_too_large": true, "rate_limit_exceeded": true,
-	"budget_exceeded": true, "client_closed": true, "upstream_error": true, "upstream_timeout": true,
-	"server_error": true, "internal_error": true, "unavailable": true, "service_unavailable": true,
-	"context_length_exceeded": true, "content_filter": true, "unsupported_media_type": true,
-}
+var codes = newLabelSet(
+	"invalid_value", "missing_required_parameter", "invalid_json", "invalid_api_key",
+	"permission_denied", "not_found", "model_not_found", "method_not_allowed",
+	"request_timeout", "conflict", "payload_too_large", "rate_limit_exceeded",
+	"budget_exceeded", "client_closed", "upstream_error", "upstream_timeout",
+	"server_error", "internal_error", "unavailable", "service_unavailable",
+	"context_length_exceeded", "content_filter", "unsupported_media_type",
+)
 
-func code(c string) string {
-	if c == "" || codes[c] {
-		return c
-	}
-	return Other
-}
+func code(c string) string { return codes.bound(c) }

@@ -68,3 +68,24 @@ func TestABudgetAlertIsNoModelCall(t *testing.T) {
 		}
 	}
 }
+
+// TestAModelNamedOtherSharesOthersSeries: a configured value spelled like
+// Other is Other, so an unknown model and it make one series, not two with
+// the same labels (which a scrape would refuse).
+func TestAModelNamedOtherSharesOthersSeries(t *testing.T) {
+	m := New(&config.Config{ModelList: []config.Deployment{{ModelName: Other, Params: config.Params{Model: "openai/x"}}}}, Options{})
+	for _, name := range []string{Other, "unknown"} {
+		m.ObserveEvent(context.Background(), &logevent.Event{Status: logevent.StatusSuccess, ModelGroup: name})
+	}
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == "sluice_model_calls_total" {
+			if n := len(f.GetMetric()); n != 1 || f.GetMetric()[0].GetCounter().GetValue() != 2 {
+				t.Errorf("%d series, first %v; want one with 2", n, f.GetMetric()[0])
+			}
+		}
+	}
+}

@@ -17,17 +17,16 @@ func (m *Metrics) Request(route string, status int, errCode string, took, overhe
 	if m == nil {
 		return
 	}
-	class := statusClass(status)
-	c := code(errCode)
-	rs := m.routeSeries.get(routeKey{route, class})
-	rs.requests.Inc()
-	rs.duration.Observe(took.Seconds())
+	cid := classID(status)
+	class, c := classes[cid], code(errCode)
+	oh := -1.0
+	if overhead >= 0 {
+		oh = overhead.Seconds()
+	}
+	m.routeSeries.get(routeKey{route, cid}).add(took.Seconds(), oh)
 	failed := status >= 400
 	if failed {
 		m.errors.WithLabelValues(route, class, c).Inc()
-	}
-	if overhead >= 0 {
-		m.overheadSeries.get(route).Observe(overhead.Seconds())
 	}
 	if refused != "" {
 		m.refusals.WithLabelValues(route, refused).Inc()
@@ -59,57 +58,43 @@ func (m *Metrics) ObserveEvent(_ context.Context, ev *logevent.Event) {
 	if name == "" {
 		name = ev.Model
 	}
-	model := m.model(name)
-	dep := bounded(m.deployments, ev.ModelID)
-	prov := bounded(m.providers, ev.CustomLLMProvider)
-	team := m.teams.label(ev.Metadata.UserAPIKeyTeamID)
-	status, c := "2xx", ""
+	key := callStatusKey{callKey: callKey{model: m.models.id(name), deployment: m.deployments.id(ev.ModelID),
+		provider: m.providers.id(ev.CustomLLMProvider), team: m.teams.id(ev.Metadata.UserAPIKeyTeamID)}, status: classID(200)}
 	if ev.Passthrough != nil && ev.Passthrough.StatusCode > 0 {
-		status = statusClass(ev.Passthrough.StatusCode)
+		key.status = classID(ev.Passthrough.StatusCode)
 	}
 	failed := ev.Status == logevent.StatusFailure
 	if failed && ev.ErrorInformation != nil {
 		if st, err := strconv.Atoi(ev.ErrorInformation.ErrorCode); err == nil {
-			status = statusClass(st)
+			key.status = classID(st)
 		}
-		c = code(ev.ErrorInformation.ErrorClass)
+		key.code = codes.id(ev.ErrorInformation.ErrorClass)
 	}
-	key := callKey{model, dep, prov, team}
-	m.callCounts.get(callStatusKey{key, status, c}).Inc()
-	cs := m.callSeries.get(key)
-	took := max(ev.EndTime-ev.StartTime, 0)
-	cs.duration.observe(m.callDuration, took, model, dep, prov, team)
-	ttft := -1.0
+	f := callFigures{took: max(ev.EndTime-ev.StartTime, 0), ttft: -1, cost: ev.ResponseCost}
 	if ev.Stream && !failed && ev.CompletionStartTime > 0 {
-		ttft = max(ev.ResponseTime, 0)
-		cs.ttft.observe(m.ttft, ttft, model, dep, prov, team)
+		f.ttft = max(ev.ResponseTime, 0)
 	}
 	if ev.PromptTokens > 0 || ev.CompletionTokens > 0 {
-		in, out := float64(ev.PromptTokens), float64(ev.CompletionTokens)
-		cs.tokensIn.observe(m.tokens, in, model, dep, prov, team, "input")
-		cs.tokensOut.observe(m.tokens, out, model, dep, prov, team, "output")
-		cs.totalIn.add(m.tokensTotal, in, model, dep, prov, team, "input")
-		cs.totalOut.add(m.tokensTotal, out, model, dep, prov, team, "output")
+		f.tokens, f.in, f.out = true, float64(ev.PromptTokens), float64(ev.CompletionTokens)
 	}
-	if ev.ResponseCost > 0 {
-		cs.spend.add(m.spend, ev.ResponseCost, model, dep, prov, team)
-	}
+	m.callSeries.get(key).add(&f)
 	outcome := ""
 	if ev.Metadata.BatchID != "" {
 		outcome = "done"
 		if failed {
 			outcome = "failed"
 		}
-		m.batchLines.WithLabelValues(model, team, outcome).Inc()
+		m.batchLines.WithLabelValues(m.models.values[key.model], m.teams.values()[key.team], outcome).Inc()
 	}
 	if m.emf != nil {
 		l := m.emf.line([][]string{{}, {"Model"}, {"Team"}},
-			"Model", model, "Team", team, "Deployment", dep, "Provider", prov, "Status", status, "Code", c)
+			"Model", m.models.values[key.model], "Team", m.teams.values()[key.team], "Deployment", m.deployments.values[key.deployment],
+			"Provider", m.providers.values[key.provider], "Status", classes[key.status], "Code", codes.values[key.code])
 		l.metric("ModelCalls", unitCount, 1)
 		l.metric("ModelCallErrors", unitCount, b2f(failed))
-		l.metric("ModelCallDuration", unitMilliseconds, took*1000)
-		if ttft >= 0 {
-			l.metric("TimeToFirstToken", unitMilliseconds, ttft*1000)
+		l.metric("ModelCallDuration", unitMilliseconds, f.took*1000)
+		if f.ttft >= 0 {
+			l.metric("TimeToFirstToken", unitMilliseconds, f.ttft*1000)
 		}
 		l.metric("InputTokens", unitCount, float64(ev.PromptTokens))
 		l.metric("OutputTokens", unitCount, float64(ev.CompletionTokens))
@@ -128,8 +113,8 @@ func (m *Metrics) Retried(model, deployment, provider string) {
 	if m == nil {
 		return
 	}
-	model, deployment = m.model(model), bounded(m.deployments, deployment)
-	m.retries.WithLabelValues(model, deployment, bounded(m.providers, provider)).Inc()
+	model, deployment = m.model(model), m.deployments.bound(deployment)
+	m.retries.WithLabelValues(model, deployment, m.providers.bound(provider)).Inc()
 	if m.emf != nil {
 		l := m.emf.line([][]string{{}, {"Model"}}, "Model", model, "Deployment", deployment)
 		l.metric("DeploymentRetries", unitCount, 1)
@@ -143,8 +128,8 @@ func (m *Metrics) CooledDown(model, deployment, provider string) {
 	if m == nil {
 		return
 	}
-	model, deployment = m.model(model), bounded(m.deployments, deployment)
-	m.cooldowns.WithLabelValues(model, deployment, bounded(m.providers, provider)).Inc()
+	model, deployment = m.model(model), m.deployments.bound(deployment)
+	m.cooldowns.WithLabelValues(model, deployment, m.providers.bound(provider)).Inc()
 	if m.emf != nil {
 		l := m.emf.line([][]string{{}, {"Model"}}, "Model", model, "Deployment", deployment)
 		l.metric("DeploymentCooldowns", unitCount, 1)
@@ -161,10 +146,7 @@ const (
 
 // destinationKinds are the callback destinations sluice delivers to; a
 // kind outside them counts as Other.
-var destinationKinds = map[string]bool{
-	"langfuse": true, "langsmith": true, "gcs_bucket": true, "s3": true, "generic_api": true,
-	"datadog": true, "otel": true, "webhook": true,
-}
+var destinationKinds = newLabelSet("langfuse", "langsmith", "gcs_bucket", "s3", "generic_api", "datadog", "otel", "webhook")
 
 // Delivery records n log event deliveries to callbacks of kind (the
 // callback's name: langfuse, gcs_bucket, ...) that ended in outcome.
@@ -172,7 +154,7 @@ func (m *Metrics) Delivery(kind, outcome string, n int) {
 	if m == nil || n <= 0 {
 		return
 	}
-	kind = bounded(destinationKinds, kind)
+	kind = destinationKinds.bound(kind)
 	m.deliveries.WithLabelValues(kind, outcome).Add(float64(n))
 	if m.emf != nil {
 		name := map[string]string{Delivered: "CallbackDelivered", Retried: "CallbackRetried", DeadLettered: "CallbackDeadLettered"}[outcome]

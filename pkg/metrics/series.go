@@ -7,13 +7,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// seriesCache keeps the label children a measurement resolved, by the
-// label values it resolved them for: resolving a child hashes and
-// validates every label value (most of a measurement's cost), a lookup
-// here hashes a small struct. Its keys are as bounded as the labels, so it
-// is copied on write: a lookup reads an immutable map without a lock (a
-// read lock's shared counter costs every call a contended atomic between
-// cores).
+// seriesCache keeps the series a measurement resolved, by the label values
+// it resolved them for: resolving a child hashes and validates every label
+// value, a lookup here hashes a small struct. Its keys are as bounded as the
+// labels, so it is copied on write: a lookup reads an immutable map without
+// a lock (a read lock's shared counter costs every call a contended atomic
+// between cores).
 type seriesCache[K comparable, V any] struct {
 	m       atomic.Pointer[map[K]V]
 	mu      sync.Mutex // serialises the writers
@@ -46,58 +45,249 @@ func (c *seriesCache[K, V]) get(k K) V {
 	return v
 }
 
-// lazyObserver is a histogram child resolved on its first observation, so
-// a series appears in the exposition only once something was observed in
-// it (as with WithLabelValues at each call).
-type lazyObserver struct {
-	p atomic.Pointer[prometheus.Observer]
+// all is every series resolved so far.
+func (c *seriesCache[K, V]) all() map[K]V { return *c.m.Load() }
+
+// hist is a histogram's figures, kept by its owner under the owner's lock:
+// a call's several observations then cost one lock, where client_golang's
+// histograms cost four atomic writes each, on cache lines both cores write.
+// counts[i] counts the values ≤ bounds[i] and > bounds[i-1]; the last
+// counts the rest (+Inf), as client_golang buckets them.
+type hist struct {
+	counts []uint64
+	sum    float64
+	n      uint64
 }
 
-func (l *lazyObserver) observe(vec *prometheus.HistogramVec, v float64, lvs ...string) {
-	if p := l.p.Load(); p != nil {
-		(*p).Observe(v)
-		return
+func newHist(bounds []float64) hist { return hist{counts: make([]uint64, len(bounds)+1)} }
+
+func (h *hist) observe(bounds []float64, v float64) {
+	i := 0
+	for i < len(bounds) && v > bounds[i] { // most values land in the first buckets
+		i++
 	}
-	o := vec.WithLabelValues(lvs...)
-	l.p.Store(&o)
-	o.Observe(v)
+	h.counts[i]++
+	h.sum += v
+	h.n++
 }
 
-// lazyCounter is lazyObserver for a counter child.
-type lazyCounter struct {
-	p atomic.Pointer[prometheus.Counter]
-}
-
-func (l *lazyCounter) add(vec *prometheus.CounterVec, v float64, lvs ...string) {
-	if p := l.p.Load(); p != nil {
-		(*p).Add(v)
-		return
+// merge adds o's figures to h's (the same bounds).
+func (h *hist) merge(o *hist) {
+	if h.counts == nil {
+		h.counts = make([]uint64, len(o.counts))
 	}
-	c := vec.WithLabelValues(lvs...)
-	l.p.Store(&c)
-	c.Add(v)
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	h.sum += o.sum
+	h.n += o.n
 }
 
-// callKey is a model call's label values.
-type callKey struct{ model, deployment, provider, team string }
-
-// callSeries are a call's children of every per-call instrument.
-type callSeries struct {
-	duration, ttft, tokensIn, tokensOut lazyObserver
-	totalIn, totalOut, spend            lazyCounter
+func (h *hist) clone() hist {
+	return hist{counts: append([]uint64(nil), h.counts...), sum: h.sum, n: h.n}
 }
 
-// callStatusKey adds a call's status class and error code.
+// metric is h as a constant histogram of desc (cumulative buckets, as the
+// exposition wants them).
+func (h *hist) metric(desc *prometheus.Desc, bounds []float64, lvs ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(bounds))
+	var cum uint64
+	for i, b := range bounds {
+		cum += h.counts[i]
+		buckets[b] = cum
+	}
+	return constMetric(prometheus.NewConstHistogram(desc, h.n, h.sum, buckets, lvs...))
+}
+
+func counterMetric(desc *prometheus.Desc, v float64, lvs ...string) prometheus.Metric {
+	return constMetric(prometheus.NewConstMetric(desc, prometheus.CounterValue, v, lvs...))
+}
+
+func constMetric(m prometheus.Metric, err error) prometheus.Metric {
+	if err != nil {
+		return prometheus.NewInvalidMetric(prometheus.NewInvalidDesc(err), err)
+	}
+	return m
+}
+
+// callKey is a model call's label values, by their ids in their labelSets.
+type callKey struct{ model, deployment, provider, team int32 }
+
+// callStatusKey adds a call's status class (classID) and error code (its
+// id in codes).
 type callStatusKey struct {
 	callKey
-	status, code string
+	status uint8
+	code   int32
 }
 
-// routeKey is a request's route and status class.
-type routeKey struct{ route, class string }
+// callSeries accumulates the model calls of one label set (status and code
+// included): a call locks it once and adds all its figures. The series of
+// the instruments without status and code sum those of every status.
+type callSeries struct {
+	mu                            sync.Mutex
+	calls                         uint64
+	duration, ttft, tokIn, tokOut hist
+	spend                         float64
+	spent                         bool // a cost was added (the spend series exists)
+}
 
-// routeSeries are a request's children of the per-request instruments.
+func newCallSeries() *callSeries {
+	return &callSeries{duration: newHist(durationBuckets), ttft: newHist(ttftBuckets),
+		tokIn: newHist(tokenBuckets), tokOut: newHist(tokenBuckets)}
+}
+
+// callFigures are one call's measurements.
+type callFigures struct {
+	took, ttft float64 // seconds; ttft < 0: not a stream's
+	tokens     bool    // in and out are measured
+	in, out    float64
+	cost       float64
+}
+
+func (s *callSeries) add(f *callFigures) {
+	s.mu.Lock()
+	s.calls++
+	s.duration.observe(durationBuckets, f.took)
+	if f.ttft >= 0 {
+		s.ttft.observe(ttftBuckets, f.ttft)
+	}
+	if f.tokens {
+		s.tokIn.observe(tokenBuckets, f.in)
+		s.tokOut.observe(tokenBuckets, f.out)
+	}
+	if f.cost > 0 {
+		s.spend += f.cost
+		s.spent = true
+	}
+	s.mu.Unlock()
+}
+
+// callCollector exposes the calls' series: sluice_model_calls_total by
+// status and code; the duration, time to first token, token and spend
+// instruments by model, deployment, provider and team. A series appears once
+// something was measured in it, as a client_golang child does.
+type callCollector struct {
+	m                                          *Metrics
+	calls, duration, ttft, tokens, tokensTotal *prometheus.Desc
+	spend                                      *prometheus.Desc
+}
+
+func (c *callCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.calls, c.duration, c.ttft, c.tokens, c.tokensTotal, c.spend} {
+		ch <- d
+	}
+}
+
+func (c *callCollector) Collect(ch chan<- prometheus.Metric) {
+	type sums struct {
+		duration, ttft, tokIn, tokOut hist
+		spend                         float64
+		spent                         bool
+	}
+	byCall := map[callKey]*sums{}
+	series := c.m.callSeries.all()
+	teams := c.m.teams.values() // after the series: it names every team they hold
+	models, deployments, providers := c.m.models.values, c.m.deployments.values, c.m.providers.values
+	for k, s := range series {
+		s.mu.Lock()
+		calls := s.calls
+		agg := byCall[k.callKey]
+		if agg == nil {
+			agg = &sums{duration: s.duration.clone(), ttft: s.ttft.clone(), tokIn: s.tokIn.clone(), tokOut: s.tokOut.clone(),
+				spend: s.spend, spent: s.spent}
+			byCall[k.callKey] = agg
+		} else {
+			agg.duration.merge(&s.duration)
+			agg.ttft.merge(&s.ttft)
+			agg.tokIn.merge(&s.tokIn)
+			agg.tokOut.merge(&s.tokOut)
+			agg.spend += s.spend
+			agg.spent = agg.spent || s.spent
+		}
+		s.mu.Unlock()
+		ch <- counterMetric(c.calls, float64(calls), models[k.model], deployments[k.deployment], providers[k.provider], teams[k.team],
+			classes[k.status], codes.values[k.code])
+	}
+	for id, s := range byCall {
+		k := [4]string{models[id.model], deployments[id.deployment], providers[id.provider], teams[id.team]}
+		ch <- s.duration.metric(c.duration, durationBuckets, k[0], k[1], k[2], k[3])
+		if s.ttft.n > 0 {
+			ch <- s.ttft.metric(c.ttft, ttftBuckets, k[0], k[1], k[2], k[3])
+		}
+		if s.tokIn.n > 0 { // input and output are observed together
+			ch <- s.tokIn.metric(c.tokens, tokenBuckets, k[0], k[1], k[2], k[3], "input")
+			ch <- s.tokOut.metric(c.tokens, tokenBuckets, k[0], k[1], k[2], k[3], "output")
+			ch <- counterMetric(c.tokensTotal, s.tokIn.sum, k[0], k[1], k[2], k[3], "input")
+			ch <- counterMetric(c.tokensTotal, s.tokOut.sum, k[0], k[1], k[2], k[3], "output")
+		}
+		if s.spent {
+			ch <- counterMetric(c.spend, s.spend, k[0], k[1], k[2], k[3])
+		}
+	}
+}
+
+// routeKey is a request's route and status class (classID).
+type routeKey struct {
+	route string
+	class uint8
+}
+
+// routeSeries accumulates the requests of one route and status class: the
+// request count is its duration histogram's count; sluice_overhead_seconds
+// (by route only) sums the overheads of every class.
 type routeSeries struct {
-	requests prometheus.Counter
-	duration prometheus.Observer
+	mu                 sync.Mutex
+	duration, overhead hist
+}
+
+func newRouteSeries() *routeSeries {
+	return &routeSeries{duration: newHist(durationBuckets), overhead: newHist(overheadBuckets)}
+}
+
+// add records a request that took took seconds, overhead of them sluice's
+// own (< 0: not measured).
+func (s *routeSeries) add(took, overhead float64) {
+	s.mu.Lock()
+	s.duration.observe(durationBuckets, took)
+	if overhead >= 0 {
+		s.overhead.observe(overheadBuckets, overhead)
+	}
+	s.mu.Unlock()
+}
+
+// routeCollector exposes the requests' series: sluice_requests_total and
+// sluice_request_duration_seconds by route and class, sluice_overhead_seconds
+// by route.
+type routeCollector struct {
+	series                       *seriesCache[routeKey, *routeSeries]
+	requests, duration, overhead *prometheus.Desc
+}
+
+func (c *routeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.requests
+	ch <- c.duration
+	ch <- c.overhead
+}
+
+func (c *routeCollector) Collect(ch chan<- prometheus.Metric) {
+	overhead := map[string]*hist{}
+	for k, s := range c.series.all() {
+		s.mu.Lock()
+		d := s.duration.clone()
+		if s.overhead.n > 0 {
+			if o := overhead[k.route]; o != nil {
+				o.merge(&s.overhead)
+			} else {
+				o := s.overhead.clone()
+				overhead[k.route] = &o
+			}
+		}
+		s.mu.Unlock()
+		ch <- counterMetric(c.requests, float64(d.n), k.route, classes[k.class])
+		ch <- d.metric(c.duration, durationBuckets, k.route, classes[k.class])
+	}
+	for route, o := range overhead {
+		ch <- o.metric(c.overhead, overheadBuckets, route)
+	}
 }

@@ -57,10 +57,14 @@ func (f *telemetryFigures) print(w io.Writer) {
 	}
 }
 
-// runTelemetry starts a sluice per telemetry variant beside the run's own
-// and measures embeddings and passthrough on each, interleaved round by
+// runTelemetry starts a fresh sluice per telemetry variant beside the run's
+// own and measures embeddings and passthrough on each, interleaved round by
 // round (the order rotating each round), so one run compares metrics off,
-// metrics on, and metrics with traces on the same machine state.
+// metrics on, and metrics with traces on the same machine state. The run's
+// own sluice is none of them: it has served the run's earlier scenarios
+// (a batch, uploads, callbacks: a larger heap and store, jobs still
+// draining), which the fresh ones have not, and the comparison would
+// charge that to its variant.
 func (b *bench) runTelemetry(ctx context.Context, scenarios map[string]httpScenario) *scenarioReport {
 	rep := newScenarioReport("telemetry", "embeddings and passthrough on three sluice processes: metrics off, metrics on (the default), metrics and OTLP traces to a local collector stand-in")
 	fig := &telemetryFigures{}
@@ -85,11 +89,6 @@ func (b *bench) runTelemetry(ctx context.Context, scenarios map[string]httpScena
 	}
 	targets := map[string]target{}
 	for _, v := range telemetryVariants {
-		if v == b.cfg.telemetry {
-			s := b.sluice
-			targets[v] = target{name: v, base: s.base, proc: s.child.proc, sluice: true, key: s.key, pprof: s.pprof}
-			continue
-		}
 		cfg := *b.cfg
 		cfg.telemetry, cfg.profile = v, false
 		b.logf("  %-18s starting a sluice with -telemetry %s", "telemetry", v)
