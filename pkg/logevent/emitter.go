@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-gateway/sluice/pkg/ctxvalue"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -216,7 +217,7 @@ func (e *Emitter) Wants(ctx context.Context, team, status string) bool {
 // (Deferred, Collect), which then holds it.
 func (e *Emitter) Emit(ctx context.Context, ev *Event) {
 	e.price(ctx, []*Event{ev})
-	if p, ok := ctx.Value(pendingKey{}).(*Pending); ok {
+	if p := ctxvalue.From[Pending](ctx); p != nil {
 		p.add(ctx, e, ev)
 		return
 	}
@@ -573,27 +574,6 @@ type ClaimedBodies struct {
 	Response json.RawMessage `json:"response,omitempty"`
 }
 
-// pendingKey finds a *Pending in a context.
-type pendingKey struct{}
-
-// pendingContext is the context layer that carries a Pending (Value
-// answers pendingKey with it): one allocation for both, not a Pending and a
-// context.WithValue node.
-type pendingContext struct {
-	context.Context
-	p Pending
-}
-
-func (c *pendingContext) Value(key any) any {
-	if key == (pendingKey{}) {
-		return &c.p
-	}
-	return c.Context.Value(key)
-}
-
-// String names the layer as context.WithValue's do.
-func (c *pendingContext) String() string { return "logevent.Pending" }
-
 // Pending holds the log events emitted (Emit) under a context made by
 // Deferred or Collect, until Wait.
 type Pending struct {
@@ -613,8 +593,7 @@ type Pending struct {
 // publish overlaps with writing the answer: it writes and flushes the
 // answer, then waits (before the function returns: a Lambda freezes after).
 func Deferred(ctx context.Context) (_ context.Context, p *Pending) {
-	c := &pendingContext{Context: ctx}
-	return c, &c.p
+	return ctxvalue.With(ctx, Pending{})
 }
 
 // Collect returns ctx under which Emit only collects events: p.Wait
@@ -622,8 +601,7 @@ func Deferred(ctx context.Context) (_ context.Context, p *Pending) {
 // that makes many calls at once — the lines of a batch — emits them in a
 // few bus events instead of one each.
 func (e *Emitter) Collect(ctx context.Context) (_ context.Context, p *Pending) {
-	c := &pendingContext{Context: ctx, p: Pending{collect: e}}
-	return c, &c.p
+	return ctxvalue.With(ctx, Pending{collect: e})
 }
 
 func (p *Pending) add(ctx context.Context, e *Emitter, ev *Event) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sluice-gateway/sluice/pkg/ctxvalue"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -421,7 +422,7 @@ func TestDeferredAllocations(t *testing.T) {
 	if allocs := testing.AllocsPerRun(100, func() { ctx, p = Deferred(context.Background()) }); allocs != 1 {
 		t.Errorf("%.0f allocations to defer publishes, want 1", allocs)
 	}
-	if got, _ := ctx.Value(pendingKey{}).(*Pending); got != p {
+	if got := ctxvalue.From[Pending](ctx); got != p {
 		t.Errorf("the context carries %p, want %p", got, p)
 	}
 }
