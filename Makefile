@@ -40,7 +40,16 @@ test: ## Everything: vet, dependency check, cfn-lint, every test (-race) on both
 	$(MAKE) test-aws
 
 .PHONY: test-prerequisites
-test-prerequisites: vet check-deps lint-template node-deps rie chromium
+test-prerequisites: vet check-deps lint-template node-deps rie chromium test-allocations
+
+# Allocation counts mean nothing under the race detector, so the packages
+# whose tests count them (a race_on_test.go beside them) also run once
+# without it: otherwise `make test`, all -race, would never check a count.
+RACE_SENSITIVE := $(sort $(patsubst %/race_on_test.go,./%,$(wildcard pkg/*/race_on_test.go pkg/*/*/race_on_test.go)))
+
+.PHONY: test-allocations
+test-allocations: ## The allocation-counting tests without the race detector
+	$(GO) test -count=1 $(RACE_SENSITIVE)
 
 # The official Node clients the tests drive (openai, @anthropic-ai/sdk; the AWS SDK for
 # JavaScript's Bedrock client in pkg/gateway), one copy per package that
