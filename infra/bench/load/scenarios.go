@@ -231,7 +231,7 @@ func httpScenarios() []httpScenario {
 		},
 		{
 			name: "chat", about: "POST /v1/chat/completions, non-streaming, 200-token answer",
-			concurrency: 32, rate: 800, cpuLimit: 1.3, upstreamRoute: "openai.chat",
+			concurrency: 32, rate: 800, cpuLimit: 1.2, upstreamRoute: "openai.chat",
 			spec:  func(t target) requestSpec { return post(t, "/v1/chat/completions", bearer(t), chat) },
 			check: jsonHas("choices"),
 		},
