@@ -15,12 +15,19 @@ type CountField struct {
 // Counts decodes the JSON object v into fields as json.Unmarshal would
 // decode it into a struct of those int64 fields, without reflection: names
 // matched exactly or else case-insensitively, the last copy winning, null
-// leaving a count as it was, and anything but an integer failing the whole
+// leaving a count as it was (a null document all of them), and anything but an integer failing the whole
 // decode after the counts before it were set. It reports whether the decode
 // succeeded. The relay path's usage meters use it; the vendor packages'
 // fuzz tests hold it to encoding/json over their structs.
 func Counts(v []byte, fields []CountField) bool {
-	if len(v) == 0 || v[0] != '{' || !Valid(v) {
+	if !Valid(v) {
+		return false
+	}
+	v = bytes.TrimRight(v[SkipSpace(v, 0):], " \t\r\n")
+	if string(v) == "null" {
+		return true // as into a struct: nothing set, no error
+	}
+	if v[0] != '{' {
 		return false
 	}
 	ok := true

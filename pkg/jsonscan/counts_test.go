@@ -19,7 +19,7 @@ func (d *countsDoc) fields() []CountField {
 // FuzzCounts holds Counts to json.Unmarshal into the same struct: the same
 // verdict and the same counts, from counts already set.
 func FuzzCounts(f *testing.F) {
-	for _, s := range []string{`{"a_count":12,"bCount":3}`, `{"A_COUNT":1,"a_count":2,"bcount":null}`, `{"a_count":1.0}`, `{"bCount":"3"}`, `{"x":[{}],"\u0061_count":9}`, `[]`} {
+	for _, s := range []string{`{"a_count":12,"bCount":3}`, `{"A_COUNT":1,"a_count":2,"bcount":null}`, `{"a_count":1.0}`, `{"bCount":"3"}`, `{"x":[{}],"\u0061_count":9}`, `[]`, `null`, ` {"a_count":4} `} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {

@@ -247,6 +247,9 @@ func StringEnd(doc []byte, i int) (int, error) {
 
 func indexQuoteOrEscape(b []byte) int {
 	i := plainRun(b, 0)
+	if i == shortRun {
+		i = longRun(b, i)
+	}
 	for ; i < len(b); i++ {
 		c := b[i]
 		if c == '"' || c == '\\' {
@@ -260,20 +263,80 @@ func indexQuoteOrEscape(b []byte) int {
 }
 
 // plainRun returns the index of the first 8-byte word at or after b[i]
-// that may hold a string's stop byte ('"', '\\' or a control character), or
-// where fewer than 8 bytes remain: the bytes before it are plain string
-// content. A string's text is most of a chat request's bytes, and a word at
-// a time is several times faster than a byte at a time. The test is exact
-// for "no stop byte in the word" (the classic has-zero-byte and
-// has-less-than bit tricks), and callers scan from the returned index byte
-// by byte, so a word it stops at without a stop byte costs only speed.
+// that may hold a string's stop byte ('"', '\\' or a control character),
+// or where fewer than 8 bytes remain, or i+shortRun: the bytes before it
+// are plain string content. The test is exact for "no stop byte in the
+// word" (the classic has-zero-byte and has-less-than bit tricks); callers
+// scan on from the returned index byte by byte, and go on with longRun
+// when it is i+shortRun.
 func plainRun(b []byte, i int) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	for ; i+8 <= len(b); i += 8 {
+	for end := i + shortRun; i+8 <= len(b) && i < end; i += 8 {
 		v := binary.LittleEndian.Uint64(b[i:])
-		q := v ^ (ones * '"')
-		e := v ^ (ones * '\\')
+		q, e := v^(ones*'"'), v^(ones*'\\')
 		if ((q-ones)&^q|(e-ones)&^e|(v-ones*0x20)&^v)&highs != 0 {
+			return i
+		}
+	}
+	return i
+}
+
+// shortRun is how far plainRun looks a word at a time: most strings
+// (member names, roles, model names) end within it, found inline, without
+// longRun's calls.
+const shortRun = 64
+
+// longRun is plainRun past a string's first words: the rest of a long
+// string's text, most of a chat request's and answer's bytes. Quotes and
+// backslashes are found with bytes.IndexByte (vectorised in the runtime) a
+// window at a time — the window bounds the work when escapes are dense and
+// the closing quote far — and only the control-character test is left to
+// a word-at-a-time loop. It returns the index of the first stop byte, or
+// len(b).
+func longRun(b []byte, i int) int {
+	const window = 512
+	for i < len(b) {
+		w := b[i:min(i+window, len(b))]
+		n := len(w)
+		if q := bytes.IndexByte(w, '"'); q >= 0 {
+			n = q
+		}
+		if e := bytes.IndexByte(w[:n], '\\'); e >= 0 {
+			n = e
+		}
+		if c := controlRun(w[:n]); c < n {
+			return i + c
+		}
+		i += n
+		if n < len(w) {
+			return i // a quote or an escape
+		}
+	}
+	return i
+}
+
+// controlRun returns the index of the first control character of b, or
+// len(b).
+func controlRun(b []byte) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	// Slicing the rest rather than indexing from i lets the compiler drop
+	// the loads' bounds checks.
+	rest := b
+	for len(rest) >= 16 {
+		v, w := binary.LittleEndian.Uint64(rest), binary.LittleEndian.Uint64(rest[8:])
+		if ((v-ones*0x20)&^v|(w-ones*0x20)&^w)&highs != 0 {
+			break
+		}
+		rest = rest[16:]
+	}
+	if len(rest) >= 8 {
+		if v := binary.LittleEndian.Uint64(rest); (v-ones*0x20)&^v&highs == 0 {
+			rest = rest[8:]
+		}
+	}
+	i := len(b) - len(rest)
+	for ; i < len(b); i++ {
+		if b[i] < 0x20 {
 			return i
 		}
 	}
@@ -507,7 +570,11 @@ func validName(doc []byte, i int) int {
 // validStringEnd returns the index just past the string at doc[i] ('"'),
 // its escapes checked, or -1.
 func validStringEnd(doc []byte, i int) int {
-	for j := plainRun(doc, i+1); j < len(doc); j++ {
+	j := plainRun(doc, i+1)
+	if j-i-1 == shortRun {
+		j = longRun(doc, j)
+	}
+	for ; j < len(doc); j++ {
 		if !stringStop[doc[j]] {
 			continue
 		}
@@ -531,7 +598,11 @@ func validStringEnd(doc []byte, i int) int {
 			default:
 				return -1
 			}
-			j = plainRun(doc, j+1) - 1
+			if k := plainRun(doc, j+1); k-j-1 == shortRun {
+				j = longRun(doc, k) - 1
+			} else {
+				j = k - 1
+			}
 		}
 	}
 	return -1

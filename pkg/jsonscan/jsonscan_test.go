@@ -283,9 +283,20 @@ func BenchmarkValueEndVector(b *testing.B) {
 
 // TestStopBytesFoundAtEveryOffset puts each byte a string's scan must stop
 // at (and bytes it must not: high UTF-8 bytes, 0x1f's neighbours) at every
-// offset of runs longer than a word, so the word-at-a-time skip is checked
+// offset of runs longer than a word — and past shortRun and longRun's
+// window — so the word-at-a-time skip and the windowed searches are checked
 // at every alignment against a byte-at-a-time search.
 func TestStopBytesFoundAtEveryOffset(t *testing.T) {
+	// nearEdge keeps the offsets where a scan changes gear: a run's ends,
+	// shortRun, and longRun's window after it.
+	nearEdge := func(at, n int) bool {
+		for _, edge := range []int{0, n, shortRun, shortRun + 512, shortRun + 1024} {
+			if at >= edge-17 && at <= edge+17 {
+				return true
+			}
+		}
+		return false
+	}
 	naive := func(b []byte) int {
 		for i, c := range b {
 			if c == '"' || c == '\\' {
@@ -297,9 +308,18 @@ func TestStopBytesFoundAtEveryOffset(t *testing.T) {
 		}
 		return -1
 	}
+	var lengths []int
+	for _, r := range [][2]int{{0, 24}, {shortRun - 9, shortRun + 17}, {shortRun + 500, shortRun + 530}, {1100, 1105}} {
+		for n := r[0]; n < r[1]; n++ {
+			lengths = append(lengths, n)
+		}
+	}
 	for _, c := range []byte{'"', '\\', 0x00, 0x1f, 0x20, '!', '#', '[', ']', 0x7f, 0x80, 0xc3, 0xff} {
-		for n := 0; n < 24; n++ {
+		for _, n := range lengths {
 			for at := 0; at <= n; at++ {
+				if !nearEdge(at, n) {
+					continue
+				}
 				b := bytes.Repeat([]byte{'a'}, n)
 				if at < n {
 					b[at] = c
