@@ -185,3 +185,19 @@ func TestLabelSetLimit(t *testing.T) {
 		t.Errorf("id(c) past the limit = %d, want Other", got)
 	}
 }
+
+// Recording a request and a model call allocates nothing once their series
+// exist: the relay path's per-call cost of metrics on.
+func TestRecordingAllocatesNothing(t *testing.T) {
+	m := benchMetrics()
+	ev := &logevent.Event{Status: logevent.StatusSuccess, ModelGroup: "gpt", ModelID: "gpt#0", CustomLLMProvider: "openai",
+		StartTime: 1, EndTime: 1.003, PromptTokens: 7, CompletionTokens: 5, ResponseCost: 0.0001,
+		Metadata: logevent.Metadata{UserAPIKeyTeamID: "team-1"}}
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(100, func() {
+		m.Request("/v1/embeddings", 200, "", 3*time.Millisecond, 200*time.Microsecond, "")
+		m.ObserveEvent(ctx, ev)
+	}); n != 0 {
+		t.Errorf("a request and its call allocate %v times, want 0", n)
+	}
+}
