@@ -78,8 +78,8 @@ type Metrics struct {
 	// The per-request and per-call instruments' series (series.go): a
 	// request or a call looks its series up once and adds all its figures
 	// under one lock; collectors expose them at a scrape.
-	routeSeries *seriesCache[routeKey, *routeSeries]
-	callSeries  *seriesCache[callStatusKey, *callSeries]
+	routeSeries *seriesCache[string, *routeSeries]
+	callSeries  *seriesCache[uint64, *callSeries] // by callStatusKey.packed
 	scrapes     prometheus.Counter
 	handler     http.Handler
 }
@@ -123,7 +123,7 @@ func New(cfg *config.Config, opts Options) *Metrics {
 		reg:         prometheus.NewRegistry(),
 		models:      newLabelSet(),
 		deployments: newLabelSet(),
-		providers:   newLabelSet(),
+		providers:   newLimitedSet(1 << 8),
 		teams:       newTeamSet(opts.MaxTeams),
 		epoch:       time.Now(),
 	}
@@ -142,7 +142,7 @@ func New(cfg *config.Config, opts Options) *Metrics {
 		m.storeAgg = &storeAggregate{w: m.emf}
 	}
 	f := factory{m.reg}
-	m.routeSeries = newSeriesCache(func(routeKey) *routeSeries { return newRouteSeries() })
+	m.routeSeries = newSeriesCache[string, *routeSeries]()
 	m.reg.MustRegister(&routeCollector{series: m.routeSeries,
 		requests: f.desc("sluice_requests_total", "HTTP requests answered, by route and status class.", lRoute, lStatus),
 		duration: f.desc("sluice_request_duration_seconds", "Time from a request's arrival to the end of its answer.", lRoute, lStatus),
@@ -150,7 +150,7 @@ func New(cfg *config.Config, opts Options) *Metrics {
 	})
 	m.errors = f.counter("sluice_errors_total", "HTTP requests answered with an error, by route, status class and error code.", lRoute, lStatus, lCode)
 	m.refusals = f.counter("sluice_refusals_total", "Requests refused by an admission limit: rate_limit (rpm/tpm) or budget.", lRoute, lReason)
-	m.callSeries = newSeriesCache(func(callStatusKey) *callSeries { return newCallSeries() })
+	m.callSeries = newSeriesCache[uint64, *callSeries]()
 	m.reg.MustRegister(&callCollector{m: m,
 		calls:       f.desc("sluice_model_calls_total", "Model calls ended (one per log event), by model, deployment, provider, team, status class and error code.", append(callLabels, lStatus, lCode)...),
 		duration:    f.desc("gen_ai_server_request_duration_seconds", "Model call duration, from the call's start to its answer's last byte (OTel gen_ai.server.request.duration).", callLabels...),
@@ -247,19 +247,27 @@ const (
 type labelSet struct {
 	ids    map[string]int32
 	values []string
+	limit  int // the most values (None and Other included): what its field of a packed series key holds
 }
 
-func newLabelSet(known ...string) *labelSet {
-	l := &labelSet{ids: map[string]int32{}, values: []string{None, Other}}
+// maxLabelValues bounds a model, deployment or team set: its ids fit the 16
+// bits of their field in callStatusKey.packed.
+const maxLabelValues = 1 << 16
+
+func newLabelSet(known ...string) *labelSet { return newLimitedSet(maxLabelValues, known...) }
+
+func newLimitedSet(limit int, known ...string) *labelSet {
+	l := &labelSet{ids: map[string]int32{}, values: []string{None, Other}, limit: limit}
 	for _, v := range known {
 		l.add(v)
 	}
 	return l
 }
 
-// add makes v a known value (Other and None already are).
+// add makes v a known value (Other and None already are) while the set has
+// room; past it v counts as Other.
 func (l *labelSet) add(v string) {
-	if _, ok := l.ids[v]; ok || v == None || v == Other {
+	if _, ok := l.ids[v]; ok || v == None || v == Other || len(l.values) >= l.limit {
 		return
 	}
 	l.ids[v] = int32(len(l.values))
@@ -281,7 +289,7 @@ func (l *labelSet) id(v string) int32 {
 func (l *labelSet) bound(v string) string { return l.values[l.id(v)] }
 
 func (l *labelSet) clone() *labelSet {
-	c := &labelSet{ids: make(map[string]int32, len(l.ids)+1), values: append(make([]string, 0, len(l.values)+1), l.values...)}
+	c := &labelSet{ids: make(map[string]int32, len(l.ids)+1), values: append(make([]string, 0, len(l.values)+1), l.values...), limit: l.limit}
 	for k, v := range l.ids {
 		c.ids[k] = v
 	}
@@ -299,7 +307,7 @@ type teamSet struct {
 }
 
 func newTeamSet(max int) *teamSet {
-	t := &teamSet{max: max}
+	t := &teamSet{max: min(max, maxLabelValues-2)} // None and Other take two ids
 	t.seen.Store(newLabelSet())
 	return t
 }
@@ -353,7 +361,7 @@ func statusClass(status int) string { return classes[classID(status)] }
 
 // codes are the error codes sluice answers with (pkg/api, the providers'
 // mapped errors): any other code counts as Other.
-var codes = newLabelSet(
+var codes = newLimitedSet(1<<5,
 	"invalid_value", "missing_required_parameter", "invalid_json", "invalid_api_key",
 	"permission_denied", "not_found", "model_not_found", "method_not_allowed",
 	"request_timeout", "conflict", "payload_too_large", "rate_limit_exceeded",

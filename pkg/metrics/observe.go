@@ -23,7 +23,7 @@ func (m *Metrics) Request(route string, status int, errCode string, took, overhe
 	if overhead >= 0 {
 		oh = overhead.Seconds()
 	}
-	m.routeSeries.get(routeKey{route, cid}).add(took.Seconds(), oh)
+	m.routeSeries.get(route, newRouteSeries).add(cid, took.Seconds(), oh)
 	failed := status >= 400
 	if failed {
 		m.errors.WithLabelValues(route, class, c).Inc()
@@ -77,7 +77,7 @@ func (m *Metrics) ObserveEvent(_ context.Context, ev *logevent.Event) {
 	if ev.PromptTokens > 0 || ev.CompletionTokens > 0 {
 		f.tokens, f.in, f.out = true, float64(ev.PromptTokens), float64(ev.CompletionTokens)
 	}
-	m.callSeries.get(key).add(&f)
+	m.callSeries.get(key.packed(), func() *callSeries { return newCallSeries(key) }).add(&f)
 	outcome := ""
 	if ev.Metadata.BatchID != "" {
 		outcome = "done"

@@ -14,18 +14,18 @@ import (
 // a lock (a read lock's shared counter costs every call a contended atomic
 // between cores).
 type seriesCache[K comparable, V any] struct {
-	m       atomic.Pointer[map[K]V]
-	mu      sync.Mutex // serialises the writers
-	resolve func(K) V
+	m  atomic.Pointer[map[K]V]
+	mu sync.Mutex // serialises the writers
 }
 
-func newSeriesCache[K comparable, V any](resolve func(K) V) *seriesCache[K, V] {
-	c := &seriesCache[K, V]{resolve: resolve}
+func newSeriesCache[K comparable, V any]() *seriesCache[K, V] {
+	c := &seriesCache[K, V]{}
 	c.m.Store(&map[K]V{})
 	return c
 }
 
-func (c *seriesCache[K, V]) get(k K) V {
+// get is k's series, made by resolve the first time k is seen.
+func (c *seriesCache[K, V]) get(k K, resolve func() V) V {
 	if v, ok := (*c.m.Load())[k]; ok {
 		return v
 	}
@@ -35,7 +35,7 @@ func (c *seriesCache[K, V]) get(k K) V {
 	if v, ok := old[k]; ok {
 		return v
 	}
-	v := c.resolve(k)
+	v := resolve()
 	next := make(map[K]V, len(old)+1)
 	for key, val := range old {
 		next[key] = val
@@ -121,10 +121,21 @@ type callStatusKey struct {
 	code   int32
 }
 
+// packed is k as the one integer the call series are looked up by: a map
+// keyed by a uint64 hashes it in a few instructions, where a struct key
+// goes through the generic hasher. Each id fits its field: the model,
+// deployment and team sets are bounded below 1<<16 (New, newTeamSet), the
+// providers are a few vendors, the codes a fixed list (series_test.go).
+func (k callStatusKey) packed() uint64 {
+	return uint64(uint16(k.model)) | uint64(uint16(k.deployment))<<16 | uint64(uint16(k.team))<<32 |
+		uint64(uint8(k.provider))<<48 | uint64(k.status&0x7)<<56 | uint64(uint8(k.code)&0x1f)<<59
+}
+
 // callSeries accumulates the model calls of one label set (status and code
 // included): a call locks it once and adds all its figures. The series of
 // the instruments without status and code sum those of every status.
 type callSeries struct {
+	key                           callStatusKey
 	mu                            sync.Mutex
 	calls                         uint64
 	duration, ttft, tokIn, tokOut hist
@@ -132,8 +143,8 @@ type callSeries struct {
 	spent                         bool // a cost was added (the spend series exists)
 }
 
-func newCallSeries() *callSeries {
-	return &callSeries{duration: newHist(durationBuckets), ttft: newHist(ttftBuckets),
+func newCallSeries(key callStatusKey) *callSeries {
+	return &callSeries{key: key, duration: newHist(durationBuckets), ttft: newHist(ttftBuckets),
 		tokIn: newHist(tokenBuckets), tokOut: newHist(tokenBuckets)}
 }
 
@@ -189,7 +200,8 @@ func (c *callCollector) Collect(ch chan<- prometheus.Metric) {
 	series := c.m.callSeries.all()
 	teams := c.m.teams.values() // after the series: it names every team they hold
 	models, deployments, providers := c.m.models.values, c.m.deployments.values, c.m.providers.values
-	for k, s := range series {
+	for _, s := range series {
+		k := s.key
 		s.mu.Lock()
 		calls := s.calls
 		agg := byCall[k.callKey]
@@ -227,29 +239,28 @@ func (c *callCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// routeKey is a request's route and status class (classID).
-type routeKey struct {
-	route string
-	class uint8
-}
-
-// routeSeries accumulates the requests of one route and status class: the
+// routeSeries accumulates the requests of one route: by status class, the
 // request count is its duration histogram's count; sluice_overhead_seconds
-// (by route only) sums the overheads of every class.
+// (by route only) sums the overheads of every class. The route's string is
+// the one key a request is looked up by (a string map's fast path), its
+// class an index.
 type routeSeries struct {
-	mu                 sync.Mutex
-	duration, overhead hist
+	mu       sync.Mutex
+	duration [len(classes)]hist // by classID; a class's counts exist once it was seen
+	overhead hist
 }
 
-func newRouteSeries() *routeSeries {
-	return &routeSeries{duration: newHist(durationBuckets), overhead: newHist(overheadBuckets)}
-}
+func newRouteSeries() *routeSeries { return &routeSeries{overhead: newHist(overheadBuckets)} }
 
-// add records a request that took took seconds, overhead of them sluice's
-// own (< 0: not measured).
-func (s *routeSeries) add(took, overhead float64) {
+// add records a request of status class class that took took seconds,
+// overhead of them sluice's own (< 0: not measured).
+func (s *routeSeries) add(class uint8, took, overhead float64) {
 	s.mu.Lock()
-	s.duration.observe(durationBuckets, took)
+	d := &s.duration[class]
+	if d.counts == nil {
+		d.counts = make([]uint64, len(durationBuckets)+1)
+	}
+	d.observe(durationBuckets, took)
 	if overhead >= 0 {
 		s.overhead.observe(overheadBuckets, overhead)
 	}
@@ -260,7 +271,7 @@ func (s *routeSeries) add(took, overhead float64) {
 // sluice_request_duration_seconds by route and class, sluice_overhead_seconds
 // by route.
 type routeCollector struct {
-	series                       *seriesCache[routeKey, *routeSeries]
+	series                       *seriesCache[string, *routeSeries]
 	requests, duration, overhead *prometheus.Desc
 }
 
@@ -271,23 +282,25 @@ func (c *routeCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *routeCollector) Collect(ch chan<- prometheus.Metric) {
-	overhead := map[string]*hist{}
-	for k, s := range c.series.all() {
+	for route, s := range c.series.all() {
+		var d [len(classes)]hist
 		s.mu.Lock()
-		d := s.duration.clone()
-		if s.overhead.n > 0 {
-			if o := overhead[k.route]; o != nil {
-				o.merge(&s.overhead)
-			} else {
-				o := s.overhead.clone()
-				overhead[k.route] = &o
+		for class := range s.duration {
+			if s.duration[class].n > 0 {
+				d[class] = s.duration[class].clone()
 			}
 		}
+		o := s.overhead.clone()
 		s.mu.Unlock()
-		ch <- counterMetric(c.requests, float64(d.n), k.route, classes[k.class])
-		ch <- d.metric(c.duration, durationBuckets, k.route, classes[k.class])
-	}
-	for route, o := range overhead {
-		ch <- o.metric(c.overhead, overheadBuckets, route)
+		for class := range d {
+			if d[class].n == 0 {
+				continue
+			}
+			ch <- counterMetric(c.requests, float64(d[class].n), route, classes[class])
+			ch <- d[class].metric(c.duration, durationBuckets, route, classes[class])
+		}
+		if o.n > 0 {
+			ch <- o.metric(c.overhead, overheadBuckets, route)
+		}
 	}
 }

@@ -146,3 +146,58 @@ func exposition(t *testing.T, g prometheus.Gatherer, names map[string]bool) map[
 	}
 	return out
 }
+
+// The call series are looked up by their packed key: every id must fit its
+// field, so that two label sets never share a series.
+func TestPackedCallKeysAreDistinct(t *testing.T) {
+	if n := len(codes.values); n > 1<<5 {
+		t.Fatalf("%d codes: the packed key holds 32", n)
+	}
+	base := callStatusKey{callKey: callKey{model: 2, deployment: 3, provider: 4, team: 5}, status: 2, code: 6}
+	seen := map[uint64]callStatusKey{base.packed(): base}
+	for _, k := range []callStatusKey{
+		{callKey: callKey{model: maxLabelValues - 1, deployment: 3, provider: 4, team: 5}, status: 2, code: 6},
+		{callKey: callKey{model: 2, deployment: maxLabelValues - 1, provider: 4, team: 5}, status: 2, code: 6},
+		{callKey: callKey{model: 2, deployment: 3, provider: 1<<8 - 1, team: 5}, status: 2, code: 6},
+		{callKey: callKey{model: 2, deployment: 3, provider: 4, team: maxLabelValues - 1}, status: 2, code: 6},
+		{callKey: callKey{model: 2, deployment: 3, provider: 4, team: 5}, status: 5, code: 6},
+		{callKey: callKey{model: 2, deployment: 3, provider: 4, team: 5}, status: 2, code: 1<<5 - 1},
+		{callKey: callKey{model: 2, deployment: 3, provider: 4, team: 5}, status: 2, code: 0},
+	} {
+		if prev, ok := seen[k.packed()]; ok {
+			t.Errorf("%+v packs as %+v does", k, prev)
+		}
+		seen[k.packed()] = k
+	}
+}
+
+// A label set past its limit counts further values as Other: the ids stay
+// within their packed field.
+func TestLabelSetLimit(t *testing.T) {
+	l := newLimitedSet(4, "a", "b", "c")
+	if got := l.id("a"); got != 2 {
+		t.Errorf("id(a) = %d, want 2", got)
+	}
+	if got := l.id("b"); got != 3 {
+		t.Errorf("id(b) = %d, want 3", got)
+	}
+	if got := l.id("c"); got != idOther {
+		t.Errorf("id(c) past the limit = %d, want Other", got)
+	}
+}
+
+// Recording a request and a model call allocates nothing once their series
+// exist: the relay path's per-call cost of metrics on.
+func TestRecordingAllocatesNothing(t *testing.T) {
+	m := benchMetrics()
+	ev := &logevent.Event{Status: logevent.StatusSuccess, ModelGroup: "gpt", ModelID: "gpt#0", CustomLLMProvider: "openai",
+		StartTime: 1, EndTime: 1.003, PromptTokens: 7, CompletionTokens: 5, ResponseCost: 0.0001,
+		Metadata: logevent.Metadata{UserAPIKeyTeamID: "team-1"}}
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(100, func() {
+		m.Request("/v1/embeddings", 200, "", 3*time.Millisecond, 200*time.Microsecond, "")
+		m.ObserveEvent(ctx, ev)
+	}); n != 0 {
+		t.Errorf("a request and its call allocate %v times, want 0", n)
+	}
+}

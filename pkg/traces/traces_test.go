@@ -236,3 +236,26 @@ func TestOffWithoutAnEndpoint(t *testing.T) {
 		t.Errorf("FromEnv without an endpoint = %v, %v; want nil (off)", tr, err)
 	}
 }
+
+// TestOffCostsNothing: traces off (a nil Tracer), a request builds no span,
+// adds no context layer and allocates nothing; the provider transport is
+// the base one.
+func TestOffCostsNothing(t *testing.T) {
+	var tr *traces.Tracer
+	base := http.DefaultTransport
+	if got := tr.Transport(base); got != base {
+		t.Errorf("Transport off = %T, want the base transport", got)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/v1/embeddings", nil)
+	ctx := r.Context()
+	got, span := tr.StartRequest(ctx, r, "/v1/embeddings")
+	if got != ctx || span.IsRecording() {
+		t.Errorf("StartRequest off: context changed %v, span recording %v", got != ctx, span.IsRecording())
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		_, s := tr.StartRequest(ctx, r, "/v1/embeddings")
+		traces.EndRequest(s, http.StatusOK, "")
+	}); n != 0 {
+		t.Errorf("a request's span off allocates %v times, want 0", n)
+	}
+}
