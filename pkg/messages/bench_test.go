@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -74,4 +75,27 @@ func BenchmarkNativeAnswer(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkDecodeRequest sets the whole decode of a translated request's
+// body by decodeRequest beside encoding/json's, which it stands in for.
+func BenchmarkDecodeRequest(b *testing.B) {
+	b.Run("decodeRequest", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var r Request
+			if !decodeRequest(benchRequest, &r) {
+				b.Fatal("not decoded")
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var r Request
+			if err := json.Unmarshal(benchRequest, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

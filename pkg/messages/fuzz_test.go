@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
@@ -173,6 +175,43 @@ func FuzzChatAnswer(f *testing.F) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("read %q as %+v, encoding/json as %+v", in, got, want)
+		}
+	})
+}
+
+// FuzzDecodeRequest holds decodeRequest, which reads a request's messages
+// without reflection, to encoding/json: what it decodes, json.Unmarshal
+// decodes without error into the same Request.
+func FuzzDecodeRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","max_tokens":10,"system":"s","messages":[{"role":"user","content":"Hi \u00e9\n"}]}`,
+		`{"model":"m","max_tokens":10,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image","source":{"type":"url","url":"https://x/a.png"}}]},{"role":"assistant","content":"b"}]}`,
+		`{"model":"m","max_tokens":10,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":{"x":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"ok"}]}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"}}`,
+		`{"model":"m","messages":[],"messages":[{"role":"user","content":"x"}]}`,
+		`{"model":"m","messages":[{"ROLE":"user","content":"x"}]}`, `{"Model":"m","messages":[]}`,
+		`{"messages":[{"role":null,"content":"x"}],"mock_response":null,"temperature":1e0}`,
+		`{"messages":[{"role":"user","content":null}],"system":null}`, `{"messages":null}`,
+		`{"messages":[1]}`, `{"model":1}`, `{"tools":[{"name":"a"}],"tools":[{"description":"b"}]}`,
+		`{"container":"c","messages":[]}`, `[]`, `{`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var fast Request
+		if !decodeRequest(body, &fast) {
+			return
+		}
+		var want Request
+		if err := json.Unmarshal(body, &want); err != nil {
+			t.Fatalf("decodeRequest read %q, encoding/json refuses it: %v", body, err)
+		}
+		for _, r := range []*Request{&fast, &want} {
+			if jsonscan.Null(r.MockResponse) {
+				r.MockResponse = nil // decodeWhole's, for both
+			}
+		}
+		if diff := cmp.Diff(want, fast); diff != "" {
+			t.Fatalf("decodeRequest(%q) differs from encoding/json's (-want +got):\n%s", body, diff)
 		}
 	})
 }

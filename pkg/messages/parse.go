@@ -239,8 +239,11 @@ func (p *Parsed) decode() error {
 
 func (p *Parsed) decodeWhole() error {
 	var r Request
-	if err := json.Unmarshal(p.Body, &r); err != nil {
-		return api.InvalidValue(fieldOf(err), "Invalid request: %s.", describe(err))
+	if !decodeRequest(p.Body, &r) {
+		r = Request{}
+		if err := json.Unmarshal(p.Body, &r); err != nil {
+			return api.InvalidValue(fieldOf(err), "Invalid request: %s.", describe(err))
+		}
 	}
 	r.Body = p.Body
 	if jsonscan.Null(r.MockResponse) {
@@ -276,6 +279,79 @@ func (p *Parsed) decodeWhole() error {
 		return api.InvalidValue("tool_choice.name", "tool_choice names the tool '%s', which is not in 'tools'.", tc.Name)
 	}
 	return nil
+}
+
+// errNotUsual stops decodeRequest at a form it leaves to encoding/json.
+var errNotUsual = errors.New("messages: not the usual form")
+
+// decodeRequest decodes a valid request in the usual form into r as
+// json.Unmarshal does, and reports whether it did: every member under its
+// exact name, messages once, each message an object of role (a string) and
+// content (a string or blocks). The messages — the bulk: the text — are
+// read without reflection, their text scanned by jsonscan instead of by
+// encoding/json's checker and then its decoder; the other members go
+// through decodeMember or encoding/json. Any other form (a case-folded or
+// unknown name, a null, a wrong type) is encoding/json's to decode and to
+// name the error of (FuzzDecodeRequest holds the two to each other).
+func decodeRequest(body []byte, r *Request) bool {
+	if !jsonscan.Valid(body) {
+		return false
+	}
+	msgs := false
+	err := jsonscan.Members(body, func(name, v []byte) error {
+		switch n := string(name); n {
+		case "messages":
+			if msgs || !decodeMessages(v, &r.Messages) {
+				return errNotUsual
+			}
+			msgs = true
+		case "system":
+			if len(v) == 0 || (v[0] != '"' && v[0] != '[') {
+				return errNotUsual
+			}
+			return r.System.UnmarshalJSON(v)
+		case "tools":
+			return json.Unmarshal(v, &r.Tools)
+		case "model", "max_tokens", "stream", "stop_sequences", "temperature", "top_p", "top_k",
+			"tool_choice", "thinking", "metadata", "mock_response", "drop_params", "service_tier":
+			return decodeMember(r, n, v)
+		default:
+			return errNotUsual
+		}
+		return nil
+	})
+	return err == nil
+}
+
+// decodeMessages reads messages in the usual form (decodeRequest).
+func decodeMessages(v []byte, dst *[]Message) bool {
+	if len(v) == 0 || v[0] != '[' {
+		return false
+	}
+	msgs := []Message{}
+	err := jsonscan.Elements(v, func(v []byte) error {
+		if len(v) == 0 || v[0] != '{' {
+			return errNotUsual
+		}
+		msgs = append(msgs, Message{})
+		m := &msgs[len(msgs)-1]
+		return jsonscan.Members(v, func(name, v []byte) error {
+			switch {
+			case string(name) == "role" && len(v) > 0 && v[0] == '"':
+				s, err := jsonscan.String(v)
+				m.Role = s
+				return err
+			case string(name) == "content" && len(v) > 0 && (v[0] == '"' || v[0] == '['):
+				return m.Content.UnmarshalJSON(v)
+			}
+			return errNotUsual
+		})
+	})
+	if err != nil {
+		return false
+	}
+	*dst = msgs
+	return true
 }
 
 func checkSystem(c Content) error {
