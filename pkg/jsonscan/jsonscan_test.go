@@ -283,8 +283,9 @@ func BenchmarkValueEndVector(b *testing.B) {
 
 // TestStopBytesFoundAtEveryOffset puts each byte a string's scan must stop
 // at (and bytes it must not: high UTF-8 bytes, 0x1f's neighbours) at every
-// offset of runs longer than a word, so the word-at-a-time skip is checked
-// at every alignment against a byte-at-a-time search.
+// offset of runs longer than two words, so the vectorised searches and the
+// word-at-a-time control test are checked at every alignment against a
+// byte-at-a-time search.
 func TestStopBytesFoundAtEveryOffset(t *testing.T) {
 	naive := func(b []byte) int {
 		for i, c := range b {
@@ -298,14 +299,21 @@ func TestStopBytesFoundAtEveryOffset(t *testing.T) {
 		return -1
 	}
 	for _, c := range []byte{'"', '\\', 0x00, 0x1f, 0x20, '!', '#', '[', ']', 0x7f, 0x80, 0xc3, 0xff} {
-		for n := 0; n < 24; n++ {
+		for n := 0; n < 40; n++ {
 			for at := 0; at <= n; at++ {
 				b := bytes.Repeat([]byte{'a'}, n)
 				if at < n {
 					b[at] = c
 				}
-				if got, want := indexQuoteOrEscape(b), naive(b); got != want {
-					t.Fatalf("indexQuoteOrEscape(%q) = %d, want %d", b, got, want)
+				for _, b := range [][]byte{b, append(bytes.Clone(b), '"')} {
+					q := -1
+					want := naive(b)
+					if bytes.IndexByte(b, '"') < 0 {
+						want = -1 // no closing quote: nextStop need not look further
+					}
+					if got := nextStop(b, 0, &q); got != want {
+						t.Fatalf("nextStop(%q) = %d, want %d", b, got, want)
+					}
 				}
 				lit := append(append([]byte{'"'}, b...), '"')
 				got := validStringEnd(lit, 0)
