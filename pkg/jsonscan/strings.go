@@ -69,7 +69,7 @@ func AppendString[S string | []byte](b []byte, s S) []byte {
 // asciiRun returns the index of the first 8-byte word at or after s[i]
 // that may hold a byte AppendString must look at — '"', '\\', a control
 // character or a non-ASCII byte — or where fewer than 8 bytes remain (the
-// classic has-zero-byte and has-less-than bit tests, and the high bits).
+// bit tests of plainRun, and the high bits).
 func asciiRun[S string | []byte](s S, i int) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	for ; i+8 <= len(s); i += 8 {
