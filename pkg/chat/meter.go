@@ -129,7 +129,7 @@ func (m *jsonMeter) End(ev *logevent.Event) (oai.Usage, error) {
 	if sc.err != nil {
 		return m.estimate(ev, int64(len(m.buf))), api.Upstream(nil, "The provider's answer was not a complete JSON object.")
 	}
-	if jsonscan.Valid(m.buf) {
+	if sc.valid || jsonscan.Valid(m.buf) { // read's walk checked it, or could not say
 		ev.Response = m.buf
 	}
 	if !sc.hasUsage {
@@ -145,18 +145,20 @@ type answerScan struct {
 	finish    string // the first choice's finish_reason, of the first choices that has one
 	status    string // a Responses answer's status (its last)
 	hasStatus bool
+	valid     bool  // the walk found the answer JSON (false: not known)
 	err       error // the answer is no complete JSON object
 }
 
 // read scans the answer kept whole, once: Usage (the cost header, before
-// the answer goes out) and End share the pass.
+// the answer goes out) and End share the pass, which also checks the answer
+// is JSON (for the log) without a second walk.
 func (m *jsonMeter) read() *answerScan {
 	sc := &m.scan
 	if m.scanned {
 		return sc
 	}
 	m.scanned = true
-	sc.err = jsonscan.Members(m.buf, func(name, v []byte) error {
+	sc.valid, sc.err = jsonscan.MembersChecked(m.buf, func(name, v []byte) error {
 		switch string(name) {
 		case "usage":
 			if !jsonscan.Null(v) {

@@ -36,51 +36,85 @@ const MaxDepth = 256
 // only during the call; value is a slice of doc (Span gives its offsets). An
 // error from f stops the walk and is returned.
 func Members(doc []byte, f func(name, value []byte) error) error {
+	_, err := walkMembers(doc, f, false)
+	return err
+}
+
+// MembersChecked is Members that also checks each value as Valid does, in
+// the same pass: valid true means doc is JSON exactly as Valid would say, so
+// a caller that needs both (the chat meter) crosses the document once, not
+// twice. valid false means not known: the caller runs Valid.
+func MembersChecked(doc []byte, f func(name, value []byte) error) (valid bool, err error) {
+	return walkMembers(doc, f, true)
+}
+
+func walkMembers(doc []byte, f func(name, value []byte) error, check bool) (valid bool, err error) {
 	i := SkipSpace(doc, 0)
 	if i >= len(doc) || doc[i] != '{' {
-		return errors.New("jsonscan: not a JSON object")
+		return false, errors.New("jsonscan: not a JSON object")
 	}
 	i = SkipSpace(doc, i+1)
 	if i < len(doc) && doc[i] == '}' {
-		return end(doc, i+1)
+		err := end(doc, i+1)
+		return check && err == nil, err
 	}
+	valid = check
 	for {
 		if i >= len(doc) || doc[i] != '"' {
-			return ErrSyntax
+			return false, ErrSyntax
 		}
 		nameEnd, err := StringEnd(doc, i)
 		if err != nil {
-			return err
+			return false, err
 		}
-		name, err := memberName(doc[i:nameEnd])
+		name, err := memberName(doc[i:nameEnd]) // escapes decoded by encoding/json: checked
 		if err != nil {
-			return err
+			return false, err
 		}
 		i = SkipSpace(doc, nameEnd)
 		if i >= len(doc) || doc[i] != ':' {
-			return ErrSyntax
+			return false, ErrSyntax
 		}
 		i = SkipSpace(doc, i+1)
-		valueEnd, err := ValueEnd(doc, i)
-		if err != nil {
-			return err
+		valueEnd := -1
+		if valid && i < len(doc) && (doc[i] == '{' || doc[i] == '[' || doc[i] == '"') {
+			// A container or string Valid accepts ends where ValueEnd says.
+			valueEnd = validEnd(doc, i, MaxDepth)
+		}
+		if valueEnd < 0 {
+			if valueEnd, err = ValueEnd(doc, i); err != nil {
+				return false, err
+			}
+			if valid && (doc[i] == '{' || doc[i] == '[' || doc[i] == '"' || !validScalar(doc[i:valueEnd])) {
+				valid = false
+			}
 		}
 		if err := f(name, doc[i:valueEnd]); err != nil {
-			return err
+			return false, err
 		}
 		i = SkipSpace(doc, valueEnd)
 		if i >= len(doc) {
-			return ErrSyntax
+			return false, ErrSyntax
 		}
 		switch doc[i] {
 		case ',':
 			i = SkipSpace(doc, i+1)
 		case '}':
-			return end(doc, i+1)
+			err := end(doc, i+1)
+			return valid && err == nil, err
 		default:
-			return ErrSyntax
+			return false, ErrSyntax
 		}
 	}
+}
+
+// validScalar reports whether tok is exactly one JSON literal or number.
+func validScalar(tok []byte) bool {
+	switch string(tok) {
+	case "true", "false", "null":
+		return true
+	}
+	return ValidNumber(tok)
 }
 
 // Elements calls f with the raw value of each element of the JSON array doc,
@@ -470,19 +504,25 @@ const validMaxDepth = 10000
 // of plain byte loops instead of encoding/json's state machine, and nothing
 // allocated.
 func Valid(doc []byte) bool {
+	i := validEnd(doc, SkipSpace(doc, 0), validMaxDepth)
+	return i >= 0 && SkipSpace(doc, i) == len(doc)
+}
+
+// validEnd returns the index just past the JSON value starting at doc[i],
+// nested at most maxDepth deep, or -1 if none starts there.
+func validEnd(doc []byte, i, maxDepth int) int {
 	// open holds one bit per level of nesting: set for an object.
 	var open [validMaxDepth/64 + 1]uint64
 	depth := 0
-	i := SkipSpace(doc, 0)
 	for {
 		// doc[i] starts a value.
 		if i >= len(doc) {
-			return false
+			return -1
 		}
 		switch c := doc[i]; c {
 		case '{', '[':
-			if depth == validMaxDepth {
-				return false
+			if depth == maxDepth {
+				return -1
 			}
 			if c == '{' {
 				open[depth/64] |= 1 << (depth % 64)
@@ -498,39 +538,39 @@ func Valid(doc []byte) bool {
 			}
 			if c == '{' {
 				if i = validName(doc, i); i < 0 {
-					return false
+					return -1
 				}
 			}
 			continue
 		case '"':
 			if i = validStringEnd(doc, i); i < 0 {
-				return false
+				return -1
 			}
 		case 't':
 			if i = literalEnd(doc, i, "true"); i < 0 {
-				return false
+				return -1
 			}
 		case 'f':
 			if i = literalEnd(doc, i, "false"); i < 0 {
-				return false
+				return -1
 			}
 		case 'n':
 			if i = literalEnd(doc, i, "null"); i < 0 {
-				return false
+				return -1
 			}
 		default:
 			if i = NumberEnd(doc, i); i < 0 {
-				return false
+				return -1
 			}
 		}
 		// A value ended: close the containers it ends, up to the next one.
 		for {
-			i = SkipSpace(doc, i)
 			if depth == 0 {
-				return i == len(doc)
+				return i
 			}
+			i = SkipSpace(doc, i)
 			if i >= len(doc) {
-				return false
+				return -1
 			}
 			object := open[(depth-1)/64]&(1<<((depth-1)%64)) != 0
 			c := doc[i]
@@ -538,13 +578,13 @@ func Valid(doc []byte) bool {
 				i = SkipSpace(doc, i+1)
 				if object {
 					if i = validName(doc, i); i < 0 {
-						return false
+						return -1
 					}
 				}
 				break
 			}
 			if object && c != '}' || !object && c != ']' {
-				return false
+				return -1
 			}
 			depth--
 			i++

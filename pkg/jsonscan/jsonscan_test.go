@@ -336,3 +336,57 @@ func TestStopBytesFoundAtEveryOffset(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkValidChatAnswer validates the bench upstream's chat answer
+// (pkg/chat's BenchmarkJSONMeter): short names and values around 800 bytes
+// of content.
+func BenchmarkValidChatAnswer(b *testing.B) {
+	doc := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1764000000,"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+		strings.Repeat("Sluice answers. ", 50) + `","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":130,"completion_tokens":200,"total_tokens":330},"system_fingerprint":"fp_1"}`)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if !Valid(doc) {
+			b.Fatal("invalid")
+		}
+	}
+}
+
+// FuzzMembersChecked holds MembersChecked to Members (the same members and
+// error) and to json.Valid: a document it calls valid is JSON, and a JSON
+// object Members reads is called valid.
+func FuzzMembersChecked(f *testing.F) {
+	for _, s := range []string{`{"a":[1,{"b":"\u00e9"}],"c":-0.5e+3}`, `{"a":tru}`, `{"a":1abc}`, `{"a":"\x"}`, `{"a":[1,}`, `{"a":01}`, `{}`, "{\"\xff\":\"\xfe\"}", ` {"a" : { } } `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		var want, got []string
+		wantErr := Members(doc, func(name, v []byte) error { want = append(want, string(name), string(v)); return nil })
+		valid, err := MembersChecked(doc, func(name, v []byte) error { got = append(got, string(name), string(v)); return nil })
+		if (err == nil) != (wantErr == nil) || !cmp.Equal(got, want) {
+			t.Fatalf("%q: MembersChecked %q, %v; Members %q, %v", doc, got, err, want, wantErr)
+		}
+		if valid && !json.Valid(doc) {
+			t.Fatalf("%q: MembersChecked calls it valid, json.Valid does not", doc)
+		}
+		if err == nil && !valid && json.Valid(doc) {
+			t.Fatalf("%q: JSON, but MembersChecked does not say so", doc)
+		}
+	})
+}
+
+func TestMembersCheckedSaysWhetherValid(t *testing.T) {
+	for doc, want := range map[string]bool{
+		`{"a":[1,{"b":"\u00e9"}],"c":-0.5e+3,"d":true,"e":null}`: true,
+		`{"a":tru}`:   false,
+		`{"a":"\x"}`:  false,
+		`{"a":[1 2]}`: false,
+		`{"a":01}`:    false,
+		` {"a":{}} `:  true,
+	} {
+		valid, err := MembersChecked([]byte(doc), func(name, v []byte) error { return nil })
+		if err != nil || valid != want {
+			t.Errorf("MembersChecked(%s) = %v, %v; want %v", doc, valid, err, want)
+		}
+	}
+}

@@ -439,14 +439,17 @@ func parseChatTop(body []byte, f fields) (fields, doc, []string, error) {
 	if i == len(body) {
 		return nil, d, nil, api.InvalidJSON("Request body is empty; expected a JSON object.")
 	}
-	if !jsonscan.Valid(body) {
-		return nil, d, nil, invalidJSON(body)
-	}
 	if body[i] != '{' {
+		if !jsonscan.Valid(body) {
+			return nil, d, nil, invalidJSON(body)
+		}
 		return nil, d, nil, api.InvalidJSON("Request body must be a JSON object.")
 	}
 	var others []string
-	err := jsonscan.Members(body, func(name, v []byte) error {
+	// One walk delimits the members and checks the body is JSON; only when
+	// it cannot say (a refused member, a malformed body) does Valid cross
+	// the body again, so that invalid JSON is reported before a member.
+	valid, err := jsonscan.MembersChecked(body, func(name, v []byte) error {
 		known := false
 		for _, w := range chatMembers {
 			if string(name) != w {
@@ -472,6 +475,9 @@ func parseChatTop(body []byte, f fields) (fields, doc, []string, error) {
 		}
 		return nil
 	})
+	if !valid && !jsonscan.Valid(body) {
+		return nil, d, nil, invalidJSON(body)
+	}
 	if err != nil {
 		return nil, d, nil, chatTopError(err)
 	}
