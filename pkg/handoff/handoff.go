@@ -68,6 +68,13 @@ const ackDelay = 20 * time.Millisecond
 // drainPoll is how often Drain looks whether the handlers are done.
 const drainPoll = 5 * time.Millisecond
 
+// workerIdle is how long a round's goroutine waits for the next round's
+// work before it ends. Under load the next round reuses it and the stack it
+// grew delivering (a goroutine started a round grew its stack on every
+// call: thousands of instructions a request), while an idle process keeps
+// none.
+const workerIdle = time.Second
+
 // Bus is a local bus that hands log events to the delivery job in memory
 // once one is attached (logevent.Handover); until then it only publishes.
 type Bus struct {
@@ -87,8 +94,35 @@ var _ logevent.Handover = (*Bus)(nil)
 
 // attachment is the delivery job's handler and its free slots.
 type attachment struct {
-	handle Handler
-	slots  chan struct{} // one per handler running; when none is free, a publish goes to the queue only
+	handle  Handler
+	slots   chan struct{} // one per handler running; when none is free, a publish goes to the queue only
+	work    chan func()   // unbuffered: received by an idle worker
+	started atomic.Int64  // workers started, for the tests
+}
+
+// do runs f on an idle worker, or on a new one when none is idle.
+func (a *attachment) do(f func()) {
+	select {
+	case a.work <- f:
+		return
+	default:
+	}
+	a.started.Add(1)
+	go a.worker(f)
+}
+
+// worker runs f, then whatever work reaches it within workerIdle.
+func (a *attachment) worker(f func()) {
+	idle := time.NewTimer(workerIdle)
+	for {
+		f()
+		idle.Reset(workerIdle)
+		select {
+		case f = <-a.work:
+		case <-idle.C:
+			return
+		}
+	}
 }
 
 // New wraps bus.
@@ -100,7 +134,7 @@ func New(bus LocalBus) *Bus {
 // workers groups at once: the callback-delivery job calls it when it starts
 // consuming in this process (gateway.RunJob).
 func (b *Bus) Attach(handle Handler, workers int) {
-	b.attached.Store(&attachment{handle: handle, slots: make(chan struct{}, max(workers, 1))})
+	b.attached.Store(&attachment{handle: handle, slots: make(chan struct{}, max(workers, 1)), work: make(chan func())})
 }
 
 // Linger is how long a publish waits for company: none until a handler is
@@ -149,9 +183,9 @@ func (b *Bus) Hand(ctx context.Context, groups []logevent.Group, encode logevent
 	for _, g := range parts[:n] {
 		p := &handed{Group: g, msg: store.Message{ID: rand.Text(), Receives: 1}}
 		r.parts = append(r.parts, p)
-		go r.run(p)
+		a.do(func() { r.run(p) })
 	}
-	go r.watch(ctx)
+	a.do(func() { r.watch(ctx) })
 	return parts[n:]
 }
 

@@ -292,3 +292,32 @@ func eventsPerCall(calls [][]*Event) []int {
 	}
 	return n
 }
+
+// Rounds in a row reuse the goroutines of the ones before (each started a
+// goroutine that grew its stack on every call): after the first publish's
+// round, the next ones start no worker.
+func TestHandoffRoundsReuseTheirWorkers(t *testing.T) {
+	b, bus := handoffBackend(t, time.Minute)
+	h := &handled{}
+	hb := attached(bus, h.handle, 4)
+	e := logevent.NewEmitter(hb, b.Blobs, listeningTo("a"), 0)
+	ctx := context.Background()
+	for i := range 5 {
+		if i > 0 {
+			time.Sleep(20 * time.Millisecond) // the workers back in their wait, well within workerIdle
+		}
+		e.Start(ctx, event("a", `"one"`))()
+		if err := e.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			continue
+		}
+		if n := hb.attached.Load().started.Load(); n != 2 {
+			t.Fatalf("after %d rounds, %d workers started, want the first round's 2 (its handler and its watch)", i+1, n)
+		}
+	}
+	if n := len(h.calls()); n != 5 {
+		t.Errorf("%d handler calls, want 5", n)
+	}
+}
