@@ -1,6 +1,7 @@
 package embedbatch
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -634,7 +635,16 @@ func FuzzFloat32At(f *testing.F) {
 // BenchmarkAppendVectorBase64 is the translation's hot path: one
 // 1536-dimension float answer re-encoded as OpenAI base64.
 func BenchmarkAppendVectorBase64(b *testing.B) {
-	raw := rawVector(embedtest.Vector("benchmark", 1536))
+	benchmarkAppendVector(b, rawVector(embedtest.Vector("benchmark", 1536)))
+}
+
+// BenchmarkAppendVectorBase64Compact is the same vector as Bedrock writes
+// it: no space after the commas.
+func BenchmarkAppendVectorBase64Compact(b *testing.B) {
+	benchmarkAppendVector(b, bytes.ReplaceAll(rawVector(embedtest.Vector("benchmark", 1536)), []byte(", "), []byte(",")))
+}
+
+func benchmarkAppendVector(b *testing.B, raw []byte) {
 	var dst []byte
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
