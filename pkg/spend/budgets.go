@@ -129,8 +129,8 @@ type scope struct {
 	period     string
 	periodK    int64         // period's index (periodIndex)
 	periodD    time.Duration // and length: period is named again only when they change
-	stored     float64 // USD stored for period, as read at readAt
-	reserved   float64 // USD the scope's running batches reserve, as read at readAt
+	stored     float64       // USD stored for period, as read at readAt
+	reserved   float64       // USD the scope's running batches reserve, as read at readAt
 	readAt     time.Time
 	inflight   float64 // estimates of the admitted calls not finished
 	recent     []ended // finished calls, until Settle has passed, oldest first
