@@ -475,7 +475,17 @@ func ParseDuration(s string) (time.Duration, error) {
 	if len(s) < 2 {
 		return 0, fmt.Errorf("duration %q too short", s)
 	}
-	unit := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour}[s[len(s)-1]]
+	var unit time.Duration // a switch, not a map literal: budgets parse it on every call
+	switch s[len(s)-1] {
+	case 's':
+		unit = time.Second
+	case 'm':
+		unit = time.Minute
+	case 'h':
+		unit = time.Hour
+	case 'd':
+		unit = 24 * time.Hour
+	}
 	if unit == 0 {
 		return 0, fmt.Errorf("duration %q: unknown unit", s)
 	}

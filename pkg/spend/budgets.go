@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/ctxvalue"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
@@ -24,19 +25,29 @@ const CodeBudgetExceeded = "budget_exceeded"
 // time t: its id (the counter it is kept under) and when it ends (nil:
 // never). Periods are counted from creation, so every process agrees.
 func Period(created time.Time, duration string, t time.Time) (id string, resetAt *time.Time) {
-	if duration == "" {
+	k, d := periodIndex(created, duration, t)
+	if d == 0 {
 		return "all", nil
-	}
-	d, err := auth.ParseDuration(duration)
-	if err != nil {
-		return "all", nil // refused when set; an old record with a bad one never resets
-	}
-	k := int64(0)
-	if t.After(created) {
-		k = int64(t.Sub(created) / d)
 	}
 	reset := created.Add(time.Duration(k+1) * d).UTC()
 	return strconv.FormatInt(k, 10), &reset
+}
+
+// periodIndex is the number of the budget period of t (Period) and the
+// period's length; 0 for a budget that never resets. It allocates
+// nothing: an admission names the period (FormatInt) only when it changes.
+func periodIndex(created time.Time, duration string, t time.Time) (k int64, d time.Duration) {
+	if duration == "" {
+		return 0, 0
+	}
+	d, err := auth.ParseDuration(duration)
+	if err != nil {
+		return 0, 0 // refused when set; an old record with a bad one never resets
+	}
+	if t.After(created) {
+		k = int64(t.Sub(created) / d)
+	}
+	return k, d
 }
 
 // periodKey is the record counting a scope's spend in one budget period.
@@ -116,8 +127,10 @@ func NewBudgets(records store.Records, opts BudgetOptions) *Budgets {
 type scope struct {
 	name       string // "key:<token>", "team:<id>"
 	period     string
-	stored     float64 // USD stored for period, as read at readAt
-	reserved   float64 // USD the scope's running batches reserve, as read at readAt
+	periodK    int64         // period's index (periodIndex)
+	periodD    time.Duration // and length: period is named again only when they change
+	stored     float64       // USD stored for period, as read at readAt
+	reserved   float64       // USD the scope's running batches reserve, as read at readAt
 	readAt     time.Time
 	inflight   float64 // estimates of the admitted calls not finished
 	recent     []ended // finished calls, until Settle has passed, oldest first
@@ -151,11 +164,12 @@ type budgeted struct {
 	what    string // "key", "team": for messages
 }
 
-func budgetsOf(p auth.Principal) []budgeted {
+// (into buf: an admission allocates no list).
+func budgetsOf(p auth.Principal, buf *[2]budgeted) []budgeted {
 	if p.Admin {
 		return nil // the master key has no budget (LiteLLM's)
 	}
-	var out []budgeted
+	out := buf[:0]
 	if k := p.Key; k != nil && k.Budgeted() {
 		out = append(out, budgeted{"key:" + k.Token, k.CreatedAt, k.Budget, "key"})
 	}
@@ -169,7 +183,8 @@ func budgetsOf(p auth.Principal) []budgeted {
 // (Pricer.Price) settles it with its cost (Settle ends one that has none).
 type Tab struct {
 	b        *Budgets
-	scopes   []*scope
+	scopes   []*scope // in own
+	own      [2]*scope
 	estimate float64
 	mu       sync.Mutex
 	cost     float64
@@ -177,12 +192,9 @@ type Tab struct {
 	settled  bool
 }
 
-type tabKey struct{}
-
-func tabOf(ctx context.Context) *Tab {
-	t, _ := ctx.Value(tabKey{}).(*Tab)
-	return t
-}
+// tabOf is the Tab of the call admitted with ctx (carried by one
+// ctxvalue layer: the layer and the Tab are one allocation).
+func tabOf(ctx context.Context) *Tab { return ctxvalue.From[Tab](ctx) }
 
 // settleWith settles the call with the cost of its log event.
 func (t *Tab) settleWith(cost float64) {
@@ -202,12 +214,14 @@ func (t *Tab) settleWith(cost float64) {
 // lasts: that is what the reservation is for. A principal without budgets
 // costs nothing here.
 func (b *Budgets) Admit(ctx context.Context, p auth.Principal) (context.Context, error) {
-	list := budgetsOf(p)
+	var buf [2]budgeted
+	list := budgetsOf(p, &buf)
 	if len(list) == 0 {
 		return ctx, nil
 	}
 	now := b.opts.Now()
-	scopes := make([]*scope, len(list))
+	var own2 [2]*scope
+	scopes := own2[:len(list)]
 	for i, bg := range list {
 		s, err := b.fresh(ctx, bg, now)
 		if err != nil {
@@ -254,7 +268,10 @@ func (b *Budgets) Admit(ctx context.Context, p auth.Principal) (context.Context,
 			return ctx, &api.Error{Status: 400, Type: CodeBudgetExceeded, Code: CodeBudgetExceeded, Message: msg + ")."}
 		}
 	}
-	t := &Tab{b: b, scopes: scopes}
+	// A new name: the deferred alerts go out with the caller's ctx, not
+	// this call's Tab (an alert priced with it would settle the call at 0).
+	tabCtx, t := ctxvalue.With(ctx, Tab{b: b, own: own2})
+	t.scopes = t.own[:len(scopes)]
 	for _, s := range scopes {
 		if own > 0 {
 			break // the line's batch reserved its cost
@@ -268,7 +285,7 @@ func (b *Budgets) Admit(ctx context.Context, p auth.Principal) (context.Context,
 	for _, s := range scopes {
 		s.inflight += t.estimate
 	}
-	return context.WithValue(ctx, tabKey{}, t), nil
+	return tabCtx, nil
 }
 
 // alertEvent is the log event of bg's soft budget crossed in period. Its
@@ -290,7 +307,10 @@ func alertEvent(ctx context.Context, p auth.Principal, bg budgeted, period strin
 }
 
 // Budgeted reports whether p has a budget to check.
-func (b *Budgets) Budgeted(p auth.Principal) bool { return len(budgetsOf(p)) > 0 }
+func (b *Budgets) Budgeted(p auth.Principal) bool {
+	var buf [2]budgeted
+	return len(budgetsOf(p, &buf)) > 0
+}
 
 // Settle ends the call admitted with ctx (Admit): its reservation is
 // replaced by what its log events cost, counted until the stored spend
@@ -362,7 +382,7 @@ func (s *scope) recentCost(now time.Time, settle time.Duration) float64 {
 // fresh returns bg's scope state for the period of now, its stored spend
 // read again when older than Refresh.
 func (b *Budgets) fresh(ctx context.Context, bg budgeted, now time.Time) (*scope, error) {
-	period, _ := Period(bg.created, bg.budget.BudgetDuration, now)
+	k, d := periodIndex(bg.created, bg.budget.BudgetDuration, now)
 	b.mu.Lock()
 	s := b.scopes[bg.name]
 	if s == nil {
@@ -372,10 +392,18 @@ func (b *Budgets) fresh(ctx context.Context, bg budgeted, now time.Time) (*scope
 		s = &scope{name: bg.name}
 		b.scopes[bg.name] = s
 	}
-	if s.period != period {
-		// A new period: the spend of the old one no longer counts.
-		s.period, s.stored, s.readAt, s.recent, s.recentSum = period, 0, time.Time{}, nil, 0
+	if s.period == "" || s.periodK != k || s.periodD != d {
+		period := "all"
+		if d != 0 {
+			period = strconv.FormatInt(k, 10)
+		}
+		if s.period != period {
+			// A new period: the spend of the old one no longer counts.
+			s.stored, s.readAt, s.recent, s.recentSum = 0, time.Time{}, nil, 0
+		}
+		s.period, s.periodK, s.periodD = period, k, d
 	}
+	period := s.period
 	stale := now.Sub(s.readAt) >= b.opts.Refresh
 	b.mu.Unlock()
 	if !stale {

@@ -73,7 +73,8 @@ func (b *Budgets) Reserve(ctx context.Context, p auth.Principal, cost float64) (
 	now := b.opts.Now()
 	var r Reservation
 	var writes []store.Write
-	for _, bg := range budgetsOf(p) {
+	var buf [2]budgeted
+	for _, bg := range budgetsOf(p, &buf) {
 		max := bg.budget.MaxBudget
 		if max == nil {
 			continue
