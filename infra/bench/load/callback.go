@@ -103,6 +103,9 @@ func (b *bench) callbackRun(ctx context.Context, embeddings httpScenario, fig *c
 	if err != nil {
 		return nil, err
 	}
+	if sl := fig.Slices; sl != nil {
+		fig.Requests += sl.With.OK
+	}
 	// Delivery may trail the calls a little; then the sink must have seen them.
 	for wait := time.Now().Add(10 * time.Second); time.Now().Before(wait); {
 		after, err := b.upstreamStats(ctx)

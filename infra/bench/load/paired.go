@@ -7,7 +7,9 @@ import (
 
 // pairedFigures are the figures of a scenario that measures one embeddings
 // call made by two keys of the same sluice — without and with what the
-// scenario prices (a team callback, a budget) — round by round.
+// scenario prices (a team callback, a budget) — round by round, then in
+// alternating CPU slices when the run takes them (WithoutUS, WithUS and
+// Ratio are then the slices').
 type pairedFigures struct {
 	Rounds    []pairedRound `json:"rounds"`
 	WithoutUS float64       `json:"cpu_per_request_without_us"`
@@ -20,6 +22,18 @@ type pairedFigures struct {
 	WithoutP50MS float64 `json:"p50_without_ms"`
 	WithP50MS    float64 `json:"p50_with_ms"`
 	AddedP50MS   float64 `json:"added_p50_ms"`
+	// Slices, when the run takes CPU slices, are the two keys' alternating
+	// slices; their pooled ratio decides the check (Ratio), as the relay
+	// scenarios' slices do: one closed round a side swung the ratio by
+	// more than the code between two runs.
+	Slices *pairedSlices `json:"cpu_slices,omitempty"`
+}
+
+type pairedSlices struct {
+	Without cpuSlices `json:"without"`
+	With    cpuSlices `json:"with"`
+	// RoundsRatio is the rounds' medians' ratio, which Ratio was before.
+	RoundsRatio float64 `json:"rounds_ratio"`
 }
 
 type pairedRound struct {
@@ -74,6 +88,19 @@ func (b *bench) measurePaired(ctx context.Context, scenario string, embeddings h
 	if fig.WithoutUS > 0 {
 		fig.Ratio = fig.WithUS / fig.WithoutUS
 	}
+	if b.cfg.cpuSlices == 0 || ctx.Err() != nil {
+		return nil
+	}
+	plain.name, with.name = "without", "with"
+	pooled, err := b.alternateSlices(ctx, embeddings, []target{plain, with}, embeddings.concurrency)
+	if err != nil {
+		return err
+	}
+	fig.Slices = &pairedSlices{Without: pooled[0], With: pooled[1], RoundsRatio: fig.Ratio}
+	fig.WithoutUS, fig.WithUS = pooled[0].CPUPerRequestUS, pooled[1].CPUPerRequestUS
+	if fig.WithoutUS > 0 {
+		fig.Ratio = fig.WithUS / fig.WithoutUS
+	}
 	return nil
 }
 
@@ -86,6 +113,9 @@ func pairedChecks(scenario string, fig *pairedFigures, name, p50Name string, cpu
 	}
 	cpu := check{Scenario: scenario, Name: name, Status: st,
 		Detail: fmt.Sprintf("%.2f× (%+.1f µs): with %.1f, without %.1f", fig.Ratio, fig.WithUS-fig.WithoutUS, fig.WithUS, fig.WithoutUS)}
+	if sl := fig.Slices; sl != nil {
+		cpu.Detail += fmt.Sprintf(" in %d alternating slices each; the rounds' medians: %.2f×", sl.With.Slices, sl.RoundsRatio)
+	}
 	st = statusPass
 	if fig.AddedP50MS > p50Limit {
 		st = statusFail

@@ -320,42 +320,53 @@ func (b *bench) measureSlices(ctx context.Context, sc httpScenario, targets []ta
 	if len(pair) != 2 {
 		return nil
 	}
-	// Per target: its request, its pooled figures and CPU time.
-	do := make([]call, len(pair))
-	pooled := make([]cpuSlices, len(pair))
-	cpu := make([]time.Duration, len(pair))
+	pooled, err := b.alternateSlices(ctx, sc, pair, conc)
+	if err != nil {
+		return err
+	}
+	rep.Slices = map[string]*cpuSlices{}
 	for k, t := range pair {
+		rep.Slices[t.name] = &pooled[k]
+	}
+	return nil
+}
+
+// alternateSlices runs b.cfg.cpuSlices short closed loops of sc on each
+// target in turn, the order rotating every slice, and pools each target's
+// CPU per request: a change of the machine's speed, which lasts tens of
+// seconds, hits every target alike. The targets may share a process (two
+// keys of one sluice): their slices never overlap.
+func (b *bench) alternateSlices(ctx context.Context, sc httpScenario, targets []target, conc int) ([]cpuSlices, error) {
+	do := make([]call, len(targets))
+	pooled := make([]cpuSlices, len(targets))
+	cpu := make([]time.Duration, len(targets))
+	for k, t := range targets {
 		do[k] = httpCall(b.client, sc.spec(t))
 		runClosed(ctx, conc, b.cfg.warmup/4, b.cfg.maxRequests, do[k])
 	}
 	for i := 0; i < b.cfg.cpuSlices && ctx.Err() == nil; i++ {
-		for j := range pair {
-			k := j
-			if i%2 == 1 {
-				k = len(pair) - 1 - j // every other slice in the other order
-			}
-			before, err := pair[k].proc.sample()
+		for j := range targets {
+			k := (i + j) % len(targets)
+			before, err := targets[k].proc.sample()
 			if err != nil {
-				return err
+				return nil, err
 			}
 			res := runClosed(ctx, conc, b.cfg.cpuSlice, b.cfg.maxRequests, do[k])
-			after, err := pair[k].proc.sample()
+			after, err := targets[k].proc.sample()
 			if err != nil {
-				return err
+				return nil, err
 			}
 			pooled[k].Slices++
 			pooled[k].OK += res.OK
 			cpu[k] += after.CPU - before.CPU
 		}
 	}
-	rep.Slices = map[string]*cpuSlices{}
-	for k, t := range pair {
+	for k, t := range targets {
 		p := &pooled[k]
 		p.CPUSeconds, p.CPUPerRequestUS = cpu[k].Seconds(), perRequestUS(cpu[k], p.OK)
-		rep.Slices[t.name] = p
-		b.logf("  %-18s CPU slices %-6s %d × %s: %.1f µs CPU/req over %d requests", sc.name, t.name, p.Slices, b.cfg.cpuSlice, p.CPUPerRequestUS, p.OK)
+		b.logf("  %-18s CPU slices %-7s %d × %s: %.1f µs CPU/req over %d requests", sc.name, t.name, p.Slices, b.cfg.cpuSlice, p.CPUPerRequestUS, p.OK)
 	}
-	return nil
+	return pooled, nil
 }
 
 func perRequestUS(cpu time.Duration, n int64) float64 {

@@ -32,13 +32,26 @@ type telemetryScenario struct {
 	OffUS     float64 `json:"cpu_per_request_off_us"`
 	MetricsUS float64 `json:"cpu_per_request_metrics_us"`
 	TracesUS  float64 `json:"cpu_per_request_traces_us"`
-	// The medians of the rounds' own ratios to metrics off: each round
-	// measures the three processes back to back.
+	// The medians of the rounds' own ratios to metrics off (each round
+	// measures the three processes back to back), or the slices' (below).
 	MetricsRatio float64 `json:"metrics_ratio"`
 	TracesRatio  float64 `json:"traces_ratio"`
 	OffP50MS     float64 `json:"p50_off_ms"`
 	MetricsP50MS float64 `json:"p50_metrics_ms"`
 	TracesP50MS  float64 `json:"p50_traces_ms"`
+	// Slices, when the run takes CPU slices, are the three processes'
+	// slices in rotation; their pooled figures are then the CPU per request
+	// and the ratios above (RoundsMetricsRatio keeps the rounds').
+	Slices             map[string]*cpuSlices `json:"cpu_slices,omitempty"`
+	RoundsMetricsRatio float64               `json:"rounds_metrics_ratio,omitempty"`
+}
+
+// slicesNote says where the figures come from when slices decided them.
+func (s telemetryScenario) slicesNote() string {
+	if off := s.Slices["off"]; off != nil {
+		return fmt.Sprintf(" in %d rotating slices each; the rounds' medians: %.3f×", off.Slices, s.RoundsMetricsRatio)
+	}
+	return ""
 }
 
 type telemetryRound struct {
@@ -119,8 +132,8 @@ func (b *bench) runTelemetry(ctx context.Context, scenarios map[string]httpScena
 			st = statusFail
 		}
 		rep.Checks = append(rep.Checks, check{Scenario: rep.Name, Name: names[i], Status: st,
-			Detail: fmt.Sprintf("%.3f× (%+.1f µs): on %.1f, off %.1f; traces %.3f× (%.1f µs)", s.MetricsRatio, s.MetricsUS-s.OffUS,
-				s.MetricsUS, s.OffUS, s.TracesRatio, s.TracesUS)})
+			Detail: fmt.Sprintf("%.3f× (%+.1f µs): on %.1f, off %.1f; traces %.3f× (%.1f µs)%s", s.MetricsRatio, s.MetricsUS-s.OffUS,
+				s.MetricsUS, s.OffUS, s.TracesRatio, s.TracesUS, s.slicesNote())})
 	}
 	return rep
 }
@@ -153,5 +166,25 @@ func (b *bench) telemetryRun(ctx context.Context, sc httpScenario, targets map[s
 	out.OffUS, out.MetricsUS, out.TracesUS = median(off), median(on), median(tr)
 	out.MetricsRatio, out.TracesRatio = median(onRatio), median(trRatio)
 	out.OffP50MS, out.MetricsP50MS, out.TracesP50MS = median(p50Off), median(p50On), median(p50Tr)
+	if b.cfg.cpuSlices == 0 || ctx.Err() != nil {
+		return out, nil
+	}
+	ts := make([]target, len(telemetryVariants))
+	for i, v := range telemetryVariants {
+		ts[i] = targets[v]
+	}
+	pooled, err := b.alternateSlices(ctx, sc, ts, sc.concurrency)
+	if err != nil {
+		return out, fmt.Errorf("%s: CPU slices: %w", sc.name, err)
+	}
+	out.Slices = map[string]*cpuSlices{}
+	for i, v := range telemetryVariants {
+		out.Slices[v] = &pooled[i]
+	}
+	out.RoundsMetricsRatio = out.MetricsRatio
+	out.OffUS, out.MetricsUS, out.TracesUS = out.Slices["off"].CPUPerRequestUS, out.Slices["metrics"].CPUPerRequestUS, out.Slices["traces"].CPUPerRequestUS
+	if out.OffUS > 0 {
+		out.MetricsRatio, out.TracesRatio = out.MetricsUS/out.OffUS, out.TracesUS/out.OffUS
+	}
 	return out, nil
 }
