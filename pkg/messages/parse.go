@@ -92,7 +92,10 @@ func ParseHead(body []byte) (*Parsed, error) {
 		case "mock_response", "drop_params":
 			own = true
 		}
-		return decodeMember(r, n, value)
+		if err := decodeMember(r, n, value); err != errUnknownMember {
+			return err
+		}
+		return nil // an unknown member is ignored, as encoding/json does
 	})
 	if err != nil {
 		var ae *api.Error
@@ -150,7 +153,7 @@ func ParseHead(body []byte) (*Parsed, error) {
 }
 
 // decodeMember decodes the member name of a request into r when it is one
-// of the head's: the small ones.
+// of the head's, the small ones; any other name is errUnknownMember.
 func decodeMember(r *Request, name string, value []byte) error {
 	if decodeCommon(r, name, value) {
 		return nil
@@ -188,7 +191,7 @@ func decodeMember(r *Request, name string, value []byte) error {
 	case "service_tier":
 		dst = &r.ServiceTier
 	default:
-		return nil
+		return errUnknownMember
 	}
 	if err := json.Unmarshal(value, dst); err != nil {
 		// Name the member as a decode of the whole request would.
@@ -281,6 +284,10 @@ func (p *Parsed) decodeWhole() error {
 	return nil
 }
 
+// errUnknownMember is decodeMember's answer for a name it does not decode:
+// its switch is the one list of the members read one by one.
+var errUnknownMember = errors.New("messages: not a member decodeMember reads")
+
 // errNotUsual stops decodeRequest at a form it leaves to encoding/json.
 var errNotUsual = errors.New("messages: not the usual form")
 
@@ -312,10 +319,10 @@ func decodeRequest(body []byte, r *Request) bool {
 			return r.System.UnmarshalJSON(v)
 		case "tools":
 			return json.Unmarshal(v, &r.Tools)
-		case "model", "max_tokens", "stream", "stop_sequences", "temperature", "top_p", "top_k",
-			"tool_choice", "thinking", "metadata", "mock_response", "drop_params", "service_tier":
-			return decodeMember(r, n, v)
 		default:
+			if err := decodeMember(r, n, v); err != errUnknownMember {
+				return err
+			}
 			return errNotUsual
 		}
 		return nil
