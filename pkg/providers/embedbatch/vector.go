@@ -97,12 +97,16 @@ func AppendVector(dst, raw []byte, encoding string) (out []byte, n int, err erro
 	for {
 		var j int
 		if b64 {
-			f, end, err := float32At(raw, i)
-			switch {
-			case end < 0:
-				return fail(errNotNumber)
-			case err != nil:
-				return fail(errRange)
+			f, end, ok := shortFloat32(raw, i)
+			if !ok {
+				var err error
+				f, end, err = float32At(raw, i)
+				switch {
+				case end < 0:
+					return fail(errNotNumber)
+				case err != nil:
+					return fail(errRange)
+				}
 			}
 			binary.LittleEndian.PutUint32(group[g:], math.Float32bits(f))
 			if g += 4; g == len(group) {
@@ -172,12 +176,8 @@ func AppendVector(dst, raw []byte, encoding string) (out []byte, n int, err erro
 // float32s lies within that distance: those few, and every other number,
 // are left to strconv.
 func float32At(raw []byte, i int) (f float32, end int, err error) {
-	if mant, exp, neg, end, ok := shortFraction(raw, i); ok {
-		if f, ok := float32Of(mant, exp, neg); ok {
-			return f, end, nil
-		}
-		v, err := strconv.ParseFloat(string(raw[i:end]), 32)
-		return float32(v), end, err
+	if f, end, ok := shortFloat32(raw, i); ok {
+		return f, end, nil
 	}
 	start := i
 	neg := i < len(raw) && raw[i] == '-'
@@ -249,40 +249,52 @@ func float32At(raw []byte, i int) (f float32, end int, err error) {
 	return float32(v), i, err
 }
 
-// shortFraction reads the number providers write most, -?0\.[0-9]{1,15}
-// with no exponent, from two 8-byte loads: ok is false for any other
-// number (or less than 18 bytes left), which the digit-by-digit reader
-// then takes. Fifteen digits are always exact in mant.
-func shortFraction(raw []byte, i int) (mant uint64, exp int, neg bool, end int, ok bool) {
-	if i < len(raw) && raw[i] == '-' {
-		neg = true
+// shortFloat32 is float32At for the number providers write most,
+// -?0\.[0-9]{1,15} with no exponent, read from two 8-byte loads, when one
+// multiplication decides it (see float32At); ok is false for any other
+// number, zero, or less than 18 bytes left, which float32At's digit-by-digit
+// reader then takes. Fifteen digits are always exact in mant. AppendVector
+// calls it first: it is most of the translation's time.
+func shortFloat32(raw []byte, i int) (f float32, end int, ok bool) {
+	neg := i < len(raw) && raw[i] == '-'
+	if neg {
 		i++
 	}
 	if len(raw)-i < 18 || raw[i] != '0' || raw[i+1] != '.' {
-		return 0, 0, false, 0, false
+		return 0, 0, false
 	}
 	i += 2
 	v := binary.LittleEndian.Uint64(raw[i:])
 	k := leadingDigits(v)
+	var mant uint64
 	switch {
 	case k == 0:
-		return 0, 0, false, 0, false
+		return 0, 0, false
 	case k < 8:
 		mant = digitsValue(v, k)
 	default:
 		w := binary.LittleEndian.Uint64(raw[i+8:])
 		k2 := leadingDigits(w)
 		if k2 == 8 {
-			return 0, 0, false, 0, false
+			return 0, 0, false
 		}
 		mant = eightDigitsValue(v)*uint64pow10[k2] + digitsValue(w, k2)
 		k += k2
 	}
 	i += k
-	if raw[i]|0x20 == 'e' { // e or E: an exponent follows
-		return 0, 0, false, 0, false
+	if raw[i]|0x20 == 'e' || mant == 0 { // e or E: an exponent follows
+		return 0, 0, false
 	}
-	return mant, -k, neg, i, true
+	// As float32Of, for a negative power: below 1e14, so under float32's
+	// largest.
+	d := float64(mant) * float64negpow10[k]
+	if d < 0x1p-126 || math.Float64bits(d)&(1<<29-1)-(1<<28-4) <= 8 {
+		return 0, 0, false
+	}
+	if f = float32(d); neg {
+		f = -f
+	}
+	return f, i, true
 }
 
 // float32Of is mant × 10^exp (negated when neg) correctly rounded to
