@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -653,6 +654,50 @@ func benchmarkAppendVector(b *testing.B, raw []byte) {
 		dst, _, err = AppendVector(dst[:0], raw, oai.EncodingBase64)
 		if err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// FuzzAppendBase64 holds the vector's base64 encoder to encoding/base64's,
+// after any prefix.
+func FuzzAppendBase64(f *testing.F) {
+	for _, s := range []string{"", "a", "ab", "abc", "abcdef", "abcdefgh", strings.Repeat("\xff\x00\x7f", 70)} {
+		f.Add([]byte("x"), []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, prefix, src []byte) {
+		want := base64.StdEncoding.AppendEncode(slices.Clone(prefix), src)
+		if got := appendBase64(slices.Clone(prefix), src); !bytes.Equal(got, want) {
+			t.Fatalf("%q: %q, want %q", src, got, want)
+		}
+	})
+}
+
+// The fast reader of the usual provider number (0.ddd with enough bytes
+// after it for two 8-byte loads) reads as strconv does, whatever follows.
+func TestFloat32AtShortFraction(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 50000 {
+		f := float32(rng.NormFloat64() / 40)
+		for _, s := range []string{
+			strconv.FormatFloat(float64(f), 'f', -1, 32),
+			strconv.FormatFloat(float64(f), 'f', 1+rng.IntN(18), 64),
+		} {
+			_, wantErr := strconv.ParseFloat(s, 32)
+			for _, tail := range []string{",0.12345678901234567", "]                 ", "e-3,0.000000000000", "E+0]               ", "7890123456789012345"} {
+				raw := []byte(s + tail)
+				got, end, err := float32At(raw, 0)
+				wantEnd := jsonscan.NumberEnd(raw, 0)
+				if wantEnd == len(s) && (err == nil) != (wantErr == nil) {
+					t.Fatalf("%q: err %v; strconv %v", raw, err, wantErr)
+				}
+				if end != wantEnd {
+					t.Fatalf("%q: end %d, want %d", raw, end, wantEnd)
+				}
+				w, _ := strconv.ParseFloat(string(raw[:end]), 32)
+				if math.Float32bits(got) != math.Float32bits(float32(w)) {
+					t.Fatalf("%q: %v (%#x); strconv %v (%#x)", raw[:end], got, math.Float32bits(got), float32(w), math.Float32bits(float32(w)))
+				}
+			}
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 
@@ -96,16 +97,20 @@ func AppendVector(dst, raw []byte, encoding string) (out []byte, n int, err erro
 	for {
 		var j int
 		if b64 {
-			f, end, err := float32At(raw, i)
-			switch {
-			case end < 0:
-				return fail(errNotNumber)
-			case err != nil:
-				return fail(errRange)
+			f, end, ok := shortFloat32(raw, i)
+			if !ok {
+				var err error
+				f, end, err = float32At(raw, i)
+				switch {
+				case end < 0:
+					return fail(errNotNumber)
+				case err != nil:
+					return fail(errRange)
+				}
 			}
 			binary.LittleEndian.PutUint32(group[g:], math.Float32bits(f))
 			if g += 4; g == len(group) {
-				dst = base64.StdEncoding.AppendEncode(dst, group[:])
+				dst = appendBase64(dst, group[:])
 				g = 0
 			}
 			j = end
@@ -126,6 +131,12 @@ func AppendVector(dst, raw []byte, encoding string) (out []byte, n int, err erro
 			dst = append(dst, raw[i:j]...)
 		}
 		n++
+		// The usual separator, a comma with no space after it, skips the
+		// space scans below (a byte above ' ' is no JSON space).
+		if j+1 < len(raw) && raw[j] == ',' && raw[j+1] > ' ' {
+			i = j + 1
+			continue
+		}
 		i = jsonscan.SkipSpace(raw, j)
 		if i >= len(raw) {
 			return fail(errNotArray)
@@ -142,7 +153,7 @@ func AppendVector(dst, raw []byte, encoding string) (out []byte, n int, err erro
 		i = jsonscan.SkipSpace(raw, i+1)
 	}
 	if b64 {
-		dst = base64.StdEncoding.AppendEncode(dst, group[:g])
+		dst = appendBase64(dst, group[:g])
 		dst = append(dst, '"')
 	} else {
 		dst = append(dst, ']')
@@ -165,6 +176,9 @@ func AppendVector(dst, raw []byte, encoding string) (out []byte, n int, err erro
 // float32s lies within that distance: those few, and every other number,
 // are left to strconv.
 func float32At(raw []byte, i int) (f float32, end int, err error) {
+	if f, end, ok := shortFloat32(raw, i); ok {
+		return f, end, nil
+	}
 	start := i
 	neg := i < len(raw) && raw[i] == '-'
 	if neg {
@@ -225,35 +239,111 @@ func float32At(raw []byte, i int) (f float32, end int, err error) {
 		}
 		exp += e
 	}
-	if exact && mant < 1<<53 && exp >= -22 && exp <= 22 {
-		if mant == 0 {
-			if neg {
-				return float32(math.Copysign(0, -1)), i, nil
-			}
-			return 0, i, nil
-		}
-		d := float64(mant)
-		// In float32's normal range, the float32s' halfway points are
-		// the float64s whose 29 fraction bits float32 drops are exactly
-		// 1000…0; the product must be clear of them by more than its error.
-		var margin uint64 // in units of the float64's last place
-		if exp < 0 {
-			d *= float64negpow10[-exp]
-			margin = 4 // twice the error
-		} else {
-			d *= float64pow10[exp]
-		}
-		if d >= 0x1p-126 && d <= math.MaxFloat32 && math.Float64bits(d)&(1<<29-1)-(1<<28-margin) > 2*margin {
-			f = float32(d)
-			if neg {
-				f = -f
-			}
+	if exact {
+		if f, ok := float32Of(mant, exp, neg); ok {
 			return f, i, nil
 		}
 	}
 	// string(...) does not escape (strconv clones what its errors keep).
 	v, err := strconv.ParseFloat(string(raw[start:i]), 32)
 	return float32(v), i, err
+}
+
+// shortFloat32 is float32At for the number providers write most,
+// -?0\.[0-9]{1,15} with no exponent, read from two 8-byte loads, when one
+// multiplication decides it (see float32At); ok is false for any other
+// number, zero, or less than 18 bytes left, which float32At's digit-by-digit
+// reader then takes. Fifteen digits are always exact in mant. AppendVector
+// calls it first: it is most of the translation's time.
+func shortFloat32(raw []byte, i int) (f float32, end int, ok bool) {
+	neg := i < len(raw) && raw[i] == '-'
+	if neg {
+		i++
+	}
+	if len(raw)-i < 18 || raw[i] != '0' || raw[i+1] != '.' {
+		return 0, 0, false
+	}
+	i += 2
+	v := binary.LittleEndian.Uint64(raw[i:])
+	k := leadingDigits(v)
+	var mant uint64
+	switch {
+	case k == 0:
+		return 0, 0, false
+	case k < 8:
+		mant = digitsValue(v, k)
+	default:
+		w := binary.LittleEndian.Uint64(raw[i+8:])
+		k2 := leadingDigits(w)
+		if k2 == 8 {
+			return 0, 0, false
+		}
+		mant = eightDigitsValue(v)*uint64pow10[k2] + digitsValue(w, k2)
+		k += k2
+	}
+	i += k
+	if raw[i]|0x20 == 'e' || mant == 0 { // e or E: an exponent follows
+		return 0, 0, false
+	}
+	// As float32Of, for a negative power: below 1e14, so under float32's
+	// largest.
+	d := float64(mant) * float64negpow10[k]
+	if d < 0x1p-126 || math.Float64bits(d)&(1<<29-1)-(1<<28-4) <= 8 {
+		return 0, 0, false
+	}
+	if f = float32(d); neg {
+		f = -f
+	}
+	return f, i, true
+}
+
+// float32Of is mant × 10^exp (negated when neg) correctly rounded to
+// float32 when one float64 multiplication can tell (see float32At); ok is
+// false when it cannot.
+func float32Of(mant uint64, exp int, neg bool) (float32, bool) {
+	if mant >= 1<<53 || exp < -22 || exp > 22 {
+		return 0, false
+	}
+	if mant == 0 {
+		if neg {
+			return float32(math.Copysign(0, -1)), true
+		}
+		return 0, true
+	}
+	d := float64(mant)
+	// In float32's normal range, the float32s' halfway points are the
+	// float64s whose 29 fraction bits float32 drops are exactly 1000…0;
+	// the product must be clear of them by more than its error.
+	var margin uint64 // in units of the float64's last place
+	if exp < 0 {
+		d *= float64negpow10[-exp]
+		margin = 4 // twice the error
+	} else {
+		d *= float64pow10[exp]
+	}
+	if d < 0x1p-126 || d > math.MaxFloat32 || math.Float64bits(d)&(1<<29-1)-(1<<28-margin) <= 2*margin {
+		return 0, false
+	}
+	f := float32(d)
+	if neg {
+		f = -f
+	}
+	return f, true
+}
+
+// leadingDigits is how many of the 8 bytes of v (little-endian: the first
+// byte in the low one) are ASCII digits before the first that is not. A
+// byte's carry or borrow only reaches the bytes after it, so the bytes
+// before the first non-digit are judged right.
+func leadingDigits(v uint64) int {
+	nd := ((v & 0xF0F0F0F0F0F0F0F0) | (((v + 0x0606060606060606) & 0xF0F0F0F0F0F0F0F0) >> 4)) ^ 0x3333333333333333
+	return bits.TrailingZeros64(nd) >> 3
+}
+
+// digitsValue is the number the first k (1 to 8) ASCII digits of v spell:
+// they are shifted to the top, the bytes after them to nothing.
+func digitsValue(v uint64, k int) uint64 {
+	return combineDigits((v - 0x3030303030303030) << (8 * (8 - k)))
 }
 
 func isDigit(c byte) bool { return c-'0' < 10 }
@@ -267,8 +357,11 @@ func eightDigits(v uint64) bool {
 // eightDigitsValue is the number the 8 ASCII digits of v (little-endian:
 // the first digit in the low byte) spell, combined pairwise in three
 // multiplications.
-func eightDigitsValue(v uint64) uint64 {
-	v -= 0x3030303030303030
+func eightDigitsValue(v uint64) uint64 { return combineDigits(v - 0x3030303030303030) }
+
+// combineDigits is the number 8 bytes of digit values 0–9 spell (the
+// first in the low byte), combined pairwise in three multiplications.
+func combineDigits(v uint64) uint64 {
 	v = v*10 + v>>8
 	return ((v&0x000000FF000000FF)*(100+1000000<<32) + (v>>16&0x000000FF000000FF)*(1+10000<<32)) >> 32
 }
@@ -299,6 +392,9 @@ func addDigit(mant uint64, exact bool, c byte) (uint64, bool) {
 	}
 	return mant, false
 }
+
+// uint64pow10 are the powers of ten a fraction's second word may add.
+var uint64pow10 = [...]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7}
 
 // float64pow10 are the powers of ten float64 holds exactly.
 var float64pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
