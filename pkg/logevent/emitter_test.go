@@ -426,3 +426,49 @@ func TestDeferredAllocations(t *testing.T) {
 		t.Errorf("the context carries %p, want %p", got, p)
 	}
 }
+
+// Publishes one after another share one run loop (and the stack it grew)
+// while it waits for work, each published in full.
+func TestEmitterReusesItsRunLoop(t *testing.T) {
+	bus := &recordingBus{}
+	e := NewEmitter(bus, nil, listeningTo("t"), 0)
+	for i := range 5 {
+		e.Emit(context.Background(), event("t", `"hi"`))
+		if n := len(bus.published()); n != i+1 {
+			t.Fatalf("after %d emits, %d published", i+1, n)
+		}
+	}
+	if n := e.loops.Load(); n != 1 {
+		t.Errorf("%d run loops started for 5 publishes in a row, want 1", n)
+	}
+	if err := e.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An idle run loop ends after runIdle; the next publish starts another.
+func TestEmitterRunLoopEndsWhenIdle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits runIdle")
+	}
+	bus := &recordingBus{}
+	e := NewEmitter(bus, nil, listeningTo("t"), 0)
+	e.Emit(context.Background(), event("t", `"a"`))
+	deadline := time.Now().Add(runIdle + 5*time.Second)
+	for {
+		e.mu.Lock()
+		running := e.running
+		e.mu.Unlock()
+		if !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run loop did not end when idle")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.Emit(context.Background(), event("t", `"b"`))
+	if n := len(bus.published()); n != 2 || e.loops.Load() != 2 {
+		t.Errorf("published %d, loops %d; want 2 and 2", n, e.loops.Load())
+	}
+}
