@@ -340,8 +340,8 @@ func (e *Emitter) Drain(ctx context.Context) error {
 }
 
 // run publishes what waits, then whatever gathered meanwhile, until
-// nothing has for runIdle. With a Handover that lingers, each publish first
-// waits for company.
+// nothing does. With a Handover that lingers, each publish first waits for
+// company.
 func (e *Emitter) run() {
 	var idle *time.Timer
 	for {
