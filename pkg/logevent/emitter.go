@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/ctxvalue"
@@ -76,12 +75,9 @@ type Emitter struct {
 	observers  []Observer
 
 	mu      sync.Mutex
-	running bool          // a run loop is publishing, or waiting for work (idle)
-	idle    bool          // the run loop waits for a publication on wake
-	wake    chan struct{} // buffered 1: a publication for the idle run loop
-	loops   atomic.Int64  // run loops started, for the tests
-	current *publication  // in flight, nil when idle
-	next    *publication  // what waits for the next one
+	running bool         // a run loop is publishing
+	current *publication // in flight, nil when idle
+	next    *publication // what waits for the next one
 	// handover is the bus as a Handover, nil when it is not one.
 	handover Handover
 }
@@ -169,7 +165,7 @@ func (e *Emitter) price(ctx context.Context, events []*Event) {
 // that is a Handover is offered the events in memory first.
 func NewEmitter(bus store.Bus, blobs store.Blobs, listeners Listeners, claimCheckBytes int) *Emitter {
 	h, _ := bus.(Handover)
-	return &Emitter{bus: bus, blobs: blobs, listeners: listeners, claimCheck: claimCheckBytes, handover: h, wake: make(chan struct{}, 1)}
+	return &Emitter{bus: bus, blobs: blobs, listeners: listeners, claimCheck: claimCheckBytes, handover: h}
 }
 
 // Observe has o see every event emitted from now on. Call it before the
@@ -279,14 +275,9 @@ func (e *Emitter) start(ctx context.Context, events []*Event) *publication {
 		e.next = p
 	}
 	p.events = append(p.events, wanted...)
-	switch {
-	case !e.running:
+	if !e.running {
 		e.running = true
-		e.loops.Add(1)
 		go e.run()
-	case e.idle:
-		e.idle = false
-		e.wake <- struct{}{} // never blocks: sent once an idle spell
 	}
 	e.mu.Unlock()
 	return p
@@ -343,7 +334,6 @@ func (e *Emitter) Drain(ctx context.Context) error {
 // nothing does. With a Handover that lingers, each publish first waits for
 // company.
 func (e *Emitter) run() {
-	var idle *time.Timer
 	for {
 		if d := e.lingerFor(); d > 0 {
 			e.mu.Lock()
@@ -362,9 +352,8 @@ func (e *Emitter) run() {
 		p := e.next
 		e.next, e.current = nil, p
 		if p == nil {
-			if e.waitIdle(&idle) {
-				continue
-			}
+			e.running = false
+			e.mu.Unlock()
 			return
 		}
 		e.mu.Unlock()
@@ -376,41 +365,6 @@ func (e *Emitter) run() {
 		e.current = nil
 		e.mu.Unlock()
 	}
-}
-
-// runIdle is how long the run loop waits for the next publication before
-// it ends. Under load the next publish reuses it and the stack it grew
-// publishing (a loop started a publish grew its stack on most of them:
-// thousands of instructions each), while an idle process keeps none.
-const runIdle = time.Second
-
-// waitIdle waits, e.mu held (and released), up to runIdle for start to
-// wake the run loop with a publication: true when it did, false when the
-// loop is to end (running is reset). *idle is the loop's timer, made on
-// first use.
-func (e *Emitter) waitIdle(idle **time.Timer) bool {
-	if *idle == nil {
-		*idle = time.NewTimer(runIdle)
-	} else {
-		(*idle).Reset(runIdle)
-	}
-	e.idle = true
-	e.mu.Unlock()
-	select {
-	case <-e.wake:
-		return true
-	case <-(*idle).C:
-	}
-	e.mu.Lock()
-	if !e.idle {
-		// start woke it as the timer fired: its wake is sent.
-		e.mu.Unlock()
-		<-e.wake
-		return true
-	}
-	e.idle, e.running = false, false
-	e.mu.Unlock()
-	return false
 }
 
 // lingerFor is how long a publish waits for company.
