@@ -12,13 +12,13 @@ func TestFullKeyCacheForgetsTheLeastRecentlyUsed(t *testing.T) {
 	now := time.Now()
 	c := newKeyCache(func() time.Time { return now }, 3)
 	for _, tok := range []string{"in-use", "unknown-1", "unknown-2"} {
-		c.put(tok, cacheEntry{}, time.Minute)
+		c.put(tok, "", cacheEntry{}, time.Minute)
 	}
 	if _, ok := c.get("in-use"); !ok {
 		t.Fatal("a fresh entry is missing")
 	}
 	for _, tok := range []string{"unknown-3", "unknown-4"} {
-		c.put(tok, cacheEntry{}, time.Minute)
+		c.put(tok, "", cacheEntry{}, time.Minute)
 		if _, ok := c.get("in-use"); !ok {
 			t.Fatalf("adding %s pushed out the key in use", tok)
 		}

@@ -92,6 +92,11 @@ func (s *Service) Authenticate(ctx context.Context, key string) (Principal, erro
 	if key == "" {
 		return Principal{}, api.Unauthorized("No API key provided. Pass your sluice key as 'Authorization: Bearer <key>'.")
 	}
+	// A key met before is found without hashing it (see keyCache). The
+	// master key is never cached, so it always reaches the check below.
+	if e, ok := s.cache.getKey(key); ok {
+		return e.principal, e.err
+	}
 	var t token
 	t.of(key)
 	masterHash, err := s.master(ctx)
@@ -103,10 +108,10 @@ func (s *Service) Authenticate(ctx context.Context, key string) (Principal, erro
 	}
 	// A cached key needs no string of its token: the cached principal
 	// has it.
-	if e, ok := s.cache.getBytes(t[:]); ok {
+	if e, ok := s.cache.getBytes(t[:], key); ok {
 		return e.principal, e.err
 	}
-	return s.PrincipalOf(ctx, string(t[:]))
+	return s.principalOf(ctx, string(t[:]), key)
 }
 
 // PrincipalOf resolves a stored key, named by its token (the hash of the
@@ -115,6 +120,12 @@ func (s *Service) Authenticate(ctx context.Context, key string) (Principal, erro
 // whose team is gone, is a 401. The batch engine runs each line as the key
 // that created the batch through it.
 func (s *Service) PrincipalOf(ctx context.Context, token string) (Principal, error) {
+	return s.principalOf(ctx, token, "")
+}
+
+// principalOf is PrincipalOf for token, met as key when Authenticate
+// resolves a raw key ("" otherwise).
+func (s *Service) principalOf(ctx context.Context, token, key string) (Principal, error) {
 	if e, ok := s.cache.get(token); ok {
 		return e.principal, e.err
 	}
@@ -126,9 +137,9 @@ func (s *Service) PrincipalOf(ctx context.Context, token string) (Principal, err
 		if exp := p.Key.Expires; exp != nil && exp.Sub(s.opts.Now()) < ttl {
 			ttl = exp.Sub(s.opts.Now())
 		}
-		s.cache.put(token, cacheEntry{principal: p}, ttl)
+		s.cache.put(token, key, cacheEntry{principal: p}, ttl)
 	case errors.As(err, &apiErr) && apiErr.Status == 401:
-		s.cache.put(token, cacheEntry{err: err}, s.opts.NegativeCacheTTL)
+		s.cache.put(token, key, cacheEntry{err: err}, s.opts.NegativeCacheTTL)
 	}
 	return p, err
 }

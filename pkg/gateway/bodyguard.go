@@ -30,9 +30,14 @@ import (
 // And a body held whole in memory draws on budget (api.BodyBudget), given
 // back when its request ends.
 //
+// The answer's Date header is set from a value made once a second, as its
+// headers go out: net/http would format one for every answer (a thousand
+// instructions each), and a relay that copies its provider's Date keeps it.
+//
 // Lambda needs none of this: API Gateway delivers whole bodies, and a
 // function serves one request at a time.
 func guardBodies(next http.Handler, idle time.Duration, minRate int64, budget *bodyBudget) http.Handler {
+	date := &serverDate{}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
@@ -40,7 +45,7 @@ func guardBodies(next http.Handler, idle time.Duration, minRate int64, budget *b
 		}
 		g := &guardedRequest{body: progressBody{ReadCloser: r.Body, w: w, idle: idle, minRate: minRate, bodies: budget}}
 		b := &g.body
-		g.w = refusingWriter{ResponseWriter: w, body: b}
+		g.w = refusingWriter{ResponseWriter: w, body: b, date: date}
 		defer b.refundAll()
 		r.Body = b
 		next.ServeHTTP(&g.w, r)
@@ -169,6 +174,7 @@ func setReadDeadline(w http.ResponseWriter, deadline time.Time) error {
 type refusingWriter struct {
 	http.ResponseWriter
 	body  *progressBody
+	date  *serverDate
 	begun bool
 }
 
@@ -177,10 +183,36 @@ func (w *refusingWriter) begin() {
 		return
 	}
 	w.begun = true
+	h := w.Header()
+	if _, ok := h["Date"]; !ok {
+		h["Date"] = w.date.at(time.Now())
+	}
 	if !w.body.ended.Load() {
-		w.Header().Set("Connection", "close")
+		h.Set("Connection", "close")
 		w.body.abandon()
 	}
+}
+
+// serverDate is the Date header's value for the current second, made once
+// that second: what net/http would set, without formatting it per answer.
+type serverDate struct {
+	cur atomic.Pointer[dateValue]
+}
+
+type dateValue struct {
+	sec int64
+	v   []string // capacity 1: a header's Add copies it rather than write into it
+}
+
+// at is the Date header value for now.
+func (d *serverDate) at(now time.Time) []string {
+	sec := now.Unix()
+	if c := d.cur.Load(); c != nil && c.sec == sec {
+		return c.v
+	}
+	c := &dateValue{sec: sec, v: []string{now.UTC().Format(http.TimeFormat)}}
+	d.cur.Store(c)
+	return c.v
 }
 
 func (w *refusingWriter) WriteHeader(code int) {

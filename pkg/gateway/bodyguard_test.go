@@ -222,3 +222,55 @@ func TestBodyDeadlineMovesWithTheHandlersTime(t *testing.T) {
 		t.Errorf("the deadline moved %s, want about %s", moved, 5*idle/deadlineSlack)
 	}
 }
+
+// An answer carries a Date header as net/http's would (the current second,
+// in http.TimeFormat), made by the guard; a handler's own Date is kept.
+func TestAnswerDate(t *testing.T) {
+	own := "Mon, 02 Jan 2006 15:04:05 GMT"
+	addr := guarded(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/own" {
+			w.Header().Set("Date", own)
+		}
+		w.Write([]byte("ok"))
+	}), time.Hour, 0)
+	for _, tc := range []struct{ path, want string }{{"/", ""}, {"/own", own}} {
+		before := time.Now().Truncate(time.Second)
+		x := dialRaw(t, addr, "POST "+tc.path+" HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\na")
+		resp, _ := x.answer()
+		dates := resp.Header.Values("Date")
+		if len(dates) != 1 {
+			t.Fatalf("%s: Date headers %q, want one", tc.path, dates)
+		}
+		if tc.want != "" {
+			if dates[0] != tc.want {
+				t.Errorf("%s: Date %q, want the handler's %q", tc.path, dates[0], tc.want)
+			}
+			continue
+		}
+		at, err := http.ParseTime(dates[0])
+		if err != nil || dates[0] != at.UTC().Format(http.TimeFormat) {
+			t.Fatalf("%s: Date %q is not in http.TimeFormat (%v)", tc.path, dates[0], err)
+		}
+		if at.Before(before) || at.After(time.Now()) {
+			t.Errorf("%s: Date %v, want between %v and now", tc.path, at, before)
+		}
+	}
+}
+
+// serverDate makes one value a second: the same slice within the second,
+// a new one the next, each what net/http would format.
+func TestServerDatePerSecond(t *testing.T) {
+	var d serverDate
+	t0 := time.Date(2026, 11, 28, 10, 0, 0, 100, time.FixedZone("x", 3600))
+	a, b := d.at(t0), d.at(t0.Add(800*time.Millisecond))
+	if &a[0] != &b[0] {
+		t.Error("a second's two answers made two values")
+	}
+	if want := t0.UTC().Format(http.TimeFormat); a[0] != want || len(a) != 1 || cap(a) != 1 {
+		t.Errorf("at = %q (len %d cap %d), want [%q] with capacity 1", a, len(a), cap(a), want)
+	}
+	if c := d.at(t0.Add(time.Second)); c[0] != t0.Add(time.Second).UTC().Format(http.TimeFormat) {
+		t.Errorf("next second: %q", c)
+	}
+}

@@ -32,3 +32,48 @@ func TestValid(t *testing.T) {
 		}
 	}
 }
+
+// TestNewAcrossChunks makes enough ids to drain several chunks of random
+// bytes: no id repeats and each character is one of the alphabet's, across
+// the refills.
+func TestNewAcrossChunks(t *testing.T) {
+	seen := make(map[string]bool)
+	counts := make(map[byte]int)
+	for range 20 * randomChunk {
+		id := New(Request)
+		if !Valid(Request, id) {
+			t.Fatalf("New(%q) = %q, not valid", Request, id)
+		}
+		if seen[id] {
+			t.Fatalf("duplicate id %q", id)
+		}
+		seen[id] = true
+		for i := len(Request); i < len(id); i++ {
+			counts[id[i]]++
+		}
+	}
+	// 245,760 characters over 62: every character turns up.
+	if len(counts) != len(alphabet) {
+		t.Errorf("%d distinct characters, want %d", len(counts), len(alphabet))
+	}
+}
+
+func TestNewUsesEachRandomByteOnce(t *testing.T) {
+	r := randomPool.Get().(*random)
+	before := r.off
+	randomPool.Put(r)
+	New(Request)
+	r = randomPool.Get().(*random)
+	defer randomPool.Put(r)
+	// Under -race a pool may drop what is put; then there is nothing to see.
+	if r.off != randomChunk && before != randomChunk && r.off < before+Length {
+		t.Errorf("off went from %d to %d for one id: fewer than %d bytes taken", before, r.off, Length)
+	}
+}
+
+func BenchmarkNew(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		New(Request)
+	}
+}

@@ -182,6 +182,7 @@ type adds []add
 // add is what one event adds to one counter record.
 type add struct {
 	key store.Key
+	row int // key's number in its flush (rowKeys): pack sums by it, hashing no key
 	delta
 }
 
@@ -239,9 +240,10 @@ func dayKey(day, group string) store.Key { return store.Key{PK: "SPEND#DAY#" + d
 // flush counts the callers' events, setting each caller's err to the
 // first failure among the transactions that held its events.
 func (c *Counter) flush(ctx context.Context, callers []*caller) {
-	units := c.units(ctx, callers)
+	units, rows := c.units(ctx, callers)
+	scratch := newPackScratch(rows)
 	for len(units) > 0 {
-		n, writes := c.pack(units)
+		n, writes := c.pack(units, scratch)
 		tctx, cancel := context.WithTimeout(ctx, stepTimeout)
 		err := c.records.Transact(tctx, writes)
 		cancel()
@@ -291,10 +293,11 @@ func (c *Counter) flush(ctx context.Context, callers []*caller) {
 }
 
 // units turns the callers' events into dedupe units: a named message one
-// (handed in twice: one unit, both its owners), else one an event. A
-// message one of whose events cannot be priced into counters fails whole:
-// it is not counted in part.
-func (c *Counter) units(ctx context.Context, callers []*caller) []*unit {
+// (handed in twice: one unit, both its owners), else one an event, and
+// returns them with the number of counter records they add to. A message
+// one of whose events cannot be priced into counters fails whole: it is
+// not counted in part.
+func (c *Counter) units(ctx context.Context, callers []*caller) ([]*unit, int) {
 	var units []*unit
 	byKey := map[store.Key]*unit{}
 	rows := &rowKeys{}
@@ -344,7 +347,7 @@ func (c *Counter) units(ctx context.Context, callers []*caller) []*unit {
 			units = append(units, u)
 		}
 	}
-	return units
+	return units, len(rows.rows)
 }
 
 func appendOwner(owners []*caller, cl *caller) []*caller {
@@ -363,34 +366,55 @@ func cmpFirst(first, err error) error {
 	return err
 }
 
+// packScratch is what pack keeps by row (an add's number in its flush),
+// allocated once a flush: indexing it costs less than hashing each add's
+// key into maps, as pack did once per add and step.
+type packScratch struct {
+	in   []int32 // 1 + the row's index in the transaction's sums; 0: not in it
+	seen []int   // mark: the row is new to the transaction in the unit being sized
+	mark int
+}
+
+func newPackScratch(rows int) *packScratch {
+	return &packScratch{in: make([]int32, rows), seen: make([]int, rows)}
+}
+
+// rowSum is one counter record's sum in a transaction.
+type rowSum struct {
+	key store.Key
+	row int
+	delta
+}
+
 // pack takes the first units whose writes fit one transaction, merging
 // their counter deltas, and returns how many it took and the writes. A
 // message that does not fit a transaction of its own is cut: the
 // transaction takes its events up to u.to.
-func (c *Counter) pack(units []*unit) (int, []store.Write) {
-	sums := map[store.Key]*delta{}
-	var order []store.Key
+func (c *Counter) pack(units []*unit, s *packScratch) (int, []store.Write) {
+	var sums []rowSum
 	records, n := 0, 0
 	for _, u := range units {
 		rec := 0
 		if u.key != (store.Key{}) {
 			rec = 1
 		}
-		fresh := map[store.Key]bool{} // rows u adds to the transaction's
+		s.mark++
+		fresh := 0 // rows u adds to the transaction's
 		to := u.from
 		for ; to < len(u.events); to++ {
 			extra := 0
 			for _, a := range u.events[to] {
-				if _, ok := sums[a.key]; !ok && !fresh[a.key] {
+				if s.in[a.row] == 0 && s.seen[a.row] != s.mark {
 					extra++
 				}
 			}
-			if records+rec+len(order)+len(fresh)+extra > store.MaxTransactWrites {
+			if records+rec+len(sums)+fresh+extra > store.MaxTransactWrites {
 				break
 			}
 			for _, a := range u.events[to] {
-				if _, ok := sums[a.key]; !ok {
-					fresh[a.key] = true
+				if s.in[a.row] == 0 && s.seen[a.row] != s.mark {
+					s.seen[a.row] = s.mark
+					fresh++
 				}
 			}
 		}
@@ -401,13 +425,13 @@ func (c *Counter) pack(units []*unit) (int, []store.Write) {
 		records += rec
 		for _, ev := range u.events[u.from:to] {
 			for _, a := range ev {
-				sum, ok := sums[a.key]
-				if !ok {
-					sum = &delta{costOnly: a.costOnly}
-					sums[a.key] = sum
-					order = append(order, a.key)
+				i := s.in[a.row]
+				if i == 0 {
+					sums = append(sums, rowSum{key: a.key, row: a.row, delta: delta{costOnly: a.costOnly}})
+					i = int32(len(sums))
+					s.in[a.row] = i
 				}
-				sum.plus(a.delta)
+				sums[i-1].plus(a.delta)
 			}
 		}
 		n++
@@ -416,7 +440,7 @@ func (c *Counter) pack(units []*unit) (int, []store.Write) {
 		}
 	}
 	expires := c.opts.Now().Add(c.opts.DedupeTTL)
-	writes := make([]store.Write, 0, records+len(order))
+	writes := make([]store.Write, 0, records+len(sums))
 	for _, u := range units[:n] {
 		switch {
 		case u.key == store.Key{}:
@@ -432,8 +456,9 @@ func (c *Counter) pack(units []*unit) (int, []store.Write) {
 				Key: u.key, ExpiresAt: expires}})
 		}
 	}
-	for _, k := range order {
-		writes = append(writes, store.Write{Kind: store.WriteAdd, Record: store.Record{Key: k, Counters: sums[k].counters()}})
+	for _, sum := range sums {
+		writes = append(writes, store.Write{Kind: store.WriteAdd, Record: store.Record{Key: sum.key, Counters: sum.counters()}})
+		s.in[sum.row] = 0 // the next transaction starts empty
 	}
 	return n, writes
 }
@@ -493,15 +518,15 @@ func (c *Counter) addsOf(ctx context.Context, rows *rowKeys, ev *logevent.Event)
 	md := ev.Metadata
 	team := md.UserAPIKeyTeamID
 	a := make(adds, 1, 5)
-	a[0] = add{rows.key(rowKey{kind: "team#", day: day, team: team}), row}
+	a[0] = rows.add(rowKey{kind: "team#", day: day, team: team}, row)
 	if md.UserAPIKeyHash != "" {
-		a = append(a, add{rows.key(rowKey{kind: "key#", day: day, team: team, sub: md.UserAPIKeyHash}), row})
+		a = append(a, rows.add(rowKey{kind: "key#", day: day, team: team, sub: md.UserAPIKeyHash}, row))
 	}
 	if model := ev.ModelGroup; model != "" || ev.Model != "" {
 		if model == "" {
 			model = ev.Model
 		}
-		a = append(a, add{rows.key(rowKey{kind: "model#", day: day, team: team, sub: model}), row})
+		a = append(a, rows.add(rowKey{kind: "model#", day: day, team: team, sub: model}, row))
 	}
 	if md.UserAPIKeyHash == "" || ev.ResponseCost == 0 {
 		return a, nil
@@ -519,11 +544,11 @@ func (c *Counter) addsOf(ctx context.Context, rows *rowKeys, ev *logevent.Event)
 	spent := delta{cost: cost, costOnly: true}
 	if k := p.Key; k != nil {
 		period, _ := Period(k.CreatedAt, k.BudgetDuration, at)
-		a = append(a, add{rows.key(rowKey{kind: "key:", day: period, team: k.Token}), spent})
+		a = append(a, rows.add(rowKey{kind: "key:", day: period, team: k.Token}, spent))
 	}
 	if t := p.Team; t != nil {
 		period, _ := Period(t.CreatedAt, t.BudgetDuration, at)
-		a = append(a, add{rows.key(rowKey{kind: "team:", day: period, team: t.TeamID}), spent})
+		a = append(a, rows.add(rowKey{kind: "team:", day: period, team: t.TeamID}, spent))
 	}
 	return a, nil
 }
@@ -531,11 +556,12 @@ func (c *Counter) addsOf(ctx context.Context, rows *rowKeys, ev *logevent.Event)
 // rowKeys names the counter records of one flush: the events of a flush
 // mostly fall on one day and a few keys, teams and models, so each
 // record's key (and each day's name) is built once a flush, not once an
-// event.
+// event. Each record also gets a number, its row, from 0 up.
 type rowKeys struct {
 	lastDay  int64 // unix day of lastName; valid when lastName is set
 	lastName string
-	keys     map[rowKey]store.Key
+	keys     map[rowKey]add    // the record's key and row (no delta)
+	rows     map[store.Key]int // the rows by record
 }
 
 // rowKey is a counter record by its parts: a report row (kind "team#",
@@ -557,10 +583,11 @@ func (r *rowKeys) day(at time.Time) string {
 	return r.lastName
 }
 
-// key is the record of k.
-func (r *rowKeys) key(k rowKey) store.Key {
-	if key, ok := r.keys[k]; ok {
-		return key
+// add is d added to the record of k.
+func (r *rowKeys) add(k rowKey, d delta) add {
+	if a, ok := r.keys[k]; ok {
+		a.delta = d
+		return a
 	}
 	var key store.Key
 	switch k.kind {
@@ -572,10 +599,17 @@ func (r *rowKeys) key(k rowKey) store.Key {
 		key = dayKey(k.day, k.kind+k.team+"#"+k.sub)
 	}
 	if r.keys == nil {
-		r.keys = map[rowKey]store.Key{}
+		r.keys, r.rows = map[rowKey]add{}, map[store.Key]int{}
 	}
-	r.keys[k] = key
-	return key
+	// Two parts naming one record (a team id holding the separator, say)
+	// share its row, as they share its write.
+	row, ok := r.rows[key]
+	if !ok {
+		row = len(r.rows)
+		r.rows[key] = row
+	}
+	r.keys[k] = add{key: key, row: row}
+	return add{key: key, row: row, delta: d}
 }
 
 // eventTime is when a call started.
