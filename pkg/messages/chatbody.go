@@ -108,3 +108,67 @@ func chatBodySize(out *chatRequest) int {
 	}
 	return n
 }
+
+// appendAnswer appends r as AnswerJSON's json.Marshal encodes it, when its
+// blocks are text only (the usual translated answer); ok is false for any
+// other, which json.Marshal encodes. Strings are written by
+// jsonscan.AppendString (<, > and & unescaped, as Anthropic writes them;
+// the same JSON), usage by its Fields, the schema's one source.
+// FuzzAnswerJSON holds it to json.Marshal.
+func appendAnswer(b []byte, r *Response) ([]byte, bool) {
+	for i := range r.Content {
+		if r.Content[i].Type != BlockText {
+			return b, false
+		}
+	}
+	b = append(b, `{"id":`...)
+	b = jsonscan.AppendString(b, r.ID)
+	b = append(b, `,"type":`...)
+	b = jsonscan.AppendString(b, r.Type)
+	b = append(b, `,"role":`...)
+	b = jsonscan.AppendString(b, r.Role)
+	b = append(b, `,"model":`...)
+	b = jsonscan.AppendString(b, r.Model)
+	b = append(b, `,"stop_reason":`...)
+	b = appendStringPtr(b, r.StopReason)
+	b = append(b, `,"stop_sequence":`...)
+	b = appendStringPtr(b, r.StopSequence)
+	b = append(b, `,"usage":{`...)
+	u := r.Usage
+	for i, f := range u.Fields() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonscan.AppendString(b, f.Name)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, *f.Dst, 10)
+	}
+	// content last, where AnswerJSON's json.Marshal puts it (its
+	// outer field).
+	b = append(b, `},"content":[`...)
+	for i := range r.Content {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"type":"text","text":`...)
+		b = jsonscan.AppendString(b, r.Content[i].Text)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...), true
+}
+
+func appendStringPtr(b []byte, s *string) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	return jsonscan.AppendString(b, *s)
+}
+
+// answerSize is about the encoded size of r, for one allocation.
+func answerSize(r *Response) int {
+	n := 256 + len(r.ID) + len(r.Model)
+	for i := range r.Content {
+		n += 32 + len(r.Content[i].Text) + len(r.Content[i].Text)/8
+	}
+	return n
+}

@@ -86,3 +86,51 @@ func TestChatBodyUsualForm(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAnswerJSON: appendAnswer writes what json.Marshal writes in
+// AnswerJSON — byte for byte but for the HTML escapes it leaves out, and
+// the same JSON in any case — or declines.
+func FuzzAnswerJSON(f *testing.F) {
+	f.Add(benchChatAnswer)
+	f.Add([]byte(`{"id":"c<1>","model":"m&","choices":[{"message":{"role":"assistant","content":"a\u2028\"b\\\u0001"},"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":1}}}`))
+	f.Add([]byte(`{"id":"c","model":"m","choices":[{"message":{"role":"assistant","content":null,"refusal":"no"},"finish_reason":"stop"}]}`))
+	f.Add([]byte(`{"id":"c","model":"m","choices":[{"message":{"role":"assistant","content":"x","tool_calls":[{"id":"t","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`))
+	f.Fuzz(func(t *testing.T, answer []byte) {
+		r, err := FromChat(answer, "m")
+		if err != nil {
+			return
+		}
+		fast, ok := appendAnswer(nil, r)
+		if !ok {
+			return
+		}
+		type wire struct {
+			Response
+			Content []any `json:"content"`
+		}
+		w := wire{Response: *r, Content: make([]any, len(r.Content))}
+		for i := range r.Content {
+			w.Content[i] = answerBlock(&r.Content[i])
+		}
+		want, err := json.Marshal(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(want, []byte(`\u003c`)) && !bytes.Contains(want, []byte(`\u003e`)) && !bytes.Contains(want, []byte(`\u0026`)) {
+			if !bytes.Equal(fast, want) {
+				t.Fatalf("appendAnswer wrote\n%s\njson.Marshal\n%s", fast, want)
+			}
+			return
+		}
+		var a, b any
+		if err := json.Unmarshal(fast, &a); err != nil {
+			t.Fatalf("appendAnswer wrote invalid JSON %s: %v", fast, err)
+		}
+		if err := json.Unmarshal(want, &b); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(b, a); diff != "" {
+			t.Fatalf("appendAnswer's JSON differs from json.Marshal's (-want +got):\n%s", diff)
+		}
+	})
+}
