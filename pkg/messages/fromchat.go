@@ -211,6 +211,9 @@ func FromChat(body []byte, model string) (*Response, error) {
 // (empty) signature and a text block its text, as Anthropic always sends
 // them.
 func AnswerJSON(r *Response) ([]byte, error) {
+	if b, ok := appendAnswer(make([]byte, 0, answerSize(r)), r); ok {
+		return b, nil
+	}
 	type wire struct {
 		Response
 		Content []any `json:"content"`

@@ -101,6 +101,22 @@ func (p *Parsed) ChatBody() ([]byte, error) {
 	if err := p.decode(); err != nil {
 		return nil, err
 	}
+	out, err := p.chatRequest()
+	if err != nil {
+		return nil, err
+	}
+	if b, ok := appendChatBody(make([]byte, 0, chatBodySize(&out)), &out); ok {
+		return b, nil
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("messages: encode the chat request: %w", err)
+	}
+	return b, nil
+}
+
+// chatRequest is the decoded request as an OpenAI chat request.
+func (p *Parsed) chatRequest() (chatRequest, error) {
 	r := &p.Request
 	out := chatRequest{
 		Model: r.Model, MaxTokens: r.MaxTokens, Stream: r.Stream, Stop: r.StopSequences,
@@ -126,13 +142,13 @@ func (p *Parsed) ChatBody() ([]byte, error) {
 	for i := range r.Messages {
 		msgs, err := chatMessages(&r.Messages[i], fmt.Sprintf("messages[%d]", i))
 		if err != nil {
-			return nil, err
+			return chatRequest{}, err
 		}
 		out.Messages = append(out.Messages, msgs...)
 	}
 	for i, t := range r.Tools {
 		if t.Type != "" && t.Type != "custom" {
-			return nil, api.InvalidValue(fmt.Sprintf("tools[%d].type", i),
+			return chatRequest{}, api.InvalidValue(fmt.Sprintf("tools[%d].type", i),
 				"The tool '%s' (type %s) is one of Anthropic's server tools, which only Anthropic deployments run.", t.Name, t.Type)
 		}
 		out.Tools = append(out.Tools, chatTool{Type: "function", Function: chatToolDef{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}})
@@ -156,11 +172,7 @@ func (p *Parsed) ChatBody() ([]byte, error) {
 			out.ToolChoice, out.ParallelToolCalls = nil, nil // OpenAI refuses a choice without tools
 		}
 	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, fmt.Errorf("messages: encode the chat request: %w", err)
-	}
-	return b, nil
+	return out, nil
 }
 
 // Chat is the request as the chat seam takes it (ChatBody, parsed): the

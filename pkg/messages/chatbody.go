@@ -1,0 +1,174 @@
+package messages
+
+import (
+	"strconv"
+
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
+)
+
+// appendChatBody appends out as encoding/json encodes it, member by member
+// in the struct's order, when it is in the usual form: messages whose
+// content is a string or absent, no tools, tool choice or mock response —
+// ok is false for any other, which json.Marshal encodes. It is the
+// translated call's request encoder (the messages-openai bench: encoding/json
+// spent about 20 instructions a byte of text on it); strings are written by
+// jsonscan.AppendString, so <, > and & go unescaped, the same JSON for the
+// provider. FuzzChatBody holds it to json.Marshal over chatRequest, whose
+// tags are the schema: a member added there fails the fuzz test's seeds
+// until it is written here.
+func appendChatBody(b []byte, out *chatRequest) ([]byte, bool) {
+	if len(out.Tools) > 0 || out.ToolChoice != nil || out.ParallelToolCalls != nil || len(out.MockResponse) > 0 {
+		return b, false
+	}
+	for i := range out.Messages {
+		m := &out.Messages[i]
+		if _, plain := m.Content.(string); (!plain && m.Content != nil) || len(m.ToolCalls) > 0 || m.ToolCallID != "" {
+			return b, false
+		}
+	}
+	b = append(b, `{"model":`...)
+	b = jsonscan.AppendString(b, out.Model)
+	b = append(b, `,"messages":`...)
+	if out.Messages == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range out.Messages {
+			m := &out.Messages[i]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"role":`...)
+			b = jsonscan.AppendString(b, m.Role)
+			if s, ok := m.Content.(string); ok {
+				b = append(b, `,"content":`...)
+				b = jsonscan.AppendString(b, s)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"max_tokens":`...)
+	b = strconv.AppendInt(b, out.MaxTokens, 10)
+	if out.Stream {
+		b = append(b, `,"stream":true`...)
+	}
+	if o := out.StreamOptions; o != nil {
+		b = append(b, `,"stream_options":{"include_usage":`...)
+		b = strconv.AppendBool(b, o.IncludeUsage)
+		b = append(b, '}')
+	}
+	if len(out.Stop) > 0 {
+		b = append(b, `,"stop":[`...)
+		for i, s := range out.Stop {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonscan.AppendString(b, s)
+		}
+		b = append(b, ']')
+	}
+	for _, f := range [...]struct {
+		name string
+		v    *float64
+	}{{`,"temperature":`, out.Temperature}, {`,"top_p":`, out.TopP}} {
+		if f.v != nil {
+			b = append(b, f.name...)
+			b = jsonscan.AppendFloat(b, *f.v, 64)
+		}
+	}
+	if out.TopK != nil {
+		b = append(b, `,"top_k":`...)
+		b = strconv.AppendInt(b, *out.TopK, 10)
+	}
+	if out.ReasoningEffort != "" {
+		b = append(b, `,"reasoning_effort":`...)
+		b = jsonscan.AppendString(b, out.ReasoningEffort)
+	}
+	if out.User != "" {
+		b = append(b, `,"user":`...)
+		b = jsonscan.AppendString(b, out.User)
+	}
+	if out.DropParams != nil {
+		b = append(b, `,"drop_params":`...)
+		b = strconv.AppendBool(b, *out.DropParams)
+	}
+	return append(b, '}'), true
+}
+
+// chatBodySize is about the encoded size of out's usual form, for one
+// allocation.
+func chatBodySize(out *chatRequest) int {
+	n := 256 + len(out.Model) + len(out.User)
+	for i := range out.Messages {
+		n += 32 + len(out.Messages[i].Role)
+		if s, ok := out.Messages[i].Content.(string); ok {
+			n += len(s) + len(s)/8
+		}
+	}
+	return n
+}
+
+// appendAnswer appends r as AnswerJSON's json.Marshal encodes it, when its
+// blocks are text only (the usual translated answer); ok is false for any
+// other, which json.Marshal encodes. Strings are written by
+// jsonscan.AppendString (<, > and & unescaped, as Anthropic writes them;
+// the same JSON), usage by its Fields, the schema's one source.
+// FuzzAnswerJSON holds it to json.Marshal.
+func appendAnswer(b []byte, r *Response) ([]byte, bool) {
+	for i := range r.Content {
+		if r.Content[i].Type != BlockText {
+			return b, false
+		}
+	}
+	b = append(b, `{"id":`...)
+	b = jsonscan.AppendString(b, r.ID)
+	b = append(b, `,"type":`...)
+	b = jsonscan.AppendString(b, r.Type)
+	b = append(b, `,"role":`...)
+	b = jsonscan.AppendString(b, r.Role)
+	b = append(b, `,"model":`...)
+	b = jsonscan.AppendString(b, r.Model)
+	b = append(b, `,"stop_reason":`...)
+	b = appendStringPtr(b, r.StopReason)
+	b = append(b, `,"stop_sequence":`...)
+	b = appendStringPtr(b, r.StopSequence)
+	b = append(b, `,"usage":{`...)
+	u := r.Usage
+	for i, f := range u.Fields() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonscan.AppendString(b, f.Name)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, *f.Dst, 10)
+	}
+	// content last, where AnswerJSON's json.Marshal puts it (its
+	// outer field).
+	b = append(b, `},"content":[`...)
+	for i := range r.Content {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"type":"text","text":`...)
+		b = jsonscan.AppendString(b, r.Content[i].Text)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...), true
+}
+
+func appendStringPtr(b []byte, s *string) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	return jsonscan.AppendString(b, *s)
+}
+
+// answerSize is about the encoded size of r, for one allocation.
+func answerSize(r *Response) int {
+	n := 256 + len(r.ID) + len(r.Model)
+	for i := range r.Content {
+		n += 32 + len(r.Content[i].Text) + len(r.Content[i].Text)/8
+	}
+	return n
+}
