@@ -17,18 +17,28 @@ import (
 // the same on many calls), appended to lasting, and the SigV4 signature (new
 // on every call).
 func injectedCredentials(h http.Header, lasting []string) (_ []string, signature string) {
-	for _, k := range []string{"X-Api-Key", "X-Goog-Api-Key", "X-Amz-Security-Token"} {
-		if v := h.Get(k); v != "" {
+	// Indexed by their canonical names, as sluice set them: Get would
+	// canonicalise each name again on every call.
+	for _, k := range [...]string{"X-Api-Key", "X-Goog-Api-Key", "X-Amz-Security-Token"} {
+		if v := firstValue(h, k); v != "" {
 			lasting = append(lasting, v)
 		}
 	}
-	auth := h.Get("Authorization")
+	auth := firstValue(h, "Authorization")
 	if tok, ok := strings.CutPrefix(auth, "Bearer "); ok && tok != "" {
 		lasting = append(lasting, tok)
 	} else if _, sig, ok := strings.Cut(auth, "Signature="); ok && sig != "" {
 		signature = sig
 	}
 	return lasting, signature
+}
+
+// firstValue is h.Get(k) for a canonical k.
+func firstValue(h http.Header, k string) string {
+	if vs := h[k]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
 }
 
 // injectedSecrets returns the echo set of the credentials on an outbound

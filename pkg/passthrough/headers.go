@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// droppedRequestHeaders never go upstream (canonical names):
+// droppedRequestHeader reports the headers that never go upstream (canonical
+// names):
 //   - every header a client credential can arrive in — the sluice key or a
 //     provider credential of the client's own (LiteLLM leaked these, #20432,
 //     #38114, LIT-3550): the injected credential is the only one sent;
@@ -18,26 +19,37 @@ import (
 //     can be read as they stream by;
 //   - forwarding headers, which would tell the provider about sluice's
 //     network and which an API Gateway adds (they broke LiteLLM's SigV4).
-var droppedRequestHeaders = map[string]bool{
-	"Authorization": true, "Api-Key": true, "X-Api-Key": true, "X-Goog-Api-Key": true,
-	"Ocp-Apim-Subscription-Key": true, "X-Sluice-Api-Key": true, "X-Litellm-Api-Key": true,
-	"Proxy-Authorization": true, "Cookie": true, "X-Goog-Iam-Authorization-Token": true,
-	"X-Goog-Iam-Authority-Selector": true,
+//
+// Switches, not maps: a string switch compares lengths and bytes, where a map
+// hashes every name of every call.
+func droppedRequestHeader(k string) bool {
+	switch k {
+	case "Authorization", "Api-Key", "X-Api-Key", "X-Goog-Api-Key",
+		"Ocp-Apim-Subscription-Key", "X-Sluice-Api-Key", "X-Litellm-Api-Key",
+		"Proxy-Authorization", "Cookie", "X-Goog-Iam-Authorization-Token",
+		"X-Goog-Iam-Authority-Selector",
 
-	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Te": true, "Trailer": true,
-	"Transfer-Encoding": true, "Upgrade": true, "Expect": true,
+		"Connection", "Proxy-Connection", "Keep-Alive", "Te", "Trailer",
+		"Transfer-Encoding", "Upgrade", "Expect",
 
-	"Host": true, "Content-Length": true, "Accept-Encoding": true,
+		"Host", "Content-Length", "Accept-Encoding",
 
-	"Forwarded": true, "X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true,
-	"X-Forwarded-Port": true, "X-Real-Ip": true,
+		"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
+		"X-Forwarded-Port", "X-Real-Ip":
+		return true
+	}
+	return false
 }
 
-// hopByHop are the response headers that describe sluice's connection to the
-// upstream and are not relayed.
-var hopByHop = map[string]bool{
-	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Te": true, "Trailer": true,
-	"Transfer-Encoding": true, "Upgrade": true, "Proxy-Authenticate": true,
+// hopByHop reports the response headers that describe sluice's connection to
+// the upstream and are not relayed.
+func hopByHop(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Te", "Trailer",
+		"Transfer-Encoding", "Upgrade", "Proxy-Authenticate":
+		return true
+	}
+	return false
 }
 
 // outboundHeader returns the headers to forward: the client's, minus the
@@ -79,17 +91,19 @@ func outboundHeader(in http.Header) http.Header {
 // that fold the two (CGI and WSGI environments, nginx with
 // underscores_in_headers) would read it as the header it imitates.
 func dropped(name string, named map[string]bool) bool {
-	drops := func(k string) bool { return droppedRequestHeaders[k] || named[k] || strings.HasPrefix(k, "X-Amz-") }
+	drops := func(k string) bool { return droppedRequestHeader(k) || named[k] || strings.HasPrefix(k, "X-Amz-") }
 	return drops(name) ||
 		strings.IndexByte(name, '_') >= 0 && drops(textproto.CanonicalMIMEHeaderKey(strings.ReplaceAll(name, "_", "-")))
 }
 
-// redirectingHeaders would send the client to the provider's own host, where
+// redirectingHeader reports the headers that would send the client to the provider's own host, where
 // its SDK would present the credential it holds — its sluice key — to the
 // provider: Gemini's resumable-upload URLs, and a Location that leaves
 // sluice's origin (leavesOrigin). They are not relayed; such a flow fails
 // cleanly instead of leaking the key.
-var redirectingHeaders = map[string]bool{"X-Goog-Upload-Url": true, "X-Goog-Upload-Control-Url": true}
+func redirectingHeader(k string) bool {
+	return k == "X-Goog-Upload-Url" || k == "X-Goog-Upload-Control-Url"
+}
 
 // leavesOrigin reports whether a Location value could lead the client away
 // from the origin it called, sluice. Only an absolute path cannot: no scheme,
@@ -128,7 +142,7 @@ func copyResponseHeader(dst, src http.Header, secrets *echoSet) {
 		}
 	}
 	for k, vs := range src {
-		if hopByHop[k] || named[k] || k == "X-Request-Id" || redirectingHeaders[k] ||
+		if hopByHop(k) || named[k] || k == "X-Request-Id" || redirectingHeader(k) ||
 			k == "Location" && (len(vs) == 0 || slices.ContainsFunc(vs, leavesOrigin)) || secrets.revealedIn(k, vs) {
 			continue
 		}

@@ -317,9 +317,9 @@ func (s *Service) route(ctx context.Context, r *http.Request, c *call) (*upstrea
 	var t target
 	switch c.provider {
 	case Anthropic:
-		t = anthropicTarget(up.base, ep, query)
+		t = anthropicTarget(&up.join, ep, query)
 	case Gemini:
-		t = geminiTarget(up.base, ep, query)
+		t = geminiTarget(&up.join, ep, query)
 	case VertexAI:
 		t, err = vertexTarget(up, ep, query)
 	case Bedrock:

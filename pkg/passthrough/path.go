@@ -114,13 +114,40 @@ func (e endpoint) segment(i int) string {
 // joinURL builds the upstream URL by joining the escaped path onto the fixed
 // base: scheme and host always come from base, never from the path.
 func joinURL(base *url.URL, escapedPath, rawQuery string) *url.URL {
-	ep := strings.TrimSuffix(base.EscapedPath(), "/") + escapedPath
-	p, err := url.PathUnescape(ep)
-	if err != nil {
+	b := newURLBase(base)
+	return b.join(escapedPath, rawQuery)
+}
+
+// urlBase is a base URL's parts as joinURL reads them, read once: an
+// upstream whose base is fixed keeps its own, so a call only appends its
+// path (and escapes and unescapes nothing of the base's).
+type urlBase struct {
+	scheme, host string
+	rawPath      string // the base's escaped path, without a trailing slash
+	path         string // rawPath decoded
+	decodes      bool   // rawPath decoded (parseBase validated it)
+}
+
+func newURLBase(base *url.URL) urlBase {
+	b := urlBase{scheme: base.Scheme, host: base.Host, rawPath: strings.TrimSuffix(base.EscapedPath(), "/")}
+	p, err := url.PathUnescape(b.rawPath)
+	b.path, b.decodes = p, err == nil
+	return b
+}
+
+// join is joinURL's result for this base. Decoding the base and the path
+// apart decodes their join: an escape never spans the two.
+func (b *urlBase) join(escapedPath, rawQuery string) *url.URL {
+	ep := b.rawPath + escapedPath
+	p, err := url.PathUnescape(escapedPath)
+	switch {
+	case err != nil || !b.decodes:
 		// Both parts were validated; keep the raw form rather than guess.
 		p = ep
+	case b.path != "":
+		p = b.path + p
 	}
-	return &url.URL{Scheme: base.Scheme, Host: base.Host, Path: p, RawPath: ep, RawQuery: rawQuery}
+	return &url.URL{Scheme: b.scheme, Host: b.host, Path: p, RawPath: ep, RawQuery: rawQuery}
 }
 
 // credentialParams are query parameters that carry a credential: the sluice

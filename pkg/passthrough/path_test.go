@@ -267,6 +267,11 @@ func FuzzParseEndpoint(f *testing.F) {
 		if u.Scheme != "https" || u.Host != "upstream.example.com" {
 			t.Fatalf("re-aimed: %s", u)
 		}
+		// The base's path and the request's, decoded apart (urlBase),
+		// decode as their join would.
+		if whole, err := url.PathUnescape(u.RawPath); err == nil && whole != u.Path {
+			t.Fatalf("path %q decodes to %q, joined as %q", u.RawPath, whole, u.Path)
+		}
 		if !strings.HasPrefix(u.Path, "/base/") {
 			t.Fatalf("left the base path: %q", u.Path)
 		}

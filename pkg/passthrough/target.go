@@ -35,13 +35,13 @@ func modelFromGooglePath(ep endpoint) string {
 
 // anthropicTarget: https://api.anthropic.com/{endpoint}. The model travels in
 // the body.
-func anthropicTarget(base *url.URL, ep endpoint, query string) target {
-	return target{url: joinURL(base, ep.escaped, query)}
+func anthropicTarget(base *urlBase, ep endpoint, query string) target {
+	return target{url: base.join(ep.escaped, query)}
 }
 
 // geminiTarget: https://generativelanguage.googleapis.com/{endpoint}.
-func geminiTarget(base *url.URL, ep endpoint, query string) target {
-	return target{url: joinURL(base, ep.escaped, query), model: modelFromGooglePath(ep)}
+func geminiTarget(base *urlBase, ep endpoint, query string) target {
+	return target{url: base.join(ep.escaped, query), model: modelFromGooglePath(ep)}
 }
 
 var (

@@ -127,6 +127,7 @@ type upstream struct {
 	provider Provider
 	base     *url.URL // nil: chosen per request (Vertex by location, Bedrock by region and path)
 	origin   string   // base's scheme://host: a call's api_base, made once
+	join     urlBase  // base's parts, read once (Anthropic and Gemini have a base)
 	// setKey puts an API-key credential (Anthropic, Gemini) on a request.
 	setKey   func(http.Header)
 	tokens   *google.TokenSource
@@ -225,6 +226,7 @@ func (r *resolver) build(ctx context.Context) (*upstream, error) {
 	}
 	if u.base != nil {
 		u.origin = u.base.Scheme + "://" + u.base.Host
+		u.join = newURLBase(u.base)
 	}
 	return u, nil
 }

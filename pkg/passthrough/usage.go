@@ -74,7 +74,9 @@ type usageJSON struct {
 }
 
 func (u *usageJSON) decode(v []byte) bool {
-	return jsonscan.Counts(v, append(u.Usage.Fields(), u.ConverseUsage.Fields()...))
+	// Both schemas' fields in one list on the stack, not a third slice.
+	var buf [16]jsonscan.CountField
+	return jsonscan.Counts(v, append(append(buf[:0], u.Usage.Fields()...), u.ConverseUsage.Fields()...))
 }
 
 // geminiUsageJSON is Gemini's and Vertex AI's usageMetadata.

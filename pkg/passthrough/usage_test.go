@@ -339,3 +339,20 @@ func TestJSONMeterReadsAOneReadAnswerInPlace(t *testing.T) {
 		t.Errorf("usage (-want +got):\n%s model %q", diff, c.model)
 	}
 }
+
+// BenchmarkJSONMeterWhole meters a small whole Anthropic answer, as the
+// relay's answerWhole does on every non-streamed call.
+func BenchmarkJSONMeterWhole(b *testing.B) {
+	answer := []byte(`{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hello."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":120,"output_tokens":3}}`)
+	var jm jsonMeter
+	b.ReportAllocs()
+	for b.Loop() {
+		var c counts
+		m := newMeter(contentJSON, int64(len(answer)), false, &jm)
+		m.observe(answer)
+		m.finish(&c)
+		if c.input != 120 || c.output != 3 || c.model != "claude-sonnet-4-5" {
+			b.Fatalf("counts %+v", c)
+		}
+	}
+}
