@@ -73,8 +73,11 @@ func anthropicKey(h http.Header, key string) {
 
 // benchCalls sends b.N requests, 64 at a time (as the bench's closed loop),
 // each read to its end, and reports the process's CPU time per request. An
-// answer of another length than want (-1: any) fails the benchmark.
-func benchCalls(b *testing.B, url, body string, auth func(http.Header), want int) {
+// answer of another length than want (-1: any) fails the benchmark. settle,
+// if any, runs inside the measurement after the calls, given how many were
+// made (b.N and the first): work the calls leave behind (a callback's
+// delivery) is counted too.
+func benchCalls(b *testing.B, url, body string, auth func(http.Header), want int, settle ...func(calls int)) {
 	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, DisableCompression: true}
 	b.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: tr}
@@ -114,6 +117,9 @@ func benchCalls(b *testing.B, url, body string, auth func(http.Header), want int
 			}
 		}
 	})
+	for _, f := range settle {
+		f(b.N + 1)
+	}
 	b.StopTimer()
 	if cpu := cpuTime() - cpu0; cpu > 0 {
 		b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")

@@ -201,16 +201,29 @@ func (d *Deliverer) Stats() *Stats { return &d.stats }
 
 // delivery is one event bound for one callback.
 type delivery struct {
-	ev   *logevent.Event
-	cb   callbacks.Callback
+	ev *logevent.Event
+	*target
 	sent *logevent.Event // the event as this callback receives it
 	err  error
 }
 
-// key is the unit of progress: "<event id>|<callback id>".
-func (w *delivery) key() string { return progressItem(w.ev, w.cb) }
+// target is a callback as a message's deliveries use it: what they ask of
+// it worked out once per message, not once per event.
+type target struct {
+	cb     callbacks.Callback
+	id     string // cb.ID()
+	dest   string // destKey(cb)
+	redact bool   // cb.TurnOffMessageLogging()
+}
 
-func progressItem(ev *logevent.Event, cb callbacks.Callback) string { return ev.ID + "|" + cb.ID() }
+func newTarget(cb callbacks.Callback) *target {
+	return &target{cb: cb, id: cb.ID(), dest: destKey(cb), redact: cb.TurnOffMessageLogging()}
+}
+
+// key is the unit of progress: "<event id>|<callback id>".
+func (w *delivery) key() string { return progressItem(w.ev, w.id) }
+
+func progressItem(ev *logevent.Event, callbackID string) string { return ev.ID + "|" + callbackID }
 
 // Handle delivers the log events of one delivery-queue message. It returns
 // nil when every delivery succeeded or was dead-lettered, and an error (the
@@ -310,32 +323,36 @@ func cmpErr(first, err error) error {
 // again).
 func (d *Deliverer) plan(ctx context.Context, msg Message, done map[string]bool, receives int) ([]*delivery, error) {
 	var work []*delivery
-	teams := map[string][]callbacks.Callback{}
+	teams := map[string][]*target{}
 	for _, ev := range msg.Events {
 		team := ev.Metadata.UserAPIKeyTeamID
-		cbs, ok := teams[team]
+		targets, ok := teams[team]
 		if !ok {
-			var err error
-			if cbs, err = d.catalog.For(ctx, team); err != nil {
+			cbs, err := d.catalog.For(ctx, team)
+			if err != nil {
 				return nil, fmt.Errorf("delivery: %w", err)
 			}
-			teams[team] = cbs
+			targets = make([]*target, len(cbs))
+			for i, cb := range cbs {
+				targets[i] = newTarget(cb)
+			}
+			teams[team] = targets
 		}
 		matched := false
-		for _, cb := range cbs {
-			if msg.Callback != "" && cb.ID() != msg.Callback || !callbacks.Receives(cb.Type, ev.Status) {
+		for _, t := range targets {
+			if msg.Callback != "" && t.id != msg.Callback || !callbacks.Receives(t.cb.Type, ev.Status) {
 				continue
 			}
 			matched = true
-			if len(done) > 0 && done[progressItem(ev, cb)] {
+			if len(done) > 0 && done[progressItem(ev, t.id)] {
 				d.stats.Skipped.Add(1)
 				continue
 			}
 			if receives > 1 {
 				d.stats.Resent.Add(1)
-				d.record(cb.Name, OutcomeRetried, 1)
+				d.record(t.cb.Name, OutcomeRetried, 1)
 			}
-			work = append(work, &delivery{ev: ev, cb: cb})
+			work = append(work, &delivery{ev: ev, target: t})
 		}
 		if !matched && msg.Callback != "" {
 			slog.WarnContext(ctx, "re-driven log event not delivered: its callback is gone", "team", team, "callback", msg.Callback, "event_id", ev.ID)
@@ -352,14 +369,14 @@ func (d *Deliverer) fetchBodies(ctx context.Context, work []*delivery) {
 	bodies := map[string]*logevent.ClaimedBodies{}
 	failed := map[string]error{}
 	for _, w := range work {
-		if !w.cb.TurnOffMessageLogging() && w.ev.ClaimCheck == "" {
+		if !w.redact && w.ev.ClaimCheck == "" {
 			w.sent = w.ev // sent as it is: no copy
 			continue
 		}
 		ev := *w.ev
 		ev.ClaimCheck = ""
 		switch {
-		case w.cb.TurnOffMessageLogging():
+		case w.redact:
 			ev.Messages, ev.Response = redacted, redacted
 		case w.ev.ClaimCheck != "":
 			key := w.ev.ClaimCheck
@@ -410,7 +427,7 @@ func (d *Deliverer) run(ctx context.Context, work []*delivery) {
 		if w.err != nil {
 			continue
 		}
-		k := destKey(w.cb)
+		k := w.dest
 		if _, ok := byCallback[k]; !ok {
 			order = append(order, k)
 		}
@@ -501,10 +518,10 @@ func (d *Deliverer) bury(ctx context.Context, dead []*delivery, receives int) er
 	byKey := map[string]*grave{}
 	for _, w := range dead {
 		team := w.ev.Metadata.UserAPIKeyTeamID
-		g := byKey[team+"\x00"+w.cb.ID()]
+		g := byKey[team+"\x00"+w.id]
 		if g == nil {
-			g = &grave{team: team, callback: w.cb.ID(), err: w.err.Error()}
-			byKey[team+"\x00"+w.cb.ID()] = g
+			g = &grave{team: team, callback: w.id, err: w.err.Error()}
+			byKey[team+"\x00"+w.id] = g
 			graves = append(graves, g)
 		}
 		line, err := logevent.EncodeEvents([]*logevent.Event{w.ev})

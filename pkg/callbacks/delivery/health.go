@@ -74,7 +74,7 @@ func (d *Deliverer) noteHealth(ctx context.Context, receives int, redriven bool,
 		if w.cb.Gateway {
 			continue // a gateway-wide callback belongs to no team
 		}
-		k := healthKey{team: w.ev.Metadata.UserAPIKeyTeamID, callback: w.cb.ID()}
+		k := healthKey{team: w.ev.Metadata.UserAPIKeyTeamID, callback: w.id}
 		t := tally[k]
 		if t == nil {
 			t = &callbacks.HealthDelta{}

@@ -26,15 +26,32 @@ func appendEnvelopes(b []byte, ev *logevent.Event, maxContent int) ([]byte, erro
 	var stamps [3 * 32]byte // start, end, completion start, quoted; on the stack
 	start := appendStamp(stamps[:0], ev.StartTime)
 	end := appendStamp(start[len(start):], ev.EndTime)
+	// The event id, trace id and name appear in both envelopes (the id
+	// also in the envelope ids): quoted once, copied after.
+	// (A later append may move q, never change what it held.)
+	var quoted [256]byte
+	q := jsonscan.AppendString(quoted[:0], ev.ID)
+	id := q
+	qTrace := id
+	if traceID != ev.ID {
+		n := len(q)
+		q = jsonscan.AppendString(q, traceID)
+		qTrace = q[n:]
+	}
+	n := len(q)
+	q = jsonscan.AppendString(q, name)
+	qName := q[n:]
 	env := jsonscan.StartObject(b)
-	env.String("id", traceEnvelopeID(ev))
-	env.String("type", "trace-create")
+	env.Key("id")
+	env.B = append(append(env.B, id[:len(id)-1]...), `-trace"`...)
+	env.Key("type")
+	env.B = append(env.B, `"trace-create"`...) // needs no escape
 	env.Raw("timestamp", start)
 	env.Key("body")
 	trace := jsonscan.StartObject(env.B)
-	trace.String("id", traceID)
+	trace.Raw("id", qTrace)
 	trace.Raw("timestamp", start)
-	trace.String("name", name)
+	trace.Raw("name", qName)
 	trace.StringOmitEmpty("userId", ev.EndUser)
 	trace.RawOmitEmpty("input", input)
 	trace.RawOmitEmpty("output", output)
@@ -53,14 +70,16 @@ func appendEnvelopes(b []byte, ev *logevent.Event, maxContent int) ([]byte, erro
 	b = append(env.End(), ',')
 
 	env = jsonscan.StartObject(b)
-	env.String("id", generationEnvelopeID(ev))
-	env.String("type", "generation-create")
+	env.Key("id")
+	env.B = append(append(env.B, id[:len(id)-1]...), `-generation"`...)
+	env.Key("type")
+	env.B = append(env.B, `"generation-create"`...) // needs no escape
 	env.Raw("timestamp", end)
 	env.Key("body")
 	gen := jsonscan.StartObject(env.B)
-	gen.String("id", ev.ID)
-	gen.String("traceId", traceID)
-	gen.String("name", name)
+	gen.Raw("id", id)
+	gen.Raw("traceId", qTrace)
+	gen.Raw("name", qName)
 	gen.Raw("startTime", start)
 	gen.Raw("endTime", end)
 	if ev.CompletionStartTime > 0 {
@@ -88,7 +107,8 @@ func appendEnvelopes(b []byte, ev *logevent.Event, maxContent int) ([]byte, erro
 	}
 	gen.Key("metadata")
 	gen.B = appendGenerationMetadata(gen.B, ev, metadata)
-	gen.String("level", level)
+	gen.Key("level")
+	gen.B = append(append(append(gen.B, '"'), level...), '"') // DEFAULT or ERROR: no escape
 	gen.StringOmitEmpty("statusMessage", ev.ErrorStr)
 	env.B = gen.End()
 	return env.End(), nil

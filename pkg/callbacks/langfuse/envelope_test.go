@@ -237,7 +237,7 @@ func FuzzAppendEnvelopes(f *testing.F) {
 			_ = json.Compact(&buf, []byte(s)) // encoding/json compacts raw values; decoded events hold them compact
 			return buf.Bytes()
 		}
-		ev := &logevent.Event{ID: valid(id), TraceID: valid(id), CallType: valid(callType), Status: valid(status), Model: valid(model),
+		ev := &logevent.Event{ID: valid(id), TraceID: valid(team), CallType: valid(callType), Status: valid(status), Model: valid(model),
 			ErrorStr: valid(errStr), ResponseCost: cost, PromptTokens: tokens, TotalTokens: tokens,
 			Messages: raw(messages), Response: raw(response),
 			Metadata:        logevent.Metadata{UserAPIKeyTeamID: valid(team)},
