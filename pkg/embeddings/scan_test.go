@@ -223,15 +223,16 @@ func firstDims(doc []byte) (int, bool) {
 	if bytes.Count(doc, []byte(`"embedding"`)) != 1 || bytes.IndexByte(doc, '\\') >= 0 {
 		return 0, false
 	}
-	var resp struct {
-		Data []struct {
-			Embedding []json.RawMessage `json:"embedding"`
-		} `json:"data"`
-	}
-	if json.Unmarshal(doc, &resp) != nil || len(resp.Data) == 0 || resp.Data[0].Embedding == nil {
+	// Maps, not structs: encoding/json matches struct fields whatever
+	// their case, an answer's members are matched exactly.
+	var top map[string]json.RawMessage
+	var data []map[string]json.RawMessage
+	var vec []json.RawMessage
+	if json.Unmarshal(doc, &top) != nil || json.Unmarshal(top["data"], &data) != nil || len(data) == 0 ||
+		json.Unmarshal(data[0]["embedding"], &vec) != nil || vec == nil {
 		return 0, false
 	}
-	return len(resp.Data[0].Embedding), true
+	return len(vec), true
 }
 
 // TestScannerUsageAfterMoreBytes checks that the usage, once asked for, is
