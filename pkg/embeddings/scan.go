@@ -368,15 +368,40 @@ func (s *Scanner) parseUsage() (oai.Usage, bool) {
 
 // Model returns the response's model, or "".
 func (s *Scanner) Model() string {
-	lit := s.model[jsonscan.SkipSpace(s.model, 0):]
-	for len(lit) > 0 && jsonscan.SkipSpace(lit, len(lit)-1) == len(lit) {
-		lit = lit[:len(lit)-1] // white space after the value, before its ',' or '}'
-	}
-	m, err := jsonscan.String(lit)
+	m, err := jsonscan.String(s.modelValue())
 	if err != nil {
 		return ""
 	}
 	return m
+}
+
+// modelLiteral returns the model member's value as it came, when it is a
+// string that jsonscan.AppendString writes back byte for byte — ASCII
+// without escapes, as model names are — so that it is copied, not decoded
+// and encoded again; ok is false otherwise (Model then).
+func (s *Scanner) modelLiteral() (lit []byte, ok bool) {
+	lit = s.modelValue()
+	if len(lit) < 2 || lit[0] != '"' {
+		return nil, false
+	}
+	if e, err := jsonscan.StringEnd(lit, 0); err != nil || e != len(lit) {
+		return nil, false
+	}
+	for _, c := range lit[1 : len(lit)-1] {
+		if c >= 0x80 || c == '\\' {
+			return nil, false
+		}
+	}
+	return lit, true
+}
+
+// modelValue is the model member's value without the white space around.
+func (s *Scanner) modelValue() []byte {
+	lit := s.model[jsonscan.SkipSpace(s.model, 0):]
+	for len(lit) > 0 && jsonscan.SkipSpace(lit, len(lit)-1) == len(lit) {
+		lit = lit[:len(lit)-1] // white space after the value, before its ',' or '}'
+	}
+	return lit
 }
 
 // Count is the number of data items seen.
