@@ -106,13 +106,26 @@ func parameters(req *oai.EmbeddingRequest) map[string]any {
 // reflection.
 func summarize(scan *Scanner, encoding string, usage oai.Usage) json.RawMessage {
 	o := jsonscan.StartObject(make([]byte, 0, 192))
-	o.String("object", "list")
-	o.StringOmitEmpty("model", scan.Model())
+	o.Raw("object", []byte(`"list"`))
+	if lit, ok := scan.modelLiteral(); ok {
+		if len(lit) > len(`""`) {
+			o.Raw("model", lit)
+		}
+	} else {
+		o.StringOmitEmpty("model", scan.Model())
+	}
 	o.Int("data_count", int64(scan.Count()))
 	if d := scan.Dimensions(); d != 0 {
 		o.Int("dimensions", int64(d))
 	}
-	o.String("encoding_format", encoding)
+	switch encoding { // the usual two, written without a look at each byte
+	case oai.EncodingFloat:
+		o.Raw("encoding_format", []byte(`"float"`))
+	case oai.EncodingBase64:
+		o.Raw("encoding_format", []byte(`"base64"`))
+	default:
+		o.String("encoding_format", encoding)
+	}
 	o.Key("usage")
 	o.B = usage.AppendJSON(o.B)
 	return o.End()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
@@ -298,5 +299,29 @@ func TestSummaryIsEncodingJSONs(t *testing.T) {
 	}
 	if string(got) != string(want) {
 		t.Errorf("summarize %s, encoding/json %s", got, want)
+	}
+}
+
+// summarize's copies (the model literal, the usual encodings) write what
+// the slow path — decode the model, encode each string — writes.
+func TestSummaryCopiesAgreeWithEncoding(t *testing.T) {
+	for _, model := range []string{`"m"`, `"text-embedding-3-small"`, ` "m" `, `""`, `null`, `1`, `"a\"b"`, `"\u00e9"`,
+		`"é"`, "\"\u2028\"", `"<&>"`, `"\ud800"`, "\"\xff\"", `"a\/b"`} {
+		for _, encoding := range []string{oai.EncodingFloat, oai.EncodingBase64, ""} {
+			var scan Scanner
+			scan.Write([]byte(`{"data":[{"embedding":[1,2]}],"model":` + model + `,"usage":{"prompt_tokens":3}}`))
+			u, _ := scan.Usage()
+			o := jsonscan.StartObject(nil)
+			o.String("object", "list")
+			o.StringOmitEmpty("model", scan.Model())
+			o.Int("data_count", int64(scan.Count()))
+			o.Int("dimensions", int64(scan.Dimensions()))
+			o.String("encoding_format", encoding)
+			o.Key("usage")
+			o.B = u.AppendJSON(o.B)
+			if got, want := summarize(&scan, encoding, u), o.End(); string(got) != string(want) {
+				t.Errorf("model %s, encoding %q: summarize %s, slow path %s", model, encoding, got, want)
+			}
+		}
 	}
 }

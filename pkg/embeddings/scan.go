@@ -45,6 +45,19 @@ type Scanner struct {
 	embArray bool // inside the first item's embedding array
 	commas   int
 	sawValue bool
+
+	// next holds, for the bytes skipNumbers looks for (nextClose…), the
+	// offset of the next one in the buffer being scanned (len when none),
+	// or -1 before it is searched: each is searched again only once the
+	// scan has passed it, so that many short arrays, or strings in one,
+	// cost one pass over the buffer rather than one per element.
+	next [3]int
+
+	// parsed is the usage read from usage, valid while haveParsed: a
+	// call's cost header and its log event both ask for it.
+	parsed     oai.Usage
+	parsedOK   bool
+	haveParsed bool
 }
 
 const (
@@ -52,6 +65,15 @@ const (
 	maxUsageJSON = 2 << 10
 	maxModelJSON = 512
 )
+
+// Indexes into Scanner.next, and the bytes they find.
+const (
+	nextClose = iota
+	nextQuote
+	nextOpen
+)
+
+var nextByte = [...]byte{nextClose: ']', nextQuote: '"', nextOpen: '['}
 
 const (
 	memberOther = iota
@@ -64,6 +86,8 @@ const (
 // Write scans p. It always consumes all of p.
 func (s *Scanner) Write(p []byte) (int, error) {
 	s.from = 0 // a value being captured goes on from the start of p
+	s.next = [3]int{-1, -1, -1}
+	s.haveParsed = false // the usage may change with p
 	i := 0
 	for i < len(p) && !s.broken {
 		if s.inString {
@@ -256,34 +280,79 @@ func (s *Scanner) endString() {
 // skipNumbers skips, inside an array nested in a data item, the run of
 // bytes up to the next bracket or string, counting the first embedding's
 // commas. It returns i when the next byte needs token. Numbers hold no
-// quotes or brackets, so the run is found with a byte search for each
-// byte that ends it: ']', '"', '[' and '{'. A '}' needs no search of its
-// own: in valid JSON it can only follow a '"' or '{' the run ends at.
+// quotes or brackets, so the run ends at the nearest of the next ']', '"'
+// and '[' (nextAt) — three vectorised passes over a float vector, plus
+// the comma count of the first one. Braces need no
+// search of their own: in valid JSON an object holds a string unless it
+// is empty, so a '{' in a run without '"' is an empty "{}" (nothing to
+// follow: it leaves the depth as it was and is one element of the array)
+// or the run's last byte before a key (cut off below, for token).
 func (s *Scanner) skipNumbers(p []byte, i int) int {
-	seg := p[i:]
-	if end := bytes.IndexByte(seg, ']'); end >= 0 {
-		seg = seg[:end]
-	}
-	for _, c := range [...]byte{'"', '[', '{'} {
-		if k := bytes.IndexByte(seg, c); k >= 0 {
-			seg = seg[:k]
-		}
-	}
+	end := min(s.nextAt(p, i, nextClose), s.nextAt(p, i, nextQuote), s.nextAt(p, i, nextOpen))
+	seg := trimObjectStart(p[i:end])
 	if len(seg) == 0 {
 		return i
 	}
 	if s.embArray && s.depth == 4 {
 		s.commas += bytes.Count(seg, []byte{','})
-		if !s.sawValue && len(bytes.TrimLeft(seg, " \t\r\n,")) > 0 {
-			s.sawValue = true
+		if !s.sawValue {
+			s.sawValue = hasValue(seg)
 		}
 	}
 	return i + len(seg)
 }
 
+// nextAt returns the offset in p, at or after i, of the next byte
+// nextByte[b] (len(p) when there is none), searching only when the last
+// search's answer is behind i.
+func (s *Scanner) nextAt(p []byte, i, b int) int {
+	if s.next[b] < i {
+		k := bytes.IndexByte(p[i:], nextByte[b])
+		if k < 0 {
+			k = len(p) - i
+		}
+		s.next[b] = i + k
+	}
+	return s.next[b]
+}
+
+// trimObjectStart cuts off a '{' that ends seg (white space aside): an
+// object that may have members, which token must follow.
+func trimObjectStart(seg []byte) []byte {
+	n := len(seg)
+	for n > 0 && isSpace(seg[n-1]) {
+		n--
+	}
+	if n > 0 && seg[n-1] == '{' {
+		return seg[:n-1]
+	}
+	return seg
+}
+
+// hasValue reports whether seg holds a byte of an array element: one
+// other than white space and ','.
+func hasValue(seg []byte) bool {
+	for _, c := range seg {
+		if c != ',' && !isSpace(c) {
+			return true
+		}
+	}
+	return false
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
 // Usage returns the response's usage; ok is false when it had none (or
 // not one of token counts).
 func (s *Scanner) Usage() (u oai.Usage, ok bool) {
+	if !s.haveParsed {
+		s.parsed, s.parsedOK = s.parseUsage()
+		s.haveParsed = true
+	}
+	return s.parsed, s.parsedOK
+}
+
+func (s *Scanner) parseUsage() (oai.Usage, bool) {
 	if len(s.usage) == 0 {
 		return oai.Usage{}, false
 	}
@@ -299,15 +368,40 @@ func (s *Scanner) Usage() (u oai.Usage, ok bool) {
 
 // Model returns the response's model, or "".
 func (s *Scanner) Model() string {
-	lit := s.model[jsonscan.SkipSpace(s.model, 0):]
-	for len(lit) > 0 && jsonscan.SkipSpace(lit, len(lit)-1) == len(lit) {
-		lit = lit[:len(lit)-1] // white space after the value, before its ',' or '}'
-	}
-	m, err := jsonscan.String(lit)
+	m, err := jsonscan.String(s.modelValue())
 	if err != nil {
 		return ""
 	}
 	return m
+}
+
+// modelLiteral returns the model member's value as it came, when it is a
+// string that jsonscan.AppendString writes back byte for byte — ASCII
+// without escapes, as model names are — so that it is copied, not decoded
+// and encoded again; ok is false otherwise (Model then).
+func (s *Scanner) modelLiteral() (lit []byte, ok bool) {
+	lit = s.modelValue()
+	if len(lit) < 2 || lit[0] != '"' {
+		return nil, false
+	}
+	if e, err := jsonscan.StringEnd(lit, 0); err != nil || e != len(lit) {
+		return nil, false
+	}
+	for _, c := range lit[1 : len(lit)-1] {
+		if c >= 0x80 || c == '\\' {
+			return nil, false
+		}
+	}
+	return lit, true
+}
+
+// modelValue is the model member's value without the white space around.
+func (s *Scanner) modelValue() []byte {
+	lit := s.model[jsonscan.SkipSpace(s.model, 0):]
+	for len(lit) > 0 && jsonscan.SkipSpace(lit, len(lit)-1) == len(lit) {
+		lit = lit[:len(lit)-1] // white space after the value, before its ',' or '}'
+	}
+	return lit
 }
 
 // Count is the number of data items seen.

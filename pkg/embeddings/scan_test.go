@@ -98,6 +98,12 @@ func TestScanner(t *testing.T) {
 		{"no usage", []byte(`{"object":"list","data":[{"embedding":[1,2,3]}],"model":"m"}`), scanned{oai.Usage{}, false, "m", 1, 3, true}},
 		{"empty data", []byte(`{"object":"list","data":[],"model":"m","usage":{"prompt_tokens":0,"total_tokens":0}}`), scanned{oai.Usage{}, true, "m", 0, 0, true}},
 		{"escaped model", []byte(`{"model":"a\"b\u00e9","usage":{"prompt_tokens":2}}`), scanned{oai.Usage{PromptTokens: 2, TotalTokens: 2}, true, "a\"bé", 0, 0, true}},
+		{"nested arrays and objects in an embedding", []byte(`{"data":[{"embedding":[[1,2],[3,{"a":"]"}],{}, { } ,[],4]},{"embedding":[5]}],"model":"m"}`),
+			scanned{oai.Usage{}, false, "m", 2, 6, true}},
+		{"empty objects among numbers", []byte(`{"data":[{"x":[{},1,{ }],"embedding":[{},2]}],"usage":{"prompt_tokens":3}}`),
+			scanned{oai.Usage{PromptTokens: 3, TotalTokens: 3}, true, "", 1, 2, true}},
+		{"strings among numbers", []byte(`{"data":[{"embedding":[1,"]",2,"[",3,"{"],"index":0}],"model":"m"}`),
+			scanned{oai.Usage{}, false, "m", 1, 6, true}},
 		{"truncated", response(2, 8, "float", 3)[:100], scanned{count: 1, dims: 0}},
 		{"not an object", []byte(`[1,2]`), scanned{}},
 	} {
@@ -192,6 +198,9 @@ func FuzzScanner(f *testing.F) {
 				t.Fatalf("%q: model %q, want %q", doc, s.Model(), want)
 			}
 		}
+		if want, ok := firstDims(doc); ok && s.Dimensions() != want {
+			t.Fatalf("%q: %d dimensions, want %d", doc, s.Dimensions(), want)
+		}
 		var data []json.RawMessage
 		if raw, ok := top["data"]; ok && json.Unmarshal(raw, &data) == nil {
 			want := 0
@@ -205,6 +214,40 @@ func FuzzScanner(f *testing.F) {
 			}
 		}
 	})
+}
+
+// firstDims is the length of the first data item's embedding array by
+// encoding/json, for documents where that is unambiguous: one "embedding"
+// key, no escapes, data an array of objects.
+func firstDims(doc []byte) (int, bool) {
+	if bytes.Count(doc, []byte(`"embedding"`)) != 1 || bytes.IndexByte(doc, '\\') >= 0 {
+		return 0, false
+	}
+	// Maps, not structs: encoding/json matches struct fields whatever
+	// their case, an answer's members are matched exactly.
+	var top map[string]json.RawMessage
+	var data []map[string]json.RawMessage
+	var vec []json.RawMessage
+	if json.Unmarshal(doc, &top) != nil || json.Unmarshal(top["data"], &data) != nil || len(data) == 0 ||
+		json.Unmarshal(data[0]["embedding"], &vec) != nil || vec == nil {
+		return 0, false
+	}
+	return len(vec), true
+}
+
+// TestScannerUsageAfterMoreBytes checks that the usage, once asked for, is
+// read again when more of the answer arrives.
+func TestScannerUsageAfterMoreBytes(t *testing.T) {
+	doc := []byte(`{"usage":{"prompt_tokens":1},"usage":{"prompt_tokens":2}}`)
+	var s Scanner
+	s.Write(doc[:30])
+	if u, ok := s.Usage(); !ok || u.PromptTokens != 1 {
+		t.Fatalf("after the first usage: %+v %v", u, ok)
+	}
+	s.Write(doc[30:])
+	if u, ok := s.Usage(); !ok || u.PromptTokens != 2 {
+		t.Fatalf("after the second usage: %+v %v", u, ok)
+	}
 }
 
 func BenchmarkScanner(b *testing.B) {
