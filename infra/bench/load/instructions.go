@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -16,13 +17,18 @@ import (
 // sluice processes differ by ±7 % in CPU per request from their own layout
 // and placement alone (three strict runs: 0.975–1.104×), more than the 2 %
 // the check must decide. pkg/gateway's BenchmarkMetricsOverhead serves the
-// same calls from a metrics-off and a metrics-on sluice in one process;
-// counted by cachegrind with the scheduler made deterministic (one P, no
-// async preemption, no GC), the same run gives the same count to a few
-// hundred instructions. Two iteration counts, differenced, cancel the set-up.
+// same calls from a metrics-off and a metrics-on sluice in one process,
+// counted by cachegrind with the scheduler made repeatable (one P, no async
+// preemption, no GC). Two iteration counts, differenced, cancel the set-up
+// (which varies by millions of instructions between runs). What remains is
+// work driven by the clock (the runtime's sysmon, tickers), in proportion
+// to a run's wall time, which another load on the machine stretches: it
+// only ever adds, so each arm is counted instrRepeats times and its least
+// figure a call is kept.
 const (
-	instrItersLow  = 200
-	instrItersHigh = 1000
+	instrItersLow  = 500
+	instrItersHigh = 8000
+	instrRepeats   = 2
 	instrBenchmark = "BenchmarkMetricsOverhead"
 )
 
@@ -37,9 +43,11 @@ var instrEnv = []string{"GODEBUG=asyncpreemptoff=1", "GOGC=off", "GOMAXPROCS=1"}
 // instrFigures are one relay scenario's instruction counts.
 type instrFigures struct {
 	Method string `json:"method"`
-	// Refs are cachegrind's "I refs" by arm, at the low then high count.
-	Refs map[string][2]int64 `json:"i_refs"`
-	// Per request, client and upstream included (in one process).
+	// Refs are cachegrind's "I refs" by arm, one pair (the low then the
+	// high count) per repeat.
+	Refs map[string][][2]int64 `json:"i_refs"`
+	// Per request, client and upstream included (in one process): each
+	// arm's least over the repeats.
 	DirectPerReq float64 `json:"direct_per_request"`
 	OffPerReq    float64 `json:"off_per_request"`
 	OnPerReq     float64 `json:"on_per_request"`
@@ -47,37 +55,47 @@ type instrFigures struct {
 	SluiceOff float64 `json:"sluice_off_per_request"`
 	SluiceOn  float64 `json:"sluice_on_per_request"`
 	Ratio     float64 `json:"ratio"`
+	// RepeatRatios are each repeat's own ratio, the spread of the method.
+	RepeatRatios []float64 `json:"repeat_ratios"`
 }
 
 // newInstrFigures derives the per-request figures from the raw counts.
-func newInstrFigures(refs map[string][2]int64, low, high int) (*instrFigures, error) {
-	f := &instrFigures{Refs: refs,
-		Method: fmt.Sprintf("cachegrind instructions of %s at %d and %d calls, differenced", instrBenchmark, low, high)}
-	per := func(arm string) (float64, error) {
-		r, ok := refs[arm]
-		if !ok {
-			return 0, fmt.Errorf("no count for %s", arm)
+func newInstrFigures(refs map[string][][2]int64, low, high int) (*instrFigures, error) {
+	f := &instrFigures{Refs: refs}
+	perCall := func(arm string) ([]float64, error) {
+		rs := refs[arm]
+		if len(rs) == 0 {
+			return nil, fmt.Errorf("no count for %s", arm)
 		}
-		if r[1] <= r[0] {
-			return 0, fmt.Errorf("%s: %d instructions at %d calls, %d at %d: not increasing", arm, r[0], low, r[1], high)
+		out := make([]float64, len(rs))
+		for i, r := range rs {
+			if r[1] <= r[0] {
+				return nil, fmt.Errorf("%s: %d instructions at %d calls, %d at %d: not increasing", arm, r[0], low, r[1], high)
+			}
+			out[i] = float64(r[1]-r[0]) / float64(high-low)
 		}
-		return float64(r[1]-r[0]) / float64(high-low), nil
+		return out, nil
 	}
-	var err error
-	if f.DirectPerReq, err = per("direct"); err != nil {
-		return nil, err
+	per := map[string][]float64{}
+	for _, arm := range instrArms {
+		xs, err := perCall(arm)
+		if err != nil {
+			return nil, err
+		}
+		per[arm] = xs
 	}
-	if f.OffPerReq, err = per("off"); err != nil {
-		return nil, err
-	}
-	if f.OnPerReq, err = per("on"); err != nil {
-		return nil, err
-	}
+	f.Method = fmt.Sprintf("cachegrind instructions of %s at %d and %d calls, differenced, least of %d", instrBenchmark, low, high, len(refs["off"]))
+	f.DirectPerReq, f.OffPerReq, f.OnPerReq = slices.Min(per["direct"]), slices.Min(per["off"]), slices.Min(per["on"])
 	f.SluiceOff, f.SluiceOn = f.OffPerReq-f.DirectPerReq, f.OnPerReq-f.DirectPerReq
 	if f.SluiceOff <= 0 {
 		return nil, fmt.Errorf("sluice's own instructions per call not positive (off %.0f, direct %.0f)", f.OffPerReq, f.DirectPerReq)
 	}
 	f.Ratio = f.SluiceOn / f.SluiceOff
+	for i := range min(len(per["direct"]), len(per["off"]), len(per["on"])) {
+		if own := per["off"][i] - per["direct"][i]; own > 0 {
+			f.RepeatRatios = append(f.RepeatRatios, (per["on"][i]-per["direct"][i])/own)
+		}
+	}
 	return f, nil
 }
 
@@ -136,19 +154,22 @@ func (c *instrCounter) count(ctx context.Context, scenario, arm string, n int) (
 	return parseIRefs(string(out))
 }
 
-// measure counts every arm of scenario at both iteration counts.
-func (c *instrCounter) measure(ctx context.Context, scenario string, logf func(string, ...any)) (*instrFigures, error) {
-	refs := map[string][2]int64{}
-	for i, n := range []int{instrItersLow, instrItersHigh} {
+// measure counts every arm of scenario at both iteration counts, repeats
+// times, the arms interleaved.
+func (c *instrCounter) measure(ctx context.Context, scenario string, repeats int, logf func(string, ...any)) (*instrFigures, error) {
+	refs := map[string][][2]int64{}
+	for rep := 0; rep < repeats; rep++ {
 		for _, arm := range instrArms {
-			got, err := c.count(ctx, scenario, arm, n)
-			if err != nil {
-				return nil, err
+			var r [2]int64
+			for i, n := range []int{instrItersLow, instrItersHigh} {
+				got, err := c.count(ctx, scenario, arm, n)
+				if err != nil {
+					return nil, err
+				}
+				r[i] = got
 			}
-			r := refs[arm]
-			r[i] = got
-			refs[arm] = r
-			logf("  %-18s instructions %s/%s at %d calls: %d", "telemetry", scenario, arm, n, got)
+			refs[arm] = append(refs[arm], r)
+			logf("  %-18s instructions %s/%s: %d at %d calls, %d at %d", "telemetry", scenario, arm, r[0], instrItersLow, r[1], instrItersHigh)
 		}
 	}
 	return newInstrFigures(refs, instrItersLow, instrItersHigh)

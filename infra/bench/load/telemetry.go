@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // The target (issue 31): metrics on add at most 2 % CPU per request to the
@@ -71,8 +72,16 @@ func telemetryCheck(scenario, name string, s telemetryScenario) check {
 		st = statusFail
 	}
 	return check{Scenario: scenario, Name: name, Status: st,
-		Detail: fmt.Sprintf("by instructions: %.4f× (%+.0f a call: on %.0f, off %.0f, sluice's own; %s); %s",
-			in.Ratio, in.SluiceOn-in.SluiceOff, in.SluiceOn, in.SluiceOff, in.Method, cpu)}
+		Detail: fmt.Sprintf("by instructions: %.4f× (%+.0f a call: on %.0f, off %.0f, sluice's own; each repeat %s; %s); %s",
+			in.Ratio, in.SluiceOn-in.SluiceOff, in.SluiceOn, in.SluiceOff, ratios(in.RepeatRatios), in.Method, cpu)}
+}
+
+func ratios(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.4f×", x)
+	}
+	return strings.Join(parts, " ")
 }
 
 // cpuMethod names where the CPU figures come from.
@@ -164,7 +173,7 @@ func (b *bench) runTelemetry(ctx context.Context, scenarios map[string]httpScena
 		}
 		if instrErr != nil {
 			s.InstructionsError = instrErr.Error()
-		} else if s.Instructions, err = counter.measure(ctx, name, b.logf); err != nil {
+		} else if s.Instructions, err = counter.measure(ctx, name, instrRepeats, b.logf); err != nil {
 			s.InstructionsError = err.Error()
 		}
 		fig.Scenarios = append(fig.Scenarios, s)

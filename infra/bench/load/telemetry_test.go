@@ -3,12 +3,15 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // refsFor builds cachegrind totals for a sub-benchmark whose set-up costs
 // setup instructions and each call perCall, at both iteration counts.
-func refsFor(setup, perCall int64) [2]int64 {
-	return [2]int64{setup + perCall*instrItersLow, setup + perCall*instrItersHigh}
+func refsFor(setup, perCall int64) [][2]int64 {
+	return [][2]int64{{setup + perCall*instrItersLow, setup + perCall*instrItersHigh}}
 }
 
 // scenarioWithOverhead is a relay scenario whose client and upstream cost
@@ -17,7 +20,7 @@ func refsFor(setup, perCall int64) [2]int64 {
 func scenarioWithOverhead(t *testing.T, onPercent, cpuRatio float64) telemetryScenario {
 	t.Helper()
 	const direct, sluice = 150_000, 200_000
-	refs := map[string][2]int64{
+	refs := map[string][][2]int64{
 		"direct": refsFor(40_000_000, direct),
 		"off":    refsFor(90_000_000, direct+sluice),
 		"on":     refsFor(91_000_000, direct+sluice+int64(sluice*onPercent/100)),
@@ -65,7 +68,7 @@ func TestTelemetryCheckWithoutInstructionsIsAnError(t *testing.T) {
 }
 
 func TestInstrFiguresCancelTheSetUp(t *testing.T) {
-	refs := map[string][2]int64{
+	refs := map[string][][2]int64{
 		"direct": refsFor(1_000_000, 100_000),
 		"off":    refsFor(7_000_000, 300_000),
 		"on":     refsFor(9_000_000, 304_000),
@@ -80,14 +83,34 @@ func TestInstrFiguresCancelTheSetUp(t *testing.T) {
 }
 
 func TestInstrFiguresRefuseNonsense(t *testing.T) {
-	for name, refs := range map[string]map[string][2]int64{
+	for name, refs := range map[string]map[string][][2]int64{
 		"an arm missing":      {"direct": refsFor(0, 1), "off": refsFor(0, 2)},
-		"not increasing":      {"direct": {5, 5}, "off": refsFor(0, 2), "on": refsFor(0, 2)},
+		"not increasing":      {"direct": {{5, 5}}, "off": refsFor(0, 2), "on": refsFor(0, 2)},
 		"sluice costs naught": {"direct": refsFor(0, 2), "off": refsFor(0, 2), "on": refsFor(0, 3)},
 	} {
 		if _, err := newInstrFigures(refs, instrItersLow, instrItersHigh); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// TestInstrFiguresKeepEachArmsLeast: the clock's work only adds, so a
+// repeat stretched by another load on the machine does not count.
+func TestInstrFiguresKeepEachArmsLeast(t *testing.T) {
+	refs := map[string][][2]int64{
+		"direct": append(refsFor(1_000_000, 100_000), refsFor(1_000_000, 100_000)...),
+		"off":    append(refsFor(7_000_000, 300_000), refsFor(7_000_000, 300_000)...),
+		"on":     append(refsFor(9_000_000, 315_000), refsFor(9_000_000, 301_000)...),
+	}
+	f, err := newInstrFigures(refs, instrItersLow, instrItersHigh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Ratio != 1.005 {
+		t.Errorf("ratio %.4f, want 1.005 (the second repeat's)", f.Ratio)
+	}
+	if diff := cmp.Diff([]float64{1.075, 1.005}, f.RepeatRatios, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("repeat ratios (-want +got):\n%s", diff)
 	}
 }
 
