@@ -76,6 +76,7 @@ func telemetryCheck(scenario, name string, s telemetryScenario) check {
 			in.Ratio, in.SluiceOn-in.SluiceOff, in.SluiceOn, in.SluiceOff, ratios(in.RepeatRatios), in.Method, cpu)}
 }
 
+// ratios renders each repeat's ratio.
 func ratios(xs []float64) string {
 	parts := make([]string, len(xs))
 	for i, x := range xs {
