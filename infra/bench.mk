@@ -11,13 +11,13 @@ BENCH_UPSTREAM_FLAGS ?=
 BENCH_SCENARIOS := noop embeddings titan-fanout chat chat-c1 chat-c64 chat-stream chat-anthropic chat-anthropic-stream passthrough passthrough-stream upload batch callback budget telemetry
 BENCH_LOAD = $(BENCH_OUT)/bin/load -out $(BENCH_OUT)
 
-.PHONY: bench bench-tools bench-delivery run-upstream bench-embeddings-titan $(addprefix bench-,$(BENCH_SCENARIOS))
+.PHONY: bench bench-tools bench-delivery valgrind run-upstream bench-embeddings-titan $(addprefix bench-,$(BENCH_SCENARIOS))
 
 bench-tools: ## Build the bench upstream, bare proxy, load generator and delivery bench into .bench/bin
 	@mkdir -p $(BENCH_OUT)/bin
 	go build -o $(BENCH_OUT)/bin/ ./infra/bench/upstream ./infra/bench/proxy ./infra/bench/load ./infra/bench/delivery
 
-bench: bench-tools rie ## Run every benchmark scenario (a few minutes), the bootstrap sizes and the delivery bench; report in .bench/bench.{txt,json} and .bench/bench-delivery.json
+bench: bench-tools rie valgrind ## Run every benchmark scenario (a few minutes), the bootstrap sizes and the delivery bench; report in .bench/bench.{txt,json} and .bench/bench-delivery.json
 	$(BENCH_LOAD) -json $(BENCH_OUT)/bench.json -txt $(BENCH_OUT)/bench.txt $(BENCH_FLAGS)
 	$(BENCH_DELIVERY)
 
@@ -31,6 +31,10 @@ define BENCH_DELIVERY
   $(BENCH_OUT)/bin/delivery -upstream $(BENCH_OUT)/bin/upstream -events $(BENCH_DELIVERY_EVENTS) $$mode || exit 1; \
 done > $(BENCH_OUT)/bench-delivery.json && cat $(BENCH_OUT)/bench-delivery.json
 endef
+
+# The telemetry scenario's metrics check counts instructions under cachegrind.
+valgrind: ## Install Debian's valgrind, which the telemetry check counts instructions with (apt-get, once)
+	@command -v valgrind >/dev/null 2>&1 || { $(SUDO) apt-get update && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends valgrind; }
 
 bench-delivery: bench-tools ## Benchmark callback delivery: events/s to a local Langfuse sink (target ≥ 5,000), CPU per event
 	$(BENCH_DELIVERY)
@@ -50,7 +54,7 @@ bench-upload: ## Benchmark a 200 MB upload and download vs a direct disk write
 bench-batch: ## Benchmark a 50,000-line batch vs the ideal
 bench-callback: ## Benchmark embeddings with and without a team logging callback
 bench-budget: ## Benchmark embeddings by a key with a budget vs a key without (≤ 0.05 ms p50, ≤ 5 % CPU)
-bench-telemetry: ## Benchmark embeddings and passthrough with metrics off, on (≤ 2 % CPU) and with OTLP traces, three sluices interleaved
+bench-telemetry: valgrind ## Benchmark embeddings and passthrough with metrics off, on (≤ 2 % CPU) and with OTLP traces, three sluices interleaved
 $(addprefix bench-,$(BENCH_SCENARIOS)): bench-%: bench-tools
 	$(BENCH_LOAD) -scenarios $* -sizes=false -json $(BENCH_OUT)/bench-$*.json -txt $(BENCH_OUT)/bench-$*.txt $(BENCH_FLAGS)
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // The target (issue 31): metrics on add at most 2 % CPU per request to the
@@ -44,14 +45,52 @@ type telemetryScenario struct {
 	// and the ratios above (RoundsMetricsRatio keeps the rounds').
 	Slices             map[string]*cpuSlices `json:"cpu_slices,omitempty"`
 	RoundsMetricsRatio float64               `json:"rounds_metrics_ratio,omitempty"`
+	// Instructions, when counted, decide the metrics check (the CPU
+	// figures above are reported beside); InstructionsError says why
+	// they were not.
+	Instructions      *instrFigures `json:"instructions,omitempty"`
+	InstructionsError string        `json:"instructions_error,omitempty"`
 }
 
-// slicesNote says where the figures come from when slices decided them.
-func (s telemetryScenario) slicesNote() string {
-	if off := s.Slices["off"]; off != nil {
-		return fmt.Sprintf(" in %d rotating slices each; the rounds' medians: %.3f×", off.Slices, s.RoundsMetricsRatio)
+// telemetryCheck is the metrics verdict of one relay scenario. It rests on
+// instructions retired: the CPU figures of two processes (rounds or slices)
+// spread by ±7 %, too wide to decide 2 %, so without instructions the
+// check is an error, the CPU ratio given for information only.
+func telemetryCheck(scenario, name string, s telemetryScenario) check {
+	cpu := fmt.Sprintf("CPU %s %.3f× (on %.1f µs, off %.1f; traces %.3f×, %.1f µs)", s.cpuMethod(), s.MetricsRatio, s.MetricsUS, s.OffUS, s.TracesRatio, s.TracesUS)
+	in := s.Instructions
+	if in == nil {
+		reason := s.InstructionsError
+		if reason == "" {
+			reason = "not counted"
+		}
+		return check{Scenario: scenario, Name: name, Status: statusError,
+			Detail: "instructions: " + reason + "; " + cpu + ", not decisive: two processes spread ±7 %"}
 	}
-	return ""
+	st := statusPass
+	if in.Ratio > metricsCPULimit {
+		st = statusFail
+	}
+	return check{Scenario: scenario, Name: name, Status: st,
+		Detail: fmt.Sprintf("by instructions: %.4f× (%+.0f a call: on %.0f, off %.0f, sluice's own; each repeat %s; %s); %s",
+			in.Ratio, in.SluiceOn-in.SluiceOff, in.SluiceOn, in.SluiceOff, ratios(in.RepeatRatios), in.Method, cpu)}
+}
+
+// ratios renders each repeat's ratio.
+func ratios(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.4f×", x)
+	}
+	return strings.Join(parts, " ")
+}
+
+// cpuMethod names where the CPU figures come from.
+func (s telemetryScenario) cpuMethod() string {
+	if off := s.Slices["off"]; off != nil {
+		return fmt.Sprintf("in %d rotating slices each (rounds' medians %.3f×)", off.Slices, s.RoundsMetricsRatio)
+	}
+	return fmt.Sprintf("by the medians of %d rounds", len(s.Rounds))
 }
 
 type telemetryRound struct {
@@ -67,6 +106,9 @@ func (f *telemetryFigures) print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "   %s CPU/request: %.1f µs metrics off, %.1f µs metrics on (%.3f×), %.1f µs metrics and traces (%.3f×); p50 %.3f / %.3f / %.3f ms\n",
 			s.Name, s.OffUS, s.MetricsUS, s.MetricsRatio, s.TracesUS, s.TracesRatio, s.OffP50MS, s.MetricsP50MS, s.TracesP50MS)
+		if in := s.Instructions; in != nil {
+			fmt.Fprintf(w, "   %s instructions/request (sluice's own): %.0f metrics off, %.0f metrics on (%.4f×)\n", s.Name, in.SluiceOff, in.SluiceOn, in.Ratio)
+		}
 	}
 }
 
@@ -84,7 +126,7 @@ func (b *bench) runTelemetry(ctx context.Context, scenarios map[string]httpScena
 	rep.Extra = fig
 	names := make([]string, len(telemetryScenarios))
 	for i, sc := range telemetryScenarios {
-		names[i] = fmt.Sprintf("%s: metrics on ≤ %.2f× CPU/request of metrics off", sc, metricsCPULimit)
+		names[i] = fmt.Sprintf("%s: metrics on ≤ %.2f× CPU/request of metrics off (instructions)", sc, metricsCPULimit)
 	}
 	fail := func(reason string, err error) *scenarioReport {
 		if err != nil {
@@ -112,6 +154,10 @@ func (b *bench) runTelemetry(ctx context.Context, scenarios map[string]httpScena
 		defer s.stop()
 		targets[v] = target{name: v, base: s.base, proc: s.child.proc, sluice: true, key: s.key}
 	}
+	counter, instrErr := newInstrCounter(ctx, b.cfg.root, b.cfg.binDir)
+	if instrErr != nil {
+		b.logf("  %-18s instructions not counted: %v", "telemetry", instrErr)
+	}
 	for i, name := range telemetryScenarios {
 		sc, ok := scenarios[name]
 		if !ok {
@@ -126,14 +172,13 @@ func (b *bench) runTelemetry(ctx context.Context, scenarios map[string]httpScena
 		if err != nil {
 			return fail("sluice", err)
 		}
-		fig.Scenarios = append(fig.Scenarios, s)
-		st := statusPass
-		if s.MetricsRatio > metricsCPULimit {
-			st = statusFail
+		if instrErr != nil {
+			s.InstructionsError = instrErr.Error()
+		} else if s.Instructions, err = counter.measure(ctx, name, instrRepeats, b.logf); err != nil {
+			s.InstructionsError = err.Error()
 		}
-		rep.Checks = append(rep.Checks, check{Scenario: rep.Name, Name: names[i], Status: st,
-			Detail: fmt.Sprintf("%.3f× (%+.1f µs): on %.1f, off %.1f; traces %.3f× (%.1f µs)%s", s.MetricsRatio, s.MetricsUS-s.OffUS,
-				s.MetricsUS, s.OffUS, s.TracesRatio, s.TracesUS, s.slicesNote())})
+		fig.Scenarios = append(fig.Scenarios, s)
+		rep.Checks = append(rep.Checks, telemetryCheck(rep.Name, names[i], s))
 	}
 	return rep
 }
