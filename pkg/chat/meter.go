@@ -216,8 +216,7 @@ func parseUsage(k kind, v []byte) (oai.Usage, error) {
 // value the answer's walk has delimited. It walks the first choice's
 // members straight from its opening brace rather than delimiting the choice
 // first (Elements): that would cross its message, the answer's bulk, once
-// more. The walk ends in an error at what follows the choice, ignored: the
-// members before it have been read.
+// more (jsonscan.MembersPrefix leaves what follows the choice unread).
 func firstFinish(choices []byte) string {
 	i := jsonscan.SkipSpace(choices, 0)
 	if i >= len(choices) || choices[i] != '[' {
@@ -227,7 +226,7 @@ func firstFinish(choices []byte) string {
 		return ""
 	}
 	var reason string
-	jsonscan.Members(choices[i:], func(name, v []byte) error {
+	jsonscan.MembersPrefix(choices[i:], func(name, v []byte) error {
 		if string(name) == "finish_reason" { // the last copy, as encoding/json
 			reason = ""
 			if v[0] == '"' {

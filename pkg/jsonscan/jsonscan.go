@@ -36,7 +36,7 @@ const MaxDepth = 256
 // only during the call; value is a slice of doc (Span gives its offsets). An
 // error from f stops the walk and is returned.
 func Members(doc []byte, f func(name, value []byte) error) error {
-	_, err := walkMembers(doc, f, false)
+	_, _, err := walkMembers(doc, f, false, false)
 	return err
 }
 
@@ -45,35 +45,48 @@ func Members(doc []byte, f func(name, value []byte) error) error {
 // a caller that needs both (the chat meter) crosses the document once, not
 // twice. valid false means not known: the caller runs Valid.
 func MembersChecked(doc []byte, f func(name, value []byte) error) (valid bool, err error) {
-	return walkMembers(doc, f, true)
+	_, valid, err = walkMembers(doc, f, true, false)
+	return valid, err
 }
 
-func walkMembers(doc []byte, f func(name, value []byte) error, check bool) (valid bool, err error) {
+// MembersPrefix is Members over the object that starts doc (white space
+// before it allowed), returning the index just past its closing brace;
+// what follows is not read. An array of objects (a request's messages, an
+// answer's choices) is so read in one crossing of each element, rather
+// than delimited first (Elements, ValueEnd) and walked again.
+func MembersPrefix(doc []byte, f func(name, value []byte) error) (end int, err error) {
+	end, _, err = walkMembers(doc, f, false, true)
+	return end, err
+}
+
+// walkMembers walks the object at the start of doc; with prefix, what
+// follows it is left unread and end is the index past it.
+func walkMembers(doc []byte, f func(name, value []byte) error, check, prefix bool) (end int, valid bool, err error) {
 	i := SkipSpace(doc, 0)
 	if i >= len(doc) || doc[i] != '{' {
-		return false, errors.New("jsonscan: not a JSON object")
+		return 0, false, errors.New("jsonscan: not a JSON object")
 	}
 	i = SkipSpace(doc, i+1)
 	if i < len(doc) && doc[i] == '}' {
-		err := end(doc, i+1)
-		return check && err == nil, err
+		end, err := closeObject(doc, i+1, prefix)
+		return end, check && err == nil, err
 	}
 	valid = check
 	for {
 		if i >= len(doc) || doc[i] != '"' {
-			return false, ErrSyntax
+			return 0, false, ErrSyntax
 		}
 		nameEnd, err := StringEnd(doc, i)
 		if err != nil {
-			return false, err
+			return 0, false, err
 		}
 		name, err := memberName(doc[i:nameEnd]) // escapes decoded by encoding/json: checked
 		if err != nil {
-			return false, err
+			return 0, false, err
 		}
 		i = SkipSpace(doc, nameEnd)
 		if i >= len(doc) || doc[i] != ':' {
-			return false, ErrSyntax
+			return 0, false, ErrSyntax
 		}
 		i = SkipSpace(doc, i+1)
 		valueEnd := -1
@@ -83,29 +96,41 @@ func walkMembers(doc []byte, f func(name, value []byte) error, check bool) (vali
 		}
 		if valueEnd < 0 {
 			if valueEnd, err = ValueEnd(doc, i); err != nil {
-				return false, err
+				return 0, false, err
 			}
 			if valid && (doc[i] == '{' || doc[i] == '[' || doc[i] == '"' || !validScalar(doc[i:valueEnd])) {
 				valid = false
 			}
 		}
 		if err := f(name, doc[i:valueEnd]); err != nil {
-			return false, err
+			return 0, false, err
 		}
 		i = SkipSpace(doc, valueEnd)
 		if i >= len(doc) {
-			return false, ErrSyntax
+			return 0, false, ErrSyntax
 		}
 		switch doc[i] {
 		case ',':
 			i = SkipSpace(doc, i+1)
 		case '}':
-			err := end(doc, i+1)
-			return valid && err == nil, err
+			end, err := closeObject(doc, i+1, prefix)
+			return end, valid && err == nil, err
 		default:
-			return false, ErrSyntax
+			return 0, false, ErrSyntax
 		}
 	}
+}
+
+// closeObject returns i, the index past an object's closing brace, after
+// checking (unless prefix) that only white space follows.
+func closeObject(doc []byte, i int, prefix bool) (int, error) {
+	if prefix {
+		return i, nil
+	}
+	if err := end(doc, i); err != nil {
+		return 0, err
+	}
+	return i, nil
 }
 
 // validScalar reports whether tok is exactly one JSON literal or number.
@@ -137,6 +162,44 @@ func Elements(doc []byte, f func(value []byte) error) error {
 			return err
 		}
 		i = SkipSpace(doc, valueEnd)
+		if i >= len(doc) {
+			return ErrSyntax
+		}
+		switch doc[i] {
+		case ',':
+			i = SkipSpace(doc, i+1)
+		case ']':
+			return end(doc, i+1)
+		default:
+			return ErrSyntax
+		}
+	}
+}
+
+// ElementsPrefix is Elements for a caller that delimits each element as it
+// reads it (MembersPrefix): f gets the document from the element's first
+// byte on and returns the element's length, which must be positive.
+func ElementsPrefix(doc []byte, f func(rest []byte) (int, error)) error {
+	i := SkipSpace(doc, 0)
+	if i >= len(doc) || doc[i] != '[' {
+		return errors.New("jsonscan: not a JSON array")
+	}
+	i = SkipSpace(doc, i+1)
+	if i < len(doc) && doc[i] == ']' {
+		return end(doc, i+1)
+	}
+	for {
+		if i >= len(doc) {
+			return ErrSyntax
+		}
+		n, err := f(doc[i:])
+		if err != nil {
+			return err
+		}
+		if n <= 0 || n > len(doc)-i {
+			return ErrSyntax
+		}
+		i = SkipSpace(doc, i+n)
 		if i >= len(doc) {
 			return ErrSyntax
 		}
@@ -227,7 +290,7 @@ func String(value []byte) (string, error) {
 // (rare) is decoded as encoding/json does.
 func memberName(lit []byte) ([]byte, error) {
 	inner := lit[1 : len(lit)-1]
-	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+	if plainASCII(inner) || bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
 		return inner, nil
 	}
 	var s string
@@ -235,6 +298,18 @@ func memberName(lit []byte) ([]byte, error) {
 		return nil, ErrSyntax
 	}
 	return []byte(s), nil
+}
+
+// plainASCII reports whether b is ASCII without a backslash: a member name
+// as APIs write them, its bytes its value. Names are short, so one loop
+// costs less than IndexByte and utf8.Valid's calls.
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // end checks that only white space follows the top-level value.

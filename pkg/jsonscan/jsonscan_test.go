@@ -154,6 +154,17 @@ func FuzzMembers(f *testing.F) {
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Fatalf("%q: members differ from encoding/json's (-json +scan):\n%s", doc, diff)
 			}
+			// MembersPrefix reads the same object followed by anything,
+			// and ends where it does.
+			prefixed := append(append([]byte{}, doc...), `,"x"]`...)
+			gotPrefix := map[string]json.RawMessage{}
+			end, err := MembersPrefix(prefixed, func(name, v []byte) error { gotPrefix[string(name)] = v; return nil })
+			if err != nil || end != len(bytes.TrimRight(doc, " \t\r\n")) {
+				t.Fatalf("MembersPrefix(%q) = %d, %v; want %d", prefixed, end, err, len(bytes.TrimRight(doc, " \t\r\n")))
+			}
+			if diff := cmp.Diff(want, gotPrefix); diff != "" {
+				t.Fatalf("%q: MembersPrefix's members differ from encoding/json's (-json +scan):\n%s", doc, diff)
+			}
 		}
 		var wantElems []json.RawMessage
 		if json.Unmarshal(doc, &wantElems) == nil && wantElems != nil {
@@ -163,6 +174,15 @@ func FuzzMembers(f *testing.F) {
 			}
 			if len(got) != len(wantElems) || len(got) > 0 && !cmp.Equal(got, wantElems) {
 				t.Fatalf("%q: elements %q, encoding/json %q", doc, got, wantElems)
+			}
+			var gotPrefix []json.RawMessage
+			err := ElementsPrefix(doc, func(rest []byte) (int, error) {
+				e, err := ValueEnd(rest, 0)
+				gotPrefix = append(gotPrefix, rest[:e])
+				return e, err
+			})
+			if err != nil || !cmp.Equal(got, gotPrefix) {
+				t.Fatalf("%q: ElementsPrefix %q (%v), Elements %q", doc, gotPrefix, err, got)
 			}
 		}
 	})

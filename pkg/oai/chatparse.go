@@ -32,16 +32,18 @@ func parseMessages(v []byte, decode bool) ([]Message, error) {
 		msgs = make([]Message, 0, 4)
 	}
 	n := 0
-	err := jsonscan.Elements(v, func(el []byte) error {
-		m, err := parseMessage(el, messagePath(n), decode)
+	// Each message is delimited by its own walk (parseMessage), not by
+	// Elements first: its content is crossed once here, not twice.
+	err := jsonscan.ElementsPrefix(v, func(rest []byte) (int, error) {
+		m, size, err := parseMessage(rest, messagePath(n), decode)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		n++
 		if decode {
 			msgs = append(msgs, m)
 		}
-		return nil
+		return size, nil
 	})
 	if err != nil {
 		return nil, err
@@ -70,12 +72,20 @@ func messagePath(i int) string {
 
 var messageMembers = []string{"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "reasoning_content"}
 
-func parseMessage(el []byte, at string, decode bool) (Message, error) {
-	m := Message{Raw: el}
-	o, err := newObject(el, at, "a message object", messageMembers)
+// parseMessage reads the message at the start of rest (what follows it
+// is not read) and returns its size.
+func parseMessage(rest []byte, at string, decode bool) (Message, int, error) {
+	m, err := parseMessageObject(rest, at, decode)
+	return m, len(m.Raw), err
+}
+
+func parseMessageObject(rest []byte, at string, decode bool) (Message, error) {
+	var m Message
+	o, size, err := newObjectPrefix(rest, at, "a message object", messageMembers)
 	if err != nil {
 		return m, err
 	}
+	m.Raw = rest[:size]
 	o.decode = decode
 	if m.Role, _, err = o.str("role"); err != nil {
 		return m, err
@@ -159,14 +169,25 @@ const maxWanted = 8
 // of object expected, for the error when el is not one. A wanted member
 // given twice is refused: a provider could read either copy.
 func newObject(el []byte, at, what string, names []string) (object, error) {
+	o, _, err := walkObject(el, at, what, names, false)
+	return o, err
+}
+
+// newObjectPrefix is newObject over the object that starts rest, what
+// follows it unread (jsonscan.MembersPrefix); size is the object's length.
+func newObjectPrefix(rest []byte, at, what string, names []string) (o object, size int, err error) {
+	return walkObject(rest, at, what, names, true)
+}
+
+func walkObject(el []byte, at, what string, names []string, prefix bool) (object, int, error) {
 	if len(names) > maxWanted {
 		panic("oai: newObject wants more members than maxWanted") // the lists are constants
 	}
 	o := object{at: at, names: names}
 	if len(el) == 0 || el[0] != '{' {
-		return o, api.InvalidValue(at, "Invalid type for '%s': expected %s.", at, what)
+		return o, 0, api.InvalidValue(at, "Invalid type for '%s': expected %s.", at, what)
 	}
-	err := jsonscan.Members(el, func(name, v []byte) error {
+	member := func(name, v []byte) error {
 		for i, w := range names {
 			if string(name) == w {
 				if o.vals[i] != nil {
@@ -177,15 +198,24 @@ func newObject(el []byte, at, what string, names []string) (object, error) {
 			}
 		}
 		return nil
-	})
+	}
+	var (
+		size int
+		err  error
+	)
+	if prefix {
+		size, err = jsonscan.MembersPrefix(el, member)
+	} else {
+		size, err = len(el), jsonscan.Members(el, member)
+	}
 	if err != nil {
 		var ae *api.Error
 		if errors.As(err, &ae) {
-			return o, err
+			return o, 0, err
 		}
-		return o, api.InvalidValue(at, "'%s' is not a valid JSON object.", at)
+		return o, 0, api.InvalidValue(at, "'%s' is not a valid JSON object.", at)
 	}
-	return o, nil
+	return o, size, nil
 }
 
 func (o object) path(name string) string {
