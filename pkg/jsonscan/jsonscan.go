@@ -145,35 +145,13 @@ func validScalar(tok []byte) bool {
 // Elements calls f with the raw value of each element of the JSON array doc,
 // in order; only white space may surround the array. value is a slice of doc.
 func Elements(doc []byte, f func(value []byte) error) error {
-	i := SkipSpace(doc, 0)
-	if i >= len(doc) || doc[i] != '[' {
-		return errors.New("jsonscan: not a JSON array")
-	}
-	i = SkipSpace(doc, i+1)
-	if i < len(doc) && doc[i] == ']' {
-		return end(doc, i+1)
-	}
-	for {
-		valueEnd, err := ValueEnd(doc, i)
+	return ElementsPrefix(doc, func(rest []byte) (int, error) {
+		n, err := ValueEnd(rest, 0)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if err := f(doc[i:valueEnd]); err != nil {
-			return err
-		}
-		i = SkipSpace(doc, valueEnd)
-		if i >= len(doc) {
-			return ErrSyntax
-		}
-		switch doc[i] {
-		case ',':
-			i = SkipSpace(doc, i+1)
-		case ']':
-			return end(doc, i+1)
-		default:
-			return ErrSyntax
-		}
-	}
+		return n, f(rest[:n])
+	})
 }
 
 // ElementsPrefix is Elements for a caller that delimits each element as it

@@ -104,15 +104,7 @@ func FuzzAnswerJSON(f *testing.F) {
 		if !ok {
 			return
 		}
-		type wire struct {
-			Response
-			Content []any `json:"content"`
-		}
-		w := wire{Response: *r, Content: make([]any, len(r.Content))}
-		for i := range r.Content {
-			w.Content[i] = answerBlock(&r.Content[i])
-		}
-		want, err := json.Marshal(w)
+		want, err := marshalAnswer(r)
 		if err != nil {
 			t.Fatal(err)
 		}

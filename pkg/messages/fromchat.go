@@ -214,6 +214,12 @@ func AnswerJSON(r *Response) ([]byte, error) {
 	if b, ok := appendAnswer(make([]byte, 0, answerSize(r)), r); ok {
 		return b, nil
 	}
+	return marshalAnswer(r)
+}
+
+// marshalAnswer is AnswerJSON by encoding/json: any answer, and the
+// reference FuzzAnswerJSON holds appendAnswer to.
+func marshalAnswer(r *Response) ([]byte, error) {
 	type wire struct {
 		Response
 		Content []any `json:"content"`
