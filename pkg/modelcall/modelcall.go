@@ -351,6 +351,7 @@ func (c *Call) Fail(err error) error {
 	ev.Fail(err)
 	ev.SetTimes(c.start, time.Time{}, time.Now())
 	c.calls.events.Emit(c.ctx, ev)
+	c.release()
 	return err
 }
 
@@ -421,8 +422,12 @@ type Result struct {
 	ContentType string
 	// ContentLength is the answer's length in bytes, -1 when unknown.
 	ContentLength int64
-	// Streamed marks an event stream, flushed event by event.
+	// Streamed marks an event stream, flushed event by event. (Beside
+	// the other flags: apart, each would take a word, and the call one
+	// size class more.)
 	Streamed bool
+	written  bool
+	ended    bool
 
 	call       *Call
 	body       io.ReadCloser
@@ -430,8 +435,6 @@ type Result struct {
 	errorEvent func(error) []byte
 	first      time.Time
 	usage      oai.Usage
-	written    bool
-	ended      bool
 	// header holds the answer's header values (setHeaders), costHeader
 	// the writer of a whole answer: allocated with the call.
 	header     [headerValues]string
@@ -559,6 +562,18 @@ func (r *Result) end(copyErr error) {
 		c.calls.tokens.Finish(context.WithoutCancel(c.ctx), c.p, c.rep, usage.TotalTokens)
 	}
 	c.calls.events.Emit(c.ctx, ev)
+	r.body, r.meter, r.costHeader.ResponseWriter = nil, nil, nil
+	c.release()
+}
+
+// release drops what the call holds of its request once its event is
+// emitted. The event lives on until it is delivered and counted (hundreds
+// of milliseconds under load), and it is the call's own: every pointer
+// the call kept would keep the request's objects (its context, the
+// provider's answer and meter, the caller's writer) alive and scanned by
+// every garbage collection until then. Nothing reads them after the end.
+func (c *Call) release() {
+	c.ctx, c.rep = nil, nil
 }
 
 var errNotDelivered = errors.New("modelcall: the caller did not take the answer")
