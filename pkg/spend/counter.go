@@ -174,15 +174,19 @@ func (c *Counter) count(ctx context.Context, me *caller) error {
 // large flush is not cut short as a whole).
 const stepTimeout = 30 * time.Second
 
-// adds is one event's counter deltas, one a record it adds to (nil: it
-// counts nothing). A slice, not a map: an event touches at most five
-// records, and the flush sums them by key once (pack).
-type adds []add
+// adds is where one event's counter deltas are in its flush's
+// (rowKeys.adds): one a record it adds to, none when it counts nothing. An
+// event touches at most five records, and the flush sums them by row once
+// (pack). Kept by position in one array a flush, without pointers: an
+// event's deltas cost no allocation of their own, and the collector does
+// not scan them.
+type adds struct{ from, to int32 }
+
+func (a adds) empty() bool { return a.from == a.to }
 
 // add is what one event adds to one counter record.
 type add struct {
-	key store.Key
-	row int // key's number in its flush (rowKeys): pack sums by it, hashing no key
+	row int32 // the record's number in its flush (rowKeys): pack sums by it, hashing no key
 	delta
 }
 
@@ -294,13 +298,17 @@ func (c *Counter) flush(ctx context.Context, callers []*caller) {
 
 // units turns the callers' events into dedupe units: a named message one
 // (handed in twice: one unit, both its owners), else one an event, and
-// returns them with the number of counter records they add to. A message
-// one of whose events cannot be priced into counters fails whole: it is
-// not counted in part.
-func (c *Counter) units(ctx context.Context, callers []*caller) ([]*unit, int) {
+// returns them with the counter records they add to. A message one of
+// whose events cannot be priced into counters fails whole: it is not
+// counted in part.
+func (c *Counter) units(ctx context.Context, callers []*caller) ([]*unit, *rowKeys) {
 	var units []*unit
 	byKey := map[store.Key]*unit{}
-	rows := &rowKeys{}
+	events := 0
+	for _, cl := range callers {
+		events += len(cl.events)
+	}
+	rows := &rowKeys{adds: make([]add, 0, maxAdds*events)}
 	for _, cl := range callers {
 		if cl.name != "" {
 			key := messageKey(cl.name)
@@ -317,7 +325,7 @@ func (c *Counter) units(ctx context.Context, callers []*caller) ([]*unit, int) {
 				}
 				u.events[i] = a
 			}
-			if u != nil && slices.ContainsFunc(u.events, func(a adds) bool { return a != nil }) {
+			if u != nil && slices.ContainsFunc(u.events, func(a adds) bool { return !a.empty() }) {
 				byKey[key] = u
 				units = append(units, u)
 			}
@@ -337,7 +345,7 @@ func (c *Counter) units(ctx context.Context, callers []*caller) ([]*unit, int) {
 				cl.err = cmpFirst(cl.err, err)
 				continue
 			}
-			if a == nil {
+			if a.empty() {
 				continue // nothing to count, nothing to remember
 			}
 			u := &unit{key: key, events: []adds{a}, owners: []*caller{cl}}
@@ -347,7 +355,7 @@ func (c *Counter) units(ctx context.Context, callers []*caller) ([]*unit, int) {
 			units = append(units, u)
 		}
 	}
-	return units, len(rows.rows)
+	return units, rows
 }
 
 func appendOwner(owners []*caller, cl *caller) []*caller {
@@ -370,19 +378,20 @@ func cmpFirst(first, err error) error {
 // allocated once a flush: indexing it costs less than hashing each add's
 // key into maps, as pack did once per add and step.
 type packScratch struct {
+	rows *rowKeys
 	in   []int32 // 1 + the row's index in the transaction's sums; 0: not in it
 	seen []int   // mark: the row is new to the transaction in the unit being sized
 	mark int
 }
 
-func newPackScratch(rows int) *packScratch {
-	return &packScratch{in: make([]int32, rows), seen: make([]int, rows)}
+func newPackScratch(rows *rowKeys) *packScratch {
+	n := len(rows.recs)
+	return &packScratch{rows: rows, in: make([]int32, n), seen: make([]int, n)}
 }
 
 // rowSum is one counter record's sum in a transaction.
 type rowSum struct {
-	key store.Key
-	row int
+	row int32
 	delta
 }
 
@@ -403,7 +412,7 @@ func (c *Counter) pack(units []*unit, s *packScratch) (int, []store.Write) {
 		to := u.from
 		for ; to < len(u.events); to++ {
 			extra := 0
-			for _, a := range u.events[to] {
+			for _, a := range s.rows.of(u.events[to]) {
 				if s.in[a.row] == 0 && s.seen[a.row] != s.mark {
 					extra++
 				}
@@ -411,7 +420,7 @@ func (c *Counter) pack(units []*unit, s *packScratch) (int, []store.Write) {
 			if records+rec+len(sums)+fresh+extra > store.MaxTransactWrites {
 				break
 			}
-			for _, a := range u.events[to] {
+			for _, a := range s.rows.of(u.events[to]) {
 				if s.in[a.row] == 0 && s.seen[a.row] != s.mark {
 					s.seen[a.row] = s.mark
 					fresh++
@@ -424,10 +433,10 @@ func (c *Counter) pack(units []*unit, s *packScratch) (int, []store.Write) {
 		u.to = to
 		records += rec
 		for _, ev := range u.events[u.from:to] {
-			for _, a := range ev {
+			for _, a := range s.rows.of(ev) {
 				i := s.in[a.row]
 				if i == 0 {
-					sums = append(sums, rowSum{key: a.key, row: a.row, delta: delta{costOnly: a.costOnly}})
+					sums = append(sums, rowSum{row: a.row, delta: delta{costOnly: a.costOnly}})
 					i = int32(len(sums))
 					s.in[a.row] = i
 				}
@@ -457,7 +466,7 @@ func (c *Counter) pack(units []*unit, s *packScratch) (int, []store.Write) {
 		}
 	}
 	for _, sum := range sums {
-		writes = append(writes, store.Write{Kind: store.WriteAdd, Record: store.Record{Key: sum.key, Counters: sum.counters()}})
+		writes = append(writes, store.Write{Kind: store.WriteAdd, Record: store.Record{Key: s.rows.recs[sum.row], Counters: sum.counters()}})
 		s.in[sum.row] = 0 // the next transaction starts empty
 	}
 	return n, writes
@@ -505,11 +514,17 @@ func (c *Counter) uncounted(ctx context.Context, units []*unit) ([]*unit, error)
 	return kept, nil
 }
 
-// addsOf is the counter deltas that count ev: nil for a budget alert (no
-// call: nothing spent, no request). rows names the records.
+// maxAdds is the most records one event adds to (addsOf): its team's,
+// key's and model's rows of the day, its key's and team's budget periods.
+const maxAdds = 5
+
+// addsOf appends the counter deltas that count ev to rows.adds and returns
+// where they are: none for a budget alert (no call: nothing spent, no
+// request). rows names the records.
 func (c *Counter) addsOf(ctx context.Context, rows *rowKeys, ev *logevent.Event) (adds, error) {
+	from := int32(len(rows.adds))
 	if ev.BudgetAlert != nil {
-		return nil, nil
+		return adds{from, from}, nil
 	}
 	cost := nanos(ev.ResponseCost)
 	row := delta{cost: cost, input: ev.PromptTokens, output: ev.CompletionTokens, requests: 1}
@@ -517,19 +532,18 @@ func (c *Counter) addsOf(ctx context.Context, rows *rowKeys, ev *logevent.Event)
 	day := rows.day(at)
 	md := ev.Metadata
 	team := md.UserAPIKeyTeamID
-	a := make(adds, 1, 5)
-	a[0] = rows.add(rowKey{kind: "team#", day: day, team: team}, row)
+	rows.add(rowKey{kind: "team#", day: day, team: team}, row)
 	if md.UserAPIKeyHash != "" {
-		a = append(a, rows.add(rowKey{kind: "key#", day: day, team: team, sub: md.UserAPIKeyHash}, row))
+		rows.add(rowKey{kind: "key#", day: day, team: team, sub: md.UserAPIKeyHash}, row)
 	}
 	if model := ev.ModelGroup; model != "" || ev.Model != "" {
 		if model == "" {
 			model = ev.Model
 		}
-		a = append(a, rows.add(rowKey{kind: "model#", day: day, team: team, sub: model}, row))
+		rows.add(rowKey{kind: "model#", day: day, team: team, sub: model}, row)
 	}
 	if md.UserAPIKeyHash == "" || ev.ResponseCost == 0 {
-		return a, nil
+		return rows.since(from), nil
 	}
 	// The budget periods: the key's and its team's, as they are now.
 	p, err := c.principals.PrincipalOf(ctx, md.UserAPIKeyHash)
@@ -537,32 +551,41 @@ func (c *Counter) addsOf(ctx context.Context, rows *rowKeys, ev *logevent.Event)
 		if gone := (*api.Error)(nil); errors.As(err, &gone) && gone.Status == 401 {
 			// Deleted or expired since: no budget left to count against.
 			slog.DebugContext(ctx, "spend: a call's key is gone; its budget period is not counted", "event_id", ev.ID, "error", err)
-			return a, nil
+			return rows.since(from), nil
 		}
-		return a, fmt.Errorf("spend: resolve the key of event %s: %w", ev.ID, err)
+		return rows.since(from), fmt.Errorf("spend: resolve the key of event %s: %w", ev.ID, err)
 	}
 	spent := delta{cost: cost, costOnly: true}
 	if k := p.Key; k != nil {
 		period, _ := Period(k.CreatedAt, k.BudgetDuration, at)
-		a = append(a, rows.add(rowKey{kind: "key:", day: period, team: k.Token}, spent))
+		rows.add(rowKey{kind: "key:", day: period, team: k.Token}, spent)
 	}
 	if t := p.Team; t != nil {
 		period, _ := Period(t.CreatedAt, t.BudgetDuration, at)
-		a = append(a, rows.add(rowKey{kind: "team:", day: period, team: t.TeamID}, spent))
+		rows.add(rowKey{kind: "team:", day: period, team: t.TeamID}, spent)
 	}
-	return a, nil
+	return rows.since(from), nil
 }
 
 // rowKeys names the counter records of one flush: the events of a flush
 // mostly fall on one day and a few keys, teams and models, so each
 // record's key (and each day's name) is built once a flush, not once an
-// event. Each record also gets a number, its row, from 0 up.
+// event. Each record also gets a number, its row, from 0 up. It holds
+// what the flush's events add to them, too (adds).
 type rowKeys struct {
 	lastDay  int64 // unix day of lastName; valid when lastName is set
 	lastName string
-	keys     map[rowKey]add    // the record's key and row (no delta)
-	rows     map[store.Key]int // the rows by record
+	keys     map[rowKey]int32    // the record's row by its parts
+	rows     map[store.Key]int32 // the rows by record
+	recs     []store.Key         // the records by row
+	adds     []add               // the events' deltas, each event's together (adds)
 }
+
+// of is the deltas of one event.
+func (r *rowKeys) of(a adds) []add { return r.adds[a.from:a.to] }
+
+// since is the deltas added from from on: one event's.
+func (r *rowKeys) since(from int32) adds { return adds{from, int32(len(r.adds))} }
 
 // rowKey is a counter record by its parts: a report row (kind "team#",
 // "key#" or "model#"; day; team; the key's hash or the model) or a budget
@@ -583,11 +606,11 @@ func (r *rowKeys) day(at time.Time) string {
 	return r.lastName
 }
 
-// add is d added to the record of k.
-func (r *rowKeys) add(k rowKey, d delta) add {
-	if a, ok := r.keys[k]; ok {
-		a.delta = d
-		return a
+// add appends d, added to the record of k, to the deltas.
+func (r *rowKeys) add(k rowKey, d delta) {
+	if row, ok := r.keys[k]; ok {
+		r.adds = append(r.adds, add{row: row, delta: d})
+		return
 	}
 	var key store.Key
 	switch k.kind {
@@ -599,17 +622,18 @@ func (r *rowKeys) add(k rowKey, d delta) add {
 		key = dayKey(k.day, k.kind+k.team+"#"+k.sub)
 	}
 	if r.keys == nil {
-		r.keys, r.rows = map[rowKey]add{}, map[store.Key]int{}
+		r.keys, r.rows = map[rowKey]int32{}, map[store.Key]int32{}
 	}
 	// Two parts naming one record (a team id holding the separator, say)
 	// share its row, as they share its write.
 	row, ok := r.rows[key]
 	if !ok {
-		row = len(r.rows)
+		row = int32(len(r.recs))
 		r.rows[key] = row
+		r.recs = append(r.recs, key)
 	}
-	r.keys[k] = add{key: key, row: row}
-	return add{key: key, row: row, delta: d}
+	r.keys[k] = row
+	r.adds = append(r.adds, add{row: row, delta: d})
 }
 
 // eventTime is when a call started.

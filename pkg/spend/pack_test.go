@@ -34,24 +34,24 @@ func TestPackSumsAsByKey(t *testing.T) {
 				events = 1 + r.IntN(40)
 			}
 			for range events {
-				var a adds
+				from := int32(len(rows.adds))
 				for range 1 + r.IntN(5) {
 					k := rowKey{kind: []string{"team#", "key#", "model#", "key:"}[r.IntN(4)], day: "2026-11-28",
 						team: fmt.Sprint("t", r.IntN(8)), sub: fmt.Sprint("s", r.IntN(30))}
 					d := delta{cost: r.Int64N(1000), input: r.Int64N(100), output: r.Int64N(100), requests: 1, costOnly: k.kind == "key:"}
-					add := rows.add(k, d)
-					a = append(a, add)
-					sum := want[add.key]
+					rows.add(k, d)
+					key := rows.recs[rows.adds[len(rows.adds)-1].row]
+					sum := want[key]
 					sum.costOnly = d.costOnly
 					sum.plus(d)
-					want[add.key] = sum
+					want[key] = sum
 				}
-				u.events = append(u.events, a)
+				u.events = append(u.events, rows.since(from))
 			}
 			units = append(units, u)
 		}
 		got := map[store.Key]map[string]int64{}
-		scratch := newPackScratch(len(rows.rows))
+		scratch := newPackScratch(rows)
 		for len(units) > 0 {
 			n, writes := c.pack(units, scratch)
 			if n == 0 || len(writes) > store.MaxTransactWrites {
