@@ -160,13 +160,12 @@ var costHeaderKey = http.CanonicalHeaderKey(CostHeader)
 // first (and only) write, once the answer's usage can be read from it.
 type costHeader struct {
 	http.ResponseWriter
-	res   *Result
-	wrote bool
+	res *Result // its flag headerSent says whether the status is out
 }
 
 func (c *costHeader) Write(b []byte) (int, error) {
-	if !c.wrote {
-		c.wrote = true
+	if !c.res.headerSent {
+		c.res.headerSent = true
 		if cost, ok := c.res.quote(b); ok {
 			// The canonical key: Set would canonicalise CostHeader anew
 			// on every call. The value's slice is the call's own.
@@ -423,11 +422,13 @@ type Result struct {
 	// ContentLength is the answer's length in bytes, -1 when unknown.
 	ContentLength int64
 	// Streamed marks an event stream, flushed event by event. (Beside
-	// the other flags: apart, each would take a word, and the call one
-	// size class more.)
-	Streamed bool
-	written  bool
-	ended    bool
+	// the other flags: apart, each would take a word, and the call — at
+	// most 888 bytes, with the allocator's 8-byte header in its 896-byte
+	// class — one size class more.)
+	Streamed   bool
+	written    bool
+	ended      bool
+	headerSent bool // costHeader wrote the status
 
 	call       *Call
 	body       io.ReadCloser
