@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -557,12 +558,10 @@ func (c *Counter) addsOf(ctx context.Context, rows *rowKeys, ev *logevent.Event)
 	}
 	spent := delta{cost: cost, costOnly: true}
 	if k := p.Key; k != nil {
-		period, _ := Period(k.CreatedAt, k.BudgetDuration, at)
-		rows.add(rowKey{kind: "key:", day: period, team: k.Token}, spent)
+		rows.add(rowKey{kind: "key:", day: rows.period(k.CreatedAt, k.BudgetDuration, at), team: k.Token}, spent)
 	}
 	if t := p.Team; t != nil {
-		period, _ := Period(t.CreatedAt, t.BudgetDuration, at)
-		rows.add(rowKey{kind: "team:", day: period, team: t.TeamID}, spent)
+		rows.add(rowKey{kind: "team:", day: rows.period(t.CreatedAt, t.BudgetDuration, at), team: t.TeamID}, spent)
 	}
 	return rows.since(from), nil
 }
@@ -575,6 +574,7 @@ func (c *Counter) addsOf(ctx context.Context, rows *rowKeys, ev *logevent.Event)
 type rowKeys struct {
 	lastDay  int64 // unix day of lastName; valid when lastName is set
 	lastName string
+	periods  map[int64]string // budget periods' names (Period) by number
 	keys     map[rowKey]int32    // the record's row by its parts
 	rows     map[store.Key]int32 // the rows by record
 	recs     []store.Key         // the records by row
@@ -604,6 +604,24 @@ func (r *rowKeys) day(at time.Time) string {
 		r.lastDay, r.lastName = d, at.UTC().Format(time.DateOnly)
 	}
 	return r.lastName
+}
+
+// period is the name of the budget period of t (Period), each named once a
+// flush: Period allocates its end and, past 99, its name.
+func (r *rowKeys) period(created time.Time, duration string, t time.Time) string {
+	k, d := periodIndex(created, duration, t)
+	if d == 0 {
+		return "all"
+	}
+	name, ok := r.periods[k]
+	if !ok {
+		if r.periods == nil {
+			r.periods = map[int64]string{}
+		}
+		name = strconv.FormatInt(k, 10)
+		r.periods[k] = name
+	}
+	return name
 }
 
 // add appends d, added to the record of k, to the deltas.
