@@ -574,7 +574,7 @@ func (c *Counter) addsOf(ctx context.Context, rows *rowKeys, ev *logevent.Event)
 type rowKeys struct {
 	lastDay  int64 // unix day of lastName; valid when lastName is set
 	lastName string
-	periods  map[int64]string // budget periods' names (Period) by number
+	periods  map[int64]string    // budget periods' names (Period) by number
 	keys     map[rowKey]int32    // the record's row by its parts
 	rows     map[store.Key]int32 // the rows by record
 	recs     []store.Key         // the records by row
