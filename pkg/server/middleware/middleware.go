@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/ctxvalue"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/metrics"
 	"github.com/sluice-gateway/sluice/pkg/spend"
@@ -95,18 +96,21 @@ func (c *Chain) Wrap(rule Rule, h HandlerFunc, await bool) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The request's context is built whole, then the request copied
-		// once: each WithContext copies the whole request.
-		ctx := api.Start(r.Context(), w)
+		// once: each WithContext copies the whole request. Its layers
+		// and writer are one allocation.
+		st := &requestState{}
+		ctx := st.call.Start(r.Context(), w)
 		var pending *logevent.Pending
 		if rule.Publishes {
-			ctx, pending = logevent.Deferred(ctx)
+			ctx, pending = logevent.DeferredIn(&st.pending, ctx)
 		}
 		var span trace.Span
 		if c.deps.Tracer.On() {
 			ctx, span = c.deps.Tracer.StartRequest(ctx, r, rule.Pattern)
 		}
-		tw := &trackingWriter{ResponseWriter: w, ctx: ctx, overhead: -1}
-		ctx, err := c.authorize(ctx, rule, r)
+		st.tw = trackingWriter{ResponseWriter: w, ctx: ctx, overhead: -1}
+		tw := &st.tw
+		ctx, err := c.authorize(ctx, rule, r, &st.principal)
 		refused := err
 		r = r.WithContext(ctx)
 		if err == nil {
@@ -141,12 +145,22 @@ func (c *Chain) Wrap(rule Rule, h HandlerFunc, await bool) http.Handler {
 	})
 }
 
+// requestState is what Wrap makes a request, in one allocation: its
+// context's layers (the request's id and clock, the pending log events,
+// the principal) and its tracking writer.
+type requestState struct {
+	call      api.Call
+	pending   ctxvalue.Layer[logevent.Pending]
+	principal ctxvalue.Layer[auth.Principal]
+	tw        trackingWriter
+}
+
 // authorize finds the caller's key in r, resolves it to a principal stored
-// in the returned context (ctx, r's own), checks the route's access rule, and
-// admits the request against the key's and team's rpm/tpm limits (429) —
-// before the handler reads a byte of the body, so a caller over its limits
-// costs no more.
-func (c *Chain) authorize(ctx context.Context, rule Rule, r *http.Request) (context.Context, error) {
+// in the returned context (ctx, r's own) by layer, checks the route's
+// access rule, and admits the request against the key's and team's rpm/tpm
+// limits (429) — before the handler reads a byte of the body, so a caller
+// over its limits costs no more.
+func (c *Chain) authorize(ctx context.Context, rule Rule, r *http.Request, layer *ctxvalue.Layer[auth.Principal]) (context.Context, error) {
 	if rule.Access == Public {
 		return ctx, nil
 	}
@@ -167,7 +181,7 @@ func (c *Chain) authorize(ctx context.Context, rule Rule, r *http.Request) (cont
 			return ctx, err
 		}
 	}
-	return auth.WithPrincipal(ctx, p), nil
+	return auth.WithPrincipalIn(layer, ctx, p), nil
 }
 
 // record measures a request that ended with err (nil: answered by the
