@@ -157,12 +157,14 @@ func Start(ctx context.Context, w http.ResponseWriter) context.Context {
 
 // Call is the context layer Start adds, for a caller that allocates an
 // object per request anyway (the middleware's) and holds it there: one
-// allocation a request fewer. A Call is started once.
-type Call struct{ r request }
+// allocation a request fewer. A Call is started once. An object that
+// embeds it is a context layer itself, whose Value must defer to the
+// Call's for the keys it does not answer.
+type Call struct{ request }
 
 // Start is the package's Start, with c as the layer.
 func (c *Call) Start(ctx context.Context, w http.ResponseWriter) context.Context {
-	r := &c.r
+	r := &c.request
 	r.Context, r.id = ctx, NewRequestID()
 	r.own.start = time.Now()
 	r.timing = &r.own

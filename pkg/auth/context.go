@@ -12,14 +12,6 @@ func WithPrincipal(ctx context.Context, p Principal) context.Context {
 	return ctx
 }
 
-// WithPrincipalIn is WithPrincipal with l as its context layer, for a
-// caller that holds l in an object of its own (the middleware's
-// per-request state).
-func WithPrincipalIn(l *ctxvalue.Layer[Principal], ctx context.Context, p Principal) context.Context {
-	ctx, _ = l.Wrap(ctx, p)
-	return ctx
-}
-
 // FromContext returns the principal the request acts as. Routes that require
 // a key always have one; public routes get the zero Principal.
 func FromContext(ctx context.Context) Principal {

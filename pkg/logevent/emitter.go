@@ -596,12 +596,6 @@ func Deferred(ctx context.Context) (_ context.Context, p *Pending) {
 	return ctxvalue.With(ctx, Pending{})
 }
 
-// DeferredIn is Deferred with l as its context layer, for a caller that
-// holds l in an object of its own (the middleware's per-request state).
-func DeferredIn(l *ctxvalue.Layer[Pending], ctx context.Context) (_ context.Context, p *Pending) {
-	return l.Wrap(ctx, Pending{})
-}
-
 // Collect returns ctx under which Emit only collects events: p.Wait
 // publishes them all in one publish (StartAll) and waits for it. A caller
 // that makes many calls at once — the lines of a batch — emits them in a

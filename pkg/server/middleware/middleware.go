@@ -99,10 +99,11 @@ func (c *Chain) Wrap(rule Rule, h HandlerFunc, await bool) http.Handler {
 		// once: each WithContext copies the whole request. Its layers
 		// and writer are one allocation.
 		st := &requestState{}
-		ctx := st.call.Start(r.Context(), w)
+		st.Start(r.Context(), w)
+		var ctx context.Context = st
 		var pending *logevent.Pending
 		if rule.Publishes {
-			ctx, pending = logevent.DeferredIn(&st.pending, ctx)
+			st.publishes, pending = true, &st.pending
 		}
 		var span trace.Span
 		if c.deps.Tracer.On() {
@@ -110,7 +111,7 @@ func (c *Chain) Wrap(rule Rule, h HandlerFunc, await bool) http.Handler {
 		}
 		st.tw = trackingWriter{ResponseWriter: w, ctx: ctx, overhead: -1}
 		tw := &st.tw
-		ctx, err := c.authorize(ctx, rule, r, &st.principal)
+		ctx, err := c.authorize(ctx, rule, r, st)
 		refused := err
 		r = r.WithContext(ctx)
 		if err == nil {
@@ -146,21 +147,36 @@ func (c *Chain) Wrap(rule Rule, h HandlerFunc, await bool) http.Handler {
 }
 
 // requestState is what Wrap makes a request, in one allocation: its
-// context's layers (the request's id and clock, the pending log events,
-// the principal) and its tracking writer.
+// context's one layer of sluice's own, carrying the request's id and clock
+// (api.Call), its pending log events (as logevent.Deferred's layer: a zero
+// Pending is a deferred one) and its principal (as auth.WithPrincipal's),
+// and its tracking writer. A layer each would be an allocation each, and a
+// step each of every context lookup the call makes.
 type requestState struct {
-	call      api.Call
-	pending   ctxvalue.Layer[logevent.Pending]
-	principal ctxvalue.Layer[auth.Principal]
+	api.Call
+	publishes bool // pending is carried
+	authed    bool // principal is carried: set once, before the handler runs
+	pending   logevent.Pending
+	principal auth.Principal
 	tw        trackingWriter
 }
 
+func (s *requestState) Value(k any) any {
+	switch {
+	case s.publishes && ctxvalue.Is[logevent.Pending](k):
+		return &s.pending
+	case s.authed && ctxvalue.Is[auth.Principal](k):
+		return &s.principal
+	}
+	return s.Call.Value(k)
+}
+
 // authorize finds the caller's key in r, resolves it to a principal stored
-// in the returned context (ctx, r's own) by layer, checks the route's
-// access rule, and admits the request against the key's and team's rpm/tpm
-// limits (429) — before the handler reads a byte of the body, so a caller
-// over its limits costs no more.
-func (c *Chain) authorize(ctx context.Context, rule Rule, r *http.Request, layer *ctxvalue.Layer[auth.Principal]) (context.Context, error) {
+// in st (the layer under ctx, r's own), checks the route's access rule, and
+// admits the request against the key's and team's rpm/tpm limits (429) —
+// before the handler reads a byte of the body, so a caller over its limits
+// costs no more.
+func (c *Chain) authorize(ctx context.Context, rule Rule, r *http.Request, st *requestState) (context.Context, error) {
 	if rule.Access == Public {
 		return ctx, nil
 	}
@@ -181,7 +197,8 @@ func (c *Chain) authorize(ctx context.Context, rule Rule, r *http.Request, layer
 			return ctx, err
 		}
 	}
-	return auth.WithPrincipalIn(layer, ctx, p), nil
+	st.principal, st.authed = p, true
+	return ctx, nil
 }
 
 // record measures a request that ended with err (nil: answered by the
