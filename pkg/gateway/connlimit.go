@@ -124,11 +124,65 @@ func (l *connLimiter) wake() {
 func (l *connLimiter) underPressure() bool { return 2*l.count.Load() > int64(l.max) }
 
 // limitedConn gives its slot back when it closes (net/http may close twice).
+//
+// Its read deadline is put on the socket when a read begins, not when it is
+// set: net/http sets one five to seven times a request (keep-alive, header
+// timeout, cleared, the body guard's, cleared for its background read,
+// aborting that read, cleared), each a runtime timer operation, while the
+// socket is read twice (the next request, headers and body at once; the
+// background read). A deadline set while a read waits applies at once, so a
+// read in progress is cut as before.
 type limitedConn struct {
 	net.Conn
 	l         *connLimiter
 	idleSince atomic.Int64 // Unix nanoseconds; 0 while serving a request
 	once      sync.Once
+
+	dl      sync.Mutex // orders want, applied and the start of reads
+	want    time.Time  // the read deadline last set
+	applied time.Time  // the read deadline the socket has
+	reading atomic.Int32
+}
+
+func (c *limitedConn) Read(p []byte) (int, error) {
+	c.dl.Lock()
+	if !c.want.Equal(c.applied) {
+		if err := c.Conn.SetReadDeadline(c.want); err != nil {
+			c.dl.Unlock()
+			return 0, err
+		}
+		c.applied = c.want
+	}
+	// Counted under dl, so a deadline set from now on applies at once.
+	c.reading.Add(1)
+	c.dl.Unlock()
+	n, err := c.Conn.Read(p)
+	c.reading.Add(-1)
+	return n, err
+}
+
+// setReadDeadline records t, and puts it on the socket now if a read is
+// in progress (else the next read does).
+func (c *limitedConn) setReadDeadline(t time.Time) error {
+	c.dl.Lock()
+	defer c.dl.Unlock()
+	c.want = t
+	if c.reading.Load() == 0 || t.Equal(c.applied) {
+		return nil
+	}
+	if err := c.Conn.SetReadDeadline(t); err != nil {
+		return err
+	}
+	c.applied = t
+	return nil
+}
+
+// SetDeadline sets both deadlines, the read one as SetReadDeadline does.
+func (c *limitedConn) SetDeadline(t time.Time) error {
+	if err := c.Conn.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	return c.setReadDeadline(t)
 }
 
 func (c *limitedConn) Close() error {
@@ -154,5 +208,5 @@ func (c *limitedConn) SetReadDeadline(t time.Time) error {
 			t = limit
 		}
 	}
-	return c.Conn.SetReadDeadline(t)
+	return c.setReadDeadline(t)
 }

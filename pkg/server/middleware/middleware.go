@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/ctxvalue"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/metrics"
 	"github.com/sluice-gateway/sluice/pkg/spend"
@@ -95,18 +96,22 @@ func (c *Chain) Wrap(rule Rule, h HandlerFunc, await bool) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The request's context is built whole, then the request copied
-		// once: each WithContext copies the whole request.
-		ctx := api.Start(r.Context(), w)
+		// once: each WithContext copies the whole request. Its layers
+		// and writer are one allocation.
+		st := &requestState{}
+		st.Start(r.Context(), w)
+		var ctx context.Context = st
 		var pending *logevent.Pending
 		if rule.Publishes {
-			ctx, pending = logevent.Deferred(ctx)
+			st.publishes, pending = true, &st.pending
 		}
 		var span trace.Span
 		if c.deps.Tracer.On() {
 			ctx, span = c.deps.Tracer.StartRequest(ctx, r, rule.Pattern)
 		}
-		tw := &trackingWriter{ResponseWriter: w, ctx: ctx, overhead: -1}
-		ctx, err := c.authorize(ctx, rule, r)
+		st.tw = trackingWriter{ResponseWriter: w, ctx: ctx, overhead: -1}
+		tw := &st.tw
+		ctx, err := c.authorize(ctx, rule, r, st)
 		refused := err
 		r = r.WithContext(ctx)
 		if err == nil {
@@ -141,12 +146,37 @@ func (c *Chain) Wrap(rule Rule, h HandlerFunc, await bool) http.Handler {
 	})
 }
 
+// requestState is what Wrap makes a request, in one allocation: its
+// context's one layer of sluice's own, carrying the request's id and clock
+// (api.Call), its pending log events (as logevent.Deferred's layer: a zero
+// Pending is a deferred one) and its principal (as auth.WithPrincipal's),
+// and its tracking writer. A layer each would be an allocation each, and a
+// step each of every context lookup the call makes.
+type requestState struct {
+	api.Call
+	publishes bool // pending is carried
+	authed    bool // principal is carried: set once, before the handler runs
+	pending   logevent.Pending
+	principal auth.Principal
+	tw        trackingWriter
+}
+
+func (s *requestState) Value(k any) any {
+	switch {
+	case s.publishes && ctxvalue.Is[logevent.Pending](k):
+		return &s.pending
+	case s.authed && ctxvalue.Is[auth.Principal](k):
+		return &s.principal
+	}
+	return s.Call.Value(k)
+}
+
 // authorize finds the caller's key in r, resolves it to a principal stored
-// in the returned context (ctx, r's own), checks the route's access rule, and
+// in st (the layer under ctx, r's own), checks the route's access rule, and
 // admits the request against the key's and team's rpm/tpm limits (429) —
 // before the handler reads a byte of the body, so a caller over its limits
 // costs no more.
-func (c *Chain) authorize(ctx context.Context, rule Rule, r *http.Request) (context.Context, error) {
+func (c *Chain) authorize(ctx context.Context, rule Rule, r *http.Request, st *requestState) (context.Context, error) {
 	if rule.Access == Public {
 		return ctx, nil
 	}
@@ -167,7 +197,8 @@ func (c *Chain) authorize(ctx context.Context, rule Rule, r *http.Request) (cont
 			return ctx, err
 		}
 	}
-	return auth.WithPrincipal(ctx, p), nil
+	st.principal, st.authed = p, true
+	return ctx, nil
 }
 
 // record measures a request that ended with err (nil: answered by the
