@@ -74,9 +74,22 @@ type usageJSON struct {
 }
 
 func (u *usageJSON) decode(v []byte) bool {
-	// Both schemas' fields in one list on the stack, not a third slice.
-	var buf [16]jsonscan.CountField
-	return jsonscan.Counts(v, append(append(buf[:0], u.Usage.Fields()...), u.ConverseUsage.Fields()...))
+	// Both schemas' fields in one list on the stack, written out: the
+	// vendors' Fields (bedrock's by reflection) would move u to the heap on
+	// every answer. TestUsageJSONFields holds the list to theirs.
+	a, b := &u.Usage, &u.ConverseUsage
+	fields := [...]jsonscan.CountField{
+		{Name: "input_tokens", Dst: &a.InputTokens},
+		{Name: "output_tokens", Dst: &a.OutputTokens},
+		{Name: "cache_creation_input_tokens", Dst: &a.CacheCreationInputTokens},
+		{Name: "cache_read_input_tokens", Dst: &a.CacheReadInputTokens},
+		{Name: "inputTokens", Dst: &b.InputTokens},
+		{Name: "outputTokens", Dst: &b.OutputTokens},
+		{Name: "totalTokens", Dst: &b.TotalTokens},
+		{Name: "cacheReadInputTokens", Dst: &b.CacheReadInputTokens},
+		{Name: "cacheWriteInputTokens", Dst: &b.CacheWriteInputTokens},
+	}
+	return jsonscan.Counts(v, fields[:])
 }
 
 // geminiUsageJSON is Gemini's and Vertex AI's usageMetadata.
@@ -388,70 +401,71 @@ func (m *jsonMeter) readWhole(c *counts, doc []byte) {
 	readFound(c, &f)
 }
 
-// readFound adds to c the usage objects and the model f finds.
+// readFound adds to c the usage objects and the model f finds. Each kind
+// is decoded into a variable of its own (kept across the occurrences
+// tried): Anthropic's and Bedrock Converse's usage and the model on the
+// stack; Gemini's usage and Bedrock's metrics, whose schema decoders
+// (reflection) move what they decode into to the heap, allocated only when
+// the answer holds one.
 func readFound(c *counts, f *meterFinds) {
-	var d decoded
-	if f.decode(keyUsage, &d) {
-		c.addUsage(&d.usage)
+	var u usageJSON
+	if f.decode(keyUsage, u.decode) {
+		c.addUsage(&u)
 	}
-	if f.decode(keyUsageMetadata, &d) {
-		c.addGemini(&d.gemini)
+	var g *geminiUsageJSON
+	if f.decode(keyUsageMetadata, func(v []byte) bool {
+		if g == nil {
+			g = new(geminiUsageJSON)
+		}
+		return g.Decode(v)
+	}) {
+		c.addGemini(g)
 	}
-	if f.decode(keyInvocationMetrics, &d) {
-		c.addMetrics(&d.metrics)
+	var m *metricsJSON
+	if f.decode(keyInvocationMetrics, func(v []byte) bool {
+		if m == nil {
+			m = new(metricsJSON)
+		}
+		return m.Decode(v)
+	}) {
+		c.addMetrics(m)
 	}
-	if f.decode(keyModel, &d) || f.decode(keyModelVersion, &d) {
-		c.setModel(d.model)
+	var model string
+	decodeModel := func(v []byte) bool {
+		s, err := jsonscan.String(v)
+		if err == nil {
+			model = s
+		}
+		return err == nil
+	}
+	if f.decode(keyModel, decodeModel) || f.decode(keyModelVersion, decodeModel) {
+		c.setModel(model)
 	}
 }
 
 // meterFinds finds the values of the meter's keys in a JSON answer: among
 // its top-level members when it was whole and valid, else by searching
 // the text it kept — the first "model" in its head, the last of every other
-// key in its tail. (Concrete types and a switch, not closures: this runs on
-// every call and allocated seven times.)
+// key in its tail. (Concrete types; the decoders it is handed are closures
+// that do not escape: this runs on every call, and closures stored or
+// returned allocated seven times.)
 type meterFinds struct {
 	members    [meterKeyCount][]byte
 	whole      bool
 	head, tail []byte
 }
 
-// decode decodes into d the value of key k, and reports whether it found
-// one that decoded.
-func (f *meterFinds) decode(k meterKey, d *decoded) bool {
+// decode hands decode the value of key k, and reports whether it found one
+// that decoded.
+func (f *meterFinds) decode(k meterKey, decode func([]byte) bool) bool {
 	if f.whole {
 		v := f.members[k]
-		return v != nil && d.decode(k, v)
+		return v != nil && decode(v)
 	}
 	if k == keyModel {
-		return decodeAfterKey(f.head, k, d, false)
+		return decodeAfterKey(f.head, k, decode, false)
 	}
-	return decodeAfterKey(f.tail, k, d, true)
-}
-
-// decoded is what the meter decoded of an answer's values.
-type decoded struct {
-	usage   usageJSON
-	gemini  geminiUsageJSON
-	metrics metricsJSON
-	model   string
-}
-
-func (d *decoded) decode(k meterKey, v []byte) bool {
-	switch k {
-	case keyUsage:
-		return d.usage.decode(v)
-	case keyUsageMetadata:
-		return d.gemini.Decode(v)
-	case keyInvocationMetrics:
-		return d.metrics.Decode(v)
-	}
-	m, err := jsonscan.String(v)
-	if err != nil {
-		return false
-	}
-	d.model = m
-	return true
+	return decodeAfterKey(f.tail, k, decode, true)
 }
 
 // topLevel sets members to the values of the meter's keys among the
@@ -501,10 +515,9 @@ var meterKeys = [meterKeyCount][]byte{
 	keyModelVersion:      []byte(`"modelVersion"`),
 }
 
-// decodeAfterKey decodes into d the value of the last (or first) occurrence
-// of key — a quoted JSON key, not text inside a string — in data that
-// decodes.
-func decodeAfterKey(data []byte, key meterKey, d *decoded, last bool) bool {
+// decodeAfterKey hands decode the value of the last (or first) occurrence
+// of key — a quoted JSON key, not text inside a string — until one decodes.
+func decodeAfterKey(data []byte, key meterKey, decode func([]byte) bool, last bool) bool {
 	k := meterKeys[key]
 	lo, hi := 0, len(data)
 	for {
@@ -535,7 +548,7 @@ func decodeAfterKey(data []byte, key meterKey, d *decoded, last bool) bool {
 			continue
 		}
 		value := bytes.TrimLeft(rest[1:], " \t\r\n")
-		if n := valueEnd(value); n > 0 && d.decode(key, value[:n]) {
+		if n := valueEnd(value); n > 0 && decode(value[:n]) {
 			return true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -353,6 +354,29 @@ func BenchmarkJSONMeterWhole(b *testing.B) {
 		m.finish(&c)
 		if c.input != 120 || c.output != 3 || c.model != "claude-sonnet-4-5" {
 			b.Fatalf("counts %+v", c)
+		}
+	}
+}
+
+// TestUsageJSONFields holds usageJSON's written-out field list to the
+// vendors' own: the same names, reaching the same counts.
+func TestUsageJSONFields(t *testing.T) {
+	var u usageJSON
+	want := append(u.Usage.Fields(), u.ConverseUsage.Fields()...)
+	doc := []byte("{")
+	for i, f := range want {
+		if i > 0 {
+			doc = append(doc, ',')
+		}
+		doc = fmt.Appendf(doc, "%q:%d", f.Name, i+1)
+	}
+	doc = append(doc, '}')
+	if !u.decode(doc) {
+		t.Fatalf("decode(%s) failed", doc)
+	}
+	for i, f := range want {
+		if *f.Dst != int64(i+1) {
+			t.Errorf("%s = %d, want %d (doc %s)", f.Name, *f.Dst, i+1, doc)
 		}
 	}
 }
