@@ -184,7 +184,12 @@ func (c *counts) add(p *payloadJSON) {
 				}
 			}
 		case '"':
-			json.Unmarshal(p.Message, &c.errMessage)
+			// Into a string of its own: &c.errMessage would move the
+			// call's counts to the heap on every call.
+			var msg string
+			if json.Unmarshal(p.Message, &msg) == nil {
+				c.errMessage = msg
+			}
 		}
 	}
 	if len(p.Error) > 0 && p.Error[0] == '{' {
@@ -208,10 +213,12 @@ func (c *counts) addHeaders(h http.Header) {
 
 // meter watches an answer go by and extracts its usage, holding a bounded
 // amount of it whatever the answer's size. It never changes or delays the
-// bytes relayed.
+// bytes relayed. finish takes and returns the counts by value: a pointer
+// handed to an interface method escapes, and the call's counts live on
+// serve's stack.
 type meter interface {
 	observe(p []byte)
-	finish(c *counts)
+	finish(c counts) counts
 }
 
 // Content types of streamed answers.
@@ -236,28 +243,40 @@ func mediaType(ct string) string {
 }
 
 // newMeter picks the meter for an answer's media type; failed marks an
-// error status. A JSON answer's meter is json, when not nil (the call's
-// own: one allocation less).
-func newMeter(mt string, contentLength int64, failed bool, json *jsonMeter) meter {
+// error status.
+func newMeter(mt string, contentLength int64, failed bool) meter {
 	switch {
 	case mt == contentSSE:
 		return newSSEMeter()
 	case mt == contentEventStream:
 		return &eventStreamMeter{dec: eventstream.NewDecoder()}
-	case mt == contentJSON || strings.HasSuffix(mt, "+json"):
-		if json == nil {
-			json = new(jsonMeter)
-		}
-		*json = jsonMeter{failed: failed, length: contentLength}
-		return json
+	case isJSON(mt):
+		return &jsonMeter{failed: failed, length: contentLength}
 	}
 	return nopMeter{}
+}
+
+func isJSON(mt string) bool { return mt == contentJSON || strings.HasSuffix(mt, "+json") }
+
+// meterWhole adds to c the usage of a whole successful answer of media
+// type mt. A JSON answer's meter is used directly, not through the meter
+// interface, which would move it to the heap on every call.
+func meterWhole(mt string, body []byte, c *counts) {
+	if isJSON(mt) {
+		m := jsonMeter{length: int64(len(body))}
+		m.observe(body)
+		*c = m.finish(*c)
+		return
+	}
+	m := newMeter(mt, int64(len(body)), false)
+	m.observe(body)
+	*c = m.finish(*c)
 }
 
 type nopMeter struct{}
 
 func (nopMeter) observe([]byte) {}
-func (nopMeter) finish(*counts) {}
+func (nopMeter) finish(c counts) counts { return c }
 
 // sseMeter reads server-sent events (Anthropic, and Gemini / Vertex AI with
 // alt=sse) with an sse.Parser. It keeps only the last event data of each
@@ -315,13 +334,14 @@ func (m *sseMeter) classify(ev sse.Event) {
 	}
 }
 
-func (m *sseMeter) finish(c *counts) {
+func (m *sseMeter) finish(c counts) counts {
 	m.parser.End() // a cut stream's last event still counts
 	for _, data := range m.keep {
 		if len(data) > 0 {
 			c.addJSON(data)
 		}
 	}
+	return c
 }
 
 // jsonMeter reads a JSON answer: whole when it is small (the usual case),
@@ -379,15 +399,16 @@ func (m *jsonMeter) observe(p []byte) {
 // costs a fraction of decoding the whole answer. The four providers put the
 // top-level usage object after the content, so the last occurrence of its
 // key is the top-level one, and the first "model" is the top-level model.
-func (m *jsonMeter) finish(c *counts) {
+func (m *jsonMeter) finish(c counts) counts {
 	switch {
 	case m.inRead:
 		c.merge(&m.read)
 	case m.overflow:
-		readFound(c, &meterFinds{head: m.head, tail: m.tail})
+		readFound(&c, &meterFinds{head: m.head, tail: m.tail})
 	default:
-		m.readWhole(c, m.head)
+		m.readWhole(&c, m.head)
 	}
+	return c
 }
 
 // readWhole reads the usage of a whole answer.
@@ -696,7 +717,7 @@ func (m *eventStreamMeter) frame(f []byte) {
 	}
 }
 
-func (m *eventStreamMeter) finish(c *counts) {
+func (m *eventStreamMeter) finish(c counts) counts {
 	if len(m.metadata) > 0 {
 		c.addJSON(m.metadata)
 	}
@@ -711,6 +732,7 @@ func (m *eventStreamMeter) finish(c *counts) {
 	if m.failure != "" {
 		c.failure = m.failure
 	}
+	return c
 }
 
 // joinNonEmpty joins the non-empty strings with single spaces.

@@ -85,7 +85,7 @@ func invokeStream(t testing.TB) []byte {
 // length (-1: none).
 func feed(mt string, data []byte, sizes []int, length int64) counts {
 	// Bodies with an error in them are metered as the error answers they are.
-	m := newMeter(mt, length, bytes.Contains(data, []byte(`"error"`)), nil)
+	m := newMeter(mt, length, bytes.Contains(data, []byte(`"error"`)))
 	for i := 0; len(data) > 0; i++ {
 		n := len(data)
 		if len(sizes) > 0 {
@@ -94,9 +94,7 @@ func feed(mt string, data []byte, sizes []int, length int64) counts {
 		m.observe(data[:n])
 		data = data[n:]
 	}
-	var c counts
-	m.finish(&c)
-	return c
+	return m.finish(counts{})
 }
 
 func TestMeters(t *testing.T) {
@@ -182,7 +180,7 @@ func TestMetersHoldBoundedMemory(t *testing.T) {
 			t.Errorf("sse meter keeps %d bytes of kind %d", cap(kept), kind)
 		}
 	}
-	js := newMeter(contentJSON, -1, false, nil).(*jsonMeter)
+	js := newMeter(contentJSON, -1, false).(*jsonMeter)
 	chunk := bytes.Repeat([]byte("y"), copyBufferSize)
 	for range 200 { // 6.4 MB
 		js.observe(chunk)
@@ -328,14 +326,13 @@ func TestJSONMeterReadsTopLevelMembers(t *testing.T) {
 func TestJSONMeterReadsAOneReadAnswerInPlace(t *testing.T) {
 	answer := []byte(`{"model":"claude-haiku-4-5","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":10,"output_tokens":3}}`)
 	buf := bytes.Clone(answer)
-	m := newMeter(contentJSON, int64(len(buf)), false, nil).(*jsonMeter)
+	m := newMeter(contentJSON, int64(len(buf)), false).(*jsonMeter)
 	m.observe(buf)
 	clear(buf) // the relay's next read
 	if m.head != nil {
 		t.Errorf("the meter copied the answer (%d bytes)", len(m.head))
 	}
-	var c counts
-	m.finish(&c)
+	c := m.finish(counts{})
 	if diff := cmp.Diff(usage(10, 3, 13), c.usage()); diff != "" || c.model != "claude-haiku-4-5" {
 		t.Errorf("usage (-want +got):\n%s model %q", diff, c.model)
 	}
@@ -345,13 +342,10 @@ func TestJSONMeterReadsAOneReadAnswerInPlace(t *testing.T) {
 // relay's answerWhole does on every non-streamed call.
 func BenchmarkJSONMeterWhole(b *testing.B) {
 	answer := []byte(`{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hello."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":120,"output_tokens":3}}`)
-	var jm jsonMeter
 	b.ReportAllocs()
 	for b.Loop() {
 		var c counts
-		m := newMeter(contentJSON, int64(len(answer)), false, &jm)
-		m.observe(answer)
-		m.finish(&c)
+		meterWhole(contentJSON, answer, &c)
 		if c.input != 120 || c.output != 3 || c.model != "claude-sonnet-4-5" {
 			b.Fatalf("counts %+v", c)
 		}
