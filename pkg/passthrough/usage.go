@@ -275,7 +275,7 @@ func meterWhole(mt string, body []byte, c *counts) {
 
 type nopMeter struct{}
 
-func (nopMeter) observe([]byte) {}
+func (nopMeter) observe([]byte)         {}
 func (nopMeter) finish(c counts) counts { return c }
 
 // sseMeter reads server-sent events (Anthropic, and Gemini / Vertex AI with
