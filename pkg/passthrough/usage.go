@@ -259,13 +259,12 @@ func newMeter(mt string, contentLength int64, failed bool) meter {
 func isJSON(mt string) bool { return mt == contentJSON || strings.HasSuffix(mt, "+json") }
 
 // meterWhole adds to c the usage of a whole successful answer of media
-// type mt. A JSON answer's meter is used directly, not through the meter
-// interface, which would move it to the heap on every call.
+// type mt. A JSON answer is read directly, as its meter would read it, not
+// through the meter interface, which would move the meter to the heap on
+// every call.
 func meterWhole(mt string, body []byte, c *counts) {
 	if isJSON(mt) {
-		m := jsonMeter{length: int64(len(body))}
-		m.observe(body)
-		*c = m.finish(*c)
+		readWholeJSON(c, body, false) // what a jsonMeter does with it
 		return
 	}
 	m := newMeter(mt, int64(len(body)), false)
@@ -365,7 +364,7 @@ func (m *jsonMeter) observe(p []byte) {
 		return // nothing follows a declared length
 	}
 	if !m.overflow && len(m.head) == 0 && int64(len(p)) == m.length {
-		m.readWhole(&m.read, p)
+		readWholeJSON(&m.read, p, m.failed)
 		m.inRead = true
 		return
 	}
@@ -406,14 +405,15 @@ func (m *jsonMeter) finish(c counts) counts {
 	case m.overflow:
 		readFound(&c, &meterFinds{head: m.head, tail: m.tail})
 	default:
-		m.readWhole(&c, m.head)
+		readWholeJSON(&c, m.head, m.failed)
 	}
 	return c
 }
 
-// readWhole reads the usage of a whole answer.
-func (m *jsonMeter) readWhole(c *counts, doc []byte) {
-	if m.failed {
+// readWholeJSON reads the usage of a whole JSON answer; failed marks an
+// error status.
+func readWholeJSON(c *counts, doc []byte, failed bool) {
+	if failed {
 		c.addJSON(doc)
 		return
 	}

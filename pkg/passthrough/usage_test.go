@@ -206,6 +206,15 @@ func FuzzMeters(f *testing.F) {
 				t.Fatalf("%s: negative usage %+v", mt, u)
 			}
 		}
+		// A whole answer read directly (answerWhole) counts as its meter does.
+		m := newMeter(contentJSON, int64(len(data)), false)
+		m.observe(data)
+		want := m.finish(counts{})
+		var got counts
+		meterWhole(contentJSON, data, &got)
+		if got != want {
+			t.Fatalf("meterWhole %+v, meter %+v", got, want)
+		}
 		es := &eventStreamMeter{dec: eventstream.NewDecoder()}
 		es.observe(data)
 		if len(es.buf) > maxFrame {
