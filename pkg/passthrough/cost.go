@@ -58,17 +58,14 @@ func (s *Service) answerWhole(w http.ResponseWriter, r *http.Request, ctx contex
 			break
 		}
 	}
-	m := newMeter(mt, resp.ContentLength, false, &c.json)
-	m.observe(body)
-	m.finish(&c.counts)
+	meterWhole(mt, body, &c.counts)
 
 	h := w.Header()
 	copyResponseHeader(h, resp.Header, c.secrets)
 	// Only sluice's own cost: never an upstream's header of that name.
 	delete(h, costHeaderKey)
 	if cost, ok := s.quote(r.Context(), c); ok {
-		c.costHeader[0] = strconv.FormatFloat(cost, 'g', -1, 64)
-		h[costHeaderKey] = c.costHeader[:1:1] // the call's own slice
+		h[costHeaderKey] = []string{strconv.FormatFloat(cost, 'g', -1, 64)}
 	}
 	c.status = resp.StatusCode
 	w.WriteHeader(resp.StatusCode)
@@ -96,10 +93,10 @@ func (s *Service) quote(ctx context.Context, c *call) (float64, bool) {
 // cost header's quote or by finish.
 func (c *call) logEvent(ctx context.Context) *logevent.Event {
 	if c.event == nil {
-		c.ev.Reset(ctx, c.principal, logevent.CallPassthrough)
-		c.event = &c.ev
+		c.event = new(callEvent)
+		c.event.ev.Reset(ctx, c.principal, logevent.CallPassthrough)
 	}
-	ev := c.event
+	ev := &c.event.ev
 	u := c.counts.usage()
 	ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = u.PromptTokens, u.CompletionTokens, u.TotalTokens
 	ev.CachedTokens = u.PromptTokensDetails.CachedTokens // priced at the cached-input price

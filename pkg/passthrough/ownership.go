@@ -360,6 +360,9 @@ func (s *Service) ownedItems(ctx context.Context, c *call, op objectOp, items []
 	errs := make([]error, len(items))
 	sem := make(chan struct{}, ownLookups)
 	var wg sync.WaitGroup
+	// The lookups capture copies: capturing c would move the call, on
+	// serve's stack, to the heap on every call.
+	provider, principal := c.provider, c.principal
 	for i, item := range items {
 		var fields map[string]json.RawMessage
 		var name string
@@ -373,8 +376,8 @@ func (s *Service) ownedItems(ctx context.Context, c *call, op objectOp, items []
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			team, err := s.owners.owner(ctx, c.provider, id)
-			mine[i], errs[i] = team != "" && c.principal.CanAccessTeam(team), err
+			team, err := s.owners.owner(ctx, provider, id)
+			mine[i], errs[i] = team != "" && principal.CanAccessTeam(team), err
 		})
 	}
 	wg.Wait()

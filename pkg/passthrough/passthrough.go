@@ -178,7 +178,10 @@ var (
 	errIdleTimeout = errors.New("passthrough: the upstream stopped sending")
 )
 
-// call is what one passthrough call did, for its log event.
+// call is what one passthrough call did, for its log event. It lives on
+// serve's stack: what outlives the call or is handed to another goroutine
+// — the log event (callEvent), the watchdog, a streamed body's limit — is
+// allocated apart, and only when the call needs it.
 type call struct {
 	provider  Provider
 	principal auth.Principal
@@ -191,26 +194,24 @@ type call struct {
 	start     time.Time
 	first     time.Time
 	counts    counts
-	secrets   *echoSet        // the credentials injected: never handed back
-	event     *logevent.Event // built early when the cost header needs it (logEvent)
-	fullPath  string          // the request's escaped path, when it names the provider's first prefix
+	secrets   *echoSet   // the credentials injected: never handed back
+	event     *callEvent // built early when the cost header needs it (logEvent)
+	fullPath  string     // the request's escaped path, when it names the provider's first prefix
+}
 
-	// What the call needs of its own, allocated with it (one allocation a
-	// call, not one each): its watchdog, its streamed body's limit, its log
-	// event and the event's exchange, its JSON answer's meter and its cost
-	// header's value.
-	watch      watchdog
-	limited    limitedBody
-	ev         logevent.Event
-	exchange   logevent.Passthrough
-	json       jsonMeter
-	costHeader [1]string
+// callEvent is a call's log event and the event's exchange, in one
+// allocation. The emitter holds it after the answer (until it is
+// published, or a deferred publish waits for it), so it holds nothing else
+// of the call: the call's other state dies with the request.
+type callEvent struct {
+	ev       logevent.Event
+	exchange logevent.Passthrough
 }
 
 func (s *Service) serve(w http.ResponseWriter, r *http.Request, p Provider) error {
-	c := &call{provider: p, principal: auth.FromContext(r.Context()), method: r.Method, start: time.Now()}
-	err := s.relay(w, r, c)
-	s.finish(r, c, err)
+	c := call{provider: p, principal: auth.FromContext(r.Context()), method: r.Method, start: time.Now()}
+	err := s.relay(w, r, &c)
+	s.finish(r, &c, err)
 	return err
 }
 
@@ -251,8 +252,7 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	watch := &c.watch
-	watch.start(cancel, s.opts.Timeout)
+	watch := startWatchdog(cancel, s.opts.Timeout)
 	defer watch.stop()
 
 	out := (&http.Request{
@@ -361,8 +361,7 @@ func (s *Service) requestBody(w http.ResponseWriter, r *http.Request, c *call, r
 		if r.ContentLength > s.opts.MaxBody {
 			return rb, api.TooLarge("The request body (%d bytes) is larger than the passthrough limit of %d bytes.", r.ContentLength, s.opts.MaxBody)
 		}
-		c.limited = limitedBody{r: r.Body, left: s.opts.MaxBody}
-		rb.limited = &c.limited
+		rb.limited = &limitedBody{r: r.Body, left: s.opts.MaxBody}
 		if r.ContentLength > 0 {
 			rb.limited.left, rb.limited.exact = r.ContentLength, true
 		}
@@ -467,8 +466,8 @@ func (s *Service) answer(w http.ResponseWriter, r *http.Request, ctx context.Con
 	copyResponseHeader(w.Header(), resp.Header, c.secrets)
 	c.status = resp.StatusCode
 	flush := c.streamed || resp.ContentLength < 0
-	m := newMeter(mt, resp.ContentLength, resp.StatusCode >= 400, &c.json)
-	defer m.finish(&c.counts)
+	m := newMeter(mt, resp.ContentLength, resp.StatusCode >= 400)
+	defer func() { c.counts = m.finish(c.counts) }()
 
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
@@ -538,8 +537,8 @@ func (s *Service) finish(r *http.Request, c *call, err error) {
 	if path == "" {
 		path = "/" + prefixes[c.provider][0] + c.path
 	}
-	c.exchange = logevent.Passthrough{Method: c.method, Path: path, StatusCode: status}
-	ev.Passthrough = &c.exchange
+	c.event.exchange = logevent.Passthrough{Method: c.method, Path: path, StatusCode: status}
+	ev.Passthrough = &c.event.exchange
 	first := c.first
 	if !c.streamed {
 		first = time.Time{}

@@ -55,9 +55,12 @@ func parseEndpoint(rest string) (endpoint, error) {
 			}
 			return endpoint{}, badPath(rest, "it has an empty segment ('//')")
 		}
-		dec, err := url.PathUnescape(seg)
-		if err != nil {
-			return endpoint{}, badPath(rest, "it has a malformed percent-escape")
+		dec := seg // without an escape, the segment is its own decoding
+		if strings.IndexByte(seg, '%') >= 0 {
+			var err error
+			if dec, err = url.PathUnescape(seg); err != nil {
+				return endpoint{}, badPath(rest, "it has a malformed percent-escape")
+			}
 		}
 		if reason := badSegment(dec); reason != "" {
 			return endpoint{}, badPath(rest, reason)
@@ -79,6 +82,12 @@ func badSegment(dec string) string {
 		case c == '\\':
 			return "it contains a backslash"
 		}
+	}
+	if strings.IndexByte(dec, '/') < 0 { // the usual segment: one part
+		if dec == "." || dec == ".." {
+			return "it contains a '.' or '..' segment"
+		}
+		return ""
 	}
 	// An encoded slash splits the segment once decoded: each part must be a
 	// plain name too.
@@ -139,7 +148,10 @@ func newURLBase(base *url.URL) urlBase {
 // apart decodes their join: an escape never spans the two.
 func (b *urlBase) join(escapedPath, rawQuery string) *url.URL {
 	ep := b.rawPath + escapedPath
-	p, err := url.PathUnescape(escapedPath)
+	p, err := escapedPath, error(nil) // without an escape, the path is its own decoding
+	if strings.IndexByte(escapedPath, '%') >= 0 {
+		p, err = url.PathUnescape(escapedPath)
+	}
 	switch {
 	case err != nil || !b.decodes:
 		// Both parts were validated; keep the raw form rather than guess.

@@ -263,6 +263,18 @@ func FuzzParseEndpoint(f *testing.F) {
 		if err != nil {
 			return
 		}
+		// The segments decode as url.PathUnescape decodes them, and each
+		// passes badSegment's reference: split at every decoded slash.
+		for i, raw := range ep.raw {
+			if want, _ := url.PathUnescape(raw); ep.segs[i] != want && raw != "" {
+				t.Fatalf("segment %q decoded to %q, want %q", raw, ep.segs[i], want)
+			}
+			for part := range strings.SplitSeq(ep.segs[i], "/") {
+				if part == "." || part == ".." || part == "" && ep.segs[i] != "" {
+					t.Fatalf("segment %q of %q passed", ep.segs[i], rest)
+				}
+			}
+		}
 		u := joinURL(base, ep.escaped, q)
 		if u.Scheme != "https" || u.Host != "upstream.example.com" {
 			t.Fatalf("re-aimed: %s", u)

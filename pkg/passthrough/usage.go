@@ -74,9 +74,22 @@ type usageJSON struct {
 }
 
 func (u *usageJSON) decode(v []byte) bool {
-	// Both schemas' fields in one list on the stack, not a third slice.
-	var buf [16]jsonscan.CountField
-	return jsonscan.Counts(v, append(append(buf[:0], u.Usage.Fields()...), u.ConverseUsage.Fields()...))
+	// Both schemas' fields in one list on the stack, written out: the
+	// vendors' Fields (bedrock's by reflection) would move u to the heap on
+	// every answer. TestUsageJSONFields holds the list to theirs.
+	a, b := &u.Usage, &u.ConverseUsage
+	fields := [...]jsonscan.CountField{
+		{Name: "input_tokens", Dst: &a.InputTokens},
+		{Name: "output_tokens", Dst: &a.OutputTokens},
+		{Name: "cache_creation_input_tokens", Dst: &a.CacheCreationInputTokens},
+		{Name: "cache_read_input_tokens", Dst: &a.CacheReadInputTokens},
+		{Name: "inputTokens", Dst: &b.InputTokens},
+		{Name: "outputTokens", Dst: &b.OutputTokens},
+		{Name: "totalTokens", Dst: &b.TotalTokens},
+		{Name: "cacheReadInputTokens", Dst: &b.CacheReadInputTokens},
+		{Name: "cacheWriteInputTokens", Dst: &b.CacheWriteInputTokens},
+	}
+	return jsonscan.Counts(v, fields[:])
 }
 
 // geminiUsageJSON is Gemini's and Vertex AI's usageMetadata.
@@ -171,7 +184,12 @@ func (c *counts) add(p *payloadJSON) {
 				}
 			}
 		case '"':
-			json.Unmarshal(p.Message, &c.errMessage)
+			// Into a string of its own: &c.errMessage would move the
+			// call's counts to the heap on every call.
+			var msg string
+			if json.Unmarshal(p.Message, &msg) == nil {
+				c.errMessage = msg
+			}
 		}
 	}
 	if len(p.Error) > 0 && p.Error[0] == '{' {
@@ -195,10 +213,12 @@ func (c *counts) addHeaders(h http.Header) {
 
 // meter watches an answer go by and extracts its usage, holding a bounded
 // amount of it whatever the answer's size. It never changes or delays the
-// bytes relayed.
+// bytes relayed. finish takes and returns the counts by value: a pointer
+// handed to an interface method escapes, and the call's counts live on
+// serve's stack.
 type meter interface {
 	observe(p []byte)
-	finish(c *counts)
+	finish(c counts) counts
 }
 
 // Content types of streamed answers.
@@ -223,28 +243,39 @@ func mediaType(ct string) string {
 }
 
 // newMeter picks the meter for an answer's media type; failed marks an
-// error status. A JSON answer's meter is json, when not nil (the call's
-// own: one allocation less).
-func newMeter(mt string, contentLength int64, failed bool, json *jsonMeter) meter {
+// error status.
+func newMeter(mt string, contentLength int64, failed bool) meter {
 	switch {
 	case mt == contentSSE:
 		return newSSEMeter()
 	case mt == contentEventStream:
 		return &eventStreamMeter{dec: eventstream.NewDecoder()}
-	case mt == contentJSON || strings.HasSuffix(mt, "+json"):
-		if json == nil {
-			json = new(jsonMeter)
-		}
-		*json = jsonMeter{failed: failed, length: contentLength}
-		return json
+	case isJSON(mt):
+		return &jsonMeter{failed: failed, length: contentLength}
 	}
 	return nopMeter{}
 }
 
+func isJSON(mt string) bool { return mt == contentJSON || strings.HasSuffix(mt, "+json") }
+
+// meterWhole adds to c the usage of a whole successful answer of media
+// type mt. A JSON answer is read directly, as its meter would read it, not
+// through the meter interface, which would move the meter to the heap on
+// every call.
+func meterWhole(mt string, body []byte, c *counts) {
+	if isJSON(mt) {
+		readWholeJSON(c, body, false) // what a jsonMeter does with it
+		return
+	}
+	m := newMeter(mt, int64(len(body)), false)
+	m.observe(body)
+	*c = m.finish(*c)
+}
+
 type nopMeter struct{}
 
-func (nopMeter) observe([]byte) {}
-func (nopMeter) finish(*counts) {}
+func (nopMeter) observe([]byte)         {}
+func (nopMeter) finish(c counts) counts { return c }
 
 // sseMeter reads server-sent events (Anthropic, and Gemini / Vertex AI with
 // alt=sse) with an sse.Parser. It keeps only the last event data of each
@@ -302,13 +333,14 @@ func (m *sseMeter) classify(ev sse.Event) {
 	}
 }
 
-func (m *sseMeter) finish(c *counts) {
+func (m *sseMeter) finish(c counts) counts {
 	m.parser.End() // a cut stream's last event still counts
 	for _, data := range m.keep {
 		if len(data) > 0 {
 			c.addJSON(data)
 		}
 	}
+	return c
 }
 
 // jsonMeter reads a JSON answer: whole when it is small (the usual case),
@@ -332,7 +364,7 @@ func (m *jsonMeter) observe(p []byte) {
 		return // nothing follows a declared length
 	}
 	if !m.overflow && len(m.head) == 0 && int64(len(p)) == m.length {
-		m.readWhole(&m.read, p)
+		readWholeJSON(&m.read, p, m.failed)
 		m.inRead = true
 		return
 	}
@@ -366,20 +398,22 @@ func (m *jsonMeter) observe(p []byte) {
 // costs a fraction of decoding the whole answer. The four providers put the
 // top-level usage object after the content, so the last occurrence of its
 // key is the top-level one, and the first "model" is the top-level model.
-func (m *jsonMeter) finish(c *counts) {
+func (m *jsonMeter) finish(c counts) counts {
 	switch {
 	case m.inRead:
 		c.merge(&m.read)
 	case m.overflow:
-		readFound(c, &meterFinds{head: m.head, tail: m.tail})
+		readFound(&c, &meterFinds{head: m.head, tail: m.tail})
 	default:
-		m.readWhole(c, m.head)
+		readWholeJSON(&c, m.head, m.failed)
 	}
+	return c
 }
 
-// readWhole reads the usage of a whole answer.
-func (m *jsonMeter) readWhole(c *counts, doc []byte) {
-	if m.failed {
+// readWholeJSON reads the usage of a whole JSON answer; failed marks an
+// error status.
+func readWholeJSON(c *counts, doc []byte, failed bool) {
+	if failed {
 		c.addJSON(doc)
 		return
 	}
@@ -388,70 +422,71 @@ func (m *jsonMeter) readWhole(c *counts, doc []byte) {
 	readFound(c, &f)
 }
 
-// readFound adds to c the usage objects and the model f finds.
+// readFound adds to c the usage objects and the model f finds. Each kind
+// is decoded into a variable of its own (kept across the occurrences
+// tried): Anthropic's and Bedrock Converse's usage and the model on the
+// stack; Gemini's usage and Bedrock's metrics, whose schema decoders
+// (reflection) move what they decode into to the heap, allocated only when
+// the answer holds one.
 func readFound(c *counts, f *meterFinds) {
-	var d decoded
-	if f.decode(keyUsage, &d) {
-		c.addUsage(&d.usage)
+	var u usageJSON
+	if f.decode(keyUsage, u.decode) {
+		c.addUsage(&u)
 	}
-	if f.decode(keyUsageMetadata, &d) {
-		c.addGemini(&d.gemini)
+	var g *geminiUsageJSON
+	if f.decode(keyUsageMetadata, func(v []byte) bool {
+		if g == nil {
+			g = new(geminiUsageJSON)
+		}
+		return g.Decode(v)
+	}) {
+		c.addGemini(g)
 	}
-	if f.decode(keyInvocationMetrics, &d) {
-		c.addMetrics(&d.metrics)
+	var m *metricsJSON
+	if f.decode(keyInvocationMetrics, func(v []byte) bool {
+		if m == nil {
+			m = new(metricsJSON)
+		}
+		return m.Decode(v)
+	}) {
+		c.addMetrics(m)
 	}
-	if f.decode(keyModel, &d) || f.decode(keyModelVersion, &d) {
-		c.setModel(d.model)
+	var model string
+	decodeModel := func(v []byte) bool {
+		s, err := jsonscan.String(v)
+		if err == nil {
+			model = s
+		}
+		return err == nil
+	}
+	if f.decode(keyModel, decodeModel) || f.decode(keyModelVersion, decodeModel) {
+		c.setModel(model)
 	}
 }
 
 // meterFinds finds the values of the meter's keys in a JSON answer: among
 // its top-level members when it was whole and valid, else by searching
 // the text it kept — the first "model" in its head, the last of every other
-// key in its tail. (Concrete types and a switch, not closures: this runs on
-// every call and allocated seven times.)
+// key in its tail. (Concrete types; the decoders it is handed are closures
+// that do not escape: this runs on every call, and closures stored or
+// returned allocated seven times.)
 type meterFinds struct {
 	members    [meterKeyCount][]byte
 	whole      bool
 	head, tail []byte
 }
 
-// decode decodes into d the value of key k, and reports whether it found
-// one that decoded.
-func (f *meterFinds) decode(k meterKey, d *decoded) bool {
+// decode hands decode the value of key k, and reports whether it found one
+// that decoded.
+func (f *meterFinds) decode(k meterKey, decode func([]byte) bool) bool {
 	if f.whole {
 		v := f.members[k]
-		return v != nil && d.decode(k, v)
+		return v != nil && decode(v)
 	}
 	if k == keyModel {
-		return decodeAfterKey(f.head, k, d, false)
+		return decodeAfterKey(f.head, k, decode, false)
 	}
-	return decodeAfterKey(f.tail, k, d, true)
-}
-
-// decoded is what the meter decoded of an answer's values.
-type decoded struct {
-	usage   usageJSON
-	gemini  geminiUsageJSON
-	metrics metricsJSON
-	model   string
-}
-
-func (d *decoded) decode(k meterKey, v []byte) bool {
-	switch k {
-	case keyUsage:
-		return d.usage.decode(v)
-	case keyUsageMetadata:
-		return d.gemini.Decode(v)
-	case keyInvocationMetrics:
-		return d.metrics.Decode(v)
-	}
-	m, err := jsonscan.String(v)
-	if err != nil {
-		return false
-	}
-	d.model = m
-	return true
+	return decodeAfterKey(f.tail, k, decode, true)
 }
 
 // topLevel sets members to the values of the meter's keys among the
@@ -501,10 +536,9 @@ var meterKeys = [meterKeyCount][]byte{
 	keyModelVersion:      []byte(`"modelVersion"`),
 }
 
-// decodeAfterKey decodes into d the value of the last (or first) occurrence
-// of key — a quoted JSON key, not text inside a string — in data that
-// decodes.
-func decodeAfterKey(data []byte, key meterKey, d *decoded, last bool) bool {
+// decodeAfterKey hands decode the value of the last (or first) occurrence
+// of key — a quoted JSON key, not text inside a string — until one decodes.
+func decodeAfterKey(data []byte, key meterKey, decode func([]byte) bool, last bool) bool {
 	k := meterKeys[key]
 	lo, hi := 0, len(data)
 	for {
@@ -535,7 +569,7 @@ func decodeAfterKey(data []byte, key meterKey, d *decoded, last bool) bool {
 			continue
 		}
 		value := bytes.TrimLeft(rest[1:], " \t\r\n")
-		if n := valueEnd(value); n > 0 && d.decode(key, value[:n]) {
+		if n := valueEnd(value); n > 0 && decode(value[:n]) {
 			return true
 		}
 	}
@@ -683,7 +717,7 @@ func (m *eventStreamMeter) frame(f []byte) {
 	}
 }
 
-func (m *eventStreamMeter) finish(c *counts) {
+func (m *eventStreamMeter) finish(c counts) counts {
 	if len(m.metadata) > 0 {
 		c.addJSON(m.metadata)
 	}
@@ -698,6 +732,7 @@ func (m *eventStreamMeter) finish(c *counts) {
 	if m.failure != "" {
 		c.failure = m.failure
 	}
+	return c
 }
 
 // joinNonEmpty joins the non-empty strings with single spaces.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -84,7 +85,7 @@ func invokeStream(t testing.TB) []byte {
 // length (-1: none).
 func feed(mt string, data []byte, sizes []int, length int64) counts {
 	// Bodies with an error in them are metered as the error answers they are.
-	m := newMeter(mt, length, bytes.Contains(data, []byte(`"error"`)), nil)
+	m := newMeter(mt, length, bytes.Contains(data, []byte(`"error"`)))
 	for i := 0; len(data) > 0; i++ {
 		n := len(data)
 		if len(sizes) > 0 {
@@ -93,9 +94,7 @@ func feed(mt string, data []byte, sizes []int, length int64) counts {
 		m.observe(data[:n])
 		data = data[n:]
 	}
-	var c counts
-	m.finish(&c)
-	return c
+	return m.finish(counts{})
 }
 
 func TestMeters(t *testing.T) {
@@ -181,7 +180,7 @@ func TestMetersHoldBoundedMemory(t *testing.T) {
 			t.Errorf("sse meter keeps %d bytes of kind %d", cap(kept), kind)
 		}
 	}
-	js := newMeter(contentJSON, -1, false, nil).(*jsonMeter)
+	js := newMeter(contentJSON, -1, false).(*jsonMeter)
 	chunk := bytes.Repeat([]byte("y"), copyBufferSize)
 	for range 200 { // 6.4 MB
 		js.observe(chunk)
@@ -206,6 +205,15 @@ func FuzzMeters(f *testing.F) {
 			if u := c.usage(); u.PromptTokens < 0 || u.CompletionTokens < 0 || u.TotalTokens < 0 {
 				t.Fatalf("%s: negative usage %+v", mt, u)
 			}
+		}
+		// A whole answer read directly (answerWhole) counts as its meter does.
+		m := newMeter(contentJSON, int64(len(data)), false)
+		m.observe(data)
+		want := m.finish(counts{})
+		var got counts
+		meterWhole(contentJSON, data, &got)
+		if got != want {
+			t.Fatalf("meterWhole %+v, meter %+v", got, want)
 		}
 		es := &eventStreamMeter{dec: eventstream.NewDecoder()}
 		es.observe(data)
@@ -327,14 +335,13 @@ func TestJSONMeterReadsTopLevelMembers(t *testing.T) {
 func TestJSONMeterReadsAOneReadAnswerInPlace(t *testing.T) {
 	answer := []byte(`{"model":"claude-haiku-4-5","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":10,"output_tokens":3}}`)
 	buf := bytes.Clone(answer)
-	m := newMeter(contentJSON, int64(len(buf)), false, nil).(*jsonMeter)
+	m := newMeter(contentJSON, int64(len(buf)), false).(*jsonMeter)
 	m.observe(buf)
 	clear(buf) // the relay's next read
 	if m.head != nil {
 		t.Errorf("the meter copied the answer (%d bytes)", len(m.head))
 	}
-	var c counts
-	m.finish(&c)
+	c := m.finish(counts{})
 	if diff := cmp.Diff(usage(10, 3, 13), c.usage()); diff != "" || c.model != "claude-haiku-4-5" {
 		t.Errorf("usage (-want +got):\n%s model %q", diff, c.model)
 	}
@@ -344,15 +351,35 @@ func TestJSONMeterReadsAOneReadAnswerInPlace(t *testing.T) {
 // relay's answerWhole does on every non-streamed call.
 func BenchmarkJSONMeterWhole(b *testing.B) {
 	answer := []byte(`{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hello."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":120,"output_tokens":3}}`)
-	var jm jsonMeter
 	b.ReportAllocs()
 	for b.Loop() {
 		var c counts
-		m := newMeter(contentJSON, int64(len(answer)), false, &jm)
-		m.observe(answer)
-		m.finish(&c)
+		meterWhole(contentJSON, answer, &c)
 		if c.input != 120 || c.output != 3 || c.model != "claude-sonnet-4-5" {
 			b.Fatalf("counts %+v", c)
+		}
+	}
+}
+
+// TestUsageJSONFields holds usageJSON's written-out field list to the
+// vendors' own: the same names, reaching the same counts.
+func TestUsageJSONFields(t *testing.T) {
+	var u usageJSON
+	want := append(u.Usage.Fields(), u.ConverseUsage.Fields()...)
+	doc := []byte("{")
+	for i, f := range want {
+		if i > 0 {
+			doc = append(doc, ',')
+		}
+		doc = fmt.Appendf(doc, "%q:%d", f.Name, i+1)
+	}
+	doc = append(doc, '}')
+	if !u.decode(doc) {
+		t.Fatalf("decode(%s) failed", doc)
+	}
+	for i, f := range want {
+		if *f.Dst != int64(i+1) {
+			t.Errorf("%s = %d, want %d (doc %s)", f.Name, *f.Dst, i+1, doc)
 		}
 	}
 }

@@ -24,18 +24,11 @@ type watchdog struct {
 
 // startWatchdog starts watching a call that may take timeout in all.
 func startWatchdog(cancel context.CancelCauseFunc, timeout time.Duration) *watchdog {
-	w := new(watchdog)
-	w.start(cancel, timeout)
-	return w
-}
-
-// start starts w, a zero watchdog held by its call (one allocation less),
-// watching a call that may take timeout in all.
-func (w *watchdog) start(cancel context.CancelCauseFunc, timeout time.Duration) {
-	w.cancel, w.limit = cancel, time.Now().Add(timeout)
+	w := &watchdog{cancel: cancel, limit: time.Now().Add(timeout)}
 	w.mu.Lock()
 	w.timer = time.AfterFunc(timeout, w.fire)
 	w.mu.Unlock()
+	return w
 }
 
 // answering says the answer has started: from now on, idle without a read
