@@ -158,7 +158,26 @@ func (m *jsonMeter) read() *answerScan {
 		return sc
 	}
 	m.scanned = true
-	sc.valid, sc.err = jsonscan.MembersChecked(m.buf, func(name, v []byte) error {
+	// The choices (the answer's bulk) are read by their own checked walk
+	// as the answer's walk reaches them (readChoices), so that their text
+	// is crossed once; choices it cannot read are left to the answer's
+	// walk, and read as before (firstFinish).
+	walked := false
+	choices := func(name, rest []byte) (int, bool) {
+		if string(name) != "choices" {
+			return 0, false
+		}
+		n, valid, finish, ok := readChoices(rest)
+		if !ok {
+			return 0, false
+		}
+		walked = true
+		if sc.finish == "" {
+			sc.finish = finish
+		}
+		return n, valid
+	}
+	sc.valid, sc.err = jsonscan.MembersCheckedBy(m.buf, func(name, v []byte) error {
 		switch string(name) {
 		case "usage":
 			if !jsonscan.Null(v) {
@@ -166,7 +185,9 @@ func (m *jsonMeter) read() *answerScan {
 				sc.usage, sc.hasUsage = u, err == nil
 			}
 		case "choices":
-			if sc.finish == "" {
+			if walked {
+				walked = false // read by choices
+			} else if sc.finish == "" {
 				sc.finish = firstFinish(v)
 			}
 		case "status":
@@ -176,8 +197,42 @@ func (m *jsonMeter) read() *answerScan {
 			}
 		}
 		return nil
-	})
+	}, choices)
 	return sc
+}
+
+// readChoices reads the choices array that starts rest (what follows it
+// unread) in one checked walk of its objects: it returns the array's
+// length, whether it is JSON as jsonscan.Valid would say (false: not
+// known), and the first choice's finish_reason (as firstFinish). ok false:
+// it could not read the array (not an array of objects, or malformed).
+func readChoices(rest []byte) (n int, valid bool, finish string, ok bool) {
+	if rest[0] != '[' {
+		return 0, false, "", false
+	}
+	valid = true
+	first := true
+	n, err := jsonscan.ElementsPrefixEnd(rest, func(el []byte) (int, error) {
+		if el[0] != '{' {
+			return 0, jsonscan.ErrSyntax // firstFinish reads such choices
+		}
+		size, checked, err := jsonscan.MembersPrefixChecked(el, func(name, v []byte) error {
+			if first && string(name) == "finish_reason" { // the last copy, as encoding/json
+				finish = ""
+				if v[0] == '"' {
+					finish = finishReason(v)
+				}
+			}
+			return nil
+		})
+		first = false
+		valid = valid && checked
+		return size, err
+	})
+	if err != nil {
+		return 0, false, "", false
+	}
+	return n, valid, finish, true
 }
 
 // Usage is the usage the answer reports, for its cost header: a
