@@ -42,7 +42,7 @@ const (
 // reads its usage and finish reason at the end.
 type jsonMeter struct {
 	kind   kind
-	prompt func() int64 // the prompt's estimated tokens, for an answer without usage
+	prompt prompt // for an answer without usage
 	buf    []byte
 	tail   []byte // ring of the last tailSize bytes, once over
 	at     int    // next write in tail
@@ -58,7 +58,7 @@ type jsonMeter struct {
 
 // newJSONMeter meters an answer of length bytes (-1: unknown), whose
 // buffer it sizes once when the length is known and within the bound.
-func newJSONMeter(k kind, prompt func() int64, length int64) *jsonMeter {
+func newJSONMeter(k kind, prompt prompt, length int64) *jsonMeter {
 	m := &jsonMeter{kind: k, prompt: prompt}
 	if length > 0 && length <= maxLogged {
 		m.buf = make([]byte, 0, length)
@@ -252,7 +252,7 @@ func (m *jsonMeter) Usage() (oai.Usage, bool) {
 // estimate stands in for an answer that reported no usage.
 func (m *jsonMeter) estimate(ev *logevent.Event, completionBytes int64) oai.Usage {
 	ev.UsageEstimated = true
-	return estimated(m.prompt(), completionBytes)
+	return estimated(m.prompt.tokens(), completionBytes)
 }
 
 func estimated(prompt, completionBytes int64) oai.Usage {
@@ -377,7 +377,7 @@ func tailUsage(tail []byte, k kind) (oai.Usage, bool) {
 // nothing.
 type chunks struct {
 	kind    kind
-	prompt  func() int64
+	prompt  prompt
 	id      []byte // raw literals of the first chunk's
 	model   []byte
 	created []byte
@@ -404,7 +404,7 @@ type toolLog struct {
 	args     []byte // inside of a literal
 }
 
-func newChunks(k kind, prompt func() int64) *chunks { return &chunks{kind: k, prompt: prompt} }
+func newChunks(k kind, prompt prompt) *chunks { return &chunks{kind: k, prompt: prompt} }
 
 // observe reads one event's data. It reports whether the event is the usage
 // chunk (no choices, a usage), which a client that did not ask for usage
@@ -596,7 +596,7 @@ func (c *chunks) end(ev *logevent.Event) (oai.Usage, error) {
 	usage := c.usage
 	if !c.hasUsage {
 		ev.UsageEstimated = true
-		usage = estimated(c.prompt(), c.text)
+		usage = estimated(c.prompt.tokens(), c.text)
 	}
 	if r := c.response(&usage); jsonscan.Valid(r) {
 		ev.Response = r
@@ -771,7 +771,7 @@ func (f *usageFilter) Whole() bool { return f.obs.done }
 // event.
 type responseStream struct {
 	p        *sse.Parser
-	prompt   func() int64
+	prompt   prompt
 	response []byte
 	usage    oai.Usage
 	hasUsage bool
@@ -779,7 +779,7 @@ type responseStream struct {
 	text     int64
 }
 
-func newResponseStreamMeter(prompt func() int64) *responseStream {
+func newResponseStreamMeter(prompt prompt) *responseStream {
 	m := &responseStream{prompt: prompt}
 	m.p = sse.NewParser(sse.Limits{}, m.observe)
 	return m
@@ -826,7 +826,7 @@ func (m *responseStream) End(ev *logevent.Event) (oai.Usage, error) {
 	}
 	if !m.hasUsage {
 		ev.UsageEstimated = true
-		return estimated(m.prompt(), m.text), nil
+		return estimated(m.prompt.tokens(), m.text), nil
 	}
 	return m.usage, nil
 }

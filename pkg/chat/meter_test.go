@@ -22,7 +22,12 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/sse"
 )
 
-func noPrompt() int64 { return 0 }
+// promptTokens is a prompt of so many tokens.
+type promptTokens int64
+
+func (p promptTokens) tokens() int64 { return int64(p) }
+
+const noPrompt = promptTokens(0)
 
 // writeInPieces writes b to w in pieces of n bytes, as a relay's reads
 // would cut it.
@@ -70,7 +75,7 @@ func TestJSONMeterReadsTheAnswerOnceForTheCostHeaderAndTheEvent(t *testing.T) {
 }
 
 func TestJSONMeterWithoutUsageEstimates(t *testing.T) {
-	m := newJSONMeter(kindChat, func() int64 { return 10 }, -1)
+	m := newJSONMeter(kindChat, promptTokens(10), -1)
 	io.WriteString(m, `{"choices":[{"index":0,"message":{"role":"assistant","content":"four score and seven"},"finish_reason":"stop"}]}`)
 	var ev logevent.Event
 	u, err := m.End(&ev)
@@ -488,7 +493,7 @@ func FuzzResponseStreamMeter(f *testing.F) {
 // takes them and reads nothing of the body for them.
 func TestJSONMeterTakesATranslatorsUsage(t *testing.T) {
 	body := []byte(`{"choices":[{"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
-	m := newJSONMeter(kindChat, func() int64 { return 0 }, int64(len(body)))
+	m := newJSONMeter(kindChat, noPrompt, int64(len(body)))
 	m.usage, m.finish = &oai.Usage{PromptTokens: 7, CompletionTokens: 3, TotalTokens: 10}, oai.FinishStop
 	m.Write(body)
 	var ev logevent.Event
