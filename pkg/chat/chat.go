@@ -33,63 +33,74 @@ type Router interface {
 
 // Service is the chat endpoints' operations, transport-free.
 type Service struct {
-	router Router
-	calls  *modelcall.Calls
+	calls *modelcall.Calls
+	// Each endpoint's steps, made once: the router's method values would
+	// be allocated anew on every call.
+	chat        modelcall.Steps[*oai.ChatRequest]
+	completions modelcall.Steps[*oai.CompletionRequest]
+	responses   modelcall.Steps[*oai.ResponsesRequest]
 }
 
 // New builds the service over router, its calls ending through calls.
 func New(router Router, calls *modelcall.Calls) *Service {
-	return &Service{router: router, calls: calls}
+	return &Service{
+		calls: calls,
+		chat: modelcall.Steps[*oai.ChatRequest]{
+			CallType: logevent.CallCompletion, Parse: oai.ParseChatRequest, Route: router.Chat, Describe: describeChat,
+		},
+		completions: modelcall.Steps[*oai.CompletionRequest]{
+			CallType: logevent.CallTextCompletion, Parse: oai.ParseCompletionRequest, Route: router.Complete, Describe: describeCompletion,
+		},
+		responses: modelcall.Steps[*oai.ResponsesRequest]{
+			CallType: logevent.CallResponses, Parse: oai.ParseResponsesRequest, Route: router.Respond, Describe: describeResponses,
+		},
+	}
+}
+
+func describeChat(req *oai.ChatRequest, ev *logevent.Event) error {
+	ev.Model, ev.ModelGroup, ev.EndUser, ev.Stream = req.Model, req.Model, req.User, req.Stream
+	ev.Messages = req.RawMessages
+	ev.ModelParameters = chatParameters(req)
+	return nil
+}
+
+func describeCompletion(req *oai.CompletionRequest, ev *logevent.Event) error {
+	ev.Model, ev.ModelGroup, ev.Stream = req.Model, req.Model, req.Stream
+	ev.Messages = req.Prompt
+	return nil
+}
+
+func describeResponses(req *oai.ResponsesRequest, ev *logevent.Event) error {
+	ev.Model, ev.ModelGroup, ev.Stream = req.Model, req.Model, req.Stream
+	ev.Messages = req.Input
+	return nil
 }
 
 // Chat is the chat completions Operation (POST /v1/chat/completions).
 func (s *Service) Chat(ctx context.Context, p auth.Principal, body []byte) (*modelcall.Result, error) {
-	c, req, rep, err := modelcall.Steps[*oai.ChatRequest]{
-		CallType: logevent.CallCompletion, Parse: oai.ParseChatRequest, Route: s.router.Chat,
-		Describe: func(req *oai.ChatRequest, ev *logevent.Event) error {
-			ev.Model, ev.ModelGroup, ev.EndUser, ev.Stream = req.Model, req.Model, req.User, req.Stream
-			ev.Messages = req.RawMessages
-			ev.ModelParameters = chatParameters(req)
-			return nil
-		},
-	}.Start(ctx, s.calls, p, body)
+	c, req, rep, err := s.chat.Start(ctx, s.calls, p, body)
 	if err != nil {
 		return nil, err
 	}
 	ans := rep.Answer
 	c.Event.UsageEstimated = ans.UsageEstimated
-	prompt := func() int64 {
-		var n int64
-		for _, msg := range req.Messages() {
-			n += oai.EstimateTokens(msg.Text())
-		}
-		return n
-	}
-	return relay(c, ans, kindChat, req.Stream, req.IncludeUsage, prompt), nil
+	return relay(c, ans, kindChat, req.Stream, req.IncludeUsage, (*chatPrompt)(req)), nil
 }
 
 // Completions is the text completions Operation (POST /v1/completions):
 // forwarded to OpenAI-family deployments only.
 func (s *Service) Completions(ctx context.Context, p auth.Principal, body []byte) (*modelcall.Result, error) {
-	c, req, rep, err := modelcall.Steps[*oai.CompletionRequest]{
-		CallType: logevent.CallTextCompletion, Parse: oai.ParseCompletionRequest, Route: s.router.Complete,
-		Describe: func(req *oai.CompletionRequest, ev *logevent.Event) error {
-			ev.Model, ev.ModelGroup, ev.Stream = req.Model, req.Model, req.Stream
-			ev.Messages = req.Prompt
-			return nil
-		},
-	}.Start(ctx, s.calls, p, body)
+	c, req, rep, err := s.completions.Start(ctx, s.calls, p, body)
 	if err != nil {
 		return nil, err
 	}
-	prompt := func() int64 { return oai.EstimateTokens(string(req.Prompt)) }
-	return relay(c, rep.Answer, kindText, req.Stream, req.IncludeUsage, prompt), nil
+	return relay(c, rep.Answer, kindText, req.Stream, req.IncludeUsage, (*textPrompt)(req)), nil
 }
 
 // relay makes the Result of a chat or text completion: its JSON answer, or
 // its stream — through the usage filter when the client did not ask for
 // the usage chunk.
-func relay(c *modelcall.Call, ans *models.Answer, k kind, stream, includeUsage bool, prompt func() int64) *modelcall.Result {
+func relay(c *modelcall.Call, ans *models.Answer, k kind, stream, includeUsage bool, prompt prompt) *modelcall.Result {
 	if !stream {
 		m := newJSONMeter(k, prompt, ans.ContentLength)
 		m.usage, m.finish = ans.Usage, ans.FinishReason
@@ -106,24 +117,40 @@ func relay(c *modelcall.Call, ans *models.Answer, k kind, stream, includeUsage b
 // Responses is the Responses API Operation (POST /v1/responses): forwarded
 // to OpenAI-family deployments only.
 func (s *Service) Responses(ctx context.Context, p auth.Principal, body []byte) (*modelcall.Result, error) {
-	c, req, rep, err := modelcall.Steps[*oai.ResponsesRequest]{
-		CallType: logevent.CallResponses, Parse: oai.ParseResponsesRequest, Route: s.router.Respond,
-		Describe: func(req *oai.ResponsesRequest, ev *logevent.Event) error {
-			ev.Model, ev.ModelGroup, ev.Stream = req.Model, req.Model, req.Stream
-			ev.Messages = req.Input
-			return nil
-		},
-	}.Start(ctx, s.calls, p, body)
+	c, req, rep, err := s.responses.Start(ctx, s.calls, p, body)
 	if err != nil {
 		return nil, err
 	}
 	ans := rep.Answer
-	prompt := func() int64 { return oai.EstimateTokens(string(req.Input)) }
+	prompt := (*responsesPrompt)(req)
 	if !req.Stream {
 		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter(kindResponses, prompt, ans.ContentLength)), nil
 	}
 	return c.Stream(ans.Body, newResponseStreamMeter(prompt)), nil
 }
+
+// prompt is a request's prompt, whose tokens a meter estimates for an
+// answer without usage. The requests are prompts as they are (a pointer in
+// an interface): a closure over one would be allocated on every call.
+type prompt interface{ tokens() int64 }
+
+type (
+	chatPrompt      oai.ChatRequest
+	textPrompt      oai.CompletionRequest
+	responsesPrompt oai.ResponsesRequest
+)
+
+func (p *chatPrompt) tokens() int64 {
+	var n int64
+	for _, msg := range (*oai.ChatRequest)(p).Messages() {
+		n += oai.EstimateTokens(msg.Text())
+	}
+	return n
+}
+
+func (p *textPrompt) tokens() int64 { return oai.EstimateTokens(string(p.Prompt)) }
+
+func (p *responsesPrompt) tokens() int64 { return oai.EstimateTokens(string(p.Input)) }
 
 // chatParameters are the request's parameters as the log event keeps them
 // (LiteLLM's model_parameters): the ones given.

@@ -42,7 +42,7 @@ const (
 // reads its usage and finish reason at the end.
 type jsonMeter struct {
 	kind   kind
-	prompt func() int64 // the prompt's estimated tokens, for an answer without usage
+	prompt prompt // for an answer without usage
 	buf    []byte
 	tail   []byte // ring of the last tailSize bytes, once over
 	at     int    // next write in tail
@@ -58,7 +58,7 @@ type jsonMeter struct {
 
 // newJSONMeter meters an answer of length bytes (-1: unknown), whose
 // buffer it sizes once when the length is known and within the bound.
-func newJSONMeter(k kind, prompt func() int64, length int64) *jsonMeter {
+func newJSONMeter(k kind, prompt prompt, length int64) *jsonMeter {
 	m := &jsonMeter{kind: k, prompt: prompt}
 	if length > 0 && length <= maxLogged {
 		m.buf = make([]byte, 0, length)
@@ -158,7 +158,26 @@ func (m *jsonMeter) read() *answerScan {
 		return sc
 	}
 	m.scanned = true
-	sc.valid, sc.err = jsonscan.MembersChecked(m.buf, func(name, v []byte) error {
+	// The choices (the answer's bulk) are read by their own checked walk
+	// as the answer's walk reaches them (readChoices), so that their text
+	// is crossed once; choices it cannot read are left to the answer's
+	// walk, and read as before (firstFinish).
+	walked := false
+	choices := func(name, rest []byte) (int, bool) {
+		if string(name) != "choices" {
+			return 0, false
+		}
+		n, valid, finish, ok := readChoices(rest)
+		if !ok {
+			return 0, false
+		}
+		walked = true
+		if sc.finish == "" {
+			sc.finish = finish
+		}
+		return n, valid
+	}
+	sc.valid, sc.err = jsonscan.MembersCheckedBy(m.buf, func(name, v []byte) error {
 		switch string(name) {
 		case "usage":
 			if !jsonscan.Null(v) {
@@ -166,7 +185,9 @@ func (m *jsonMeter) read() *answerScan {
 				sc.usage, sc.hasUsage = u, err == nil
 			}
 		case "choices":
-			if sc.finish == "" {
+			if walked {
+				walked = false // read by choices
+			} else if sc.finish == "" {
 				sc.finish = firstFinish(v)
 			}
 		case "status":
@@ -176,8 +197,42 @@ func (m *jsonMeter) read() *answerScan {
 			}
 		}
 		return nil
-	})
+	}, choices)
 	return sc
+}
+
+// readChoices reads the choices array that starts rest (what follows it
+// unread) in one checked walk of its objects: it returns the array's
+// length, whether it is JSON as jsonscan.Valid would say (false: not
+// known), and the first choice's finish_reason (as firstFinish). ok false:
+// it could not read the array (not an array of objects, or malformed).
+func readChoices(rest []byte) (n int, valid bool, finish string, ok bool) {
+	if rest[0] != '[' {
+		return 0, false, "", false
+	}
+	valid = true
+	first := true
+	n, err := jsonscan.ElementsPrefixEnd(rest, func(el []byte) (int, error) {
+		if el[0] != '{' {
+			return 0, jsonscan.ErrSyntax // firstFinish reads such choices
+		}
+		size, checked, err := jsonscan.MembersPrefixChecked(el, func(name, v []byte) error {
+			if first && string(name) == "finish_reason" { // the last copy, as encoding/json
+				finish = ""
+				if v[0] == '"' {
+					finish = finishReason(v)
+				}
+			}
+			return nil
+		})
+		first = false
+		valid = valid && checked
+		return size, err
+	})
+	if err != nil {
+		return 0, false, "", false
+	}
+	return n, valid, finish, true
 }
 
 // Usage is the usage the answer reports, for its cost header: a
@@ -197,7 +252,7 @@ func (m *jsonMeter) Usage() (oai.Usage, bool) {
 // estimate stands in for an answer that reported no usage.
 func (m *jsonMeter) estimate(ev *logevent.Event, completionBytes int64) oai.Usage {
 	ev.UsageEstimated = true
-	return estimated(m.prompt(), completionBytes)
+	return estimated(m.prompt.tokens(), completionBytes)
 }
 
 func estimated(prompt, completionBytes int64) oai.Usage {
@@ -322,7 +377,7 @@ func tailUsage(tail []byte, k kind) (oai.Usage, bool) {
 // nothing.
 type chunks struct {
 	kind    kind
-	prompt  func() int64
+	prompt  prompt
 	id      []byte // raw literals of the first chunk's
 	model   []byte
 	created []byte
@@ -349,7 +404,7 @@ type toolLog struct {
 	args     []byte // inside of a literal
 }
 
-func newChunks(k kind, prompt func() int64) *chunks { return &chunks{kind: k, prompt: prompt} }
+func newChunks(k kind, prompt prompt) *chunks { return &chunks{kind: k, prompt: prompt} }
 
 // observe reads one event's data. It reports whether the event is the usage
 // chunk (no choices, a usage), which a client that did not ask for usage
@@ -541,7 +596,7 @@ func (c *chunks) end(ev *logevent.Event) (oai.Usage, error) {
 	usage := c.usage
 	if !c.hasUsage {
 		ev.UsageEstimated = true
-		usage = estimated(c.prompt(), c.text)
+		usage = estimated(c.prompt.tokens(), c.text)
 	}
 	if r := c.response(&usage); jsonscan.Valid(r) {
 		ev.Response = r
@@ -716,7 +771,7 @@ func (f *usageFilter) Whole() bool { return f.obs.done }
 // event.
 type responseStream struct {
 	p        *sse.Parser
-	prompt   func() int64
+	prompt   prompt
 	response []byte
 	usage    oai.Usage
 	hasUsage bool
@@ -724,7 +779,7 @@ type responseStream struct {
 	text     int64
 }
 
-func newResponseStreamMeter(prompt func() int64) *responseStream {
+func newResponseStreamMeter(prompt prompt) *responseStream {
 	m := &responseStream{prompt: prompt}
 	m.p = sse.NewParser(sse.Limits{}, m.observe)
 	return m
@@ -771,7 +826,7 @@ func (m *responseStream) End(ev *logevent.Event) (oai.Usage, error) {
 	}
 	if !m.hasUsage {
 		ev.UsageEstimated = true
-		return estimated(m.prompt(), m.text), nil
+		return estimated(m.prompt.tokens(), m.text), nil
 	}
 	return m.usage, nil
 }

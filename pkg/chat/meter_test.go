@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluice-gateway/sluice/pkg/auth"
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
@@ -21,7 +22,12 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/sse"
 )
 
-func noPrompt() int64 { return 0 }
+// promptTokens is a prompt of so many tokens.
+type promptTokens int64
+
+func (p promptTokens) tokens() int64 { return int64(p) }
+
+const noPrompt = promptTokens(0)
 
 // writeInPieces writes b to w in pieces of n bytes, as a relay's reads
 // would cut it.
@@ -69,7 +75,7 @@ func TestJSONMeterReadsTheAnswerOnceForTheCostHeaderAndTheEvent(t *testing.T) {
 }
 
 func TestJSONMeterWithoutUsageEstimates(t *testing.T) {
-	m := newJSONMeter(kindChat, func() int64 { return 10 }, -1)
+	m := newJSONMeter(kindChat, promptTokens(10), -1)
 	io.WriteString(m, `{"choices":[{"index":0,"message":{"role":"assistant","content":"four score and seven"},"finish_reason":"stop"}]}`)
 	var ev logevent.Event
 	u, err := m.End(&ev)
@@ -377,15 +383,37 @@ func FuzzJSONMeter(f *testing.F) {
 	f.Add([]byte(`{"id":"chatcmpl-1","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`), 7, uint8(0), false)
 	f.Add([]byte(`{"choices":[{"text":"x","finish_reason":"length"}],"usage":null}`), 1, uint8(1), true)
 	f.Add([]byte(`{"status":"completed","output":[],"usage":{"input_tokens":1,"output_tokens":2,"total_tokens":3}}`), 3, uint8(2), false)
+	f.Add([]byte(`{"choices":[{"finish_reason":"stop","message":{"content":"a\x"}}],"choices":[{"finish_reason":"length"}]}`), 5, uint8(0), false)
+	f.Add([]byte(`{"choices":[1,{"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`), 64, uint8(0), false)
+	f.Add([]byte(`{"choices":[{"finish_reason":"stop","finish_reason":7},{"finish_reason":"length"},],"x":tru}`), 64, uint8(1), false)
 	f.Fuzz(func(t *testing.T, doc []byte, piece int, k uint8, pad bool) {
 		piece = max(1, piece%(64<<10))
 		kd := kind(k % 3)
 		var ev logevent.Event
 		m := newJSONMeter(kd, noPrompt, -1)
 		writeInPieces(m, doc, piece)
-		m.End(&ev)
+		_, endErr := m.End(&ev)
 		if ev.Response != nil && !json.Valid(ev.Response) {
 			t.Fatalf("response is not JSON: %q", ev.Response)
+		}
+		// The answer's one walk (its choices read by their own checked
+		// walk) agrees with a walk that delimits each member first and
+		// reads the choices after: the same finish reason, and the answer
+		// logged exactly when it is JSON.
+		if len(doc) <= maxLogged {
+			want := ""
+			walkErr := jsonscan.Members(doc, func(name, v []byte) error {
+				if string(name) == "choices" && want == "" {
+					want = firstFinish(v)
+				}
+				return nil
+			})
+			if kd != kindResponses && ev.FinishReason != want {
+				t.Fatalf("finish reason %q, want %q, of %q", ev.FinishReason, want, doc)
+			}
+			if logged := walkErr == nil && json.Valid(doc); (ev.Response != nil) != logged || (endErr == nil) != (walkErr == nil) {
+				t.Fatalf("response logged %v (error %v), want %v (walk error %v), of %q", ev.Response != nil, endErr, logged, walkErr, doc)
+			}
 		}
 		// The same answer with a usage at its end, as providers put it,
 		// padded past the log's bound when pad: that usage is counted.
@@ -465,7 +493,7 @@ func FuzzResponseStreamMeter(f *testing.F) {
 // takes them and reads nothing of the body for them.
 func TestJSONMeterTakesATranslatorsUsage(t *testing.T) {
 	body := []byte(`{"choices":[{"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
-	m := newJSONMeter(kindChat, func() int64 { return 0 }, int64(len(body)))
+	m := newJSONMeter(kindChat, noPrompt, int64(len(body)))
 	m.usage, m.finish = &oai.Usage{PromptTokens: 7, CompletionTokens: 3, TotalTokens: 10}, oai.FinishStop
 	m.Write(body)
 	var ev logevent.Event

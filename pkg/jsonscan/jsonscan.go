@@ -36,7 +36,7 @@ const MaxDepth = 256
 // only during the call; value is a slice of doc (Span gives its offsets). An
 // error from f stops the walk and is returned.
 func Members(doc []byte, f func(name, value []byte) error) error {
-	_, _, err := walkMembers(doc, f, false, false)
+	_, _, err := walkMembers(doc, f, nil, false, false)
 	return err
 }
 
@@ -45,8 +45,31 @@ func Members(doc []byte, f func(name, value []byte) error) error {
 // a caller that needs both (the chat meter) crosses the document once, not
 // twice. valid false means not known: the caller runs Valid.
 func MembersChecked(doc []byte, f func(name, value []byte) error) (valid bool, err error) {
-	_, valid, err = walkMembers(doc, f, true, false)
+	_, valid, err = walkMembers(doc, f, nil, true, false)
 	return valid, err
+}
+
+// Delimit walks a member's value itself, as MembersCheckedBy's caller reads
+// it: rest is the document from the value's first byte on. It returns the
+// value's length and whether it checked the value as Valid would, or n = 0
+// to leave the value to the walk (a value it cannot read: the walk then
+// delimits and checks it as MembersChecked does).
+type Delimit func(name, rest []byte) (n int, valid bool)
+
+// MembersCheckedBy is MembersChecked where delimit may cross a member's
+// value itself, reading it as it goes (a request's messages, an answer's
+// choices), so that the value is crossed once, not checked by the walk and
+// then read again. f is then called with the value delimit delimited.
+func MembersCheckedBy(doc []byte, f func(name, value []byte) error, delimit Delimit) (valid bool, err error) {
+	_, valid, err = walkMembers(doc, f, delimit, true, false)
+	return valid, err
+}
+
+// MembersPrefixChecked is MembersPrefix that also checks the object as
+// MembersChecked does: valid true means doc[:end] is JSON exactly as Valid
+// would say (false: not known).
+func MembersPrefixChecked(doc []byte, f func(name, value []byte) error) (end int, valid bool, err error) {
+	return walkMembers(doc, f, nil, true, true)
 }
 
 // MembersPrefix is Members over the object that starts doc (white space
@@ -55,13 +78,13 @@ func MembersChecked(doc []byte, f func(name, value []byte) error) (valid bool, e
 // answer's choices) is so read in one crossing of each element, rather
 // than delimited first (Elements, ValueEnd) and walked again.
 func MembersPrefix(doc []byte, f func(name, value []byte) error) (end int, err error) {
-	end, _, err = walkMembers(doc, f, false, true)
+	end, _, err = walkMembers(doc, f, nil, false, true)
 	return end, err
 }
 
 // walkMembers walks the object at the start of doc; with prefix, what
 // follows it is left unread and end is the index past it.
-func walkMembers(doc []byte, f func(name, value []byte) error, check, prefix bool) (end int, valid bool, err error) {
+func walkMembers(doc []byte, f func(name, value []byte) error, delimit Delimit, check, prefix bool) (end int, valid bool, err error) {
 	i := SkipSpace(doc, 0)
 	if i >= len(doc) || doc[i] != '{' {
 		return 0, false, errors.New("jsonscan: not a JSON object")
@@ -90,7 +113,13 @@ func walkMembers(doc []byte, f func(name, value []byte) error, check, prefix boo
 		}
 		i = SkipSpace(doc, i+1)
 		valueEnd := -1
-		if valid && i < len(doc) && (doc[i] == '{' || doc[i] == '[' || doc[i] == '"') {
+		if delimit != nil && i < len(doc) {
+			if n, ok := delimit(name, doc[i:]); n > 0 && n <= len(doc)-i {
+				valueEnd = i + n
+				valid = valid && ok
+			}
+		}
+		if valueEnd < 0 && valid && i < len(doc) && (doc[i] == '{' || doc[i] == '[' || doc[i] == '"') {
 			// A container or string Valid accepts ends where ValueEnd says.
 			valueEnd = validEnd(doc, i, MaxDepth)
 		}
@@ -121,8 +150,8 @@ func walkMembers(doc []byte, f func(name, value []byte) error, check, prefix boo
 	}
 }
 
-// closeObject returns i, the index past an object's closing brace, after
-// checking (unless prefix) that only white space follows.
+// closeObject returns i, the index past an object's (or array's) closing
+// bracket, after checking (unless prefix) that only white space follows.
 func closeObject(doc []byte, i int, prefix bool) (int, error) {
 	if prefix {
 		return i, nil
@@ -158,36 +187,52 @@ func Elements(doc []byte, f func(value []byte) error) error {
 // reads it (MembersPrefix): f gets the document from the element's first
 // byte on and returns the element's length, which must be positive.
 func ElementsPrefix(doc []byte, f func(rest []byte) (int, error)) error {
+	_, err := walkElements(doc, f, false)
+	return err
+}
+
+// ElementsPrefixEnd is ElementsPrefix over the array that starts doc
+// (white space before it allowed), returning the index just past its
+// closing bracket; what follows is not read. The array's own syntax (its
+// brackets, commas and white space) is checked as Valid does: the array is
+// JSON if each element f delimits is.
+func ElementsPrefixEnd(doc []byte, f func(rest []byte) (int, error)) (end int, err error) {
+	return walkElements(doc, f, true)
+}
+
+// walkElements walks the array at the start of doc; with prefix, what
+// follows it is left unread and end is the index past it.
+func walkElements(doc []byte, f func(rest []byte) (int, error), prefix bool) (int, error) {
 	i := SkipSpace(doc, 0)
 	if i >= len(doc) || doc[i] != '[' {
-		return errors.New("jsonscan: not a JSON array")
+		return 0, errors.New("jsonscan: not a JSON array")
 	}
 	i = SkipSpace(doc, i+1)
 	if i < len(doc) && doc[i] == ']' {
-		return end(doc, i+1)
+		return closeObject(doc, i+1, prefix)
 	}
 	for {
 		if i >= len(doc) {
-			return ErrSyntax
+			return 0, ErrSyntax
 		}
 		n, err := f(doc[i:])
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if n <= 0 || n > len(doc)-i {
-			return ErrSyntax
+			return 0, ErrSyntax
 		}
 		i = SkipSpace(doc, i+n)
 		if i >= len(doc) {
-			return ErrSyntax
+			return 0, ErrSyntax
 		}
 		switch doc[i] {
 		case ',':
 			i = SkipSpace(doc, i+1)
 		case ']':
-			return end(doc, i+1)
+			return closeObject(doc, i+1, prefix)
 		default:
-			return ErrSyntax
+			return 0, ErrSyntax
 		}
 	}
 }

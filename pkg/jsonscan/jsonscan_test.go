@@ -165,6 +165,15 @@ func FuzzMembers(f *testing.F) {
 			if diff := cmp.Diff(want, gotPrefix); diff != "" {
 				t.Fatalf("%q: MembersPrefix's members differ from encoding/json's (-json +scan):\n%s", doc, diff)
 			}
+			// So does MembersPrefixChecked, which calls it valid when it is.
+			gotChecked := map[string]json.RawMessage{}
+			end, valid, err := MembersPrefixChecked(prefixed, func(name, v []byte) error { gotChecked[string(name)] = v; return nil })
+			if err != nil || end != len(bytes.TrimRight(doc, " \t\r\n")) || !valid {
+				t.Fatalf("MembersPrefixChecked(%q) = %d, %v, %v; want %d, valid", prefixed, end, valid, err, len(bytes.TrimRight(doc, " \t\r\n")))
+			}
+			if diff := cmp.Diff(want, gotChecked); diff != "" {
+				t.Fatalf("%q: MembersPrefixChecked's members differ from encoding/json's (-json +scan):\n%s", doc, diff)
+			}
 		}
 		var wantElems []json.RawMessage
 		if json.Unmarshal(doc, &wantElems) == nil && wantElems != nil {
@@ -183,6 +192,18 @@ func FuzzMembers(f *testing.F) {
 			})
 			if err != nil || !cmp.Equal(got, gotPrefix) {
 				t.Fatalf("%q: ElementsPrefix %q (%v), Elements %q", doc, gotPrefix, err, got)
+			}
+			// ElementsPrefixEnd reads the same array followed by anything,
+			// and ends where it does.
+			prefixed := append(append([]byte{}, doc...), `,"x"}`...)
+			gotPrefix = gotPrefix[:0]
+			end, err := ElementsPrefixEnd(prefixed, func(rest []byte) (int, error) {
+				e, err := ValueEnd(rest, 0)
+				gotPrefix = append(gotPrefix, rest[:e])
+				return e, err
+			})
+			if err != nil || end != len(bytes.TrimRight(doc, " \t\r\n")) || !cmp.Equal(got, gotPrefix) {
+				t.Fatalf("ElementsPrefixEnd(%q) = %q, %d, %v; want %q, %d", prefixed, gotPrefix, end, err, got, len(bytes.TrimRight(doc, " \t\r\n")))
 			}
 		}
 	})
@@ -393,6 +414,65 @@ func FuzzMembersChecked(f *testing.F) {
 			t.Fatalf("%q: JSON, but MembersChecked does not say so", doc)
 		}
 	})
+}
+
+// FuzzMembersCheckedBy holds MembersCheckedBy, with a Delimit that walks
+// arrays and objects itself (ElementsPrefixEnd, MembersPrefixChecked), to
+// Members (the same members and error) and to json.Valid, as
+// FuzzMembersChecked holds MembersChecked.
+func FuzzMembersCheckedBy(f *testing.F) {
+	for _, s := range []string{`{"messages":[{"role":"user","content":"hi"},{"a":[1,{"b":"\u00e9"}]}],"c":-0.5e+3}`, `{"a":[{"b":tru}]}`, `{"a":[1 2]}`, `{"a":[{"b":1},]}`, `{"a":[{"b":"\x"}]}`, `{"a":[]}`, `{"a":{"b":[{}]}}`, "{\"a\":[\"\xff\"]}", ` {"a" : [ { } , 1 ] } `, `{"a":[01]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		var want, got []string
+		wantErr := Members(doc, func(name, v []byte) error { want = append(want, string(name), string(v)); return nil })
+		valid, err := MembersCheckedBy(doc, func(name, v []byte) error { got = append(got, string(name), string(v)); return nil }, delimitContainers)
+		if (err == nil) != (wantErr == nil) || !cmp.Equal(got, want) {
+			t.Fatalf("%q: MembersCheckedBy %q, %v; Members %q, %v", doc, got, err, want, wantErr)
+		}
+		if valid && !json.Valid(doc) {
+			t.Fatalf("%q: MembersCheckedBy calls it valid, json.Valid does not", doc)
+		}
+		if err == nil && !valid && json.Valid(doc) {
+			t.Fatalf("%q: JSON, but MembersCheckedBy does not say so", doc)
+		}
+	})
+}
+
+// delimitContainers walks a member's array or object itself, as a caller of
+// MembersCheckedBy reading it would: an array's elements one by one
+// (objects by MembersPrefixChecked, the rest by ValueEnd and a check), an
+// object by MembersPrefixChecked.
+func delimitContainers(_, rest []byte) (int, bool) {
+	object := func(rest []byte) (int, bool, error) {
+		return MembersPrefixChecked(rest, func(name, v []byte) error { return nil })
+	}
+	switch rest[0] {
+	case '{':
+		n, valid, err := object(rest)
+		if err != nil {
+			return 0, false
+		}
+		return n, valid
+	case '[':
+		valid := true
+		n, err := ElementsPrefixEnd(rest, func(el []byte) (int, error) {
+			if el[0] == '{' {
+				n, ok, err := object(el)
+				valid = valid && ok
+				return n, err
+			}
+			n, err := ValueEnd(el, 0)
+			valid = valid && err == nil && validEnd(el, 0, MaxDepth) == n
+			return n, err
+		})
+		if err != nil {
+			return 0, false
+		}
+		return n, valid
+	}
+	return 0, false
 }
 
 func TestMembersCheckedSaysWhetherValid(t *testing.T) {

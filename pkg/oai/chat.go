@@ -280,7 +280,7 @@ var litellmMembers = []string{"mock_response", "drop_params"}
 // ("messages[1].content[0].image_url.url"). The returned request keeps body.
 func ParseChatRequest(body []byte) (*ChatRequest, error) {
 	var buf [len(chatMembersList)]field // the modelled members' values, on the stack
-	f, d, others, err := parseChatTop(body, buf[:0])
+	f, d, others, msgsErr, err := parseChatTop(body, buf[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -292,8 +292,8 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 	if !ok || jsonscan.Null(msgs) {
 		return nil, api.MissingParam("messages")
 	}
-	if _, err = parseMessages(msgs, false); err != nil {
-		return nil, err
+	if msgsErr != nil { // the walk's check of the messages, reported in its turn
+		return nil, chatTopError(msgsErr)
 	}
 	r.RawMessages = msgs
 	if err := r.parseStreaming(f); err != nil {
@@ -432,24 +432,42 @@ func (r *ChatRequest) parseLiteLLM(f fields) (err error) {
 }
 
 // parseChatTop is parseTop for chat: the modelled members (appended to f),
-// and the names of the others (not null).
-func parseChatTop(body []byte, f fields) (fields, doc, []string, error) {
+// and the names of the others (not null). It checks the messages too, in
+// the same walk (checkMessages): msgsErr is what is wrong with them, for
+// the caller to report after the members before them in its order.
+func parseChatTop(body []byte, f fields) (_ fields, _ doc, _ []string, msgsErr error, _ error) {
 	d := doc{body: body, modelStart: -1, modelEnd: -1}
 	i := jsonscan.SkipSpace(body, 0)
 	if i == len(body) {
-		return nil, d, nil, api.InvalidJSON("Request body is empty; expected a JSON object.")
+		return nil, d, nil, nil, api.InvalidJSON("Request body is empty; expected a JSON object.")
 	}
 	if body[i] != '{' {
 		if !jsonscan.Valid(body) {
-			return nil, d, nil, invalidJSON(body)
+			return nil, d, nil, nil, invalidJSON(body)
 		}
-		return nil, d, nil, api.InvalidJSON("Request body must be a JSON object.")
+		return nil, d, nil, nil, api.InvalidJSON("Request body must be a JSON object.")
 	}
 	var others []string
+	// The messages (the body's bulk) are checked by their own walk as the
+	// body's walk reaches them; on a problem the body's walk delimits them
+	// instead, and the problem waits for the body to be known JSON.
+	msgsSeen := false
+	messages := func(name, rest []byte) (int, bool) {
+		if msgsSeen || string(name) != "messages" {
+			return 0, false
+		}
+		msgsSeen = true
+		n, valid, err := checkMessages(rest)
+		if err != nil {
+			msgsErr = err
+			return 0, false
+		}
+		return n, valid
+	}
 	// One walk delimits the members and checks the body is JSON; only when
 	// it cannot say (a refused member, a malformed body) does Valid cross
 	// the body again, so that invalid JSON is reported before a member.
-	valid, err := jsonscan.MembersChecked(body, func(name, v []byte) error {
+	valid, err := jsonscan.MembersCheckedBy(body, func(name, v []byte) error {
 		known := false
 		for _, w := range chatMembers {
 			if string(name) != w {
@@ -474,14 +492,14 @@ func parseChatTop(body []byte, f fields) (fields, doc, []string, error) {
 			others = append(others, string(name))
 		}
 		return nil
-	})
+	}, messages)
 	if !valid && !jsonscan.Valid(body) {
-		return nil, d, nil, invalidJSON(body)
+		return nil, d, nil, nil, invalidJSON(body)
 	}
 	if err != nil {
-		return nil, d, nil, chatTopError(err)
+		return nil, d, nil, nil, chatTopError(err)
 	}
-	return f, d, others, nil
+	return f, d, others, msgsErr, nil
 }
 
 func chatTopError(err error) error {

@@ -214,6 +214,10 @@ func FuzzParseChatRequest(f *testing.F) {
 		`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"u"}}]}],"stream":true,"stream_options":{"include_usage":true}}`,
 		`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"r"}],"tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"tool_choice":"auto"}`,
 		`{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":["a"],"n":2,"temperature":1,"response_format":{"type":"json_schema","json_schema":{"name":"x"}},"mock_response":"y","drop_params":true}`,
+		`{"model":"m","messages":[{"role":"bogus","content":"hi"}],"x":tru}`,
+		`{"messages":[{"role":"user","content":"a\x"}],"model":"m"}`,
+		`{"messages":[{"role":"user","content":"hi"},],"model":"m"}`,
+		`{"messages":[{"role":"user"}],"messages":[]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -224,6 +228,12 @@ func FuzzParseChatRequest(f *testing.F) {
 			var ae *api.Error
 			if !errors.As(err, &ae) || ae.Status != 400 {
 				t.Fatalf("error %v is not a 400", err)
+			}
+			// Invalid JSON (or JSON not an object) is reported as such
+			// before any member's problem, though the walk checks the
+			// messages as it goes.
+			if (ae.Code == "invalid_json") != !isObject(body) {
+				t.Fatalf("error %v (%s) for %q, json.Valid %v", err, ae.Code, body, json.Valid(body))
 			}
 			return
 		}
@@ -288,6 +298,22 @@ func checkMessagesAgree(t *testing.T, body []byte) {
 	if decodeErr == nil && len(decoded) == 0 {
 		t.Fatalf("decoded no messages from %s", msgs)
 	}
+	// The body's walk checks them as it crosses them, what follows them
+	// unread: the same verdict, their end, and JSON.
+	rest := append(append([]byte{}, msgs...), `,"x":"}"}`...)
+	size, valid, walkErr := checkMessages(rest)
+	if (walkErr == nil) != (checkErr == nil) || (walkErr != nil && walkErr.Error() != checkErr.Error()) {
+		t.Fatalf("the body's walk says %v, the check-only walk %v, for %s", walkErr, checkErr, msgs)
+	}
+	if walkErr == nil && (size != len(msgs) || !valid) {
+		t.Fatalf("the body's walk ends the messages at %d (valid %v), not %d: %s", size, valid, len(msgs), msgs)
+	}
+}
+
+// isObject reports whether the JSON document doc is an object.
+func isObject(doc []byte) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal(doc, &m) == nil && m != nil
 }
 
 // TestMessagesCheckAndDecodeAgree runs the two walks over the refusal

@@ -24,34 +24,57 @@ import (
 // the typed view (ChatRequest.Messages decodes it on first use). The body
 // must have passed jsonscan.Valid.
 func parseMessages(v []byte, decode bool) ([]Message, error) {
+	msgs, _, _, err := walkMessages(v, decode, false)
+	return msgs, err
+}
+
+// checkMessages is the check-only parseMessages of the array that starts
+// rest (what follows it unread) as the body's one checked walk crosses it
+// (parseChatTop): it returns the array's length and whether it is JSON as
+// jsonscan.Valid would say (false: not known), so that the messages'
+// strings are crossed once, not checked by the walk and then read again.
+// Its error is parseMessages' only once the body is known to be JSON.
+func checkMessages(rest []byte) (size int, valid bool, err error) {
+	_, size, valid, err = walkMessages(rest, false, true)
+	return size, valid, err
+}
+
+// walkMessages is parseMessages, or with check checkMessages.
+func walkMessages(v []byte, decode, check bool) (msgs []Message, size int, valid bool, err error) {
 	if v[0] != '[' {
-		return nil, api.InvalidValue("messages", "Invalid type for 'messages': expected an array of message objects.")
+		return nil, 0, false, api.InvalidValue("messages", "Invalid type for 'messages': expected an array of message objects.")
 	}
-	var msgs []Message
 	if decode {
 		msgs = make([]Message, 0, 4)
 	}
 	n := 0
+	valid = check
 	// Each message is delimited by its own walk (parseMessage), not by
 	// Elements first: its content is crossed once here, not twice.
-	err := jsonscan.ElementsPrefix(v, func(rest []byte) (int, error) {
-		m, size, err := parseMessage(rest, messagePath(n), decode)
+	each := func(rest []byte) (int, error) {
+		m, size, ok, err := parseMessage(rest, messagePath(n), decode, check)
 		if err != nil {
 			return 0, err
 		}
+		valid = valid && ok
 		n++
 		if decode {
 			msgs = append(msgs, m)
 		}
 		return size, nil
-	})
+	}
+	if check {
+		size, err = jsonscan.ElementsPrefixEnd(v, each)
+	} else {
+		size, err = len(v), jsonscan.ElementsPrefix(v, each)
+	}
 	if err != nil {
-		return nil, err
+		return nil, 0, false, err
 	}
 	if n == 0 {
-		return nil, api.InvalidValue("messages", "'messages' must not be an empty array.")
+		return nil, 0, false, api.InvalidValue("messages", "'messages' must not be an empty array.")
 	}
-	return msgs, nil
+	return msgs, size, valid, nil
 }
 
 // messagePaths are the first messages' paths, built once: a path is
@@ -73,81 +96,81 @@ func messagePath(i int) string {
 var messageMembers = []string{"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "reasoning_content"}
 
 // parseMessage reads the message at the start of rest (what follows it
-// is not read) and returns its size.
-func parseMessage(rest []byte, at string, decode bool) (Message, int, error) {
-	m, err := parseMessageObject(rest, at, decode)
-	return m, len(m.Raw), err
-}
-
-func parseMessageObject(rest []byte, at string, decode bool) (Message, error) {
-	var m Message
-	o, size, err := newObjectPrefix(rest, at, "a message object", messageMembers)
+// is not read) and returns its size; with check, also whether it is JSON
+// as jsonscan.Valid would say (false: not known).
+func parseMessage(rest []byte, at string, decode, check bool) (m Message, size int, valid bool, err error) {
+	o, size, valid, err := walkObject(rest, at, "a message object", messageMembers, true, check)
 	if err != nil {
-		return m, err
+		return m, 0, false, err
 	}
 	m.Raw = rest[:size]
+	return m, size, valid, o.message(&m, decode)
+}
+
+// message reads the message object o into m.
+func (o object) message(m *Message, decode bool) (err error) {
 	o.decode = decode
 	if m.Role, _, err = o.str("role"); err != nil {
-		return m, err
+		return err
 	}
 	switch m.Role {
 	case RoleSystem, RoleDeveloper, RoleUser, RoleAssistant, RoleTool, RoleFunction:
 	case "":
-		return m, api.MissingParam(o.path("role"))
+		return api.MissingParam(o.path("role"))
 	default:
-		return m, api.InvalidValue(o.path("role"), "Invalid value for '%s': %q. Supported values are: 'system', 'developer', 'user', 'assistant', 'tool' and 'function'.", o.path("role"), truncate(m.Role, 40))
+		return api.InvalidValue(o.path("role"), "Invalid value for '%s': %q. Supported values are: 'system', 'developer', 'user', 'assistant', 'tool' and 'function'.", o.path("role"), truncate(m.Role, 40))
 	}
 	if m.Name, _, err = o.str("name"); err != nil {
-		return m, err
+		return err
 	}
 	content := o.get("content")
 	if content != nil {
 		switch content[0] {
 		case '"':
 			if m.Content, _, err = o.text("content"); err != nil {
-				return m, err
+				return err
 			}
 		case '[':
 			if m.Parts, err = parseParts(content, o.path("content"), m.Role, decode); err != nil {
-				return m, err
+				return err
 			}
 		default:
-			return m, api.InvalidValue(o.path("content"), "Invalid type for '%s': expected a string or an array of content parts.", o.path("content"))
+			return api.InvalidValue(o.path("content"), "Invalid type for '%s': expected a string or an array of content parts.", o.path("content"))
 		}
 	}
 	switch m.Role {
 	case RoleAssistant:
 		if v := o.get("tool_calls"); v != nil {
 			if m.ToolCalls, err = parseToolCalls(v, o.path("tool_calls"), decode); err != nil {
-				return m, err
+				return err
 			}
 		}
 		if m.Refusal, _, err = o.text("refusal"); err != nil {
-			return m, err
+			return err
 		}
 		if m.ReasoningContent, _, err = o.text("reasoning_content"); err != nil {
-			return m, err
+			return err
 		}
 	case RoleTool:
 		if m.ToolCallID, _, err = o.str("tool_call_id"); err != nil {
-			return m, err
+			return err
 		}
 		if m.ToolCallID == "" {
-			return m, api.MissingParam(o.path("tool_call_id"))
+			return api.MissingParam(o.path("tool_call_id"))
 		}
 		if content == nil {
-			return m, api.MissingParam(o.path("content"))
+			return api.MissingParam(o.path("content"))
 		}
 	case RoleFunction:
 		if m.Name == "" {
-			return m, api.MissingParam(o.path("name"))
+			return api.MissingParam(o.path("name"))
 		}
 	default: // system, developer, user
 		if content == nil {
-			return m, api.MissingParam(o.path("content"))
+			return api.MissingParam(o.path("content"))
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // object holds the wanted members of one JSON object of the request, found
@@ -169,23 +192,21 @@ const maxWanted = 8
 // of object expected, for the error when el is not one. A wanted member
 // given twice is refused: a provider could read either copy.
 func newObject(el []byte, at, what string, names []string) (object, error) {
-	o, _, err := walkObject(el, at, what, names, false)
+	o, _, _, err := walkObject(el, at, what, names, false, false)
 	return o, err
 }
 
-// newObjectPrefix is newObject over the object that starts rest, what
-// follows it unread (jsonscan.MembersPrefix); size is the object's length.
-func newObjectPrefix(rest []byte, at, what string, names []string) (o object, size int, err error) {
-	return walkObject(rest, at, what, names, true)
-}
-
-func walkObject(el []byte, at, what string, names []string, prefix bool) (object, int, error) {
+// walkObject is newObject; with prefix, over the object that starts el,
+// what follows it unread (jsonscan.MembersPrefix), size being the object's
+// length; with check (and prefix) valid says whether the object is JSON
+// as jsonscan.Valid would (false: not known).
+func walkObject(el []byte, at, what string, names []string, prefix, check bool) (o object, size int, valid bool, err error) {
 	if len(names) > maxWanted {
 		panic("oai: newObject wants more members than maxWanted") // the lists are constants
 	}
-	o := object{at: at, names: names}
+	o = object{at: at, names: names}
 	if len(el) == 0 || el[0] != '{' {
-		return o, 0, api.InvalidValue(at, "Invalid type for '%s': expected %s.", at, what)
+		return o, 0, false, api.InvalidValue(at, "Invalid type for '%s': expected %s.", at, what)
 	}
 	member := func(name, v []byte) error {
 		for i, w := range names {
@@ -199,23 +220,22 @@ func walkObject(el []byte, at, what string, names []string, prefix bool) (object
 		}
 		return nil
 	}
-	var (
-		size int
-		err  error
-	)
-	if prefix {
+	switch {
+	case check:
+		size, valid, err = jsonscan.MembersPrefixChecked(el, member)
+	case prefix:
 		size, err = jsonscan.MembersPrefix(el, member)
-	} else {
+	default:
 		size, err = len(el), jsonscan.Members(el, member)
 	}
 	if err != nil {
 		var ae *api.Error
 		if errors.As(err, &ae) {
-			return o, 0, err
+			return o, 0, false, err
 		}
-		return o, 0, api.InvalidValue(at, "'%s' is not a valid JSON object.", at)
+		return o, 0, false, api.InvalidValue(at, "'%s' is not a valid JSON object.", at)
 	}
-	return o, size, nil
+	return o, size, valid, nil
 }
 
 func (o object) path(name string) string {
