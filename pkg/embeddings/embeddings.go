@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strconv"
 	"sync"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
@@ -133,30 +134,31 @@ func parameters(req *oai.EmbeddingRequest) map[string]any {
 // and usage, not the vectors (large, and of no use to a log):
 // {"object":"list","model","data_count","dimensions","encoding_format","usage"}
 // (model and dimensions left out when unknown), written without
-// reflection.
+// reflection. It is written on the stack (plain appends: a
+// jsonscan.Object's methods would move the buffer to the heap) and copied
+// to a slice of its own length, which the event keeps until delivered.
 func summarize(scan *Scanner, encoding string, usage oai.Usage) json.RawMessage {
-	o := jsonscan.StartObject(make([]byte, 0, 192))
-	o.Raw("object", []byte(`"list"`))
+	var buf [256]byte
+	b := append(buf[:0], `{"object":"list"`...)
 	if lit, ok := scan.modelLiteral(); ok {
 		if len(lit) > len(`""`) {
-			o.Raw("model", lit)
+			b = append(append(b, `,"model":`...), lit...)
 		}
-	} else {
-		o.StringOmitEmpty("model", scan.Model())
+	} else if m := scan.Model(); m != "" {
+		b = jsonscan.AppendString(append(b, `,"model":`...), m)
 	}
-	o.Int("data_count", int64(scan.Count()))
+	b = strconv.AppendInt(append(b, `,"data_count":`...), int64(scan.Count()), 10)
 	if d := scan.Dimensions(); d != 0 {
-		o.Int("dimensions", int64(d))
+		b = strconv.AppendInt(append(b, `,"dimensions":`...), int64(d), 10)
 	}
 	switch encoding { // the usual two, written without a look at each byte
 	case oai.EncodingFloat:
-		o.Raw("encoding_format", []byte(`"float"`))
+		b = append(b, `,"encoding_format":"float"`...)
 	case oai.EncodingBase64:
-		o.Raw("encoding_format", []byte(`"base64"`))
+		b = append(b, `,"encoding_format":"base64"`...)
 	default:
-		o.String("encoding_format", encoding)
+		b = jsonscan.AppendString(append(b, `,"encoding_format":`...), encoding)
 	}
-	o.Key("usage")
-	o.B = usage.AppendJSON(o.B)
-	return o.End()
+	b = usage.AppendJSON(append(b, `,"usage":`...))
+	return bytes.Clone(append(b, '}'))
 }
