@@ -325,3 +325,56 @@ func TestSummaryCopiesAgreeWithEncoding(t *testing.T) {
 		}
 	}
 }
+
+// A meter's state is reused from call to call (the service's pool): each
+// call's summary is its own answer's, nothing of the call before.
+func TestEachCallsSummaryIsItsOwn(t *testing.T) {
+	bus := &recordingBus{}
+	router := &fakeRouter{encoding: "float"}
+	h := handler(router, logevent.NewEmitter(bus, nil, listening, 0))
+	answers := []string{
+		string(response(2, 16, "float", 9)),
+		`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[1,2,3]}],"model":"m2"}`,
+		string(response(1, 4, "float", 5)),
+	}
+	want := []summary{
+		{Object: "list", Model: "text-embedding-3-small", DataCount: 2, Dimensions: 16, EncodingFormat: "float", Usage: oai.Usage{PromptTokens: 9, TotalTokens: 9}},
+		{Object: "list", Model: "m2", DataCount: 1, Dimensions: 3, EncodingFormat: "float"},
+		{Object: "list", Model: "text-embedding-3-small", DataCount: 1, Dimensions: 4, EncodingFormat: "float", Usage: oai.Usage{PromptTokens: 5, TotalTokens: 5}},
+	}
+	ctx := auth.WithPrincipal(context.Background(), teamKey)
+	for i, answer := range answers {
+		router.body = answer
+		r := httptest.NewRequest("POST", "/v1/embeddings", strings.NewReader(`{"model":"small","input":"x"}`)).WithContext(ctx)
+		w := httptest.NewRecorder()
+		if err := h(w, r); err != nil || w.Body.String() != answer {
+			t.Fatalf("call %d: %v %s", i, err, w.Body)
+		}
+		if len(bus.events) != i+1 {
+			t.Fatalf("call %d: %d events", i, len(bus.events))
+		}
+		var sum summary
+		if err := strictJSON(bus.events[i].Response, &sum); err != nil {
+			t.Fatalf("call %d: summary %s: %v", i, bus.events[i].Response, err)
+		}
+		if diff := cmp.Diff(want[i], sum); diff != "" {
+			t.Errorf("call %d: summary (-want +got):\n%s", i, diff)
+		}
+	}
+}
+
+// A meter is spent once it has ended: its state is back in the pool, and
+// the meter no longer reaches it.
+func TestMeterIsSpentAtEnd(t *testing.T) {
+	s := New(&fakeRouter{}, modelcall.New(nil, nil))
+	m := s.meter(oai.EncodingFloat)
+	m.Write([]byte(`{"data":[{"embedding":[1,2]}],"model":"m","usage":{"prompt_tokens":2,"total_tokens":2}}`))
+	var ev logevent.Event
+	u, err := m.End(&ev)
+	if err != nil || u.PromptTokens != 2 || len(ev.Response) == 0 {
+		t.Fatalf("End: %+v %v %s", u, err, ev.Response)
+	}
+	if m.scanning != nil {
+		t.Error("the meter still holds its state after End")
+	}
+}

@@ -356,15 +356,42 @@ func (s *Scanner) parseUsage() (oai.Usage, bool) {
 	if len(s.usage) == 0 {
 		return oai.Usage{}, false
 	}
-	u, err := oai.ParseUsage(s.usage)
-	if err != nil {
-		return oai.Usage{}, false
+	u, ok := plainUsage(s.usage)
+	if !ok {
+		var err error
+		if u, err = oai.ParseUsage(s.usage); err != nil {
+			return oai.Usage{}, false
+		}
 	}
 	if u.TotalTokens == 0 {
 		u.TotalTokens = u.PromptTokens
 	}
 	return u, true
 }
+
+// plainUsage reads the usage as OpenAI writes it,
+// {"prompt_tokens":N,"total_tokens":M} byte for byte, without a walk over
+// its members; ok is false for any other form, which oai.ParseUsage reads.
+func plainUsage(b []byte) (u oai.Usage, ok bool) {
+	const prompt, total = `{"prompt_tokens":`, `,"total_tokens":`
+	if !bytes.HasPrefix(b, []byte(prompt)) || b[len(b)-1] != '}' {
+		return u, false
+	}
+	b = b[len(prompt) : len(b)-1]
+	k := bytes.IndexByte(b, ',')
+	if k < 0 || !bytes.HasPrefix(b[k:], []byte(total)) {
+		return u, false
+	}
+	p, okP := jsonscan.PlainInt(b[:k])
+	t, okT := jsonscan.PlainInt(b[k+len(total):])
+	if !okP || !okT || p >= maxCount || t >= maxCount {
+		return u, false
+	}
+	return oai.Usage{PromptTokens: p, TotalTokens: t}, true
+}
+
+// maxCount bounds a token count, as jsonscan.Count does.
+const maxCount = 1 << 40
 
 // Model returns the response's model, or "".
 func (s *Scanner) Model() string {

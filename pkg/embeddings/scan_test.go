@@ -270,3 +270,50 @@ func BenchmarkScanner(b *testing.B) {
 		})
 	}
 }
+
+// plainUsage, where it reads a usage, reads what oai.ParseUsage and
+// encoding/json read.
+func FuzzPlainUsage(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt_tokens":120,"total_tokens":120}`, `{"prompt_tokens":0,"total_tokens":0}`,
+		`{"prompt_tokens":01,"total_tokens":1}`, `{"prompt_tokens":1,"total_tokens":1099511627776}`,
+		`{"prompt_tokens":1,"total_tokens":2,"x":3}`, `{"prompt_tokens":1.0,"total_tokens":1}`,
+		`{"prompt_tokens":1,"total_tokens":-1}`, `{"prompt_tokens":1, "total_tokens":1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 {
+			return
+		}
+		got, ok := plainUsage(b)
+		if !ok {
+			return
+		}
+		want, err := oai.ParseUsage(b)
+		if err != nil || got != want {
+			t.Fatalf("%q: plainUsage %+v, ParseUsage %+v %v", b, got, want, err)
+		}
+		var decoded oai.Usage
+		if err := json.Unmarshal(b, &decoded); err != nil || decoded != got {
+			t.Fatalf("%q: plainUsage %+v, encoding/json %+v %v", b, got, decoded, err)
+		}
+	})
+}
+
+func TestPlainUsage(t *testing.T) {
+	for doc, want := range map[string]bool{
+		`{"prompt_tokens":120,"total_tokens":120}`:         true,
+		`{"prompt_tokens":0,"total_tokens":7}`:             true,
+		`{"prompt_tokens":01,"total_tokens":1}`:            false,
+		`{"prompt_tokens":1,"total_tokens":1099511627776}`: false,
+		`{"prompt_tokens":1,"total_tokens":2,"x":3}`:       false,
+		`{"prompt_tokens":1 ,"total_tokens":1}`:            false,
+		`{"total_tokens":1,"prompt_tokens":1}`:             false,
+		`{"prompt_tokens":1,"total_tokens":}`:              false,
+	} {
+		if _, ok := plainUsage([]byte(doc)); ok != want {
+			t.Errorf("%s: read %v, want %v", doc, ok, want)
+		}
+	}
+}

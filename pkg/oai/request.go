@@ -220,13 +220,11 @@ func parseTopInto(f fields, body []byte, wanted ...string) (fields, doc, error) 
 	if i == len(body) {
 		return nil, d, api.InvalidJSON("Request body is empty; expected a JSON object.")
 	}
-	if !jsonscan.Valid(body) {
-		return nil, d, invalidJSON(body)
-	}
-	if body[i] != '{' {
-		return nil, d, api.InvalidJSON("Request body must be a JSON object.")
-	}
-	err := jsonscan.Members(body, func(name, v []byte) error {
+	// The walk checks the values as it goes (one crossing of the body, not
+	// a validation and then a walk); when it could not tell, or failed,
+	// Valid decides, so that invalid JSON is refused as such before
+	// anything the walk found.
+	valid, err := jsonscan.MembersChecked(body, func(name, v []byte) error {
 		for _, w := range wanted {
 			if string(name) != w {
 				continue
@@ -241,6 +239,15 @@ func parseTopInto(f fields, body []byte, wanted ...string) (fields, doc, error) 
 		}
 		return nil
 	})
+	if valid && err == nil {
+		return f, d, nil
+	}
+	if !jsonscan.Valid(body) {
+		return nil, d, invalidJSON(body)
+	}
+	if body[i] != '{' {
+		return nil, d, api.InvalidJSON("Request body must be a JSON object.")
+	}
 	if err != nil {
 		return nil, d, membersError(err)
 	}

@@ -37,6 +37,9 @@ func TestParseEmbeddingRequest(t *testing.T) {
 
 		{name: "empty body", body: ``, status: 400, code: "invalid_json", msg: "empty"},
 		{name: "not JSON", body: `{"model":`, status: 400, code: "invalid_json", msg: "not valid JSON"},
+		{name: "not JSON after a duplicate", body: `{"model":"a","model":"b","input":"x"`, status: 400, code: "invalid_json", msg: "not valid JSON"},
+		{name: "not JSON deep in a value", body: `{"model":"m","input":"x","extra":{"a":[1,}}`, status: 400, code: "invalid_json", msg: "not valid JSON"},
+		{name: "control byte in a string", body: "{\"model\":\"m\",\"input\":\"a\x01b\"}", status: 400, code: "invalid_json", msg: "not valid JSON"},
 		{name: "not an object", body: `["m"]`, status: 400, code: "invalid_json", msg: "JSON object"},
 		{name: "missing model", body: `{"input":"x"}`, status: 400, code: "missing_required_parameter", param: "model"},
 		{name: "null model", body: `{"model":null,"input":"x"}`, status: 400, code: "missing_required_parameter", param: "model"},

@@ -2,6 +2,7 @@ package oai
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 )
@@ -48,33 +49,34 @@ func (u *Usage) Add(o Usage) {
 // AppendJSON appends u as encoding/json writes it (its struct tags:
 // completion and cache counts left out when zero, the details objects when
 // zero), without reflection: every log event of an embeddings call carries
-// one.
+// one. Plain appends, not a jsonscan.Object, whose methods move the
+// caller's buffer to the heap.
 func (u *Usage) AppendJSON(b []byte) []byte {
-	o := jsonscan.StartObject(b)
-	o.Int("prompt_tokens", u.PromptTokens)
+	b = appendCount(append(b, '{'), `"prompt_tokens":`, u.PromptTokens)
 	if u.CompletionTokens != 0 {
-		o.Int("completion_tokens", u.CompletionTokens)
+		b = appendCount(b, `,"completion_tokens":`, u.CompletionTokens)
 	}
-	o.Int("total_tokens", u.TotalTokens)
+	b = appendCount(b, `,"total_tokens":`, u.TotalTokens)
 	if u.PromptTokensDetails != (PromptTokensDetails{}) {
-		o.Key("prompt_tokens_details")
-		d := jsonscan.StartObject(o.B)
-		d.Int("cached_tokens", u.PromptTokensDetails.CachedTokens)
-		o.B = d.End()
+		b = appendCount(b, `,"prompt_tokens_details":{"cached_tokens":`, u.PromptTokensDetails.CachedTokens)
+		b = append(b, '}')
 	}
 	if u.CompletionTokensDetails != (CompletionTokensDetails{}) {
-		o.Key("completion_tokens_details")
-		d := jsonscan.StartObject(o.B)
-		d.Int("reasoning_tokens", u.CompletionTokensDetails.ReasoningTokens)
-		o.B = d.End()
+		b = appendCount(b, `,"completion_tokens_details":{"reasoning_tokens":`, u.CompletionTokensDetails.ReasoningTokens)
+		b = append(b, '}')
 	}
 	if u.CacheCreationInputTokens != 0 {
-		o.Int("cache_creation_input_tokens", u.CacheCreationInputTokens)
+		b = appendCount(b, `,"cache_creation_input_tokens":`, u.CacheCreationInputTokens)
 	}
 	if u.CacheReadInputTokens != 0 {
-		o.Int("cache_read_input_tokens", u.CacheReadInputTokens)
+		b = appendCount(b, `,"cache_read_input_tokens":`, u.CacheReadInputTokens)
 	}
-	return o.End()
+	return append(b, '}')
+}
+
+// appendCount appends key (the JSON before the value) and n.
+func appendCount(b []byte, key string, n int64) []byte {
+	return strconv.AppendInt(append(b, key...), n, 10)
 }
 
 var errUsage = errors.New("oai: usage is not an object of token counts")
