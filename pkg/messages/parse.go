@@ -58,11 +58,20 @@ func Parse(body []byte) (*Parsed, error) {
 // what a native deployment checks itself. Each problem is a 400 naming the
 // member.
 func ParseHead(body []byte) (*Parsed, error) {
+	p := &Parsed{}
+	if err := p.parseHead(body); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// parseHead is ParseHead into p, which is zero: a call allocates it with
+// the rest of its state (messageCall).
+func (p *Parsed) parseHead(body []byte) error {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
-		return nil, api.InvalidJSON("The request body must be a JSON object.")
+		return api.InvalidJSON("The request body must be a JSON object.")
 	}
-	p := &Parsed{}
 	r := &p.Request
 	var (
 		given  struct{ model, maxTokens, messages bool }
@@ -100,56 +109,56 @@ func ParseHead(body []byte) (*Parsed, error) {
 	if err != nil {
 		var ae *api.Error
 		if errors.As(err, &ae) {
-			return nil, err
+			return err
 		}
-		return nil, api.InvalidJSON("The request body is not valid JSON.")
+		return api.InvalidJSON("The request body is not valid JSON.")
 	}
 	p.Body = body
 	p.asIs = models == 1 && !own
 	switch {
 	case !given.model:
-		return nil, api.MissingParam("model")
+		return api.MissingParam("model")
 	case strings.TrimSpace(r.Model) == "":
-		return nil, api.InvalidValue("model", "'model' must name a model.")
+		return api.InvalidValue("model", "'model' must name a model.")
 	case !given.maxTokens:
-		return nil, api.MissingParam("max_tokens")
+		return api.MissingParam("max_tokens")
 	case r.MaxTokens < 1:
-		return nil, api.InvalidValue("max_tokens", "'max_tokens' must be at least 1.")
+		return api.InvalidValue("max_tokens", "'max_tokens' must be at least 1.")
 	case !given.messages:
-		return nil, api.MissingParam("messages")
+		return api.MissingParam("messages")
 	case r.Temperature != nil && (*r.Temperature < 0 || *r.Temperature > 1):
-		return nil, api.InvalidValue("temperature", "'temperature' must be between 0 and 1.")
+		return api.InvalidValue("temperature", "'temperature' must be between 0 and 1.")
 	case r.TopP != nil && (*r.TopP < 0 || *r.TopP > 1):
-		return nil, api.InvalidValue("top_p", "'top_p' must be between 0 and 1.")
+		return api.InvalidValue("top_p", "'top_p' must be between 0 and 1.")
 	case r.TopK != nil && *r.TopK < 0:
-		return nil, api.InvalidValue("top_k", "'top_k' must not be negative.")
+		return api.InvalidValue("top_k", "'top_k' must not be negative.")
 	}
 	if tc := r.ToolChoice; tc != nil {
 		switch tc.Type {
 		case "auto", "any", "none":
 		case "tool":
 			if tc.Name == "" {
-				return nil, api.MissingParam("tool_choice.name")
+				return api.MissingParam("tool_choice.name")
 			}
 		default:
-			return nil, api.InvalidValue("tool_choice.type", "'tool_choice.type' must be auto, any, tool or none.")
+			return api.InvalidValue("tool_choice.type", "'tool_choice.type' must be auto, any, tool or none.")
 		}
 	}
 	if th := r.Thinking; th != nil {
 		switch th.Type {
 		case "enabled":
 			if th.BudgetTokens < 1024 {
-				return nil, api.InvalidValue("thinking.budget_tokens", "'thinking.budget_tokens' must be at least 1024.")
+				return api.InvalidValue("thinking.budget_tokens", "'thinking.budget_tokens' must be at least 1024.")
 			}
 			if th.BudgetTokens >= r.MaxTokens {
-				return nil, api.InvalidValue("thinking.budget_tokens", "'thinking.budget_tokens' must be less than 'max_tokens'.")
+				return api.InvalidValue("thinking.budget_tokens", "'thinking.budget_tokens' must be less than 'max_tokens'.")
 			}
 		case "disabled", "adaptive":
 		default:
-			return nil, api.InvalidValue("thinking.type", "'thinking.type' must be enabled, disabled or adaptive.")
+			return api.InvalidValue("thinking.type", "'thinking.type' must be enabled, disabled or adaptive.")
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // decodeMember decodes the member name of a request into r when it is one
