@@ -28,6 +28,11 @@ type Parsed struct {
 	// (mock_response, drop_params): it can go to a native deployment of
 	// that model as it came.
 	asIs bool
+	// plain: every member is one the head decodes, messages or system
+	// (each once), under its exact name, and no tools: the form
+	// appendChatBodyRaw may translate. rawSystem is system as sent.
+	plain     bool
+	rawSystem []byte
 	// decoded: Request holds the whole request, checked, or decodeErr
 	// says what is wrong with it.
 	decoded   bool
@@ -74,9 +79,11 @@ func (p *Parsed) parseHead(body []byte) error {
 	}
 	r := &p.Request
 	var (
-		given  struct{ model, maxTokens, messages bool }
-		models int
-		own    bool
+		given            struct{ model, maxTokens, messages bool }
+		models           int
+		own              bool
+		others           bool // a member the head does not know, a second messages or system, tools
+		messages, system int
 	)
 	err := jsonscan.Members(body, func(name, value []byte) error {
 		n := string(name)
@@ -84,8 +91,14 @@ func (p *Parsed) parseHead(body []byte) error {
 		switch {
 		case n == "messages":
 			p.RawMessages, given.messages = value, !null
+			messages++
+			return nil
+		case n == "system":
+			p.rawSystem = value
+			system++
 			return nil
 		case n == "tools":
+			others = true
 			p.tools = 0
 			if !null && jsonscan.Elements(value, func([]byte) error { p.tools++; return nil }) != nil {
 				return api.InvalidValue("tools", "'tools' must be an array of tools.")
@@ -104,6 +117,7 @@ func (p *Parsed) parseHead(body []byte) error {
 		if err := decodeMember(r, n, value); err != errUnknownMember {
 			return err
 		}
+		others = true
 		return nil // an unknown member is ignored, as encoding/json does
 	})
 	if err != nil {
@@ -115,6 +129,7 @@ func (p *Parsed) parseHead(body []byte) error {
 	}
 	p.Body = body
 	p.asIs = models == 1 && !own
+	p.plain = !others && messages == 1 && system <= 1
 	switch {
 	case !given.model:
 		return api.MissingParam("model")
