@@ -136,7 +136,7 @@ func (p *Parsed) appendChatBodyRaw(b []byte) ([]byte, bool) {
 		}
 		n++
 	}
-	if sys := p.rawSystem; sys != nil {
+	if sys := p.Body[p.system[0]:p.system[1]]; len(sys) > 0 {
 		if sys[0] != '"' {
 			return b, false
 		}

@@ -30,12 +30,13 @@ type Parsed struct {
 	asIs bool
 	// plain: every member is one the head decodes, messages or system
 	// (each once), under its exact name, and no tools: the form
-	// appendChatBodyRaw may translate. rawSystem is system as sent.
-	plain     bool
-	rawSystem []byte
+	// appendChatBodyRaw may translate. system is where system is in
+	// Body (its offsets: a call's state stays in a smaller size class).
+	plain bool
 	// decoded: Request holds the whole request, checked, or decodeErr
 	// says what is wrong with it.
 	decoded   bool
+	system    [2]int
 	decodeErr error
 	// chatOnce guards the chat translation (chat, chatErr): the router
 	// may try several deployments, each reached through the chat seam.
@@ -94,7 +95,7 @@ func (p *Parsed) parseHead(body []byte) error {
 			messages++
 			return nil
 		case n == "system":
-			p.rawSystem = value
+			p.system[0], p.system[1] = jsonscan.Span(body, value)
 			system++
 			return nil
 		case n == "tools":
