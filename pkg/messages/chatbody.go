@@ -1,7 +1,9 @@
 package messages
 
 import (
+	"bytes"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 )
@@ -48,6 +50,12 @@ func appendChatBody(b []byte, out *chatRequest) ([]byte, bool) {
 		}
 		b = append(b, ']')
 	}
+	return appendChatTail(b, out), true
+}
+
+// appendChatTail appends the members of out after messages, and closes the
+// object.
+func appendChatTail(b []byte, out *chatRequest) []byte {
 	b = append(b, `,"max_tokens":`...)
 	b = strconv.AppendInt(b, out.MaxTokens, 10)
 	if out.Stream {
@@ -93,7 +101,94 @@ func appendChatBody(b []byte, out *chatRequest) ([]byte, bool) {
 		b = append(b, `,"drop_params":`...)
 		b = strconv.AppendBool(b, *out.DropParams)
 	}
-	return append(b, '}'), true
+	return append(b, '}')
+}
+
+// chatBodyExtra is about how much longer than the request its chat body
+// in the plain form is (the members' names, a system message's role).
+const chatBodyExtra = 256
+
+// appendChatBodyRaw appends the chat body of a request in the plainest
+// usual form — system absent or a string, each message an object of a role
+// (exactly user or assistant) and a string content, no tools, tool choice
+// or mock response, every member under its exact name (plain) — from the
+// body's raw strings, without decoding the request: what ChatBody's decode,
+// chatRequest and appendChatBody write of it, byte for byte
+// (FuzzChatBodyRaw). A string that AppendString would write as it came
+// (no escape, valid UTF-8, no U+2028 or U+2029) is copied; any other is
+// unquoted and written by AppendString. ok is false for any other request
+// (or one that is not valid JSON), which ChatBody decodes; b is then to be
+// dropped.
+func (p *Parsed) appendChatBodyRaw(b []byte) ([]byte, bool) {
+	if !p.plain || len(p.MockResponse) > 0 || p.ToolChoice != nil || !jsonscan.Valid(p.Body) {
+		return b, false
+	}
+	out := p.chatHead()
+	b = append(b, `{"model":`...)
+	b = jsonscan.AppendString(b, out.Model)
+	b = append(b, `,"messages":`...)
+	n := 0
+	next := func() {
+		if n == 0 {
+			b = append(b, '[')
+		} else {
+			b = append(b, ',')
+		}
+		n++
+	}
+	if sys := p.Body[p.system[0]:p.system[1]]; len(sys) > 0 {
+		if sys[0] != '"' {
+			return b, false
+		}
+		next()
+		b = append(b, `{"role":"system","content":`...)
+		b = appendRawString(b, sys)
+		b = append(b, '}')
+	}
+	err := jsonscan.Elements(p.RawMessages, func(m []byte) error {
+		var role, content []byte
+		if m[0] != '{' || jsonscan.Members(m, func(name, v []byte) error {
+			switch {
+			case string(name) == "role" && role == nil:
+				role = v
+			case string(name) == "content" && content == nil && v[0] == '"':
+				content = v
+			default:
+				return errNotUsual
+			}
+			return nil
+		}) != nil || content == nil || string(role) != `"user"` && string(role) != `"assistant"` {
+			return errNotUsual
+		}
+		next()
+		b = append(b, `{"role":`...)
+		b = append(b, role...)
+		b = append(b, `,"content":`...)
+		b = appendRawString(b, content)
+		b = append(b, '}')
+		return nil
+	})
+	if err != nil {
+		return b, false
+	}
+	if n == 0 {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, ']')
+	}
+	return appendChatTail(b, &out), true
+}
+
+// appendRawString appends the valid JSON string lit as AppendString writes
+// what it decodes to: as it came when that is the same bytes.
+func appendRawString(b, lit []byte) []byte {
+	inner := lit[1 : len(lit)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) &&
+		(bytes.IndexByte(inner, 0xe2) < 0 || !bytes.Contains(inner, []byte("\u2028")) && !bytes.Contains(inner, []byte("\u2029"))) {
+		return append(b, lit...)
+	}
+	s, _ := jsonscan.String(lit) // valid: the body is
+	return jsonscan.AppendString(b, s)
 }
 
 // chatBodySize is about the encoded size of out's usual form, for one

@@ -126,3 +126,68 @@ func FuzzAnswerJSON(f *testing.F) {
 		}
 	})
 }
+
+// FuzzChatBodyRaw: appendChatBodyRaw, which translates a request in the
+// plain form from its raw strings, writes what the decode, chatRequest and
+// appendChatBody write of it, byte for byte, or declines; a request it
+// translates is one the decode accepts.
+func FuzzChatBodyRaw(f *testing.F) {
+	for _, s := range []string{
+		string(benchRequest),
+		`{"model":"m","max_tokens":4000,"system":"Be <b>\u00e9</b>\n","messages":[{"role":"user","content":"Hi \u2028 é` + "\u2028\u2029" + ` \"q\" \/ \ud83d\ude00"},{"content":"","role":"assistant"}],` +
+			`"stream":true,"stop_sequences":["\n\n","END"],"temperature":0.5,"top_p":1,"top_k":3,"thinking":{"type":"enabled","budget_tokens":2000},"metadata":{"user_id":"u\"1"},"drop_params":false}`,
+		`{"model":"m","max_tokens":1,"messages":[]}`, `{"model":"m","max_tokens":1,"system":"","messages":[]}`,
+		`{"model":"m","max_tokens":1,"system":null,"messages":[{"role":"user","content":"a"}]}`,
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"a","role":"user"}]}`,
+		`{"model":"m","max_tokens":1,"messages":[{"role":"robot","content":"a"}]}`,
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}]}`,
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"a"}],"Messages":[]}`,
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"a"}],"container":tru}`,
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"a` + "\x01" + `"}]}`,
+		"{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}",
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"a"}],"tool_choice":{"type":"auto"}}`,
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"a"}],"mock_response":"hi"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := ParseHead(body)
+		if err != nil {
+			return
+		}
+		fast, ok := p.appendChatBodyRaw(nil)
+		if !ok {
+			return
+		}
+		slow, err := ParseHead(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := slow.decode(); err != nil {
+			t.Fatalf("appendChatBodyRaw translated %q, which the decode refuses: %v", body, err)
+		}
+		out, err := slow.chatRequest()
+		if err != nil {
+			t.Fatalf("appendChatBodyRaw translated %q, which chatRequest refuses: %v", body, err)
+		}
+		want, ok := appendChatBody(nil, &out)
+		if !ok {
+			t.Fatalf("appendChatBodyRaw translated %q, which appendChatBody declines", body)
+		}
+		if !bytes.Equal(fast, want) {
+			t.Fatalf("for %q appendChatBodyRaw wrote\n%s\nthe decode and appendChatBody\n%s", body, fast, want)
+		}
+	})
+}
+
+// TestChatBodyRawTakesTheBenchRequest: the bench's request (a string
+// system prompt and a user turn) is translated from its raw strings.
+func TestChatBodyRawTakesTheBenchRequest(t *testing.T) {
+	p, err := ParseHead(benchRequest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.appendChatBodyRaw(nil); !ok {
+		t.Error("appendChatBodyRaw declines the bench's request")
+	}
+}

@@ -5,10 +5,13 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
+	"sync"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/ctxvalue"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
@@ -28,14 +31,25 @@ type Service struct {
 	router Router
 	calls  *modelcall.Calls
 	o200k  *tokenizer.Encoding // count_tokens', read on its first count
+	// steps start a Messages call; made once, so that a call makes no
+	// closures of its own (its state is one messageCall).
+	steps modelcall.Steps[*messageCall]
+	// answers are the buffers a translated answer is read into: it is
+	// translated, then not needed again, so the buffer goes back.
+	answers sync.Pool
 }
+
+// maxPooledAnswer bounds the buffers answers keeps: a larger answer's
+// buffer is left to the collector, not held.
+const maxPooledAnswer = 64 << 10
 
 // New builds the service over router, its calls ending through calls.
 func New(router Router, calls *modelcall.Calls) *Service {
-	return &Service{router: router, calls: calls, o200k: tokenizer.NewO200kBase()}
+	s := &Service{router: router, calls: calls, o200k: tokenizer.NewO200kBase()}
+	s.steps = modelcall.Steps[*messageCall]{CallType: CallType, Parse: parseCall, Describe: describeCall, Route: s.route}
+	s.answers.New = func() any { b := make([]byte, 0, 4<<10); return &b }
+	return s
 }
-
-type headersKey struct{}
 
 // headers are the client's anthropic-version and anthropic-beta.
 type headers struct{ version, beta string }
@@ -43,7 +57,8 @@ type headers struct{ version, beta string }
 // WithHeaders returns ctx carrying the client's anthropic-version and
 // anthropic-beta headers, which a native deployment receives.
 func WithHeaders(ctx context.Context, version, beta string) context.Context {
-	return context.WithValue(ctx, headersKey{}, headers{version, beta})
+	ctx, _ = ctxvalue.With(ctx, headers{version, beta})
+	return ctx
 }
 
 // Handler is modelcall.Handler for a Messages operation: the client's
@@ -58,84 +73,135 @@ func Handler(op modelcall.Operation, jsonLimit int64) func(w http.ResponseWriter
 	}
 }
 
+// messageCall is one Messages call's state, in one allocation: the request
+// as parsed, as the router takes it, and the answer's meter and reader.
+type messageCall struct {
+	parsed Parsed
+	req    models.MessagesRequest
+	native bool // the router's answer is Anthropic's own
+	json   jsonMeter
+	answer answerMeter // a translated answer's body and meter
+}
+
+// parseCall reads the request's head only: a native deployment takes the
+// body as it came, and the chat seam decodes the rest (Chat) when it is
+// tried.
+func parseCall(body []byte) (*messageCall, error) {
+	mc := &messageCall{}
+	p := &mc.parsed
+	if err := p.parseHead(body); err != nil {
+		return nil, err
+	}
+	mc.req = models.MessagesRequest{
+		Model: p.Model, Body: p.Body, Stream: p.Stream,
+		Mock: len(p.MockResponse) > 0, AsIs: p.asIs, Chat: p.Chat,
+	}
+	return mc, nil
+}
+
+func describeCall(mc *messageCall, ev *logevent.Event) error {
+	p := &mc.parsed
+	ev.Model, ev.ModelGroup, ev.Stream = p.Model, p.Model, p.Stream
+	ev.Messages = p.RawMessages
+	if p.Metadata != nil {
+		ev.EndUser = p.Metadata.UserID
+	}
+	ev.ModelParameters = parameters(p)
+	return nil
+}
+
+// route sends the call on with the client's Anthropic headers, and notes
+// whether a native deployment answered.
+func (s *Service) route(ctx context.Context, p auth.Principal, mc *messageCall) (*models.Reply, error) {
+	if hs := ctxvalue.From[headers](ctx); hs != nil {
+		mc.req.Version, mc.req.Beta = hs.version, hs.beta
+	}
+	rep, native, err := s.router.Messages(ctx, p, &mc.req)
+	mc.native = native
+	return rep, err
+}
+
 // Messages is the Messages Operation (POST /v1/messages).
 func (s *Service) Messages(ctx context.Context, p auth.Principal, body []byte) (*modelcall.Result, error) {
-	var (
-		native bool
-		parsed *Parsed
-	)
-	hs, _ := ctx.Value(headersKey{}).(headers)
-	c, req, rep, err := modelcall.Steps[*models.MessagesRequest]{
-		CallType: CallType,
-		Parse: func(body []byte) (*models.MessagesRequest, error) {
-			var err error
-			// Only the head: a native deployment takes the body as it came,
-			// and the chat seam decodes the rest (Chat) when it is tried.
-			if parsed, err = ParseHead(body); err != nil {
-				return nil, err
-			}
-			return &models.MessagesRequest{
-				Model: parsed.Model, Body: parsed.Body, Stream: parsed.Stream, Version: hs.version, Beta: hs.beta,
-				Mock: len(parsed.MockResponse) > 0, AsIs: parsed.asIs, Chat: parsed.Chat,
-			}, nil
-		},
-		Describe: func(req *models.MessagesRequest, ev *logevent.Event) error {
-			ev.Model, ev.ModelGroup, ev.Stream = req.Model, req.Model, req.Stream
-			ev.Messages = parsed.RawMessages
-			if parsed.Metadata != nil {
-				ev.EndUser = parsed.Metadata.UserID
-			}
-			ev.ModelParameters = parameters(parsed)
-			return nil
-		},
-		Route: func(ctx context.Context, p auth.Principal, req *models.MessagesRequest) (*models.Reply, error) {
-			rep, n, err := s.router.Messages(ctx, p, req)
-			native = n
-			return rep, err
-		},
-	}.Start(ctx, s.calls, p, body)
+	c, mc, rep, err := s.steps.Start(ctx, s.calls, p, body)
 	if err != nil {
 		return nil, err
 	}
-	ans := rep.Answer
+	ans, req := rep.Answer, &mc.req
 	c.Event.UsageEstimated = ans.UsageEstimated
 	switch {
-	case native && req.Stream:
+	case mc.native && req.Stream:
 		return c.StreamAs(ans.Body, newStreamMeter(), ErrorEvent), nil
-	case native:
-		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter(ans.ContentLength)), nil
+	case mc.native:
+		mc.json.size(ans.ContentLength)
+		return c.Answer(ans.Body, ans.ContentLength, &mc.json), nil
 	case req.Stream:
 		return c.StreamAs(Stream(ans.Body, req.Model), newStreamMeter(), ErrorEvent), nil
 	}
-	b, err := readAnswer(ans.Body, ans.ContentLength)
-	var res *Response
-	if err == nil {
-		if res, err = FromChat(b, req.Model); err == nil {
-			b, err = AnswerJSON(res)
-		}
-	}
+	b, res, err := s.translateAnswer(ans.Body, ans.ContentLength, req.Model)
 	if err != nil {
 		return nil, c.Fail(err)
 	}
-	return c.Answer(io.NopCloser(bytes.NewReader(b)), int64(len(b)), &answerMeter{answer: b, res: res}), nil
+	mc.answer = answerMeter{answer: b, res: res}
+	return c.Answer(&mc.answer, int64(len(b)), &mc.answer), nil
+}
+
+// translateAnswer reads a translated provider's whole JSON answer of length
+// bytes (-1: unknown) into a buffer of s.answers, and returns it translated
+// into a message, encoded, and the message. The buffer goes back: nothing
+// FromChat returns points into it (its strings are copies).
+func (s *Service) translateAnswer(body io.ReadCloser, length int64, model string) ([]byte, *Response, error) {
+	bp := s.answers.Get().(*[]byte)
+	in, err := readAnswerInto((*bp)[:0], body, length)
+	var (
+		res *Response
+		out []byte
+	)
+	if err == nil {
+		if res, err = FromChat(in, model); err == nil {
+			out, err = AnswerJSON(res)
+		}
+	}
+	if cap(in) <= maxPooledAnswer {
+		*bp = in[:0]
+		s.answers.Put(bp)
+	}
+	return out, res, err
 }
 
 // readAnswer reads a translated provider's whole JSON answer (to be
 // translated again), within providers.MaxAnswerBytes; length (-1: unknown)
 // sizes the buffer once.
 func readAnswer(body io.ReadCloser, length int64) ([]byte, error) {
+	return readAnswerInto(nil, body, length)
+}
+
+// readAnswerInto is readAnswer appending to buf, which it returns (grown,
+// and emptied on an error) with what it read.
+func readAnswerInto(buf []byte, body io.ReadCloser, length int64) ([]byte, error) {
 	defer body.Close()
-	var buf bytes.Buffer
 	if length > 0 && length <= providers.MaxAnswerBytes {
-		buf.Grow(int(length) + bytes.MinRead) // ReadFrom wants MinRead free to see the end
+		buf = slices.Grow(buf, int(length)+1) // one byte more: the read that sees the end
 	}
-	if _, err := buf.ReadFrom(io.LimitReader(body, providers.MaxAnswerBytes+1)); err != nil {
-		return nil, api.Upstream(err, "The provider's answer was cut off before it ended.")
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, bytes.MinRead)
+		}
+		free := buf[len(buf):cap(buf)]
+		if over := len(buf) + len(free) - providers.MaxAnswerBytes - 1; over > 0 {
+			free = free[:len(free)-over] // a byte past the bound is enough to know
+		}
+		n, err := body.Read(free)
+		buf = buf[:len(buf)+n]
+		switch {
+		case len(buf) > providers.MaxAnswerBytes:
+			return buf[:0], api.Upstream(nil, "The provider's answer is larger than %d bytes.", providers.MaxAnswerBytes)
+		case err == io.EOF:
+			return buf, nil
+		case err != nil:
+			return buf[:0], api.Upstream(err, "The provider's answer was cut off before it ended.")
+		}
 	}
-	if buf.Len() > providers.MaxAnswerBytes {
-		return nil, api.Upstream(nil, "The provider's answer is larger than %d bytes.", providers.MaxAnswerBytes)
-	}
-	return buf.Bytes(), nil
 }
 
 // parameters are the request's parameters as the log event keeps them

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
@@ -52,10 +53,16 @@ type jsonMeter struct {
 // it sizes once when the length is known and within the bound.
 func newJSONMeter(length int64) *jsonMeter {
 	m := &jsonMeter{}
+	m.size(length)
+	return m
+}
+
+// size sizes the copy of an answer of length bytes (-1: unknown) once,
+// when the length is known and within the bound.
+func (m *jsonMeter) size(length int64) {
 	if length > 0 && length <= maxKept {
 		m.kept = make([]byte, 0, length)
 	}
-	return m
 }
 
 func (m *jsonMeter) Write(p []byte) (int, error) {
@@ -137,11 +144,24 @@ func (m *jsonMeter) End(ev *logevent.Event) (oai.Usage, error) {
 }
 
 // answerMeter meters a translated answer, which sluice wrote: its usage
-// and stop reason are known, nothing is read back from the bytes.
+// and stop reason are known, nothing is read back from the bytes. It is
+// also the answer's body, which the call copies (Read): one object a call.
 type answerMeter struct {
 	answer []byte
 	res    *Response
+	read   int // how much of answer Read has given
 }
+
+func (m *answerMeter) Read(p []byte) (int, error) {
+	if m.read >= len(m.answer) {
+		return 0, io.EOF
+	}
+	n := copy(p, m.answer[m.read:])
+	m.read += n
+	return n, nil
+}
+
+func (m *answerMeter) Close() error { return nil }
 
 func (m *answerMeter) Write(p []byte) (int, error) { return len(p), nil }
 

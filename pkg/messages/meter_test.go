@@ -38,3 +38,17 @@ func TestAnswerMeterKnowsItsUsage(t *testing.T) {
 		t.Errorf("Usage %+v (%v)", u, ok)
 	}
 }
+
+// TestAnswerMeterIsTheBody: the translated answer's meter is also the body
+// the call copies, which yields the answer whole, then io.EOF.
+func TestAnswerMeterIsTheBody(t *testing.T) {
+	answer := []byte(`{"id":"msg_1","type":"message","content":[]}`)
+	m := &answerMeter{answer: answer, res: &Response{}}
+	got, err := io.ReadAll(io.LimitReader(struct{ io.Reader }{m}, 1<<20))
+	if err != nil || string(got) != string(answer) {
+		t.Errorf("read %q, %v", got, err)
+	}
+	if n, err := m.Read(make([]byte, 4)); n != 0 || err != io.EOF {
+		t.Errorf("a read past the end: %d, %v", n, err)
+	}
+}

@@ -28,9 +28,15 @@ type Parsed struct {
 	// (mock_response, drop_params): it can go to a native deployment of
 	// that model as it came.
 	asIs bool
+	// plain: every member is one the head decodes, messages or system
+	// (each once), under its exact name, and no tools: the form
+	// appendChatBodyRaw may translate. system is where system is in
+	// Body (its offsets: a call's state stays in a smaller size class).
+	plain bool
 	// decoded: Request holds the whole request, checked, or decodeErr
 	// says what is wrong with it.
 	decoded   bool
+	system    [2]int
 	decodeErr error
 	// chatOnce guards the chat translation (chat, chatErr): the router
 	// may try several deployments, each reached through the chat seam.
@@ -58,16 +64,27 @@ func Parse(body []byte) (*Parsed, error) {
 // what a native deployment checks itself. Each problem is a 400 naming the
 // member.
 func ParseHead(body []byte) (*Parsed, error) {
+	p := &Parsed{}
+	if err := p.parseHead(body); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// parseHead is ParseHead into p, which is zero: a call allocates it with
+// the rest of its state (messageCall).
+func (p *Parsed) parseHead(body []byte) error {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
-		return nil, api.InvalidJSON("The request body must be a JSON object.")
+		return api.InvalidJSON("The request body must be a JSON object.")
 	}
-	p := &Parsed{}
 	r := &p.Request
 	var (
-		given  struct{ model, maxTokens, messages bool }
-		models int
-		own    bool
+		given            struct{ model, maxTokens, messages bool }
+		models           int
+		own              bool
+		others           bool // a member the head does not know, a second messages or system, tools
+		messages, system int
 	)
 	err := jsonscan.Members(body, func(name, value []byte) error {
 		n := string(name)
@@ -75,8 +92,14 @@ func ParseHead(body []byte) (*Parsed, error) {
 		switch {
 		case n == "messages":
 			p.RawMessages, given.messages = value, !null
+			messages++
+			return nil
+		case n == "system":
+			p.system[0], p.system[1] = jsonscan.Span(body, value)
+			system++
 			return nil
 		case n == "tools":
+			others = true
 			p.tools = 0
 			if !null && jsonscan.Elements(value, func([]byte) error { p.tools++; return nil }) != nil {
 				return api.InvalidValue("tools", "'tools' must be an array of tools.")
@@ -95,61 +118,63 @@ func ParseHead(body []byte) (*Parsed, error) {
 		if err := decodeMember(r, n, value); err != errUnknownMember {
 			return err
 		}
+		others = true
 		return nil // an unknown member is ignored, as encoding/json does
 	})
 	if err != nil {
 		var ae *api.Error
 		if errors.As(err, &ae) {
-			return nil, err
+			return err
 		}
-		return nil, api.InvalidJSON("The request body is not valid JSON.")
+		return api.InvalidJSON("The request body is not valid JSON.")
 	}
 	p.Body = body
 	p.asIs = models == 1 && !own
+	p.plain = !others && messages == 1 && system <= 1
 	switch {
 	case !given.model:
-		return nil, api.MissingParam("model")
+		return api.MissingParam("model")
 	case strings.TrimSpace(r.Model) == "":
-		return nil, api.InvalidValue("model", "'model' must name a model.")
+		return api.InvalidValue("model", "'model' must name a model.")
 	case !given.maxTokens:
-		return nil, api.MissingParam("max_tokens")
+		return api.MissingParam("max_tokens")
 	case r.MaxTokens < 1:
-		return nil, api.InvalidValue("max_tokens", "'max_tokens' must be at least 1.")
+		return api.InvalidValue("max_tokens", "'max_tokens' must be at least 1.")
 	case !given.messages:
-		return nil, api.MissingParam("messages")
+		return api.MissingParam("messages")
 	case r.Temperature != nil && (*r.Temperature < 0 || *r.Temperature > 1):
-		return nil, api.InvalidValue("temperature", "'temperature' must be between 0 and 1.")
+		return api.InvalidValue("temperature", "'temperature' must be between 0 and 1.")
 	case r.TopP != nil && (*r.TopP < 0 || *r.TopP > 1):
-		return nil, api.InvalidValue("top_p", "'top_p' must be between 0 and 1.")
+		return api.InvalidValue("top_p", "'top_p' must be between 0 and 1.")
 	case r.TopK != nil && *r.TopK < 0:
-		return nil, api.InvalidValue("top_k", "'top_k' must not be negative.")
+		return api.InvalidValue("top_k", "'top_k' must not be negative.")
 	}
 	if tc := r.ToolChoice; tc != nil {
 		switch tc.Type {
 		case "auto", "any", "none":
 		case "tool":
 			if tc.Name == "" {
-				return nil, api.MissingParam("tool_choice.name")
+				return api.MissingParam("tool_choice.name")
 			}
 		default:
-			return nil, api.InvalidValue("tool_choice.type", "'tool_choice.type' must be auto, any, tool or none.")
+			return api.InvalidValue("tool_choice.type", "'tool_choice.type' must be auto, any, tool or none.")
 		}
 	}
 	if th := r.Thinking; th != nil {
 		switch th.Type {
 		case "enabled":
 			if th.BudgetTokens < 1024 {
-				return nil, api.InvalidValue("thinking.budget_tokens", "'thinking.budget_tokens' must be at least 1024.")
+				return api.InvalidValue("thinking.budget_tokens", "'thinking.budget_tokens' must be at least 1024.")
 			}
 			if th.BudgetTokens >= r.MaxTokens {
-				return nil, api.InvalidValue("thinking.budget_tokens", "'thinking.budget_tokens' must be less than 'max_tokens'.")
+				return api.InvalidValue("thinking.budget_tokens", "'thinking.budget_tokens' must be less than 'max_tokens'.")
 			}
 		case "disabled", "adaptive":
 		default:
-			return nil, api.InvalidValue("thinking.type", "'thinking.type' must be enabled, disabled or adaptive.")
+			return api.InvalidValue("thinking.type", "'thinking.type' must be enabled, disabled or adaptive.")
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // decodeMember decodes the member name of a request into r when it is one

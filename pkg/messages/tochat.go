@@ -98,6 +98,11 @@ func effort(budget int64) string {
 // cannot honour of the rest (top_k, reasoning_effort, …) its chat
 // translation refuses, or drops with drop_params.
 func (p *Parsed) ChatBody() ([]byte, error) {
+	if !p.decoded {
+		if b, ok := p.appendChatBodyRaw(make([]byte, 0, len(p.Body)+chatBodyExtra)); ok {
+			return b, nil
+		}
+	}
 	if err := p.decode(); err != nil {
 		return nil, err
 	}
@@ -118,20 +123,7 @@ func (p *Parsed) ChatBody() ([]byte, error) {
 // chatRequest is the decoded request as an OpenAI chat request.
 func (p *Parsed) chatRequest() (chatRequest, error) {
 	r := &p.Request
-	out := chatRequest{
-		Model: r.Model, MaxTokens: r.MaxTokens, Stream: r.Stream, Stop: r.StopSequences,
-		Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK,
-		MockResponse: r.MockResponse, DropParams: r.DropParams,
-	}
-	if r.Stream {
-		out.StreamOptions = &streamOptions{IncludeUsage: true}
-	}
-	if r.Metadata != nil {
-		out.User = r.Metadata.UserID
-	}
-	if th := r.Thinking; th != nil && th.Type == "enabled" {
-		out.ReasoningEffort = effort(th.BudgetTokens)
-	}
+	out := p.chatHead()
 	if len(r.System.Blocks) > 0 {
 		texts := make([]string, 0, len(r.System.Blocks))
 		for _, b := range r.System.Blocks {
@@ -173,6 +165,27 @@ func (p *Parsed) chatRequest() (chatRequest, error) {
 		}
 	}
 	return out, nil
+}
+
+// chatHead is the chat request of the head's members: all but messages,
+// system, tools and tool choice.
+func (p *Parsed) chatHead() chatRequest {
+	r := &p.Request
+	out := chatRequest{
+		Model: r.Model, MaxTokens: r.MaxTokens, Stream: r.Stream, Stop: r.StopSequences,
+		Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK,
+		MockResponse: r.MockResponse, DropParams: r.DropParams,
+	}
+	if r.Stream {
+		out.StreamOptions = &streamOptions{IncludeUsage: true}
+	}
+	if r.Metadata != nil {
+		out.User = r.Metadata.UserID
+	}
+	if th := r.Thinking; th != nil && th.Type == "enabled" {
+		out.ReasoningEffort = effort(th.BudgetTokens)
+	}
+	return out
 }
 
 // Chat is the request as the chat seam takes it (ChatBody, parsed): the

@@ -2,6 +2,7 @@ package messages
 
 import (
 	"io"
+	"strings"
 	"testing"
 	"testing/iotest"
 
@@ -194,5 +195,28 @@ func TestReadAnswerIsBounded(t *testing.T) {
 	cut := io.NopCloser(io.MultiReader(io.LimitReader(zeros{}, 10), iotest.ErrReader(io.ErrUnexpectedEOF)))
 	if _, err := readAnswer(cut, 100); api.AsError(err).Status != 502 {
 		t.Errorf("a cut answer: %v", err)
+	}
+}
+
+// TestTranslatedAnswersShareNoBytes: the buffer a translated answer is read
+// into goes back for the next: what one call returned — the encoded
+// message, the message — is untouched by the next's read.
+func TestTranslatedAnswersShareNoBytes(t *testing.T) {
+	s := New(nil, nil)
+	answer := func(text string) io.ReadCloser {
+		return io.NopCloser(strings.NewReader(`{"id":"chatcmpl-` + text + `","choices":[{"message":{"content":"` + text + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`))
+	}
+	first, res, err := s.translateAnswer(answer("aaaa"), -1, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := string(first)
+	for range 3 {
+		if _, _, err := s.translateAnswer(answer("bbbb"), -1, "m"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if string(first) != want || res.ID != "msg_aaaa" || res.Content[0].Text != "aaaa" {
+		t.Errorf("the first answer changed: %s, %+v", first, res)
 	}
 }
