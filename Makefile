@@ -77,10 +77,11 @@ vet: ## go vet and gofmt
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags aws ./functions/local
 
 .PHONY: check-deps
-check-deps: ## Capability packages must not depend on aws-lambda-go or the storage SDK clients
-	@bad=0; for p in $(CAPABILITY_PKGS); do \
+check-deps: ## Capability packages, and the local process unless built with -tags aws, must not depend on aws-lambda-go or the storage SDK clients
+	@bad=0; for p in $(CAPABILITY_PKGS) ./functions/local; do \
 	  deps=$$($(GO) list -deps $$p | grep -E '^github.com/aws/(aws-lambda-go|aws-sdk-go-v2/service/(dynamodb|s3|sqs|sns|kms|secretsmanager|ssm))(/|$$)' || true); \
 	  if [ -n "$$deps" ]; then echo "$$p imports:"; echo "$$deps"; bad=1; fi; \
 	done; exit $$bad

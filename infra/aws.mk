@@ -47,4 +47,4 @@ run-aws: ## Run the gateway locally on the AWS adapters, against a moto_server s
 	  SLUICE_MASTER_KEY="sk-$$(head -c 32 /dev/urandom | base64 -w0 | tr '+/' '-_' | tr -d '=')"; export SLUICE_MASTER_KEY; \
 	  echo "master key for this run (moto keeps nothing after it): $$SLUICE_MASTER_KEY"; \
 	fi; \
-	SLUICE_BACKEND=aws $(GO) run ./functions/local
+	SLUICE_BACKEND=aws $(GO) run -tags aws ./functions/local

@@ -1,5 +1,6 @@
 // Command local runs every sluice route in one process, on the embedded
-// storage by default (SLUICE_BACKEND=aws for the AWS adapters).
+// storage by default (SLUICE_BACKEND=aws for the AWS adapters, which only a
+// binary built with -tags aws links: see aws.go).
 //
 //	local            serve
 //	local redrive    move the log events waiting in the delivery dead-letter
@@ -32,7 +33,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	slog.SetDefault(logging.New(os.Stderr, os.Getenv("SLUICE_LOG_FORMAT"), os.Getenv("SLUICE_LOG_LEVEL")))
-	g, err := gateway.Open(ctx, os.Getenv, gateway.WithTraceExporter(otlp.Exporter), gateway.WithHandoff(handoff.Wrap))
+	g, err := gateway.Open(ctx, os.Getenv, gateway.WithTraceExporter(otlp.Exporter), gateway.WithHandoff(handoff.Wrap), gateway.WithAWS(openAWS))
 	if err != nil {
 		return err
 	}

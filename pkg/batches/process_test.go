@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-gateway/sluice/pkg/batches"
 	"github.com/sluice-gateway/sluice/pkg/gateway"
+	"github.com/sluice-gateway/sluice/pkg/gateway/awscloud"
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
 	"github.com/sluice-gateway/sluice/pkg/handoff"
 	"github.com/sluice-gateway/sluice/pkg/server"
@@ -45,7 +46,7 @@ func TestMain(m *testing.M) {
 func serveProcess() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	g, err := gateway.Open(ctx, os.Getenv, gateway.WithHandoff(handoff.Wrap))
+	g, err := gateway.Open(ctx, os.Getenv, gateway.WithHandoff(handoff.Wrap), gateway.WithAWS(awscloud.Open))
 	if err != nil {
 		return err
 	}

@@ -53,6 +53,15 @@ type Option func(*options)
 type options struct {
 	traceExporter traces.Exporter
 	handoff       func(store.Bus) store.Bus
+	openAWS       OpenCloud
+}
+
+// WithAWS has the gateway open SLUICE_BACKEND=aws with open
+// (pkg/gateway/awscloud.Open: every Lambda function passes it, and the local
+// process built with -tags aws). Without it, or with nil, that setting is an
+// error and the binary links none of the AWS SDK's storage clients.
+func WithAWS(open OpenCloud) Option {
+	return func(o *options) { o.openAWS = open }
 }
 
 // WithTraceExporter has the gateway export traces with newExporter when
@@ -86,35 +95,35 @@ func OpenWith(ctx context.Context, settings config.Settings, getenv func(string)
 	for _, f := range opts {
 		f(&o)
 	}
-	cloud, err := openBackend(ctx, settings, getenv)
+	cloud, err := openBackend(ctx, settings, getenv, o.openAWS)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := config.Load(ctx, settings.ConfigLocation, cloud.fetch, getenv)
+	cfg, err := config.Load(ctx, settings.ConfigLocation, cloud.Fetch, getenv)
 	if err == nil && settings.Backend == config.BackendAWS {
 		// The stack's functions may read its two secrets only.
 		err = cfg.CheckDeployedSecrets()
 	}
 	if err != nil {
-		cloud.backend.Close()
+		cloud.Backend.Close()
 		return nil, err
 	}
-	g := &Gateway{Settings: settings, Config: cfg, Backend: cloud.backend}
+	g := &Gateway{Settings: settings, Config: cfg, Backend: cloud.Backend}
 	budget := settings.MaxBufferedBodies
 	if budget <= 0 {
 		budget = config.DefaultMaxBufferedBodies
 	}
 	g.bodies = newBodyBudget(budget)
-	masterKey, resolveMasterKey, err := g.masterKey(cloud.secrets)
+	masterKey, resolveMasterKey, err := g.masterKey(cloud.Secrets)
 	if err != nil {
-		cloud.backend.Close()
+		cloud.Backend.Close()
 		return nil, err
 	}
 	lambdaFn := getenv("AWS_LAMBDA_FUNCTION_NAME")
 	switch {
 	case o.traceExporter != nil:
 		if g.tracer, err = traces.FromEnv(ctx, getenv, "sluice", o.traceExporter, lambdaFn != ""); err != nil {
-			cloud.backend.Close()
+			cloud.Backend.Close()
 			return nil, err
 		}
 	case traces.Wanted(getenv):
@@ -122,18 +131,18 @@ func OpenWith(ctx context.Context, settings config.Settings, getenv func(string)
 	}
 	m := newMetrics(settings, cfg, lambdaFn)
 	// Every store call of the services goes through the instruments.
-	g.Backend = m.Instrument(cloud.backend, settings.Backend)
+	g.Backend = m.Instrument(cloud.Backend, settings.Backend)
 	if o.handoff != nil {
 		// Over the instruments, so that a publish handed over is measured.
 		g.Backend.Bus = o.handoff(g.Backend.Bus)
 	}
 	g.Services, err = server.NewServices(server.Deps{
-		Settings: settings, Config: cfg, Backend: g.Backend, Secrets: cloud.secrets, Getenv: getenv,
+		Settings: settings, Config: cfg, Backend: g.Backend, Secrets: cloud.Secrets, Getenv: getenv,
 		MasterKey: masterKey, ResolveMasterKey: resolveMasterKey, Metrics: m,
 		Tracer: g.tracer,
 	})
 	if err != nil {
-		cloud.backend.Close()
+		cloud.Backend.Close()
 		return nil, err
 	}
 	return g, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -194,6 +195,23 @@ func TestOpenErrors(t *testing.T) {
 		if g, err := Open(ctx, func(k string) string { return env[k] }); err == nil {
 			g.Close()
 			t.Errorf("%s: Open succeeded", name)
+		}
+	}
+}
+
+// TestOpenAWSWithoutTheBackend: SLUICE_BACKEND=aws in a binary that does not
+// link the AWS backend (no WithAWS: the local process built without -tags
+// aws) is refused with a message that says how to build one that does.
+func TestOpenAWSWithoutTheBackend(t *testing.T) {
+	env := map[string]string{"SLUICE_BACKEND": "aws", "SLUICE_DATA_DIR": t.TempDir()}
+	for name, opts := range map[string][]Option{"no option": nil, "nil opener": {WithAWS(nil)}} {
+		g, err := Open(t.Context(), func(k string) string { return env[k] }, opts...)
+		if err == nil {
+			g.Close()
+			t.Fatalf("%s: Open succeeded", name)
+		}
+		if !errors.Is(err, errNoAWS) || !strings.Contains(err.Error(), "-tags aws") {
+			t.Errorf("%s: err = %v, want errNoAWS naming -tags aws", name, err)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/sluice-gateway/sluice/pkg/gateway"
+	"github.com/sluice-gateway/sluice/pkg/gateway/awscloud"
 	"github.com/sluice-gateway/sluice/pkg/lambdaedge"
 	"github.com/sluice-gateway/sluice/pkg/metrics"
 	"github.com/sluice-gateway/sluice/pkg/server"
@@ -23,7 +24,7 @@ import (
 // then it answers events. An init failure is reported to the Runtime API.
 func Serve(function string) {
 	slog.SetDefault(lambdaedge.NewLogger(os.Getenv))
-	g, err := gateway.Open(context.Background(), os.Getenv)
+	g, err := gateway.Open(context.Background(), os.Getenv, gateway.WithAWS(awscloud.Open))
 	if err != nil {
 		lambdaedge.InitFailed(err)
 	}
