@@ -149,6 +149,12 @@ func (p *Parsed) parseHead(body []byte) error {
 	case r.TopK != nil && *r.TopK < 0:
 		return api.InvalidValue("top_k", "'top_k' must not be negative.")
 	}
+	return checkToolingAndThinking(r)
+}
+
+// checkToolingAndThinking checks the head's tool_choice and thinking
+// members, which decode as given but take only some values.
+func checkToolingAndThinking(r *Request) error {
 	if tc := r.ToolChoice; tc != nil {
 		switch tc.Type {
 		case "auto", "any", "none":

@@ -162,10 +162,13 @@ type requestState struct {
 }
 
 func (s *requestState) Value(k any) any {
+	// The key is told first: authed is written while authorize runs, and
+	// goroutines the request starts meanwhile (the transport's, looking
+	// up their parent's cancel) read this layer for keys of their own.
 	switch {
-	case s.publishes && ctxvalue.Is[logevent.Pending](k):
+	case ctxvalue.Is[logevent.Pending](k) && s.publishes:
 		return &s.pending
-	case s.authed && ctxvalue.Is[auth.Principal](k):
+	case ctxvalue.Is[auth.Principal](k) && s.authed:
 		return &s.principal
 	}
 	return s.Call.Value(k)
