@@ -27,19 +27,7 @@ type seen struct {
 // request with the master key, and returns what the handler saw.
 func serveOnce(t *testing.T, rule Rule) seen {
 	t.Helper()
-	db, err := local.OpenDB(filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	records, err := local.NewRecords(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := auth.NewService(records, local.NewLimiter(), "sk-master", auth.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := masterKeyAuth(t)
 	var got seen
 	h := New(Deps{Auth: a}).Wrap(rule, func(w http.ResponseWriter, r *http.Request) error {
 		ctx := r.Context()
@@ -84,4 +72,24 @@ func TestPublicRouteCarriesNoPrincipal(t *testing.T) {
 	if got.pending != nil {
 		t.Error("pending log events on a route that does not publish")
 	}
+}
+
+// masterKeyAuth is an auth service over a fresh embedded store whose one
+// key is the master key "sk-master".
+func masterKeyAuth(tb testing.TB) *auth.Service {
+	tb.Helper()
+	db, err := local.OpenDB(filepath.Join(tb.TempDir(), "db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	records, err := local.NewRecords(db)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	a, err := auth.NewService(records, local.NewLimiter(), "sk-master", auth.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return a
 }

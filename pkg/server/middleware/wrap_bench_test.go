@@ -3,7 +3,6 @@ package middleware
 import (
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/ctxvalue"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
-	"github.com/sluice-gateway/sluice/pkg/store/local"
 )
 
 // BenchmarkWrap is the middleware around a keyed route that publishes,
@@ -19,19 +17,7 @@ import (
 // request id, the principal, the pending events, the clock): what the
 // middleware allocates and its context lookups cost, without a network.
 func BenchmarkWrap(b *testing.B) {
-	db, err := local.OpenDB(filepath.Join(b.TempDir(), "db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	records, err := local.NewRecords(db)
-	if err != nil {
-		b.Fatal(err)
-	}
-	a, err := auth.NewService(records, local.NewLimiter(), "sk-master", auth.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	a := masterKeyAuth(b)
 	h := New(Deps{Auth: a}).Wrap(Rule{Method: "POST", Pattern: "/x", Access: AnyKey, Publishes: true}, func(w http.ResponseWriter, r *http.Request) error {
 		ctx := r.Context()
 		if api.RequestID(ctx) == "" || !auth.FromContext(ctx).Admin || ctxvalue.From[logevent.Pending](ctx) == nil {
