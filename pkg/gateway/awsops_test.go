@@ -163,14 +163,16 @@ func TestAWSOperationsPerRequestKind(t *testing.T) {
 	}
 }
 
-// settle waits until no operation has been counted for 300 ms: the call's
-// log event and counters are written after its answer.
+// settle waits until no operation has been counted, nor been under way,
+// for 300 ms: the call's log event and counters are written after its
+// answer, and an operation is counted when it ends (a publish slowed by a
+// loaded machine would otherwise land in the next call's count).
 func settle(ops *awstest.Operations) {
 	last, quiet := fmt.Sprint(ops.Counts()), 0
 	for quiet < 3 {
 		time.Sleep(100 * time.Millisecond)
 		now := fmt.Sprint(ops.Counts())
-		if now == last {
+		if now == last && ops.Idle() {
 			quiet++
 		} else {
 			last, quiet = now, 0

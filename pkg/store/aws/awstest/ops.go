@@ -28,6 +28,10 @@ type Operations struct {
 	// per started KB of an item written, a read unit (strongly consistent)
 	// per started 4 KB read.
 	wcu, rcu int
+	// inFlight are the operations begun and not yet ended: an operation
+	// is counted when it ends, so a caller waiting for quiet must also
+	// see none under way (Idle).
+	inFlight int
 }
 
 // CountOperations adds the counting step to cfg and returns the counter.
@@ -41,9 +45,13 @@ func CountOperations(cfg *aws.Config) *Operations {
 
 func (o *Operations) handle(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 	op := awsmiddleware.GetServiceID(ctx) + " " + awsmiddleware.GetOperationName(ctx)
+	o.mu.Lock()
+	o.inFlight++
+	o.mu.Unlock()
 	out, md, err := next.HandleInitialize(ctx, in)
 	wcu, rcu := capacity(in.Parameters, out.Result)
 	o.mu.Lock()
+	o.inFlight--
 	o.counts[op]++
 	o.wcu += wcu
 	o.rcu += rcu
@@ -64,6 +72,13 @@ func (o *Operations) Counts() map[string]int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return maps.Clone(o.counts)
+}
+
+// Idle reports whether no operation is under way.
+func (o *Operations) Idle() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.inFlight == 0
 }
 
 // Capacity returns the DynamoDB write and read units counted so far.
