@@ -3,6 +3,7 @@ package functions_test
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -110,6 +111,26 @@ func TestBootstrapSizes(t *testing.T) {
 			t.Errorf("%s: bootstrap is %d bytes, over %d", fn, fi.Size(), maxBootstrapBytes)
 		}
 		t.Logf("%s: %.2f MB", fn, float64(fi.Size())/1e6)
+	}
+}
+
+// TestBootstrapsProfileGuided checks that the bootstraps are optimized with
+// the profile of make pgo, as the deployed ones are (infra/lambda.mk).
+func TestBootstrapsProfileGuided(t *testing.T) {
+	for fn, path := range builtBootstraps(t) {
+		info, err := buildinfo.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pgo string
+		for _, s := range info.Settings {
+			if s.Key == "-pgo" {
+				pgo = s.Value
+			}
+		}
+		if want := filepath.Base(rie.Profile); pgo != want {
+			t.Errorf("%s: built with -pgo=%q, want %q", fn, pgo, want)
+		}
 	}
 }
 

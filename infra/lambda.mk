@@ -3,10 +3,12 @@
 # local process, not a function). Included by the Makefile.
 
 LAMBDA_FUNCTIONS = $(sort $(filter-out local,$(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))))
-# The flags of a deployable bootstrap (pkg/lambdaedge/runtimeapi.BuildFlags):
-# static, no legacy RPC start path, no paths or VCS stamp, stripped, no build
-# id (an unchanged function builds byte for byte the same).
-LAMBDA_BUILD_FLAGS = -tags lambda.norpc -trimpath -buildvcs=false -ldflags '-s -w -buildid='
+# The flags of a deployable bootstrap (pkg/lambdaedge/rie.Flags, which the
+# tests' and infra/invoke's builds use): static, no legacy RPC start path, no
+# paths or VCS stamp, stripped, no build id (an unchanged function builds
+# byte for byte the same), optimized with the profile of make pgo.
+PGO_PROFILE := functions/local/default.pgo
+LAMBDA_BUILD_FLAGS = -tags lambda.norpc -trimpath -buildvcs=false -ldflags '-s -w -buildid=' -pgo=$(CURDIR)/$(PGO_PROFILE)
 LAMBDA_GOOS ?= linux
 LAMBDA_GOARCH ?= arm64
 # The largest bootstrap make sizes accepts (22 MB): 20 MB until the
