@@ -63,5 +63,18 @@ $(addprefix bench-,$(BENCH_SCENARIOS)): bench-%: bench-tools
 bench-embeddings-titan: bench-tools ## Benchmark POST /v1/embeddings translated to Bedrock Titan (base64), next to the OpenAI pass-through
 	$(BENCH_LOAD) -scenarios embeddings,embeddings-titan -sizes=false -json $(BENCH_OUT)/bench-embeddings-titan.json -txt $(BENCH_OUT)/bench-embeddings-titan.txt $(BENCH_FLAGS)
 
+# Profile-guided optimization: $(PGO_PROFILE) (infra/lambda.mk) is a CPU
+# profile of sluice under the relay scenarios below, merged (each weighs its
+# samples). go build uses it for functions/local by itself (make run, the
+# bench), and the Lambda builds pass it with -pgo. Refresh it after a change
+# to the hot path: a stale profile still serves the code that did not move.
+PGO_SCENARIOS ?= embeddings,embeddings-titan,chat,chat-stream,chat-anthropic,messages-openai,messages-anthropic,passthrough,passthrough-stream
+.PHONY: pgo
+pgo: bench-tools ## Record the profile sluice is built with (functions/local/default.pgo): sluice's CPU under the relay scenarios (~6 min)
+	rm -rf $(BENCH_OUT)/pgo
+	$(BENCH_OUT)/bin/load -out $(BENCH_OUT)/pgo -scenarios $(PGO_SCENARIOS) -sizes=false -rounds 1 -warmup 1s -duration 6s -open-duration 1s -cpu-slices 0 -profile
+	$(GO) tool pprof -proto $(BENCH_OUT)/pgo/profiles/*-sluice.pprof > $(PGO_PROFILE).new
+	mv $(PGO_PROFILE).new $(PGO_PROFILE)
+
 run-upstream: bench-tools ## Run the bench upstream (fake OpenAI/Anthropic/Gemini/Vertex/Bedrock) on 127.0.0.1:8090 for demos
 	$(BENCH_OUT)/bin/upstream -addr $(BENCH_UPSTREAM_ADDR) $(BENCH_UPSTREAM_FLAGS)

@@ -36,6 +36,7 @@ type config struct {
 	cpuSlice     time.Duration
 
 	sluice      bool
+	pgo         string // go build's -pgo for sluice
 	telemetry   string // off, metrics or traces: what sluice records (SLUICE_METRICS, OTEL_EXPORTER_OTLP_ENDPOINT)
 	profile     bool
 	sizes       bool
@@ -152,5 +153,6 @@ func (c *config) settings() map[string]string {
 		"retries":         strconv.Itoa(c.retries),
 		"upload_mb":       strconv.Itoa(c.uploadMB),
 		"batch_lines":     strconv.Itoa(c.batchLines),
+		"pgo":             c.pgo,
 	}
 }

@@ -8,17 +8,26 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"text/tabwriter"
+
+	"github.com/sluice-gateway/sluice/pkg/lambdaedge/rie"
 )
 
-// lambdaBuildArgs are the flags of a deployable bootstrap: static,
-// RPC-less, stripped and reproducible.
-func lambdaBuildArgs() []string {
-	return []string{"build", "-tags", "lambda.norpc", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w -buildid="}
+// lambdaBuildArgs are the go build arguments of a deployable bootstrap
+// (rie.Flags: static, RPC-less, stripped, reproducible, profile-guided).
+func lambdaBuildArgs(root string) ([]string, error) {
+	flags, err := rie.Flags(root)
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{"build"}, flags...), nil
 }
 
 // lambdaReport is the Lambda-readiness part of the report.
 type lambdaReport struct {
+	// Build is the go command the bootstraps were built with.
+	Build     string          `json:"build,omitempty"`
 	Functions []bootstrapSize `json:"functions"`
 	Note      string          `json:"note,omitempty"`
 	Startup   *startupReport  `json:"startup,omitempty"`
@@ -77,8 +86,14 @@ func buildBootstraps(ctx context.Context, root, outDir string) *lambdaReport {
 		rep.Note = fmt.Sprintf("bootstrap dir: %v", err)
 		return rep
 	}
+	args, err := lambdaBuildArgs(root)
+	if err != nil {
+		rep.Note = err.Error()
+		return rep
+	}
+	rep.Build = "CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go " + strings.Join(args, " ")
 	build := func(out string, pkgs ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, "go", append(append(lambdaBuildArgs(), "-o", out), pkgs...)...)
+		cmd := exec.CommandContext(ctx, "go", append(append(args, "-o", out), pkgs...)...)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64")
 		msg, err := cmd.CombinedOutput()
@@ -111,7 +126,7 @@ func buildBootstraps(ctx context.Context, root, outDir string) *lambdaReport {
 }
 
 func (r *lambdaReport) print(w io.Writer) {
-	fmt.Fprintf(w, "\n== Lambda readiness — bootstrap per functions/*/ (CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -tags lambda.norpc -trimpath -buildvcs=false -ldflags \"-s -w -buildid=\")\n")
+	fmt.Fprintf(w, "\n== Lambda readiness — bootstrap per functions/*/ (%s)\n", r.Build)
 	if r.Note != "" {
 		fmt.Fprintf(w, "   %s\n", r.Note)
 	}

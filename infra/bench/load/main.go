@@ -31,6 +31,7 @@ func main() {
 	flag.StringVar(&scenarios, "scenarios", "all", "comma-separated scenarios, or all: "+strings.Join(allScenarios(), ","))
 	flag.BoolVar(&list, "list", false, "list the scenarios and exit")
 	flag.StringVar(&cfg.root, "root", ".", "repository root (where functions/ and infra/ are)")
+	flag.StringVar(&cfg.pgo, "pgo", "auto", "go build's -pgo for sluice: auto (functions/local/default.pgo, as make run and the Lambda builds use), off (to measure what the profile gains), or a profile's path")
 	flag.StringVar(&cfg.outDir, "out", ".bench", "directory for binaries, logs, data and results")
 	flag.StringVar(&cfg.binDir, "bin", "", "directory for the upstream and proxy binaries, rebuilt at start (default <out>/bin)")
 	flag.StringVar(&cfg.jsonPath, "json", "", "also write the report as JSON to this file")
@@ -114,7 +115,7 @@ func run(cfg *config) error {
 	b.startSluice(ctx)
 	b.logf("bench: pids: upstream %d, proxy %d, sluice %d (for profilers: these are this run's own)", b.upstream.proc.pid, b.proxy.proc.pid, b.sluicePid())
 
-	rep := &report{Started: started, Machine: describeMachine(ctx, b.ticks), Settings: cfg.settings(), Sluice: "measured (" + b.sluiceBase() + ")"}
+	rep := &report{Started: started, Machine: describeMachine(ctx, b.ticks), Settings: cfg.settings(), Sluice: "measured (" + b.sluiceBase() + ", built with -pgo=" + cfg.pgo + ")"}
 	if b.sluice == nil {
 		rep.Sluice = "not measured — " + b.sluiceSkip
 	}

@@ -104,7 +104,7 @@ func startSluice(ctx context.Context, cfg *config, client *http.Client, upstream
 	if err != nil {
 		return nil, fmt.Errorf("sluice binary path: %w", err)
 	}
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./functions/local")
+	build := exec.CommandContext(ctx, "go", "build", "-pgo="+cfg.pgo, "-o", bin, "./functions/local")
 	build.Dir = cfg.root
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, skipf("functions/local does not build yet: %s", firstLines(string(out), 3))

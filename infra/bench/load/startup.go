@@ -79,7 +79,12 @@ func measureStartup(ctx context.Context, root, outDir, upstream string, runs int
 	for _, c := range startupCases {
 		pkgs = append(pkgs, "./functions/"+c.fn)
 	}
-	build := exec.CommandContext(ctx, "go", append(append(lambdaBuildArgs(), "-o", dir+string(filepath.Separator)), pkgs...)...)
+	args, err := lambdaBuildArgs(root)
+	if err != nil {
+		rep.Note = err.Error()
+		return rep
+	}
+	build := exec.CommandContext(ctx, "go", append(append(args, "-o", dir+string(filepath.Separator)), pkgs...)...)
 	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
