@@ -429,15 +429,15 @@ type Result struct {
 	written    bool
 	ended      bool
 	headerSent bool // costHeader wrote the status
-	firstSeen  bool // a byte of the answer came: firstAfter says when
+	firstSeen  bool // a byte of the answer came (or it is written whole: first is the end)
 
 	call       *Call
 	body       io.ReadCloser
 	meter      Meter
 	errorEvent func(error) []byte
 	// firstAfter is when the answer's first byte came, after the call's
-	// start: a time.Time would make the call 16 bytes larger, past its
-	// size class.
+	// start (0: with the end): a time.Time would make the call 16 bytes
+	// larger, past its size class.
 	firstAfter time.Duration
 	usage      oai.Usage
 	// header holds the answer's header values (setHeaders), costHeader
@@ -466,6 +466,10 @@ func (r *Result) WriteTo(w io.Writer) (n int64, err error) {
 	buf := *bp
 	flush := flusherOf(w, r.Streamed)
 	whole := r.readWhole() && r.ContentLength <= int64(len(buf))
+	// An answer read whole goes out in one write, its first byte with its
+	// last: the end's clock read stands for both (SetTimes), one read of
+	// the clock less a call.
+	r.firstSeen = whole
 	for {
 		var (
 			k    int
@@ -560,7 +564,7 @@ func (r *Result) end(copyErr error) {
 		ev.Fail(merr)
 	}
 	var first time.Time // none: SetTimes takes the end
-	if r.firstSeen {
+	if r.firstAfter > 0 {
 		first = c.start.Add(r.firstAfter)
 	}
 	ev.SetTimes(c.start, first, time.Now())
