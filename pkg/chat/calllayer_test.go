@@ -141,10 +141,10 @@ func TestChatLogEvent(t *testing.T) {
 				ResponseCost: 19*1.5e-7 + 7*6e-7, // gpt-4o-mini in the price table
 				APIBase:      up.URL + "/v1", EndUser: "u-7", FinishReason: "stop",
 				Messages:        json.RawMessage(messages),
-				ModelParameters: map[string]any{"temperature": 0.2, "max_tokens": float64(50), "user": "u-7", "tools": float64(1), "tool_choice": "none"},
+				ModelParameters: json.RawMessage(`{"max_tokens":50,"temperature":0.2,"tool_choice":"none","tools":1,"user":"u-7"}`),
 			}
 			if stream {
-				want.ModelParameters["stream"] = true
+				want.ModelParameters = json.RawMessage(`{"max_tokens":50,"stream":true,"temperature":0.2,"tool_choice":"none","tools":1,"user":"u-7"}`)
 			}
 			ignore := cmpopts.IgnoreFields(logevent.Event{}, "ID", "TraceID", "StartTime", "EndTime", "CompletionStartTime", "ResponseTime", "ModelID", "Metadata", "RequestTags", "Response")
 			if diff := cmp.Diff(want, ev, ignore, cmpopts.EquateApprox(0, 1e-15), cmp.Comparer(func(a, b json.RawMessage) bool { return jsonEqual(a, b) })); diff != "" {

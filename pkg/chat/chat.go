@@ -154,46 +154,53 @@ func (p *responsesPrompt) tokens() int64 { return oai.EstimateTokens(string(p.In
 
 // chatParameters are the request's parameters as the log event keeps them
 // (LiteLLM's model_parameters): the ones given.
-func chatParameters(r *oai.ChatRequest) map[string]any {
-	var m map[string]any // made at the first parameter given: most calls give few or none
-	set := func(name string, given bool, v any) {
-		if given {
-			if m == nil {
-				m = make(map[string]any, 4)
-			}
-			m[name] = v
-		}
+func chatParameters(r *oai.ChatRequest) json.RawMessage {
+	var p logevent.Params // in key order, as encoding/json writes a map
+	floatParam(&p, "frequency_penalty", r.FrequencyPenalty)
+	if r.Logprobs {
+		p.Bool("logprobs", true)
 	}
-	set("stream", r.Stream, r.Stream)
-	set("n", r.N > 0, r.N)
-	set("max_tokens", r.MaxTokens > 0, r.MaxTokens)
-	set("max_completion_tokens", r.MaxCompletionTokens > 0, r.MaxCompletionTokens)
-	set("stop", r.Stop != nil, r.Stop)
-	set("reasoning_effort", r.ReasoningEffort != "", r.ReasoningEffort)
-	set("user", r.User != "", r.User)
-	set("logprobs", r.Logprobs, r.Logprobs)
-	set("tools", len(r.Tools) > 0, len(r.Tools))
-	for _, f := range []struct {
-		name string
-		v    *float64
-	}{{"temperature", r.Temperature}, {"top_p", r.TopP}, {"frequency_penalty", r.FrequencyPenalty}, {"presence_penalty", r.PresencePenalty}} {
-		set(f.name, f.v != nil, deref(f.v))
+	if r.MaxCompletionTokens > 0 {
+		p.Int("max_completion_tokens", r.MaxCompletionTokens)
 	}
-	if r.ToolChoice != nil {
-		set("tool_choice", true, json.RawMessage(r.ToolChoice.Raw))
+	if r.MaxTokens > 0 {
+		p.Int("max_tokens", r.MaxTokens)
+	}
+	if r.N > 0 {
+		p.Int("n", int64(r.N))
+	}
+	floatParam(&p, "presence_penalty", r.PresencePenalty)
+	if r.ReasoningEffort != "" {
+		p.String("reasoning_effort", r.ReasoningEffort)
 	}
 	if r.ResponseFormat != nil {
-		set("response_format", true, r.ResponseFormat.Type)
+		p.String("response_format", r.ResponseFormat.Type)
 	}
 	if r.Seed != nil {
-		set("seed", true, *r.Seed)
+		p.Int("seed", *r.Seed)
 	}
-	return m
+	if r.Stop != nil {
+		p.Strings("stop", r.Stop)
+	}
+	if r.Stream {
+		p.Bool("stream", true)
+	}
+	floatParam(&p, "temperature", r.Temperature)
+	if r.ToolChoice != nil {
+		p.Raw("tool_choice", r.ToolChoice.Raw)
+	}
+	if len(r.Tools) > 0 {
+		p.Int("tools", int64(len(r.Tools)))
+	}
+	floatParam(&p, "top_p", r.TopP)
+	if r.User != "" {
+		p.String("user", r.User)
+	}
+	return p.End()
 }
 
-func deref(v *float64) float64 {
-	if v == nil {
-		return 0
+func floatParam(p *logevent.Params, name string, v *float64) {
+	if v != nil {
+		p.Float(name, *v)
 	}
-	return *v
 }

@@ -113,21 +113,18 @@ func (m *meter) End(ev *logevent.Event) (oai.Usage, error) {
 	return usage, nil
 }
 
-func parameters(req *oai.EmbeddingRequest) map[string]any {
-	if req.EncodingFormat == "" && req.Dimensions == 0 && req.User == "" {
-		return nil
-	}
-	m := map[string]any{}
-	if req.EncodingFormat != "" {
-		m["encoding_format"] = req.EncodingFormat
-	}
+func parameters(req *oai.EmbeddingRequest) json.RawMessage {
+	var m logevent.Params // in key order, as encoding/json writes a map
 	if req.Dimensions > 0 {
-		m["dimensions"] = req.Dimensions
+		m.Int("dimensions", int64(req.Dimensions))
+	}
+	if req.EncodingFormat != "" {
+		m.String("encoding_format", req.EncodingFormat)
 	}
 	if req.User != "" {
-		m["user"] = req.User
+		m.String("user", req.User)
 	}
-	return m
+	return m.End()
 }
 
 // summarize is what a log event keeps of an embeddings answer: its shape

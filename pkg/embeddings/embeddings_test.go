@@ -123,7 +123,7 @@ func TestRelayPassesTheAnswerThrough(t *testing.T) {
 		ID: "req_1", TraceID: "req_1", CallType: "aembedding", Status: "success", CustomLLMProvider: "openai",
 		PromptTokens: 9, TotalTokens: 9, Model: "text-embedding-3-small", ModelID: "d1", ModelGroup: "small",
 		APIBase: "https://api.openai.com/v1", EndUser: "end-user", Messages: json.RawMessage(`["a","b"]`),
-		ModelParameters: map[string]any{"encoding_format": "base64", "user": "end-user"},
+		ModelParameters: json.RawMessage(`{"encoding_format":"base64","user":"end-user"}`),
 		Metadata: logevent.Metadata{UserAPIKeyHash: "tok", UserAPIKeyAlias: "search-prod", UserAPIKeyTeamID: "team-1",
 			UserAPIKeyTeamAlias: "search", RequestID: "req_1"},
 		RequestTags: []string{},

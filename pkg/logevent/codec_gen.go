@@ -3,9 +3,6 @@
 package logevent
 
 import (
-	"encoding/json"
-	"fmt"
-
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 )
 
@@ -51,13 +48,7 @@ func appendEvent(b []byte, v *Event) ([]byte, error) {
 	o.StringOmitEmpty("end_user", v.EndUser)
 	o.RawOmitEmpty("messages", v.Messages)
 	o.RawOmitEmpty("response", v.Response)
-	if len(v.ModelParameters) > 0 {
-		j, err := json.Marshal(v.ModelParameters)
-		if err != nil {
-			return nil, fmt.Errorf("model_parameters: %w", err)
-		}
-		o.Raw("model_parameters", j)
-	}
+	o.RawOmitEmpty("model_parameters", v.ModelParameters)
 	o.StringOmitEmpty("error_str", v.ErrorStr)
 	if v.ErrorInformation != nil {
 		o.Key("error_information")
@@ -245,7 +236,7 @@ func readEvent(doc []byte, v *Event) error {
 				return errSlowPath
 			}
 			seen |= 1 << 23
-			return json.Unmarshal(val, &v.ModelParameters)
+			return rawValue(val, &v.ModelParameters)
 		case "error_str":
 			if seen&(1<<24) != 0 {
 				return errSlowPath

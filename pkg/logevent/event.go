@@ -52,9 +52,11 @@ type Event struct {
 	EndUser             string          `json:"end_user,omitempty"`
 	Messages            json.RawMessage `json:"messages,omitempty"`
 	Response            json.RawMessage `json:"response,omitempty"`
-	ModelParameters     map[string]any  `json:"model_parameters,omitempty"`
-	ErrorStr            string          `json:"error_str,omitempty"`
-	ErrorInformation    *ErrorInfo      `json:"error_information,omitempty"`
+	// ModelParameters are the request's parameters as one JSON object,
+	// as encoding/json writes a map of them (Params builds it).
+	ModelParameters  json.RawMessage `json:"model_parameters,omitempty"`
+	ErrorStr         string          `json:"error_str,omitempty"`
+	ErrorInformation *ErrorInfo      `json:"error_information,omitempty"`
 
 	// Passthrough carries the raw HTTP exchange of a passthrough call.
 	Passthrough *Passthrough `json:"passthrough,omitempty"`

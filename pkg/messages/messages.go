@@ -3,6 +3,7 @@ package messages
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -206,32 +207,33 @@ func readAnswerInto(buf []byte, body io.ReadCloser, length int64) ([]byte, error
 
 // parameters are the request's parameters as the log event keeps them
 // (LiteLLM's model_parameters): the ones given.
-func parameters(p *Parsed) map[string]any {
+func parameters(p *Parsed) json.RawMessage {
 	r := &p.Request
-	m := map[string]any{"max_tokens": r.MaxTokens}
+	var m logevent.Params // in key order, as encoding/json writes a map
+	m.Int("max_tokens", r.MaxTokens)
+	if len(r.StopSequences) > 0 {
+		m.Strings("stop_sequences", r.StopSequences)
+	}
 	if r.Stream {
-		m["stream"] = true
+		m.Bool("stream", true)
 	}
 	if r.Temperature != nil {
-		m["temperature"] = *r.Temperature
-	}
-	if r.TopP != nil {
-		m["top_p"] = *r.TopP
-	}
-	if r.TopK != nil {
-		m["top_k"] = *r.TopK
-	}
-	if len(r.StopSequences) > 0 {
-		m["stop_sequences"] = r.StopSequences
-	}
-	if p.tools > 0 {
-		m["tools"] = p.tools
-	}
-	if r.ToolChoice != nil {
-		m["tool_choice"] = r.ToolChoice.Type
+		m.Float("temperature", *r.Temperature)
 	}
 	if r.Thinking != nil {
-		m["thinking"] = r.Thinking.Type
+		m.String("thinking", r.Thinking.Type)
 	}
-	return m
+	if r.ToolChoice != nil {
+		m.String("tool_choice", r.ToolChoice.Type)
+	}
+	if p.tools > 0 {
+		m.Int("tools", int64(p.tools))
+	}
+	if r.TopK != nil {
+		m.Int("top_k", *r.TopK)
+	}
+	if r.TopP != nil {
+		m.Float("top_p", *r.TopP)
+	}
+	return m.End()
 }

@@ -238,7 +238,7 @@ func TestNativeForwarding(t *testing.T) {
 		}
 		ev := h.Event(t)
 		if ev.CallType != "anthropic_messages" || ev.ModelGroup != "claude-model" || ev.Model != "claude-sonnet-4-5" ||
-			!strings.Contains(string(ev.Messages), `"text":"Hi"`) || ev.ModelParameters["max_tokens"] != float64(10) ||
+			!strings.Contains(string(ev.Messages), `"text":"Hi"`) || string(ev.ModelParameters) != `{"max_tokens":10}` ||
 			ev.PromptTokens != 14 || ev.CompletionTokens != 7 || ev.FinishReason != "end_turn" || !strings.Contains(string(ev.Response), `"msg_fake1"`) {
 			t.Errorf("log event: %+v", ev)
 		}

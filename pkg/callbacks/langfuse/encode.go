@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
@@ -86,12 +86,13 @@ func appendEnvelopes(b []byte, ev *logevent.Event, maxContent int) ([]byte, erro
 		gen.Raw("completionStartTime", appendStamp(end[len(end):], ev.CompletionStartTime))
 	}
 	gen.StringOmitEmpty("model", ev.Model)
-	if scalarCount(ev.ModelParameters) > 0 {
+	params, err := scalarParams(ev.ModelParameters)
+	if err != nil {
+		return nil, err
+	}
+	if len(params) > 0 {
 		gen.Key("modelParameters")
-		var err error
-		if gen.B, err = appendScalars(gen.B, ev.ModelParameters); err != nil {
-			return nil, err
-		}
+		gen.B = appendScalars(gen.B, params)
 	}
 	gen.RawOmitEmpty("input", input)
 	gen.RawOmitEmpty("output", output)
@@ -173,71 +174,79 @@ func appendGenerationMetadata(b []byte, ev *logevent.Event, keyMetadata []byte) 
 	return md.End()
 }
 
-// scalar reports whether Langfuse's MapValue takes v: a string, a number
-// or a boolean.
-func scalar(v any) bool {
-	switch v.(type) {
-	case string, bool, float64, float32, int, int64, json.Number:
-		return true
-	}
-	return false
+// param is a model parameter Langfuse's MapValue takes — a string, a
+// number or a boolean — as encoding/json writes what decoding the event
+// into a map of interfaces would hold: value is JSON.
+type param struct {
+	name  string
+	value []byte
 }
 
-func scalarCount(params map[string]any) int {
-	n := 0
-	for _, v := range params {
-		if scalar(v) {
-			n++
+// scalarParams are the scalar members of the model parameters raw (an
+// object, else none): the last of a name given twice, in key order, each
+// value in encoding/json's form of its decoded self (a string unquoted and
+// quoted again, a number as a float64).
+func scalarParams(raw []byte) ([]param, error) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, nil
+	}
+	var params []param
+	err := jsonscan.Members(raw, func(name, value []byte) error {
+		p := param{name: string(name)}
+		if i := slices.IndexFunc(params, func(q param) bool { return q.name == p.name }); i >= 0 {
+			params = slices.Delete(params, i, i+1) // the last copy wins, as in a map
 		}
+		var err error
+		if p.value, err = scalarValue(value); err != nil {
+			return fmt.Errorf("model parameter %q: %w", p.name, err)
+		}
+		if p.value != nil {
+			params = append(params, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return n
+	slices.SortFunc(params, func(a, b param) int { return strings.Compare(a.name, b.name) })
+	return params, nil
 }
 
-// appendScalars appends the scalar model parameters as an object in key
-// order, as encoding/json writes a map.
-func appendScalars(b []byte, params map[string]any) ([]byte, error) {
+// scalarValue is a string, number or boolean value v in encoding/json's
+// form of its decoded self; nil for anything else.
+func scalarValue(v []byte) ([]byte, error) {
+	switch v[0] {
+	case '"':
+		s, ok := jsonscan.Unquote(v)
+		if !ok {
+			var str string
+			if err := json.Unmarshal(v, &str); err != nil {
+				return nil, err
+			}
+			s = []byte(str)
+		}
+		return jsonscan.AppendString(nil, s), nil
+	case 't', 'f':
+		return v, nil
+	case 'n', '{', '[':
+		return nil, nil
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil, errors.New("not a finite number")
+	}
+	return jsonscan.AppendFloat(nil, f, 64), nil
+}
+
+// appendScalars appends params as an object.
+func appendScalars(b []byte, params []param) []byte {
 	b = append(b, '{')
-	first := true
-	for _, k := range slices.Sorted(maps.Keys(params)) {
-		v := params[k]
-		if !scalar(v) {
-			continue
-		}
-		if !first {
+	for i, p := range params {
+		if i > 0 {
 			b = append(b, ',')
 		}
-		first = false
-		b = jsonscan.AppendString(b, k) // a caller's name: escaped
-		b = append(b, ':')
-		switch v := v.(type) {
-		case string:
-			b = jsonscan.AppendString(b, v)
-		case bool:
-			b = strconv.AppendBool(b, v)
-		case float64:
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return nil, fmt.Errorf("model parameter %q is not a finite number", k)
-			}
-			b = jsonscan.AppendFloat(b, v, 64)
-		case float32:
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return nil, fmt.Errorf("model parameter %q is not a finite number", k)
-			}
-			b = jsonscan.AppendFloat(b, float64(v), 32)
-		case int:
-			b = strconv.AppendInt(b, int64(v), 10)
-		case int64:
-			b = strconv.AppendInt(b, v, 10)
-		case json.Number:
-			switch {
-			case v == "":
-				b = append(b, '0') // as encoding/json writes it
-			case jsonscan.ValidNumber([]byte(v)):
-				b = append(b, v...)
-			default:
-				return nil, fmt.Errorf("model parameter %q is not a number: %q", k, string(v))
-			}
-		}
+		b = jsonscan.AppendString(b, p.name) // a caller's name: escaped
+		b = append(append(b, ':'), p.value...)
 	}
-	return append(b, '}'), nil
+	return append(b, '}')
 }

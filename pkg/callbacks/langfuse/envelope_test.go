@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -138,12 +139,18 @@ func generationMetadata(ev *logevent.Event) *GenerationMetadata {
 		LiteLLMResponseCost: ev.ResponseCost, ErrorInformation: ev.ErrorInformation, Passthrough: ev.Passthrough}
 }
 
-// scalars keeps the model parameters Langfuse's MapValue takes: strings,
-// numbers, booleans.
-func scalars(params map[string]any) map[string]any {
+// scalars keeps the model parameters Langfuse's MapValue takes — strings,
+// numbers, booleans — of the event's parameters as encoding/json decodes
+// them into a map (nil when there are none, or they are no object).
+func scalars(raw json.RawMessage) map[string]any {
+	var params map[string]any
+	if json.Unmarshal(raw, &params) != nil {
+		return nil
+	}
 	out := map[string]any{}
 	for k, v := range params {
-		if scalar(v) {
+		switch v.(type) {
+		case string, bool, float64:
 			out[k] = v
 		}
 	}
@@ -180,11 +187,10 @@ func encodingCases() map[string]*logevent.Event {
 	passthrough.CallType, passthrough.Passthrough = logevent.CallPassthrough, &logevent.Passthrough{Method: "POST", Path: "/v1/messages", StatusCode: 200}
 	bare := &logevent.Event{ID: "req_bare", Status: logevent.StatusSuccess, CallType: logevent.CallEmbedding, StartTime: 1.7e9, EndTime: 1.7e9 + 0.25}
 	params := event("req_params", logevent.StatusSuccess)
-	params.ModelParameters = map[string]any{"temperature": 0.7, "top_p": float32(0.9), "n": 2, "seed": int64(-5),
-		"user": "a\"b<c>", "stream": true, "stop": []any{"x"}, "tools": map[string]any{}, "big": json.Number("1e400"),
-		"empty": json.Number(""), "tiny": 1e-9, "we\"ird": "k", "none": nil}
+	params.ModelParameters = json.RawMessage(`{"n":2,"none":null,"seed":-5,"stop":["x"],"stream":true,"temperature":0.7,` +
+		`"tiny":1e-9,"tools":{},"top_p":0.9,"user":"a\"b\u003cc\u003e","we\"ird":"k","z":1E2,"w":"\u00e9\ud83d\ude00","z":0.50}`)
 	onlyNonScalars := event("req_objects", logevent.StatusSuccess)
-	onlyNonScalars.ModelParameters = map[string]any{"stop": []any{"x"}}
+	onlyNonScalars.ModelParameters = json.RawMessage(`{"stop":["x"],"s":"x","s":null}`)
 	cheap := event("req_cheap", logevent.StatusSuccess)
 	cheap.ResponseCost, cheap.TraceID, cheap.RequestTags, cheap.EndUser = 2.5e-7, "", nil, "user-1"
 	cheap.Metadata = logevent.Metadata{UserAPIKeyHash: "h", UserAPIKeyAlias: "al", UserAPIKeyTeamID: "t", UserAPIKeyTeamAlias: "ta",
@@ -213,8 +219,8 @@ func TestAppendEnvelopesMatchesEncodingJSON(t *testing.T) {
 func TestAppendEnvelopesRefusesWhatJSONCannotCarry(t *testing.T) {
 	for name, mutate := range map[string]func(*logevent.Event){
 		"NaN cost":           func(ev *logevent.Event) { ev.ResponseCost = math.NaN() },
-		"infinite parameter": func(ev *logevent.Event) { ev.ModelParameters = map[string]any{"t": math.Inf(1)} },
-		"bad number":         func(ev *logevent.Event) { ev.ModelParameters = map[string]any{"t": json.Number("0x1")} },
+		"infinite parameter": func(ev *logevent.Event) { ev.ModelParameters = json.RawMessage(`{"t":1e400}`) },
+		"bad number":         func(ev *logevent.Event) { ev.ModelParameters = json.RawMessage(`{"t":0x1}`) },
 	} {
 		ev := event("req_x", logevent.StatusSuccess)
 		mutate(ev)
@@ -241,7 +247,7 @@ func FuzzAppendEnvelopes(f *testing.F) {
 			ErrorStr: valid(errStr), ResponseCost: cost, PromptTokens: tokens, TotalTokens: tokens,
 			Messages: raw(messages), Response: raw(response),
 			Metadata:        logevent.Metadata{UserAPIKeyTeamID: valid(team)},
-			ModelParameters: map[string]any{valid(param): paramValue, "s": valid(param)}}
+			ModelParameters: fuzzParams(valid(param), paramValue)}
 		if !(start > 0 && start < 1e11) {
 			start = 1.7e9 // a time of its own: a missing one is "now", on each side its own
 		}
@@ -260,6 +266,13 @@ func FuzzAppendEnvelopes(f *testing.F) {
 			t.Fatalf("appendEnvelopes:\n got %s\nwant %s", got, want)
 		}
 	})
+}
+
+// fuzzParams is the model parameters {name: value, "s": name}, the number
+// as strconv writes it (NaN and infinities make it no JSON).
+func fuzzParams(name string, value float64) json.RawMessage {
+	q, _ := json.Marshal(name)
+	return json.RawMessage(`{` + string(q) + `:` + strconv.FormatFloat(value, 'g', -1, 64) + `,"s":` + string(q) + `}`)
 }
 
 // appendStamp writes what time.Format writes, quoted, for any event time:

@@ -176,7 +176,7 @@ func event(id, status string) *logevent.Event {
 		ID: id, TraceID: id, CallType: logevent.CallCompletion, Status: status, Model: "gpt-4o",
 		CustomLLMProvider: "openai", PromptTokens: 12, CompletionTokens: 5, TotalTokens: 17, ResponseCost: 0.0021,
 		Messages:        json.RawMessage(`[{"role":"user","content":"hi"}]`),
-		ModelParameters: map[string]any{"temperature": 0.2, "stop": []any{"x"}},
+		ModelParameters: json.RawMessage(`{"stop":["x"],"temperature":0.2}`),
 		Metadata:        logevent.Metadata{UserAPIKeyAlias: "ci", UserAPIKeyTeamID: "team-a"},
 		RequestTags:     []string{"prod"},
 	}
