@@ -18,7 +18,7 @@ var benchAnswer = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created
 func BenchmarkJSONMeter(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		m := newJSONMeter(kindChat, noPrompt, int64(len(benchAnswer)))
+		m := newJSONMeter(kindChat, noPrompt, int64(len(benchAnswer)), true)
 		m.Write(benchAnswer)
 		if u, ok := m.Usage(); !ok || u.TotalTokens != 330 {
 			b.Fatalf("usage %+v %v", u, ok)
