@@ -222,7 +222,7 @@ func (m *jsonMeter) scanWhole(doc []byte) {
 		if string(name) != "choices" {
 			return 0, false
 		}
-		n, valid, finish, ok := readChoices(rest)
+		n, valid, finish, ok := readChoices(rest, m.keep)
 		if !ok {
 			return 0, false
 		}
@@ -232,7 +232,7 @@ func (m *jsonMeter) scanWhole(doc []byte) {
 		}
 		return n, valid
 	}
-	sc.valid, sc.err = jsonscan.MembersCheckedBy(doc, func(name, v []byte) error {
+	member := func(name, v []byte) error {
 		switch string(name) {
 		case "usage":
 			if !jsonscan.Null(v) {
@@ -252,7 +252,13 @@ func (m *jsonMeter) scanWhole(doc []byte) {
 			}
 		}
 		return nil
-	}, choices)
+	}
+	if m.keep {
+		sc.valid, sc.err = jsonscan.MembersCheckedBy(doc, member, choices)
+	} else {
+		// Nothing of the answer is logged: its walk need not check it.
+		sc.err = jsonscan.MembersBy(doc, member, choices)
+	}
 	sc.size = int64(len(doc))
 	if sc.err != nil {
 		return
@@ -266,29 +272,35 @@ func (m *jsonMeter) scanWhole(doc []byte) {
 }
 
 // readChoices reads the choices array that starts rest (what follows it
-// unread) in one checked walk of its objects: it returns the array's
-// length, whether it is JSON as jsonscan.Valid would say (false: not
-// known), and the first choice's finish_reason (as firstFinish). ok false:
+// unread) in one walk of its objects, checked when check: it returns the
+// array's length, whether it is JSON as jsonscan.Valid would say (false:
+// not known, or not checked), and the first choice's finish_reason (as firstFinish). ok false:
 // it could not read the array (not an array of objects, or malformed).
-func readChoices(rest []byte) (n int, valid bool, finish string, ok bool) {
+func readChoices(rest []byte, check bool) (n int, valid bool, finish string, ok bool) {
 	if rest[0] != '[' {
 		return 0, false, "", false
 	}
-	valid = true
+	valid = check
 	first := true
+	member := func(name, v []byte) error {
+		if first && string(name) == "finish_reason" { // the last copy, as encoding/json
+			finish = ""
+			if v[0] == '"' {
+				finish = finishReason(v)
+			}
+		}
+		return nil
+	}
 	n, err := jsonscan.ElementsPrefixEnd(rest, func(el []byte) (int, error) {
 		if el[0] != '{' {
 			return 0, jsonscan.ErrSyntax // firstFinish reads such choices
 		}
-		size, checked, err := jsonscan.MembersPrefixChecked(el, func(name, v []byte) error {
-			if first && string(name) == "finish_reason" { // the last copy, as encoding/json
-				finish = ""
-				if v[0] == '"' {
-					finish = finishReason(v)
-				}
-			}
-			return nil
-		})
+		if !check {
+			size, err := jsonscan.MembersPrefix(el, member)
+			first = false
+			return size, err
+		}
+		size, checked, err := jsonscan.MembersPrefixChecked(el, member)
 		first = false
 		valid = valid && checked
 		return size, err

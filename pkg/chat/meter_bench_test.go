@@ -29,3 +29,20 @@ func BenchmarkJSONMeter(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkJSONMeterNotKept is BenchmarkJSONMeter for a call no callback
+// logs (the bench's): the answer read where it is, unchecked, not copied.
+func BenchmarkJSONMeterNotKept(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		m := newJSONMeter(kindChat, noPrompt, int64(len(benchAnswer)), false)
+		m.Write(benchAnswer)
+		if u, ok := m.Usage(); !ok || u.TotalTokens != 330 {
+			b.Fatalf("usage %+v %v", u, ok)
+		}
+		var ev logevent.Event
+		if u, err := m.End(&ev); err != nil || u.TotalTokens != 330 || ev.FinishReason != "stop" || ev.Response != nil {
+			b.Fatalf("usage %+v, err %v, finish %q", u, err, ev.FinishReason)
+		}
+	}
+}
