@@ -424,6 +424,11 @@ func checkSentBodies(t *testing.T, got map[[2]string]arrival, ok, refused, moder
 	if ev := got[[2]string{"gcs", chatted}].body; ev["call_type"] != logevent.CallCompletion || ev["stream"] != false || ev["total_tokens"] != 5.0 {
 		t.Errorf("GCS object of the chat completion: %v", ev)
 	}
+	// A team's callback logs the answer's body: the gateway keeps it for
+	// the event only when a callback may log it.
+	if resp, _ := got[[2]string{"gcs", chatted}].body["response"].(map[string]any); resp["object"] != "chat.completion" || !strings.Contains(fmt.Sprint(resp["choices"]), "Hi.") {
+		t.Errorf("GCS object of the chat completion: response %v", resp)
+	}
 	if ev := got[[2]string{"gcs", streamed}].body; ev["call_type"] != logevent.CallCompletion || ev["stream"] != true || ev["total_tokens"] != 4.0 {
 		t.Errorf("GCS object of the streamed chat completion: %v", ev)
 	}

@@ -102,7 +102,7 @@ func (s *Service) Completions(ctx context.Context, p auth.Principal, body []byte
 // the usage chunk.
 func relay(c *modelcall.Call, ans *models.Answer, k kind, stream, includeUsage bool, prompt prompt) *modelcall.Result {
 	if !stream {
-		m := newJSONMeter(k, prompt, ans.ContentLength)
+		m := newJSONMeter(k, prompt, ans.ContentLength, c.LogsBodies())
 		m.usage, m.finish = ans.Usage, ans.FinishReason
 		return c.Answer(ans.Body, ans.ContentLength, m)
 	}
@@ -124,7 +124,7 @@ func (s *Service) Responses(ctx context.Context, p auth.Principal, body []byte) 
 	ans := rep.Answer
 	prompt := (*responsesPrompt)(req)
 	if !req.Stream {
-		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter(kindResponses, prompt, ans.ContentLength)), nil
+		return c.Answer(ans.Body, ans.ContentLength, newJSONMeter(kindResponses, prompt, ans.ContentLength, c.LogsBodies())), nil
 	}
 	return c.Stream(ans.Body, newResponseStreamMeter(prompt)), nil
 }

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"strconv"
 
@@ -37,12 +38,16 @@ const (
 	maxLiteral = 256
 )
 
-// jsonMeter meters a JSON answer as it goes out: it keeps the answer for the
-// log event (up to maxLogged; past it, only the tail, where the usage is) and
-// reads its usage and finish reason at the end.
+// jsonMeter meters a JSON answer as it goes out: it reads its usage and
+// finish reason, and keeps the answer for the log event (up to maxLogged;
+// past it, only the tail, where the usage is) when a callback may log it.
+// An answer nobody logs that comes whole in one write — the relay reads
+// answers within its buffer whole — is read where it is, never copied.
 type jsonMeter struct {
 	kind   kind
 	prompt prompt // for an answer without usage
+	keep   bool   // the event keeps the answer (modelcall.Call.LogsBodies)
+	length int64  // the answer's length, -1 when unknown
 	buf    []byte
 	tail   []byte // ring of the last tailSize bytes, once over
 	at     int    // next write in tail
@@ -54,20 +59,34 @@ type jsonMeter struct {
 	// scan is the one pass over a whole answer (read), once scanned.
 	scan    answerScan
 	scanned bool
+	direct  bool // scanned in the write that brought it, not kept
 }
 
-// newJSONMeter meters an answer of length bytes (-1: unknown), whose
-// buffer it sizes once when the length is known and within the bound.
-func newJSONMeter(k kind, prompt prompt, length int64) *jsonMeter {
-	m := &jsonMeter{kind: k, prompt: prompt}
-	if length > 0 && length <= maxLogged {
-		m.buf = make([]byte, 0, length)
+// newJSONMeter meters an answer of length bytes (-1: unknown), kept for the
+// log event when keep. A copy's buffer is sized once when the length is
+// known and within the bound.
+func newJSONMeter(k kind, prompt prompt, length int64, keep bool) *jsonMeter {
+	m := &jsonMeter{kind: k, prompt: prompt, keep: keep, length: length}
+	if keep {
+		m.sizeBuf()
 	}
 	return m
 }
 
+func (m *jsonMeter) sizeBuf() {
+	if m.length > 0 && m.length <= maxLogged {
+		m.buf = make([]byte, 0, m.length)
+	}
+}
+
 func (m *jsonMeter) Write(p []byte) (int, error) {
+	if !m.keep && m.readInPlace(p) {
+		return len(p), nil
+	}
 	if !m.over {
+		if m.buf == nil {
+			m.sizeBuf()
+		}
 		if len(m.buf)+len(p) <= maxLogged {
 			m.buf = append(m.buf, p...)
 			return len(p), nil
@@ -80,6 +99,33 @@ func (m *jsonMeter) Write(p []byte) (int, error) {
 	m.ring(p)
 	return len(p), nil
 }
+
+// readInPlace reads p, of an answer not kept, without copying it when it
+// can: a translation needs no reading (its usage is known), and a forwarded
+// answer that p holds whole is scanned in it. false: p is to be copied, to
+// be read when the answer is whole.
+func (m *jsonMeter) readInPlace(p []byte) bool {
+	switch {
+	case m.usage != nil:
+		return true
+	case m.direct:
+		// Bytes past the answer's length (an http.Response body never
+		// gives them): the answer was not the JSON object read.
+		m.scan.size += int64(len(p))
+		if jsonscan.SkipSpace(p, 0) < len(p) {
+			m.scan.err = errNotJSON
+		}
+		return true
+	case m.scanned || m.over || len(m.buf) > 0 || int64(len(p)) != m.length:
+		return false
+	}
+	m.direct, m.scanned = true, true
+	m.scanWhole(p)
+	return true
+}
+
+// errNotJSON is End's error for an answer that is no complete JSON object.
+var errNotJSON = errors.New("chat: the answer is not one JSON object")
 
 // ring keeps the last tailSize bytes of what went by.
 func (m *jsonMeter) ring(p []byte) {
@@ -106,7 +152,7 @@ func (m *jsonMeter) End(ev *logevent.Event) (oai.Usage, error) {
 		if ev.FinishReason == "" {
 			ev.FinishReason = m.finish
 		}
-		if !m.over {
+		if m.keep && !m.over {
 			ev.Response = m.buf // the translator's own encoding/json output
 		}
 		return *m.usage, nil
@@ -127,13 +173,13 @@ func (m *jsonMeter) End(ev *logevent.Event) (oai.Usage, error) {
 		ev.FinishReason = sc.finish
 	}
 	if sc.err != nil {
-		return m.estimate(ev, int64(len(m.buf))), api.Upstream(nil, "The provider's answer was not a complete JSON object.")
+		return m.estimate(ev, sc.size), api.Upstream(nil, "The provider's answer was not a complete JSON object.")
 	}
-	if sc.valid || jsonscan.Valid(m.buf) { // read's walk checked it, or could not say
+	if m.keep && sc.valid {
 		ev.Response = m.buf
 	}
 	if !sc.hasUsage {
-		return m.estimate(ev, contentBytes(m.buf, m.kind)), nil
+		return m.estimate(ev, sc.text), nil
 	}
 	return sc.usage, nil
 }
@@ -145,19 +191,28 @@ type answerScan struct {
 	finish    string // the first choice's finish_reason, of the first choices that has one
 	status    string // a Responses answer's status (its last)
 	hasStatus bool
-	valid     bool  // the walk found the answer JSON (false: not known)
+	valid     bool  // the answer is JSON, as jsonscan.Valid says (read only when kept)
 	err       error // the answer is no complete JSON object
+	size      int64 // the answer's bytes
+	text      int64 // bytes of its choices' text, read for an estimate when it has no usage
 }
 
 // read scans the answer kept whole, once: Usage (the cost header, before
-// the answer goes out) and End share the pass, which also checks the answer
-// is JSON (for the log) without a second walk.
+// the answer goes out) and End share the pass.
 func (m *jsonMeter) read() *answerScan {
-	sc := &m.scan
-	if m.scanned {
-		return sc
+	if !m.scanned {
+		m.scanned = true
+		m.scanWhole(m.buf)
 	}
-	m.scanned = true
+	return &m.scan
+}
+
+// scanWhole reads the whole answer doc in one pass, which also checks it is
+// JSON (for the log) without a second walk; what End needs of doc beyond
+// (its validity when the walk could not say, its text when it has no usage)
+// is read now, as doc may not be kept.
+func (m *jsonMeter) scanWhole(doc []byte) {
+	sc := &m.scan
 	// The choices (the answer's bulk) are read by their own checked walk
 	// as the answer's walk reaches them (readChoices), so that their text
 	// is crossed once; choices it cannot read are left to the answer's
@@ -167,7 +222,7 @@ func (m *jsonMeter) read() *answerScan {
 		if string(name) != "choices" {
 			return 0, false
 		}
-		n, valid, finish, ok := readChoices(rest)
+		n, valid, finish, ok := readChoices(rest, m.keep)
 		if !ok {
 			return 0, false
 		}
@@ -177,7 +232,7 @@ func (m *jsonMeter) read() *answerScan {
 		}
 		return n, valid
 	}
-	sc.valid, sc.err = jsonscan.MembersCheckedBy(m.buf, func(name, v []byte) error {
+	member := func(name, v []byte) error {
 		switch string(name) {
 		case "usage":
 			if !jsonscan.Null(v) {
@@ -197,34 +252,55 @@ func (m *jsonMeter) read() *answerScan {
 			}
 		}
 		return nil
-	}, choices)
-	return sc
+	}
+	if m.keep {
+		sc.valid, sc.err = jsonscan.MembersCheckedBy(doc, member, choices)
+	} else {
+		// Nothing of the answer is logged: its walk need not check it.
+		sc.err = jsonscan.MembersBy(doc, member, choices)
+	}
+	sc.size = int64(len(doc))
+	if sc.err != nil {
+		return
+	}
+	if m.keep && !sc.valid { // the walk could not say
+		sc.valid = jsonscan.Valid(doc)
+	}
+	if !sc.hasUsage {
+		sc.text = contentBytes(doc, m.kind)
+	}
 }
 
 // readChoices reads the choices array that starts rest (what follows it
-// unread) in one checked walk of its objects: it returns the array's
-// length, whether it is JSON as jsonscan.Valid would say (false: not
-// known), and the first choice's finish_reason (as firstFinish). ok false:
+// unread) in one walk of its objects, checked when check: it returns the
+// array's length, whether it is JSON as jsonscan.Valid would say (false:
+// not known, or not checked), and the first choice's finish_reason (as firstFinish). ok false:
 // it could not read the array (not an array of objects, or malformed).
-func readChoices(rest []byte) (n int, valid bool, finish string, ok bool) {
+func readChoices(rest []byte, check bool) (n int, valid bool, finish string, ok bool) {
 	if rest[0] != '[' {
 		return 0, false, "", false
 	}
-	valid = true
+	valid = check
 	first := true
+	member := func(name, v []byte) error {
+		if first && string(name) == "finish_reason" { // the last copy, as encoding/json
+			finish = ""
+			if v[0] == '"' {
+				finish = finishReason(v)
+			}
+		}
+		return nil
+	}
 	n, err := jsonscan.ElementsPrefixEnd(rest, func(el []byte) (int, error) {
 		if el[0] != '{' {
 			return 0, jsonscan.ErrSyntax // firstFinish reads such choices
 		}
-		size, checked, err := jsonscan.MembersPrefixChecked(el, func(name, v []byte) error {
-			if first && string(name) == "finish_reason" { // the last copy, as encoding/json
-				finish = ""
-				if v[0] == '"' {
-					finish = finishReason(v)
-				}
-			}
-			return nil
-		})
+		if !check {
+			size, err := jsonscan.MembersPrefix(el, member)
+			first = false
+			return size, err
+		}
+		size, checked, err := jsonscan.MembersPrefixChecked(el, member)
 		first = false
 		valid = valid && checked
 		return size, err

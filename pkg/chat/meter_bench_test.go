@@ -15,17 +15,23 @@ var benchAnswer = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created
 // BenchmarkJSONMeter meters a forwarded chat answer as modelcall does: the
 // answer written through, its usage read for the cost header, the call
 // ended: go test -run '^$' -bench JSONMeter -benchmem ./pkg/chat
-func BenchmarkJSONMeter(b *testing.B) {
+func BenchmarkJSONMeter(b *testing.B) { benchJSONMeter(b, true) }
+
+// BenchmarkJSONMeterNotKept is BenchmarkJSONMeter for a call no callback
+// logs (the bench's): the answer read where it is, unchecked, not copied.
+func BenchmarkJSONMeterNotKept(b *testing.B) { benchJSONMeter(b, false) }
+
+func benchJSONMeter(b *testing.B, keep bool) {
 	b.ReportAllocs()
 	for b.Loop() {
-		m := newJSONMeter(kindChat, noPrompt, int64(len(benchAnswer)))
+		m := newJSONMeter(kindChat, noPrompt, int64(len(benchAnswer)), keep)
 		m.Write(benchAnswer)
 		if u, ok := m.Usage(); !ok || u.TotalTokens != 330 {
 			b.Fatalf("usage %+v %v", u, ok)
 		}
 		var ev logevent.Event
-		if u, err := m.End(&ev); err != nil || u.TotalTokens != 330 || ev.FinishReason != "stop" || ev.Response == nil {
-			b.Fatalf("usage %+v, err %v, finish %q", u, err, ev.FinishReason)
+		if u, err := m.End(&ev); err != nil || u.TotalTokens != 330 || ev.FinishReason != "stop" || (ev.Response != nil) != keep {
+			b.Fatalf("usage %+v, err %v, finish %q, response kept %v", u, err, ev.FinishReason, ev.Response != nil)
 		}
 	}
 }

@@ -41,7 +41,7 @@ func writeInPieces(w io.Writer, b []byte, n int) {
 
 func TestJSONMeter(t *testing.T) {
 	answer := `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"length"},{"index":1,"message":{"role":"assistant","content":"yo"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5,"prompt_tokens_details":{"cached_tokens":1}}}`
-	m := newJSONMeter(kindChat, noPrompt, int64(len(answer)))
+	m := newJSONMeter(kindChat, noPrompt, int64(len(answer)), true)
 	writeInPieces(m, []byte(answer), 7)
 	var ev logevent.Event
 	u, err := m.End(&ev)
@@ -56,7 +56,7 @@ func TestJSONMeter(t *testing.T) {
 
 func TestJSONMeterReadsTheAnswerOnceForTheCostHeaderAndTheEvent(t *testing.T) {
 	answer := `{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`
-	m := newJSONMeter(kindChat, noPrompt, int64(len(answer)))
+	m := newJSONMeter(kindChat, noPrompt, int64(len(answer)), true)
 	var _ modelcall.UsageMeter = m
 	io.WriteString(m, answer)
 	quoted, ok := m.Usage()
@@ -75,7 +75,7 @@ func TestJSONMeterReadsTheAnswerOnceForTheCostHeaderAndTheEvent(t *testing.T) {
 }
 
 func TestJSONMeterWithoutUsageEstimates(t *testing.T) {
-	m := newJSONMeter(kindChat, promptTokens(10), -1)
+	m := newJSONMeter(kindChat, promptTokens(10), -1, true)
 	io.WriteString(m, `{"choices":[{"index":0,"message":{"role":"assistant","content":"four score and seven"},"finish_reason":"stop"}]}`)
 	var ev logevent.Event
 	u, err := m.End(&ev)
@@ -85,7 +85,7 @@ func TestJSONMeterWithoutUsageEstimates(t *testing.T) {
 }
 
 func TestJSONMeterIncompleteAnswer(t *testing.T) {
-	m := newJSONMeter(kindChat, noPrompt, -1)
+	m := newJSONMeter(kindChat, noPrompt, -1, true)
 	io.WriteString(m, `{"choices":[{"index":0,"message":{"role":"assis`)
 	var ev logevent.Event
 	if _, err := m.End(&ev); err == nil || ev.Response != nil {
@@ -99,7 +99,7 @@ func TestJSONMeterOverTheLogBound(t *testing.T) {
 	content := strings.Repeat(`word \"usage\": {\"prompt_tokens\":999} `, 3*maxLogged/40)
 	answer := `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"` + content +
 		`"},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":700000,"total_tokens":700007},"system_fingerprint":"fp"}`
-	m := newJSONMeter(kindChat, noPrompt, -1)
+	m := newJSONMeter(kindChat, noPrompt, -1, true)
 	writeInPieces(m, []byte(answer), 32<<10)
 	var ev logevent.Event
 	u, err := m.End(&ev)
@@ -112,7 +112,7 @@ func TestJSONMeterOverTheLogBound(t *testing.T) {
 }
 
 func TestResponsesJSONMeter(t *testing.T) {
-	m := newJSONMeter(kindResponses, noPrompt, -1)
+	m := newJSONMeter(kindResponses, noPrompt, -1, true)
 	io.WriteString(m, `{"id":"resp_1","object":"response","status":"incomplete","output":[],"usage":{"input_tokens":4,"output_tokens":6,"total_tokens":10,"output_tokens_details":{"reasoning_tokens":2}}}`)
 	var ev logevent.Event
 	u, err := m.End(&ev)
@@ -390,11 +390,14 @@ func FuzzJSONMeter(f *testing.F) {
 		piece = max(1, piece%(64<<10))
 		kd := kind(k % 3)
 		var ev logevent.Event
-		m := newJSONMeter(kd, noPrompt, -1)
+		m := newJSONMeter(kd, noPrompt, -1, true)
 		writeInPieces(m, doc, piece)
-		_, endErr := m.End(&ev)
+		kept, endErr := m.End(&ev)
 		if ev.Response != nil && !json.Valid(ev.Response) {
 			t.Fatalf("response is not JSON: %q", ev.Response)
+		}
+		if len(doc) <= maxLogged {
+			notKeptAgrees(t, kd, doc, kept, endErr, &ev)
 		}
 		// The answer's one walk (its choices read by their own checked
 		// walk) agrees with a walk that delimits each member first and
@@ -434,13 +437,79 @@ func FuzzJSONMeter(f *testing.F) {
 			body = []byte(`{"usage":{"prompt_tokens":7,"completion_tokens":11,"total_tokens":18}}`)
 		}
 		ev = logevent.Event{}
-		m = newJSONMeter(kd, noPrompt, int64(len(body)))
+		m = newJSONMeter(kd, noPrompt, int64(len(body)), true)
 		writeInPieces(m, body, piece)
 		u, err := m.End(&ev)
 		if err != nil || u.TotalTokens != 18 || ev.UsageEstimated {
 			t.Fatalf("usage %+v, err %v, estimated %v of %q", u, err, ev.UsageEstimated, doc)
 		}
 	})
+}
+
+// notKeptAgrees checks that a meter of an answer nobody logs, written whole
+// (read where it is) and in pieces (copied), finds what the meter that
+// kept it did — usage, error, finish reason, estimate — and logs nothing.
+func notKeptAgrees(t *testing.T, kd kind, doc []byte, want oai.Usage, wantErr error, kept *logevent.Event) {
+	t.Helper()
+	for _, piece := range []int{len(doc), 5} {
+		var ev logevent.Event
+		m := newJSONMeter(kd, noPrompt, int64(len(doc)), false)
+		writeInPieces(m, doc, max(piece, 1))
+		u, err := m.End(&ev)
+		if diff := cmp.Diff(want, u); diff != "" || (err == nil) != (wantErr == nil) || ev.Response != nil ||
+			ev.FinishReason != kept.FinishReason || ev.UsageEstimated != kept.UsageEstimated {
+			t.Fatalf("not kept, in pieces of %d: usage (-kept +not) %s, error %v (kept %v), response %q, finish %q (kept %q), estimated %v, of %q",
+				piece, diff, err, wantErr, ev.Response, ev.FinishReason, kept.FinishReason, ev.UsageEstimated, doc)
+		}
+	}
+}
+
+// An answer nobody logs is metered as one that is kept, without its copy:
+// the relay's whole answer is read in the write that brings it.
+func TestJSONMeterReadsAnAnswerNobodyLogsInPlace(t *testing.T) {
+	m := newJSONMeter(kindChat, noPrompt, int64(len(benchAnswer)), false)
+	m.Write(benchAnswer)
+	if m.buf != nil || !m.direct {
+		t.Fatalf("the answer was copied (%d bytes kept), read in place %v", len(m.buf), m.direct)
+	}
+	if u, ok := m.Usage(); !ok || u.TotalTokens != 330 {
+		t.Errorf("usage for the cost header %+v %v", u, ok)
+	}
+	var ev logevent.Event
+	if u, err := m.End(&ev); err != nil || u.TotalTokens != 330 || ev.FinishReason != "stop" || ev.Response != nil {
+		t.Errorf("usage %+v, err %v, finish %q, response %q", u, err, ev.FinishReason, ev.Response)
+	}
+}
+
+// Bytes past the answer's length after it was read in place: not the
+// answer read, so not a complete JSON object.
+func TestJSONMeterInPlaceRefusesBytesPastTheLength(t *testing.T) {
+	m := newJSONMeter(kindChat, noPrompt, int64(len(benchAnswer)), false)
+	m.Write(benchAnswer)
+	m.Write([]byte(" \n"))
+	var ev logevent.Event
+	if _, err := m.End(&ev); err != nil {
+		t.Fatalf("trailing space: %v", err)
+	}
+	m = newJSONMeter(kindChat, noPrompt, int64(len(benchAnswer)), false)
+	m.Write(benchAnswer)
+	m.Write([]byte(`{}`))
+	if _, err := m.End(&ev); err == nil || !ev.UsageEstimated {
+		t.Errorf("trailing bytes: err %v, estimated %v", err, ev.UsageEstimated)
+	}
+}
+
+// A translation nobody logs: its usage and finish reason, no copy.
+func TestJSONMeterTakesATranslatorsUsageWithoutACopy(t *testing.T) {
+	body := []byte(`{"choices":[{"finish_reason":"length"}]}`)
+	m := newJSONMeter(kindChat, noPrompt, int64(len(body)), false)
+	m.usage, m.finish = &oai.Usage{PromptTokens: 7, CompletionTokens: 3, TotalTokens: 10}, oai.FinishStop
+	writeInPieces(m, body, 3)
+	var ev logevent.Event
+	u, err := m.End(&ev)
+	if err != nil || u.TotalTokens != 10 || ev.FinishReason != oai.FinishStop || ev.Response != nil || m.buf != nil {
+		t.Errorf("usage %+v, %v; event finish %q, response %s, copy %q", u, err, ev.FinishReason, ev.Response, m.buf)
+	}
 }
 
 // FuzzUsageFilter: any provider stream through the filter of a client that
@@ -493,7 +562,7 @@ func FuzzResponseStreamMeter(f *testing.F) {
 // takes them and reads nothing of the body for them.
 func TestJSONMeterTakesATranslatorsUsage(t *testing.T) {
 	body := []byte(`{"choices":[{"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
-	m := newJSONMeter(kindChat, noPrompt, int64(len(body)))
+	m := newJSONMeter(kindChat, noPrompt, int64(len(body)), true)
 	m.usage, m.finish = &oai.Usage{PromptTokens: 7, CompletionTokens: 3, TotalTokens: 10}, oai.FinishStop
 	m.Write(body)
 	var ev logevent.Event

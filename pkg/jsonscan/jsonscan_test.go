@@ -416,7 +416,7 @@ func FuzzMembersChecked(f *testing.F) {
 	})
 }
 
-// FuzzMembersCheckedBy holds MembersCheckedBy, with a Delimit that walks
+// FuzzMembersCheckedBy holds MembersCheckedBy (and MembersBy), with a Delimit that walks
 // arrays and objects itself (ElementsPrefixEnd, MembersPrefixChecked), to
 // Members (the same members and error) and to json.Valid, as
 // FuzzMembersChecked holds MembersChecked.
@@ -436,6 +436,12 @@ func FuzzMembersCheckedBy(f *testing.F) {
 		}
 		if err == nil && !valid && json.Valid(doc) {
 			t.Fatalf("%q: JSON, but MembersCheckedBy does not say so", doc)
+		}
+		// MembersBy is the same walk unchecked: the same members and error.
+		var by []string
+		err = MembersBy(doc, func(name, v []byte) error { by = append(by, string(name), string(v)); return nil }, delimitContainers)
+		if (err == nil) != (wantErr == nil) || !cmp.Equal(by, want) {
+			t.Fatalf("%q: MembersBy %q, %v; Members %q, %v", doc, by, err, want, wantErr)
 		}
 	})
 }

@@ -213,6 +213,22 @@ func (e *Emitter) Wants(ctx context.Context, team, status string) bool {
 	return ok || err != nil // an error: let Emit report it
 }
 
+// WantsBodies reports whether a callback may log the bodies (Messages,
+// Response) of team's events: one listens for either status. Nothing else
+// reads them (spend and the Observers read the figures), so a call site
+// keeps a copy of its answer for the event only when this says so.
+func (e *Emitter) WantsBodies(ctx context.Context, team string) bool {
+	if e == nil || e.listeners == nil {
+		return false
+	}
+	for _, status := range [...]string{StatusSuccess, StatusFailure} {
+		if ok, err := e.listeners.Listening(ctx, team, status); ok || err != nil {
+			return true // an error: keep them, let Emit report it
+		}
+	}
+	return false
+}
+
 // Emit publishes ev. It waits for the publish, unless ctx carries a Pending
 // (Deferred, Collect), which then holds it.
 func (e *Emitter) Emit(ctx context.Context, ev *Event) {

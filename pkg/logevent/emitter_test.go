@@ -426,3 +426,42 @@ func TestDeferredAllocations(t *testing.T) {
 		t.Errorf("the context carries %p, want %p", got, p)
 	}
 }
+
+// WantsBodies: a team's bodies are wanted when a callback listens for
+// either outcome, or its listeners cannot be read; not by spend (a pricer)
+// or an Observer alone, which read no bodies.
+func TestEmitterWantsBodies(t *testing.T) {
+	failures := ListeningFunc(func(_ context.Context, team, status string) (bool, error) {
+		return team == "t" && status == StatusFailure, nil
+	})
+	broken := ListeningFunc(func(context.Context, string, string) (bool, error) { return false, errors.New("table down") })
+	priced := NewEmitter(&recordingBus{}, nil, nil, 0)
+	priced.SetPricer(noPrice{})
+	priced.Observe(noObserver{})
+	for _, tc := range []struct {
+		name string
+		e    *Emitter
+		team string
+		want bool
+	}{
+		{"no emitter", nil, "t", false},
+		{"a pricer and an observer only", priced, "t", false},
+		{"a callback of the team's on success", NewEmitter(&recordingBus{}, nil, listeningTo("t"), 0), "t", true},
+		{"a callback of the team's on failure", NewEmitter(&recordingBus{}, nil, failures, 0), "t", true},
+		{"another team's callback", NewEmitter(&recordingBus{}, nil, listeningTo("u"), 0), "t", false},
+		{"listeners not read", NewEmitter(&recordingBus{}, nil, broken, 0), "t", true},
+	} {
+		if got := tc.e.WantsBodies(context.Background(), tc.team); got != tc.want {
+			t.Errorf("%s: WantsBodies = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+type noPrice struct{}
+
+func (noPrice) Price(context.Context, *Event) {}
+func (noPrice) Quote(*Event) (float64, bool)  { return 0, false }
+
+type noObserver struct{}
+
+func (noObserver) ObserveEvent(context.Context, *Event) {}

@@ -339,6 +339,13 @@ func (c *Call) Routed(rep *models.Reply) {
 	ev.APIBase = t.APIBase
 }
 
+// LogsBodies reports whether a callback may log the bodies of the call's
+// event (logevent.Emitter.WantsBodies): a Meter that would copy the answer
+// only for the event's Response asks first.
+func (c *Call) LogsBodies() bool {
+	return c.calls.events.WantsBodies(c.ctx, c.p.TeamID)
+}
+
 // Fail ends the call as failed with err, before any answer: its log event
 // records err as the caller sees it and is emitted (awaited: a Lambda
 // freezes once it answers). It returns err, for the operation to return —
