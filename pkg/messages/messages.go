@@ -65,13 +65,15 @@ func WithHeaders(ctx context.Context, version, beta string) context.Context {
 // Handler is modelcall.Handler for a Messages operation: the client's
 // Anthropic headers ride in the context to the native deployments.
 func Handler(op modelcall.Operation, jsonLimit int64) func(w http.ResponseWriter, r *http.Request) error {
-	h := modelcall.Handler(op, jsonLimit)
-	return func(w http.ResponseWriter, r *http.Request) error {
-		if v, b := r.Header.Get("Anthropic-Version"), r.Header.Get("Anthropic-Beta"); v != "" || b != "" {
-			r = r.WithContext(WithHeaders(r.Context(), v, b))
-		}
-		return h(w, r)
+	return modelcall.HandlerWith(op, jsonLimit, withHeaders)
+}
+
+// withHeaders is ctx carrying r's Anthropic headers, if it has any.
+func withHeaders(ctx context.Context, r *http.Request) context.Context {
+	if v, b := r.Header.Get("Anthropic-Version"), r.Header.Get("Anthropic-Beta"); v != "" || b != "" {
+		return WithHeaders(ctx, v, b)
 	}
+	return ctx
 }
 
 // messageCall is one Messages call's state, in one allocation: the request

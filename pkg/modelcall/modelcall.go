@@ -88,8 +88,18 @@ type CallAdmitter interface {
 // known, and x-sluice-overhead-ms — set on failures too, which it returns
 // for the middleware to render.
 func Handler(op Operation, jsonLimit int64) func(w http.ResponseWriter, r *http.Request) error {
+	return HandlerWith(op, jsonLimit, nil)
+}
+
+// HandlerWith is Handler whose call runs in with(r.Context(), r) (nil: the
+// request's context): a route's own values from the request ride in the
+// context without a copy of the request (r.WithContext) a call.
+func HandlerWith(op Operation, jsonLimit int64, with func(context.Context, *http.Request) context.Context) func(w http.ResponseWriter, r *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		ctx := r.Context()
+		if with != nil {
+			ctx = with(ctx, r)
+		}
 		h := w.Header()
 		body, err := api.ReadBody(w, r, jsonLimit)
 		if err != nil {
