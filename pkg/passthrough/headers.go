@@ -5,6 +5,7 @@ import (
 	"net/textproto"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // droppedRequestHeader reports the headers that never go upstream (canonical
@@ -57,8 +58,8 @@ func hopByHop(k string) bool {
 // minus X-Amz-* (SigV4 material of the client's own signature — including a
 // session token — which sluice replaces with its own). Provider headers
 // (anthropic-version, anthropic-beta, x-goog-*, x-amzn-bedrock-*) pass.
-func outboundHeader(in http.Header) http.Header {
-	out := make(http.Header, len(in))
+// The headers are written into out, an empty map.
+func outboundHeader(out, in http.Header) http.Header {
 	var named map[string]bool
 	for _, v := range in["Connection"] {
 		for f := range strings.SplitSeq(v, ",") {
@@ -84,6 +85,33 @@ func outboundHeader(in http.Header) http.Header {
 		}
 	}
 	return out
+}
+
+// maxPooledHeader bounds the outbound header maps kept for reuse: a map
+// does not shrink when cleared, and a request with many headers is rare.
+const maxPooledHeader = 32
+
+// headerPool reuses the outbound requests' header maps: a fresh map (~390
+// B, pointerful) on every call was a third of what the relay allocated.
+// A map goes back only once its call is over — the transport has answered
+// and the answer's body is closed — so nothing reads it any more.
+type headerPool struct{ pool sync.Pool }
+
+// get returns an empty header map.
+func (p *headerPool) get() http.Header {
+	if h, ok := p.pool.Get().(http.Header); ok {
+		return h
+	}
+	return make(http.Header, 8)
+}
+
+// put empties h and keeps it for another call, unless it grew large.
+func (p *headerPool) put(h http.Header) {
+	if len(h) > maxPooledHeader {
+		return
+	}
+	clear(h)
+	p.pool.Put(h)
 }
 
 // dropped reports whether a request header never goes upstream, under its

@@ -3,6 +3,7 @@ package passthrough
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -128,4 +129,47 @@ func FuzzLeavesOrigin(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestOneCallsHeadersNeverReachTheNext: the outbound header maps are
+// reused (headerPool); a header one call sent is not in the next call's.
+func TestOneCallsHeadersNeverReachTheNext(t *testing.T) {
+	up := newUpstream(t, nil)
+	h := newHarness(t, allPrefixes(up.srv.URL), nil, nil)
+	for i, headers := range [][]string{
+		{"X-Sluice-Api-Key", "sk-sluice-key", "Anthropic-Beta", "first-call", "X-First", "1"},
+		{"X-Sluice-Api-Key", "sk-sluice-key", "Anthropic-Version", "2023-06-01"},
+	} {
+		resp, body := h.do(t, "POST", "/anthropic/v1/messages", strings.NewReader(`{"model":"x"}`), headers...)
+		if resp.StatusCode != 200 {
+			t.Fatalf("call %d: %d %s", i, resp.StatusCode, body)
+		}
+	}
+	got := up.last(t).Header
+	for _, k := range []string{"Anthropic-Beta", "X-First"} {
+		if v, ok := got[k]; ok {
+			t.Errorf("the second call sent the first's %s: %q", k, v)
+		}
+	}
+	if got.Get("Anthropic-Version") != "2023-06-01" || got.Get("X-Api-Key") == "" {
+		t.Errorf("the second call's own headers are missing: %v", got)
+	}
+}
+
+func TestHeaderPoolHandsOutEmptyMaps(t *testing.T) {
+	var p headerPool
+	h := p.get()
+	h.Set("X-Kept", "v")
+	p.put(h)
+	if got := p.get(); len(got) != 0 {
+		t.Errorf("get = %v, want an empty map", got)
+	}
+	big := make(http.Header)
+	for i := range maxPooledHeader + 1 {
+		big["X-H"+strconv.Itoa(i)] = []string{"v"}
+	}
+	p.put(big)
+	if len(big) != maxPooledHeader+1 {
+		t.Error("a map over the bound was cleared: it should be left to the collector")
+	}
 }

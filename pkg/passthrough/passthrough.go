@@ -87,6 +87,7 @@ type Service struct {
 	// them, so a key allowed a configured name may use its model here.
 	aliases   map[Provider]map[string][]string
 	buffers   sync.Pool
+	headers   headerPool
 	transport http.RoundTripper
 	owners    owners
 	echoes    echoCache
@@ -255,10 +256,11 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 	watch := startWatchdog(cancel, s.opts.Timeout)
 	defer watch.stop()
 
+	header := outboundHeader(s.headers.get(), r.Header)
 	out := (&http.Request{
 		Method: r.Method, URL: t.url, Host: t.url.Host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: outboundHeader(r.Header), Body: rb.body, ContentLength: rb.length,
+		Header: header, Body: rb.body, ContentLength: rb.length,
 	}).WithContext(cctx)
 	if buffered := rb.buffered; len(buffered) > 0 {
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buffered)), nil }
@@ -274,6 +276,8 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err != nil {
 		return s.callError(r, cctx, rb.limited, err)
 	}
+	// After the body's Close (defers run last first): the call is over.
+	defer s.headers.put(header)
 	defer resp.Body.Close()
 	if answersObjects(obj, c, resp) {
 		return s.answerObjects(w, r, cctx, watch, resp, c, obj)
