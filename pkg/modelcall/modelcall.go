@@ -19,7 +19,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
@@ -256,7 +255,7 @@ type Tokens interface {
 type Calls struct {
 	events  *logevent.Emitter
 	tokens  Tokens
-	buffers sync.Pool
+	buffers bufferList
 }
 
 // copyBufferSize is the relay's read size.
@@ -264,9 +263,7 @@ const copyBufferSize = 32 << 10
 
 // New builds the call layer over events (nil: no events) and tokens.
 func New(events *logevent.Emitter, tokens Tokens) *Calls {
-	c := &Calls{events: events, tokens: tokens}
-	c.buffers.New = func() any { b := make([]byte, copyBufferSize); return &b }
-	return c
+	return &Calls{events: events, tokens: tokens}
 }
 
 // Begin starts a call of callType (logevent.CallEmbedding, ...) made by p.
