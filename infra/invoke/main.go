@@ -73,7 +73,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	root, err := moduleRoot()
+	root, err := rie.ModuleRoot(".")
 	if err != nil {
 		return err
 	}
@@ -422,22 +422,4 @@ func readEnvFile(path string) ([]string, error) {
 		out = append(out, line)
 	}
 	return out, sc.Err()
-}
-
-// moduleRoot finds the directory of go.mod above the working directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("not inside the sluice module (no go.mod above the working directory)")
-		}
-		dir = parent
-	}
 }

@@ -44,8 +44,8 @@ func Flags(root string) ([]string, error) {
 	return append(slices.Clone(BuildFlags), "-pgo="+p), nil
 }
 
-// moduleRoot is the directory of the go.mod that dir is in.
-func moduleRoot(dir string) (string, error) {
+// ModuleRoot is the directory of the go.mod that dir is in.
+func ModuleRoot(dir string) (string, error) {
 	d, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
@@ -56,7 +56,7 @@ func moduleRoot(dir string) (string, error) {
 		}
 		up := filepath.Dir(d)
 		if up == d {
-			return "", fmt.Errorf("rie: no go.mod above %s", dir)
+			return "", fmt.Errorf("rie: not inside a Go module (no go.mod above %s)", dir)
 		}
 		d = up
 	}
@@ -78,7 +78,7 @@ func Build(ctx context.Context, dir, outDir, goos, goarch string, pkgs ...string
 		return nil, fmt.Errorf("rie: build: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	root, err := moduleRoot(dir)
+	root, err := ModuleRoot(dir)
 	if err != nil {
 		return nil, err
 	}

@@ -47,12 +47,12 @@ func TestModuleRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dir := range []string{root, deep} {
-		got, err := moduleRoot(dir)
+		got, err := ModuleRoot(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got != root {
-			t.Errorf("moduleRoot(%s) = %s, want %s", dir, got, root)
+			t.Errorf("ModuleRoot(%s) = %s, want %s", dir, got, root)
 		}
 	}
 }
