@@ -28,15 +28,15 @@ type Operations struct {
 	// per started KB of an item written, a read unit (strongly consistent)
 	// per started 4 KB read.
 	wcu, rcu int
-	// inFlight are the operations begun and not yet ended: an operation
-	// is counted when it ends, so a caller waiting for quiet must also
-	// see none under way (Idle).
-	inFlight int
+	// inFlight are the operations begun and not yet ended, by name: an
+	// operation is counted when it ends, so a caller waiting for quiet
+	// must also see none under way (Idle).
+	inFlight map[string]int
 }
 
 // CountOperations adds the counting step to cfg and returns the counter.
 func CountOperations(cfg *aws.Config) *Operations {
-	o := &Operations{counts: map[string]int{}}
+	o := &Operations{counts: map[string]int{}, inFlight: map[string]int{}}
 	cfg.APIOptions = append(cfg.APIOptions, func(s *middleware.Stack) error {
 		return s.Initialize.Add(middleware.InitializeMiddlewareFunc("sluiceCountOperations", o.handle), middleware.After)
 	})
@@ -46,12 +46,12 @@ func CountOperations(cfg *aws.Config) *Operations {
 func (o *Operations) handle(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 	op := awsmiddleware.GetServiceID(ctx) + " " + awsmiddleware.GetOperationName(ctx)
 	o.mu.Lock()
-	o.inFlight++
+	o.inFlight[op]++
 	o.mu.Unlock()
 	out, md, err := next.HandleInitialize(ctx, in)
 	wcu, rcu := capacity(in.Parameters, out.Result)
 	o.mu.Lock()
-	o.inFlight--
+	o.inFlight[op]--
 	o.counts[op]++
 	o.wcu += wcu
 	o.rcu += rcu
@@ -74,11 +74,18 @@ func (o *Operations) Counts() map[string]int {
 	return maps.Clone(o.counts)
 }
 
-// Idle reports whether no operation is under way.
+// Idle reports whether no operation is under way but a queue's receive: a
+// worker's long poll waits by design (up to 20 s) and is always under way
+// while the worker runs.
 func (o *Operations) Idle() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.inFlight == 0
+	for op, n := range o.inFlight {
+		if n > 0 && op != "SQS ReceiveMessage" {
+			return false
+		}
+	}
+	return true
 }
 
 // Capacity returns the DynamoDB write and read units counted so far.
