@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
@@ -86,13 +86,15 @@ func appendEnvelopes(b []byte, ev *logevent.Event, maxContent int) ([]byte, erro
 		gen.Raw("completionStartTime", appendStamp(end[len(end):], ev.CompletionStartTime))
 	}
 	gen.StringOmitEmpty("model", ev.Model)
-	params, err := scalarParams(ev.ModelParameters)
+	params, err := modelParameters(ev.ModelParameters)
 	if err != nil {
 		return nil, err
 	}
-	if len(params) > 0 {
+	if scalarCount(params) > 0 {
 		gen.Key("modelParameters")
-		gen.B = appendScalars(gen.B, params)
+		if gen.B, err = appendScalars(gen.B, params); err != nil {
+			return nil, err
+		}
 	}
 	gen.RawOmitEmpty("input", input)
 	gen.RawOmitEmpty("output", output)
@@ -174,79 +176,86 @@ func appendGenerationMetadata(b []byte, ev *logevent.Event, keyMetadata []byte) 
 	return md.End()
 }
 
-// param is a model parameter Langfuse's MapValue takes — a string, a
-// number or a boolean — as encoding/json writes what decoding the event
-// into a map of interfaces would hold: value is JSON.
-type param struct {
-	name  string
-	value []byte
-}
-
-// scalarParams are the scalar members of the model parameters raw (an
-// object, else none): the last of a name given twice, in key order, each
-// value in encoding/json's form of its decoded self (a string unquoted and
-// quoted again, a number as a float64).
-func scalarParams(raw []byte) ([]param, error) {
+// modelParameters decodes the event's model parameters (raw JSON) as
+// decoding the event did before they were kept as bytes: a map of
+// interfaces, numbers as float64. The delivery job is off the relay path,
+// so encoding/json reads them.
+func modelParameters(raw []byte) (map[string]any, error) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, nil
 	}
-	var params []param
-	err := jsonscan.Members(raw, func(name, value []byte) error {
-		p := param{name: string(name)}
-		if i := slices.IndexFunc(params, func(q param) bool { return q.name == p.name }); i >= 0 {
-			params = slices.Delete(params, i, i+1) // the last copy wins, as in a map
-		}
-		var err error
-		if p.value, err = scalarValue(value); err != nil {
-			return fmt.Errorf("model parameter %q: %w", p.name, err)
-		}
-		if p.value != nil {
-			params = append(params, p)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	var params map[string]any
+	if err := json.Unmarshal(raw, &params); err != nil {
+		return nil, fmt.Errorf("model parameters: %w", err)
 	}
-	slices.SortFunc(params, func(a, b param) int { return strings.Compare(a.name, b.name) })
 	return params, nil
 }
 
-// scalarValue is a string, number or boolean value v in encoding/json's
-// form of its decoded self; nil for anything else.
-func scalarValue(v []byte) ([]byte, error) {
-	switch v[0] {
-	case '"':
-		s, ok := jsonscan.Unquote(v)
-		if !ok {
-			var str string
-			if err := json.Unmarshal(v, &str); err != nil {
-				return nil, err
-			}
-			s = []byte(str)
-		}
-		return jsonscan.AppendString(nil, s), nil
-	case 't', 'f':
-		return v, nil
-	case 'n', '{', '[':
-		return nil, nil
+// scalar reports whether Langfuse's MapValue takes v: a string, a number
+// or a boolean.
+func scalar(v any) bool {
+	switch v.(type) {
+	case string, bool, float64, float32, int, int64, json.Number:
+		return true
 	}
-	f, err := strconv.ParseFloat(string(v), 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return nil, errors.New("not a finite number")
-	}
-	return jsonscan.AppendFloat(nil, f, 64), nil
+	return false
 }
 
-// appendScalars appends params as an object.
-func appendScalars(b []byte, params []param) []byte {
+func scalarCount(params map[string]any) int {
+	n := 0
+	for _, v := range params {
+		if scalar(v) {
+			n++
+		}
+	}
+	return n
+}
+
+// appendScalars appends the scalar model parameters as an object in key
+// order, as encoding/json writes a map.
+func appendScalars(b []byte, params map[string]any) ([]byte, error) {
 	b = append(b, '{')
-	for i, p := range params {
-		if i > 0 {
+	first := true
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		v := params[k]
+		if !scalar(v) {
+			continue
+		}
+		if !first {
 			b = append(b, ',')
 		}
-		b = jsonscan.AppendString(b, p.name) // a caller's name: escaped
-		b = append(append(b, ':'), p.value...)
+		first = false
+		b = jsonscan.AppendString(b, k) // a caller's name: escaped
+		b = append(b, ':')
+		switch v := v.(type) {
+		case string:
+			b = jsonscan.AppendString(b, v)
+		case bool:
+			b = strconv.AppendBool(b, v)
+		case float64:
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, fmt.Errorf("model parameter %q is not a finite number", k)
+			}
+			b = jsonscan.AppendFloat(b, v, 64)
+		case float32:
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return nil, fmt.Errorf("model parameter %q is not a finite number", k)
+			}
+			b = jsonscan.AppendFloat(b, float64(v), 32)
+		case int:
+			b = strconv.AppendInt(b, int64(v), 10)
+		case int64:
+			b = strconv.AppendInt(b, v, 10)
+		case json.Number:
+			switch {
+			case v == "":
+				b = append(b, '0') // as encoding/json writes it
+			case jsonscan.ValidNumber([]byte(v)):
+				b = append(b, v...)
+			default:
+				return nil, fmt.Errorf("model parameter %q is not a number: %q", k, string(v))
+			}
+		}
 	}
-	return append(b, '}')
+	return append(b, '}'), nil
 }
