@@ -296,6 +296,11 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 		return nil, chatTopError(msgsErr)
 	}
 	r.RawMessages = msgs
+	if len(f) == 2 {
+		// Only model and messages given (both are in f by now, each once):
+		// the other members' reads below would find nothing.
+		return r, nil
+	}
 	if err := r.parseStreaming(f); err != nil {
 		return nil, err
 	}

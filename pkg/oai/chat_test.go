@@ -1,6 +1,7 @@
 package oai
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -243,6 +244,7 @@ func FuzzParseChatRequest(f *testing.F) {
 		if r.Model == "" || len(r.Messages()) == 0 {
 			t.Fatalf("accepted without model or messages: %q", body)
 		}
+		checkPlainAgrees(t, body, r)
 		// What is forwarded is JSON with the model set and nothing of the
 		// client's lost but LiteLLM's own members.
 		for _, usage := range []bool{false, true} {
@@ -271,6 +273,49 @@ func FuzzParseChatRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkPlainAgrees holds a body's parse r to the parse of the same body
+// with a null seed added: a body of model and messages only skips the reads
+// of the other members (ParseChatRequest), the added null makes the parse
+// run them; the typed views must agree.
+func checkPlainAgrees(t *testing.T, body []byte, r *ChatRequest) {
+	t.Helper()
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return
+	}
+	if _, ok := top["seed"]; ok {
+		return
+	}
+	end := bytes.LastIndexByte(body, '}')
+	slowBody := append(append(append([]byte{}, body[:end]...), `,"seed":null`...), body[end:]...)
+	slow, err := ParseChatRequest(slowBody)
+	if err != nil {
+		t.Fatalf("%q refused with a null seed added: %v", body, err)
+	}
+	if diff := cmp.Diff(slow, r, cmpopts.IgnoreUnexported(ChatRequest{})); diff != "" {
+		t.Fatalf("the parse of %q and of it with a null seed differ (-slow +got):\n%s", body, diff)
+	}
+}
+
+// TestParseChatRequestPlain holds the parse of a body of model and messages
+// only (its other members not read) to the full parse.
+func TestParseChatRequestPlain(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Hi."}]}`,
+		`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"model":"m"} `,
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"logit_bias":{"1":2}}`,
+	} {
+		r, err := ParseChatRequest([]byte(body))
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if r.Model == "" || r.RawMessages == nil {
+			t.Fatalf("%s: model %q, messages %s", body, r.Model, r.RawMessages)
+		}
+		checkPlainAgrees(t, []byte(body), r)
+	}
 }
 
 // checkMessagesAgree holds the parse's check-only walk of messages to the

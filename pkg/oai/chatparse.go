@@ -52,7 +52,8 @@ func walkMessages(v []byte, decode, check bool) (msgs []Message, size int, valid
 	// Each message is delimited by its own walk (parseMessage), not by
 	// Elements first: its content is crossed once here, not twice.
 	each := func(rest []byte) (int, error) {
-		m, size, ok, err := parseMessage(rest, messagePath(n), decode, check)
+		var m Message
+		size, ok, err := parseMessage(&m, rest, messagePath(n), decode, check)
 		if err != nil {
 			return 0, err
 		}
@@ -98,17 +99,18 @@ var messageMembers = []string{"role", "content", "name", "tool_calls", "tool_cal
 // parseMessage reads the message at the start of rest (what follows it
 // is not read) and returns its size; with check, also whether it is JSON
 // as jsonscan.Valid would say (false: not known).
-func parseMessage(rest []byte, at string, decode, check bool) (m Message, size int, valid bool, err error) {
-	o, size, valid, err := walkObject(rest, at, "a message object", messageMembers, true, check)
+func parseMessage(m *Message, rest []byte, at string, decode, check bool) (size int, valid bool, err error) {
+	o := object{at: at, names: messageMembers}
+	size, valid, err = o.walk(rest, "a message object", true, check)
 	if err != nil {
-		return m, 0, false, err
+		return 0, false, err
 	}
 	m.Raw = rest[:size]
-	return m, size, valid, o.message(&m, decode)
+	return size, valid, o.message(m, decode)
 }
 
 // message reads the message object o into m.
-func (o object) message(m *Message, decode bool) (err error) {
+func (o *object) message(m *Message, decode bool) (err error) {
 	o.decode = decode
 	if m.Role, _, err = o.str("role"); err != nil {
 		return err
@@ -192,24 +194,26 @@ const maxWanted = 8
 // of object expected, for the error when el is not one. A wanted member
 // given twice is refused: a provider could read either copy.
 func newObject(el []byte, at, what string, names []string) (object, error) {
-	o, _, _, err := walkObject(el, at, what, names, false, false)
+	o := object{at: at, names: names}
+	_, _, err := o.walk(el, what, false, false)
 	return o, err
 }
 
-// walkObject is newObject; with prefix, over the object that starts el,
-// what follows it unread (jsonscan.MembersPrefix), size being the object's
-// length; with check (and prefix) valid says whether the object is JSON
-// as jsonscan.Valid would (false: not known).
-func walkObject(el []byte, at, what string, names []string, prefix, check bool) (o object, size int, valid bool, err error) {
-	if len(names) > maxWanted {
+// walk reads o's members (o.names) of el, as newObject; with prefix, over
+// the object that starts el, what follows it unread
+// (jsonscan.MembersPrefix), size being the object's length; with check
+// (and prefix) valid says whether the object is JSON as jsonscan.Valid
+// would (false: not known). It fills o in place: an object is a few
+// hundred bytes, not copied on its way back.
+func (o *object) walk(el []byte, what string, prefix, check bool) (size int, valid bool, err error) {
+	if len(o.names) > maxWanted {
 		panic("oai: newObject wants more members than maxWanted") // the lists are constants
 	}
-	o = object{at: at, names: names}
 	if len(el) == 0 || el[0] != '{' {
-		return o, 0, false, api.InvalidValue(at, "Invalid type for '%s': expected %s.", at, what)
+		return 0, false, api.InvalidValue(o.at, "Invalid type for '%s': expected %s.", o.at, what)
 	}
 	member := func(name, v []byte) error {
-		for i, w := range names {
+		for i, w := range o.names {
 			if string(name) == w {
 				if o.vals[i] != nil {
 					return api.InvalidValue(o.path(w), "'%s' is given more than once.", o.path(w))
@@ -231,14 +235,14 @@ func walkObject(el []byte, at, what string, names []string, prefix, check bool) 
 	if err != nil {
 		var ae *api.Error
 		if errors.As(err, &ae) {
-			return o, 0, false, err
+			return 0, false, err
 		}
-		return o, 0, false, api.InvalidValue(at, "'%s' is not a valid JSON object.", at)
+		return 0, false, api.InvalidValue(o.at, "'%s' is not a valid JSON object.", o.at)
 	}
-	return o, size, valid, nil
+	return size, valid, nil
 }
 
-func (o object) path(name string) string {
+func (o *object) path(name string) string {
 	if o.at == "" {
 		return name
 	}
@@ -246,7 +250,7 @@ func (o object) path(name string) string {
 }
 
 // get returns member name's raw value; nil when absent or null.
-func (o object) get(name string) []byte {
+func (o *object) get(name string) []byte {
 	for i, w := range o.names {
 		if w == name {
 			if jsonscan.Null(o.vals[i]) {
@@ -259,7 +263,7 @@ func (o object) get(name string) []byte {
 }
 
 // str decodes an optional string member; absent and null give "".
-func (o object) str(name string) (string, bool, error) {
+func (o *object) str(name string) (string, bool, error) {
 	v := o.get(name)
 	if v == nil {
 		return "", false, nil
@@ -282,7 +286,7 @@ func (o object) str(name string) (string, bool, error) {
 // o.decode it checks the member without copying it: the string returned is
 // then only empty or not (notCopied), as the value is — all the checks read
 // of these members.
-func (o object) text(name string) (string, bool, error) {
+func (o *object) text(name string) (string, bool, error) {
 	if o.decode {
 		return o.str(name)
 	}
@@ -328,7 +332,7 @@ func interned(lit []byte) (string, bool) {
 }
 
 // boolean decodes an optional boolean member; absent and null give false.
-func (o object) boolean(name string) (value, given bool, err error) {
+func (o *object) boolean(name string) (value, given bool, err error) {
 	v := o.get(name)
 	if v == nil {
 		return false, false, nil

@@ -1,6 +1,9 @@
 package oai
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // BenchmarkParseChatRequest parses the bench's chat body (a system prompt
 // and a question of ~120 tokens): go test -run '^$' -bench ParseChat -benchmem ./pkg/oai
@@ -37,5 +40,18 @@ func TestParseEmbeddingRequestAllocations(t *testing.T) {
 	})
 	if allocs > 2 {
 		t.Errorf("%v allocations a parse, want at most 2", allocs)
+	}
+}
+
+// BenchmarkParseChatRequestPlain parses pkg/gateway's BenchmarkOverhead
+// chat body: model and messages only, as most requests.
+func BenchmarkParseChatRequestPlain(b *testing.B) {
+	body := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"` +
+		strings.Repeat("Sluice stands in front of hosted model providers. ", 12) + `"}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseChatRequest(body); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
