@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
@@ -409,20 +410,21 @@ func indexQuoteOrEscape(b []byte) int {
 	return -1
 }
 
-// plainRun returns the index of the first 8-byte word at or after b[i]
-// that may hold a string's stop byte ('"', '\\' or a control character),
-// or where fewer than 8 bytes remain, or i+shortRun: the bytes before it
-// are plain string content. The test is exact for "no stop byte in the
-// word" (the classic has-zero-byte and has-less-than bit tricks); callers
-// scan on from the returned index byte by byte, and go on with longRun
-// when it is i+shortRun.
+// plainRun returns the index of the first stop byte of a string ('"',
+// '\\' or a control character) at or after b[i] within the 8-byte words it
+// reads, or where fewer than 8 bytes remain, or i+shortRun: the bytes
+// before it are plain string content. The test is the classic
+// has-zero-byte and has-less-than bit tricks, whose lowest flagged byte is
+// exact (a borrow only flags bytes above a true one), so the stop byte is
+// found without a byte loop; callers scan on from the returned index byte
+// by byte, and go on with longRun when it is i+shortRun.
 func plainRun(b []byte, i int) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	for end := i + shortRun; i+8 <= len(b) && i < end; i += 8 {
 		v := binary.LittleEndian.Uint64(b[i:])
 		q, e := v^(ones*'"'), v^(ones*'\\')
-		if ((q-ones)&^q|(e-ones)&^e|(v-ones*0x20)&^v)&highs != 0 {
-			return i
+		if m := ((q-ones)&^q | (e-ones)&^e | (v-ones*0x20)&^v) & highs; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
 		}
 	}
 	return i

@@ -496,3 +496,28 @@ func TestMembersCheckedSaysWhetherValid(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainRunFindsTheStopByte holds plainRun's word-at-a-time search to a
+// byte loop: a quote, a backslash or a control character at every offset of
+// the first words, after plain bytes and before others (a borrow from a
+// stop byte flags the bytes above it, never one below).
+func TestPlainRunFindsTheStopByte(t *testing.T) {
+	for _, stop := range []byte{'"', '\\', 0, 0x1f, '\n'} {
+		for _, after := range []byte{'a', '"', '\\', 0x01, 0x21, 0xff, 0x80} {
+			for at := range shortRun + 10 {
+				b := bytes.Repeat([]byte{'x'}, shortRun+20)
+				b[at] = stop
+				for k := at + 1; k < len(b); k++ {
+					b[k] = after
+				}
+				want := at
+				if at >= shortRun {
+					want = shortRun // plainRun looks no further
+				}
+				if got := plainRun(b, 0); got != want {
+					t.Fatalf("stop %#x at %d, then %#x: plainRun says %d, want %d", stop, at, after, got, want)
+				}
+			}
+		}
+	}
+}
