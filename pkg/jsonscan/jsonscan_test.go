@@ -470,7 +470,7 @@ func delimitContainers(_, rest []byte) (int, bool) {
 				return n, err
 			}
 			n, err := ValueEnd(el, 0)
-			valid = valid && err == nil && validEnd(el, 0, MaxDepth) == n
+			valid = valid && err == nil && validValueEnd(el, 0) == n
 			return n, err
 		})
 		if err != nil {
