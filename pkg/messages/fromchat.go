@@ -91,46 +91,67 @@ var (
 )
 
 // readChatAnswer reads a valid JSON answer into c; false when it is not in
-// the form it reads (jsonscan.Fields), encoding/json's to decode.
+// the form it reads (jsonscan.Fields), encoding/json's to decode. The
+// choices and each choice's message are read as they are crossed
+// (jsonscan.FieldsPrefixBy), so the text is delimited once, not once a
+// level it nests.
 func readChatAnswer(body []byte, c *chatAnswer) bool {
-	return jsonscan.Fields(body, chatAnswerNames, func(i int, v []byte) bool {
+	choices := false // read by the delimiter
+	_, ok := jsonscan.FieldsPrefixBy(body, chatAnswerNames, func(i int, v []byte) bool {
 		switch i {
 		case 0:
 			return readString(v, &c.ID)
 		case 1:
-			if jsonscan.Null(v) {
-				return true
-			}
-			c.Choices = []chatChoice{}
-			return jsonscan.Elements(v, func(v []byte) error {
-				c.Choices = append(c.Choices, chatChoice{})
-				if !readChatChoice(v, &c.Choices[len(c.Choices)-1]) {
-					return jsonscan.ErrSyntax
-				}
-				return nil
-			}) == nil
+			return choices || jsonscan.Null(v)
 		}
 		if jsonscan.Null(v) {
 			return true
 		}
 		c.Usage = new(oai.Usage)
 		return json.Unmarshal(v, c.Usage) == nil // small: encoding/json's
+	}, func(name, rest []byte) (int, bool) {
+		if string(name) != "choices" || rest[0] != '[' {
+			return 0, false
+		}
+		var n int
+		n, choices = readChatChoices(rest, c)
+		return n, false
 	})
+	return ok
 }
 
-func readChatChoice(v []byte, ch *chatChoice) bool {
-	if jsonscan.Null(v) {
-		return true
+// readChatChoices reads the array of choices that starts rest into c,
+// returning its length; false when one is not in the form it reads.
+func readChatChoices(rest []byte, c *chatAnswer) (int, bool) {
+	c.Choices = []chatChoice{}
+	end, err := jsonscan.ElementsPrefixEnd(rest, func(v []byte) (int, error) {
+		c.Choices = append(c.Choices, chatChoice{})
+		if n, ok := readChatChoice(v, &c.Choices[len(c.Choices)-1]); ok {
+			return n, nil
+		}
+		return 0, jsonscan.ErrSyntax
+	})
+	return end, err == nil
+}
+
+// readChatChoice reads the choice that starts v (a valid document's: null
+// or an object), returning its length.
+func readChatChoice(v []byte, ch *chatChoice) (int, bool) {
+	if v[0] == 'n' {
+		return len("null"), true
 	}
 	m := &ch.Message
-	return jsonscan.Fields(v, chatChoiceNames, func(i int, v []byte) bool {
+	message := false // read by the delimiter
+	return jsonscan.FieldsPrefixBy(v, chatChoiceNames, func(i int, v []byte) bool {
 		if i == 1 {
 			return readString(v, &ch.FinishReason)
 		}
-		if jsonscan.Null(v) {
-			return true
+		return message || jsonscan.Null(v)
+	}, func(name, rest []byte) (int, bool) {
+		if string(name) != "message" || rest[0] != '{' {
+			return 0, false
 		}
-		return jsonscan.Fields(v, chatMsgNames, func(i int, v []byte) bool {
+		n, ok := jsonscan.FieldsPrefixBy(rest, chatMsgNames, func(i int, v []byte) bool {
 			switch i {
 			case 0:
 				return readStringPtr(v, &m.Content)
@@ -140,7 +161,11 @@ func readChatChoice(v []byte, ch *chatChoice) bool {
 				return readString(v, &m.ReasoningContent)
 			}
 			return json.Unmarshal(v, &m.ToolCalls) == nil // rare: encoding/json's
-		})
+		}, nil)
+		if message = ok; !ok {
+			return 0, false
+		}
+		return n, false
 	})
 }
 
