@@ -173,8 +173,8 @@ func TestReadChatAnswerReadsTheUsualForms(t *testing.T) {
 		` {"choices":[] , "id":null} `,
 	} {
 		var got, want chatAnswer
-		if !readChatAnswer([]byte(in), &got) {
-			t.Errorf("%s: left to encoding/json", in)
+		if valid, ok := readChatAnswer([]byte(in), &got); !valid || !ok {
+			t.Errorf("%s: left to encoding/json (valid %v, ok %v)", in, valid, ok)
 			continue
 		}
 		if err := json.Unmarshal([]byte(in), &want); err != nil {
