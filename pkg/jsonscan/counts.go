@@ -20,6 +20,9 @@ type CountField struct {
 // succeeded. The relay path's usage meters use it; the vendor packages'
 // fuzz tests hold it to encoding/json over their structs.
 func Counts(v []byte, fields []CountField) bool {
+	if i := SkipSpace(v, 0); i < len(v) && v[i] == '{' && len(fields) <= maxCounts {
+		return countsOnce(v, fields)
+	}
 	if !Valid(v) {
 		return false
 	}
@@ -30,21 +33,56 @@ func Counts(v []byte, fields []CountField) bool {
 	if v[0] != '{' {
 		return false
 	}
-	ok := true
-	Members(v, func(name, value []byte) error {
+	_, ok := countMembers(v, fields, false)
+	return ok
+}
+
+// countsOnce is Counts of an object crossed once: its members are read and
+// checked in the same walk (MembersChecked), Valid runs only when the walk
+// cannot tell, and the counts are put back as they were when v is not JSON
+// (encoding/json sets nothing then).
+func countsOnce(v []byte, fields []CountField) bool {
+	var was [maxCounts]int64
+	for i, f := range fields {
+		was[i] = *f.Dst
+	}
+	valid, ok := countMembers(v, fields, true)
+	if !valid && !Valid(v) {
+		for i, f := range fields {
+			*f.Dst = was[i]
+		}
+		return false
+	}
+	return ok
+}
+
+// countMembers sets fields from the members of the object v (check: and
+// reports whether the walk found v valid JSON, as MembersChecked does); ok
+// is false when a count is not an integer.
+func countMembers(v []byte, fields []CountField, check bool) (valid, ok bool) {
+	ok = true
+	each := func(name, value []byte) error {
 		f := matchField(fields, name)
 		if f == nil || Null(value) {
 			return nil
 		}
-		n, err := strconv.ParseInt(string(value), 10, 64)
-		if err != nil {
-			ok = false // a fraction, a string, an object...: as a type error, the decode goes on
-			return nil
+		n, isInt := PlainInt(value)
+		if !isInt {
+			var err error
+			if n, err = strconv.ParseInt(string(value), 10, 64); err != nil {
+				ok = false // a fraction, a string, an object...: as a type error, the decode goes on
+				return nil
+			}
 		}
 		*f.Dst = n
 		return nil
-	})
-	return ok
+	}
+	if !check {
+		Members(v, each)
+		return false, ok
+	}
+	valid, err := MembersChecked(v, each)
+	return valid && err == nil, ok
 }
 
 // matchField finds name's field as encoding/json does: exactly, else

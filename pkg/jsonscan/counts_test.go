@@ -19,7 +19,9 @@ func (d *countsDoc) fields() []CountField {
 // FuzzCounts holds Counts to json.Unmarshal into the same struct: the same
 // verdict and the same counts, from counts already set.
 func FuzzCounts(f *testing.F) {
-	for _, s := range []string{`{"a_count":12,"bCount":3}`, `{"A_COUNT":1,"a_count":2,"bcount":null}`, `{"a_count":1.0}`, `{"bCount":"3"}`, `{"x":[{}],"\u0061_count":9}`, `[]`, `null`, ` {"a_count":4} `} {
+	for _, s := range []string{`{"a_count":12,"bCount":3}`, `{"A_COUNT":1,"a_count":2,"bcount":null}`, `{"a_count":1.0}`, `{"bCount":"3"}`, `{"x":[{}],"\u0061_count":9}`, `[]`, `null`, ` {"a_count":4} `,
+		// Counts set by the walk before the document turns out not to be JSON: put back.
+		`{"a_count":5,"bCount":tru}`, `{"a_count":5,"x":[1,]}`, `{"a_count":5} x`, `{"a_count":007}`, `{"a_count":-3,"bCount":99999999999999999999}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
@@ -28,6 +30,22 @@ func FuzzCounts(f *testing.F) {
 			t.Fatalf("%q: %+v %v; encoding/json %+v %v", doc, got, ok, want, wantOK)
 		}
 	})
+}
+
+// TestCountsOfMoreFieldsThanASchema: a field list longer than a schema's
+// (decoded by the walk after Valid, not in one checked pass) decodes alike.
+func TestCountsOfMoreFieldsThanASchema(t *testing.T) {
+	var got [maxCounts + 1]int64
+	fields := make([]CountField, len(got))
+	for i := range fields {
+		fields[i] = CountField{Name: string(rune('a' + i)), Dst: &got[i]}
+	}
+	if !Counts([]byte(`{"a":1,"i":9,"x":"y"}`), fields) || got[0] != 1 || got[maxCounts] != 9 {
+		t.Errorf("got %v", got)
+	}
+	if Counts([]byte(`{"a":2,"i":tru}`), fields) || got[0] != 1 {
+		t.Errorf("a document that is not JSON: got %v", got)
+	}
 }
 
 func TestStrings(t *testing.T) {

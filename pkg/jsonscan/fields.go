@@ -14,8 +14,25 @@ import "strings"
 // not its strings: a caller checks the document first (Valid). names holds
 // 64 names at most.
 func Fields(obj []byte, names []string, f func(i int, v []byte) bool) bool {
+	_, _, ok := fields(obj, names, f, nil, false, false)
+	return ok
+}
+
+// FieldsPrefixBy is Fields over the object that starts obj, as
+// MembersPrefix reads it (end is the index past it; what follows is not
+// read), where delimit may cross a member's value itself as for
+// MembersCheckedBy: f then gets the value delimit delimited. A nested
+// object (an answer's choices, a choice's message) is so read in one
+// crossing, not delimited first and walked again. valid is
+// MembersPrefixChecked's: true means obj[:end] is JSON as Valid would say,
+// so a caller reading a whole document need not run Valid first.
+func FieldsPrefixBy(obj []byte, names []string, f func(i int, v []byte) bool, delimit Delimit) (end int, valid, ok bool) {
+	return fields(obj, names, f, delimit, true, true)
+}
+
+func fields(obj []byte, names []string, f func(i int, v []byte) bool, delimit Delimit, check, prefix bool) (int, bool, bool) {
 	var seen uint64
-	err := Members(obj, func(name, v []byte) error {
+	end, valid, err := walkMembers(obj, func(name, v []byte) error {
 		for i, n := range names {
 			if string(name) == n {
 				if seen&(1<<i) != 0 || !f(i, v) {
@@ -31,6 +48,6 @@ func Fields(obj []byte, names []string, f func(i int, v []byte) bool) bool {
 			}
 		}
 		return nil
-	})
-	return err == nil
+	}, delimit, check, prefix)
+	return end, valid, err == nil
 }

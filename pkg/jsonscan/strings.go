@@ -73,8 +73,9 @@ func AppendString[S string | []byte](b []byte, s S) []byte {
 func asciiRun[S string | []byte](s S, i int) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	for ; i+8 <= len(s); i += 8 {
-		v := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		w := s[i : i+8] // one bounds check: the loads below combine into one
+		v := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
 		q := v ^ (ones * '"')
 		e := v ^ (ones * '\\')
 		if ((q-ones)&^q|(e-ones)&^e|(v-ones*0x20)&^v|v)&highs != 0 {

@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -73,11 +74,12 @@ type chatChoice = struct {
 }
 
 // decodeChatAnswer decodes body into c as json.Unmarshal does. An answer in
-// the usual form (readChatAnswer) is read without reflection — the text,
-// the bulk of it, unquoted in one pass —, any other by encoding/json
-// (FuzzChatAnswer holds the two to each other).
+// the usual form (readChatAnswer) is read without reflection — checked as
+// Valid would in the same walk, the text, the bulk of it, unquoted in one
+// pass —, any other by encoding/json (FuzzChatAnswer holds the two to each
+// other).
 func decodeChatAnswer(body []byte, c *chatAnswer) error {
-	if jsonscan.Valid(body) && readChatAnswer(body, c) {
+	if valid, ok := readChatAnswer(body, c); ok && (valid || jsonscan.Valid(body)) {
 		return nil
 	}
 	*c = chatAnswer{}
@@ -90,47 +92,74 @@ var (
 	chatMsgNames    = []string{"content", "refusal", "reasoning_content", "tool_calls"}
 )
 
-// readChatAnswer reads a valid JSON answer into c; false when it is not in
-// the form it reads (jsonscan.Fields), encoding/json's to decode.
-func readChatAnswer(body []byte, c *chatAnswer) bool {
-	return jsonscan.Fields(body, chatAnswerNames, func(i int, v []byte) bool {
+// readChatAnswer reads an answer into c; ok false when it is not in the
+// form it reads (jsonscan.Fields), encoding/json's to decode. The choices
+// and each choice's message are read as they are crossed
+// (jsonscan.FieldsPrefixBy), so the text is delimited once, not once a
+// level it nests, and checked in the same walk: valid true means body is
+// JSON as jsonscan.Valid would say (false: not known), and what c holds is
+// only meant when body is JSON.
+func readChatAnswer(body []byte, c *chatAnswer) (valid, ok bool) {
+	choices, choicesValid := false, false // read by the delimiter
+	end, valid, ok := jsonscan.FieldsPrefixBy(body, chatAnswerNames, func(i int, v []byte) bool {
 		switch i {
 		case 0:
 			return readString(v, &c.ID)
 		case 1:
-			if jsonscan.Null(v) {
-				return true
-			}
-			c.Choices = []chatChoice{}
-			return jsonscan.Elements(v, func(v []byte) error {
-				c.Choices = append(c.Choices, chatChoice{})
-				if !readChatChoice(v, &c.Choices[len(c.Choices)-1]) {
-					return jsonscan.ErrSyntax
-				}
-				return nil
-			}) == nil
+			return choices || jsonscan.Null(v)
 		}
 		if jsonscan.Null(v) {
 			return true
 		}
 		c.Usage = new(oai.Usage)
 		return json.Unmarshal(v, c.Usage) == nil // small: encoding/json's
+	}, func(name, rest []byte) (int, bool) {
+		if string(name) != "choices" || rest[0] != '[' {
+			return 0, false
+		}
+		var n int
+		n, choicesValid, choices = readChatChoices(rest, c)
+		return n, choicesValid
 	})
+	return valid && ok && jsonscan.SkipSpace(body, end) == len(body), ok
 }
 
-func readChatChoice(v []byte, ch *chatChoice) bool {
-	if jsonscan.Null(v) {
-		return true
+// readChatChoices reads the array of choices that starts rest into c,
+// returning its length and whether it is JSON (false: not known); ok false
+// when a choice is not in the form it reads.
+func readChatChoices(rest []byte, c *chatAnswer) (n int, valid, ok bool) {
+	c.Choices = []chatChoice{}
+	valid = true
+	end, err := jsonscan.ElementsPrefixEnd(rest, func(v []byte) (int, error) {
+		c.Choices = append(c.Choices, chatChoice{})
+		n, choiceValid, ok := readChatChoice(v, &c.Choices[len(c.Choices)-1])
+		if !ok {
+			return 0, jsonscan.ErrSyntax
+		}
+		valid = valid && choiceValid
+		return n, nil
+	})
+	return end, valid && err == nil, err == nil
+}
+
+// readChatChoice reads the choice that starts v (null or an object),
+// returning its length and whether it is JSON (false: not known).
+func readChatChoice(v []byte, ch *chatChoice) (n int, valid, ok bool) {
+	if v[0] == 'n' {
+		return len("null"), bytes.HasPrefix(v, []byte("null")), true
 	}
 	m := &ch.Message
-	return jsonscan.Fields(v, chatChoiceNames, func(i int, v []byte) bool {
+	message := false // read by the delimiter
+	return jsonscan.FieldsPrefixBy(v, chatChoiceNames, func(i int, v []byte) bool {
 		if i == 1 {
 			return readString(v, &ch.FinishReason)
 		}
-		if jsonscan.Null(v) {
-			return true
+		return message || jsonscan.Null(v)
+	}, func(name, rest []byte) (int, bool) {
+		if string(name) != "message" || rest[0] != '{' {
+			return 0, false
 		}
-		return jsonscan.Fields(v, chatMsgNames, func(i int, v []byte) bool {
+		n, valid, ok := jsonscan.FieldsPrefixBy(rest, chatMsgNames, func(i int, v []byte) bool {
 			switch i {
 			case 0:
 				return readStringPtr(v, &m.Content)
@@ -140,7 +169,11 @@ func readChatChoice(v []byte, ch *chatChoice) bool {
 				return readString(v, &m.ReasoningContent)
 			}
 			return json.Unmarshal(v, &m.ToolCalls) == nil // rare: encoding/json's
-		})
+		}, nil)
+		if message = ok; !ok {
+			return 0, false
+		}
+		return n, valid
 	})
 }
 

@@ -1,10 +1,12 @@
 package messages
 
 import (
+	"encoding/json"
 	"io"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/sluice-gateway/sluice/pkg/providers/providertest"
 )
 
@@ -157,4 +159,29 @@ func events(t *testing.T, s string) []string {
 		out = append(out, typ+" "+data)
 	}
 	return out
+}
+
+// TestReadChatAnswerReadsTheUsualForms: the reader without reflection
+// (choices and messages read as they are crossed) reads an answer in the
+// usual forms itself, to what encoding/json decodes, rather than leaving
+// it to encoding/json.
+func TestReadChatAnswerReadsTheUsualForms(t *testing.T) {
+	for _, in := range []string{
+		string(benchChatAnswer),
+		`{"id":"c","choices":[{"message":{"content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1}}`,
+		`{"id":"c","choices":[{"message":{"content":"a\nb\u00e9","refusal":"no","reasoning_content":"r"}},null,{"message":null}],"usage":null}`,
+		` {"choices":[] , "id":null} `,
+	} {
+		var got, want chatAnswer
+		if valid, ok := readChatAnswer([]byte(in), &got); !valid || !ok {
+			t.Errorf("%s: left to encoding/json (valid %v, ok %v)", in, valid, ok)
+			continue
+		}
+		if err := json.Unmarshal([]byte(in), &want); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: (-encoding/json +read)\n%s", in, diff)
+		}
+	}
 }

@@ -161,12 +161,17 @@ func FuzzChatAnswer(f *testing.F) {
 		`{"id":"c","choices":[{"message":{"content":"a\nb\u00e9","refusal":"no","reasoning_content":"r"}},null],"usage":null}`,
 		`{"ID":"c","choices":[]}`, `{"id":"a","id":"b"}`, `{"choices":[{"Message":{}}]}`, `{"choices":[{"message":{"CONTENT":"x"}}]}`,
 		`{"choices":null,"id":null}`, `{"choices":[{"message":{"content":1}}]}`, `{"usage":{"prompt_tokens":"1"}}`, "{\"id\":\"\xff\"}", `[]`,
+		`{"choices":[{"message":{"content":"a\u00"}}]}`, `{"choices":[nul]}`, `{"id":"c"} x`, `{"choices":[{"message":{"content":"x"},"finish_reason":"stop"},]}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var got chatAnswer
-		if !jsonscan.Valid(in) || !readChatAnswer(in, &got) {
+		valid, ok := readChatAnswer(in, &got)
+		if valid && !json.Valid(in) {
+			t.Fatalf("%q checked as JSON, which encoding/json refuses", in)
+		}
+		if !ok || !jsonscan.Valid(in) {
 			return
 		}
 		var want chatAnswer

@@ -101,10 +101,21 @@ func (m *jsonMeter) read() {
 				err = errNotUsage
 			}
 		case string(name) == "stop_reason":
-			m.stop, err = jsonscan.String(v)
+			m.stop, err = stopOf(v)
 		}
 		return err
 	})
+}
+
+// stopOf decodes a stop_reason's string: one of Anthropic's stop reasons
+// (unescaped, as Anthropic writes them) without a copy.
+func stopOf(v []byte) (string, error) {
+	for _, s := range [...]string{StopEndTurn, StopMaxTokens, StopToolUse, StopStopSequence, StopRefusal} {
+		if len(v) == len(s)+2 && v[0] == '"' && string(v[1:len(v)-1]) == s {
+			return s, nil
+		}
+	}
+	return jsonscan.String(v)
 }
 
 // Usage is the answer's usage, for its cost header: read from an answer
