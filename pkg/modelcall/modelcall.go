@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/oai"
+	"github.com/sluice-gateway/sluice/pkg/relaybuf"
 	"github.com/sluice-gateway/sluice/pkg/sse"
 )
 
@@ -192,7 +193,7 @@ func (c *costHeader) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // readWhole reports whether WriteTo reads the answer whole before writing.
 func (r *Result) readWhole() bool {
-	return !r.Streamed && r.ContentLength > 0 && r.ContentLength <= copyBufferSize
+	return !r.Streamed && r.ContentLength > 0 && r.ContentLength <= relaybuf.Size
 }
 
 // quote prices the whole answer doc by the usage it carries (OpenAI's
@@ -255,11 +256,8 @@ type Tokens interface {
 type Calls struct {
 	events  *logevent.Emitter
 	tokens  Tokens
-	buffers bufferList
+	buffers relaybuf.List
 }
-
-// copyBufferSize is the relay's read size.
-const copyBufferSize = 32 << 10
 
 // New builds the call layer over events (nil: no events) and tokens.
 func New(events *logevent.Emitter, tokens Tokens) *Calls {
@@ -475,7 +473,7 @@ func (r *Result) WriteTo(w io.Writer) (n int64, err error) {
 	}
 	r.written = true
 	defer func() { r.end(err) }()
-	bp := r.call.calls.buffers.Get().(*[]byte)
+	bp := r.call.calls.buffers.Get()
 	defer r.call.calls.buffers.Put(bp)
 	buf := *bp
 	flush := flusherOf(w, r.Streamed)

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/modelcall"
+	"github.com/sluice-gateway/sluice/pkg/relaybuf"
 )
 
 // costHeaderKey is modelcall.CostHeader canonical, so that setting it does
@@ -26,7 +27,7 @@ var costHeaderKey = http.CanonicalHeaderKey(modelcall.CostHeader)
 // has the header; their cost is in the log event.
 func readsWhole(r *http.Request, resp *http.Response, c *call) bool {
 	return !c.streamed && resp.StatusCode/100 == 2 && r.Method != http.MethodHead &&
-		resp.ContentLength > 0 && resp.ContentLength <= copyBufferSize
+		resp.ContentLength > 0 && resp.ContentLength <= relaybuf.Size
 }
 
 // answerWhole relays an answer readsWhole admits: it reads it into the
@@ -34,7 +35,7 @@ func readsWhole(r *http.Request, resp *http.Response, c *call) bool {
 // writes the status, the headers with the cost, and the body in one write.
 func (s *Service) answerWhole(w http.ResponseWriter, r *http.Request, ctx context.Context, watch *watchdog, resp *http.Response, c *call, mt string) error {
 	watch.answering(s.opts.IdleTimeout)
-	bp := s.buffers.Get().(*[]byte)
+	bp := s.buffers.Get()
 	defer s.buffers.Put(bp)
 	body := (*bp)[:resp.ContentLength]
 	for read := 0; read < len(body); {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/relaybuf"
 )
 
 // tokenPricer prices every model at one price per input and per output
@@ -51,8 +52,8 @@ func TestCostHeaderOnlyOnSmallWholeAnswers(t *testing.T) {
 		cost                    float64
 	}{
 		{name: "small json", contentType: contentJSON, body: anthropicAnswer(10), status: 200, header: true, cost: answerCost},
-		{name: "json at the buffer", contentType: contentJSON, body: anthropicAnswer(copyBufferSize - len(anthropicAnswer(0))), status: 200, header: true, cost: answerCost},
-		{name: "json over the buffer", contentType: contentJSON, body: anthropicAnswer(copyBufferSize + 1), status: 200, cost: answerCost},
+		{name: "json at the buffer", contentType: contentJSON, body: anthropicAnswer(relaybuf.Size - len(anthropicAnswer(0))), status: 200, header: true, cost: answerCost},
+		{name: "json over the buffer", contentType: contentJSON, body: anthropicAnswer(relaybuf.Size + 1), status: 200, cost: answerCost},
 		{name: "json of unknown length", contentType: contentJSON, body: anthropicAnswer(10), status: 200, chunked: true, cost: answerCost},
 		{name: "sse", contentType: contentSSE, body: anthropicSSE, status: 200, cost: 30*1e-6 + 15*2e-6},
 		{name: "error", contentType: contentJSON, body: `{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}`, status: 400},

@@ -18,7 +18,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +28,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
 	"github.com/sluice-gateway/sluice/pkg/providers/google"
+	"github.com/sluice-gateway/sluice/pkg/relaybuf"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
@@ -45,8 +45,6 @@ const (
 	DefaultTimeout = 15 * time.Minute
 	// DefaultIdleTimeout bounds the silence between two reads of an answer.
 	DefaultIdleTimeout = 5 * time.Minute
-	// copyBufferSize is the relay's read size.
-	copyBufferSize = 32 << 10
 )
 
 // Limits counts calls' tokens against the key's and team's tpm limits
@@ -86,7 +84,7 @@ type Service struct {
 	// aliases maps a provider's model ids to the model_list names serving
 	// them, so a key allowed a configured name may use its model here.
 	aliases   map[Provider]map[string][]string
-	buffers   sync.Pool
+	buffers   relaybuf.List
 	headers   headerPool
 	transport http.RoundTripper
 	owners    owners
@@ -127,7 +125,6 @@ func New(opts Options) (*Service, error) {
 		opts:      opts,
 		resolvers: map[Provider]*resolver{},
 		aliases:   map[Provider]map[string][]string{},
-		buffers:   sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }},
 		transport: opts.Client.Transport,
 		owners:    owners{records: opts.Records, now: time.Now},
 	}
@@ -477,7 +474,7 @@ func (s *Service) answer(w http.ResponseWriter, r *http.Request, ctx context.Con
 	rc := http.NewResponseController(w)
 	watch.answering(s.opts.IdleTimeout)
 
-	bp := s.buffers.Get().(*[]byte)
+	bp := s.buffers.Get()
 	defer s.buffers.Put(bp)
 	buf := *bp
 	for {

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/providers/anthropic"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock"
+	"github.com/sluice-gateway/sluice/pkg/relaybuf"
 )
 
 const anthropicSSE = "event: message_start\n" +
@@ -181,7 +182,7 @@ func TestMetersHoldBoundedMemory(t *testing.T) {
 		}
 	}
 	js := newMeter(contentJSON, -1, false).(*jsonMeter)
-	chunk := bytes.Repeat([]byte("y"), copyBufferSize)
+	chunk := bytes.Repeat([]byte("y"), relaybuf.Size)
 	for range 200 { // 6.4 MB
 		js.observe(chunk)
 	}
