@@ -40,10 +40,11 @@ func TestCountsOfMoreFieldsThanASchema(t *testing.T) {
 	for i := range fields {
 		fields[i] = CountField{Name: string(rune('a' + i)), Dst: &got[i]}
 	}
-	if !Counts([]byte(`{"a":1,"i":9,"x":"y"}`), fields) || got[0] != 1 || got[maxCounts] != 9 {
+	last := fields[maxCounts].Name
+	if !Counts([]byte(`{"a":1,"`+last+`":9,"x":"y"}`), fields) || got[0] != 1 || got[maxCounts] != 9 {
 		t.Errorf("got %v", got)
 	}
-	if Counts([]byte(`{"a":2,"i":tru}`), fields) || got[0] != 1 {
+	if Counts([]byte(`{"a":2,"`+last+`":tru}`), fields) || got[0] != 1 {
 		t.Errorf("a document that is not JSON: got %v", got)
 	}
 }
