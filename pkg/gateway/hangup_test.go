@@ -92,7 +92,10 @@ func TestClientHangUpsAreLoggedAs499(t *testing.T) {
 	}{
 		{"model call, while its body is read", "/v1/embeddings", head("/v1/embeddings", "application/json", 100) + `{"model":`, false},
 		{"model call, while the provider works", "/v1/embeddings", head("/v1/embeddings", "application/json", 29) + `{"model":"small","input":"x"}`, true},
-		{"passthrough, while its body streams up", "/anthropic/v1/messages", head("/anthropic/v1/messages", "application/json", 100) + `{"model":`, true},
+		// A body declared over 32 KiB streams up; a shorter one is read
+		// first, as Bedrock's is.
+		{"passthrough, while its body streams up", "/anthropic/v1/messages", head("/anthropic/v1/messages", "application/json", 64<<10) + `{"model":`, true},
+		{"passthrough, while its small body is read", "/anthropic/v1/messages", head("/anthropic/v1/messages", "application/json", 100) + `{"model":`, false},
 		{"passthrough, while the provider works", "/anthropic/v1/messages", head("/anthropic/v1/messages", "application/json", 2) + `{}`, true},
 		{"passthrough, while its body is read whole", "/bedrock/model/m/invoke", head("/bedrock/model/m/invoke", "application/json", 100) + `{"x":`, false},
 		{"file upload, while it streams", "/v1/files", head("/v1/files", form, 10000) + formStart, false},

@@ -337,14 +337,26 @@ type requestBody struct {
 	limited  *limitedBody // the body streamed, when it is
 }
 
+// smallBody is the largest declared body length read whole before the call,
+// as the model routes read theirs: the transport then writes it with the
+// request's headers in one write, where a streamed body costs a write of
+// its own (and runs the body's reads on the transport's goroutine).
+const smallBody = relaybuf.Size
+
 // requestBody prepares the body: Bedrock's is read whole (SigV4 signs its
-// hash); so is one that names the model of a restricted key's call (rule).
-// Every other body streams up, within MaxBody.
+// hash); so is one that names the model of a restricted key's call (rule),
+// and one declared at most smallBody long. Every other body streams up,
+// within MaxBody.
 func (s *Service) requestBody(w http.ResponseWriter, r *http.Request, c *call, rule modelRule) (requestBody, error) {
 	rb := requestBody{body: http.NoBody}
 	needModel := rule.source == sourceBody || rule.source == sourceBatch
-	if c.provider == Bedrock || needModel {
-		buffered, err := api.ReadBody(w, r, s.opts.MaxSignedBody)
+	small := r.ContentLength > 0 && r.ContentLength <= min(smallBody, s.opts.MaxBody)
+	if c.provider == Bedrock || needModel || small {
+		limit := s.opts.MaxSignedBody
+		if small {
+			limit = r.ContentLength
+		}
+		buffered, err := api.ReadBody(w, r, limit)
 		if err != nil {
 			return rb, err
 		}

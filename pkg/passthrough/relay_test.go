@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -66,7 +67,10 @@ func TestAnswerOutlivesTheRequestBody(t *testing.T) {
 	h.wrapBody = func(b io.ReadCloser) io.ReadCloser {
 		return &gatedBody{ReadCloser: b, headersSeen: headersSeen, closed: func() { once.Do(func() { close(bodyClosed) }) }}
 	}
-	resp, err := h.srv.Client().Post(h.srv.URL+"/anthropic/v1/messages", "application/json", strings.NewReader(`{"stream":true}`))
+	// A body of unknown length streams (a small declared one is read
+	// whole first: TestSmallBodiesAreReadBeforeTheCall).
+	body := io.MultiReader(strings.NewReader(`{"stream":true}`))
+	resp, err := h.srv.Client().Post(h.srv.URL+"/anthropic/v1/messages", "application/json", body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +79,70 @@ func TestAnswerOutlivesTheRequestBody(t *testing.T) {
 	got, err := io.ReadAll(resp.Body)
 	if err != nil || string(got) != "data: first\n\ndata: last\n\n" {
 		t.Fatalf("answer %q, %v; want both events and a clean end", got, err)
+	}
+}
+
+// TestSmallBodiesAreReadBeforeTheCall: a body declared at most smallBody
+// long is read whole before the upstream is called (sent with the headers
+// in one write); a longer one streams, the upstream reading its start
+// before the client has sent the rest.
+func TestSmallBodiesAreReadBeforeTheCall(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		size     int
+		buffered bool
+	}{
+		{"small", 64, true},
+		{"longer than smallBody", smallBody + 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			called := make(chan struct{})
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				close(called)
+				if n, err := io.Copy(io.Discard, r.Body); n != int64(tc.size) || err != nil {
+					t.Errorf("the upstream received %d bytes (%v), want %d", n, err, tc.size)
+				}
+			}))
+			t.Cleanup(up.Close)
+			h := newHarness(t, allPrefixes(up.URL), nil, nil)
+			pr, pw := io.Pipe()
+			req, err := http.NewRequest("POST", h.srv.URL+"/anthropic/v1/messages", pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.ContentLength = int64(tc.size)
+			answered := make(chan int, 1)
+			go func() {
+				resp, err := h.srv.Client().Do(req)
+				if err != nil {
+					t.Error(err)
+					answered <- 0
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				answered <- resp.StatusCode
+			}()
+			pw.Write([]byte(strings.Repeat("x", tc.size-1)))
+			if tc.buffered {
+				select {
+				case <-called:
+					t.Error("the upstream was called before the body had arrived whole")
+				case <-time.After(200 * time.Millisecond):
+				}
+			} else {
+				select {
+				case <-called:
+				case <-time.After(10 * time.Second):
+					t.Error("the upstream was not called before the body's last byte: it was buffered")
+				}
+			}
+			pw.Write([]byte("x"))
+			pw.Close()
+			if status := <-answered; status != http.StatusOK {
+				t.Errorf("answer %d, want 200", status)
+			}
+		})
 	}
 }
 
