@@ -20,7 +20,7 @@ type CountField struct {
 // succeeded. The relay path's usage meters use it; the vendor packages'
 // fuzz tests hold it to encoding/json over their structs.
 func Counts(v []byte, fields []CountField) bool {
-	if i := SkipSpace(v, 0); i < len(v) && v[i] == '{' && len(fields) <= maxCounts {
+	if i := SkipSpace(v, 0); i < len(v) && v[i] == '{' && len(fields) <= maxCountsOnce {
 		return countsOnce(v, fields)
 	}
 	if !Valid(v) {
@@ -37,12 +37,19 @@ func Counts(v []byte, fields []CountField) bool {
 	return ok
 }
 
+// maxCountsOnce bounds the field list Counts reads in one checked walk,
+// whose saved counts are on the stack: twice a schema's, for a list that
+// reads two vendors' usage at once (the passthrough's Anthropic and Bedrock
+// Converse "usage": nine counts). A longer list is checked by Valid first,
+// a second pass whose 1.3 KB stack grows a relay goroutine's.
+const maxCountsOnce = 2 * maxCounts
+
 // countsOnce is Counts of an object crossed once: its members are read and
 // checked in the same walk (MembersChecked), Valid runs only when the walk
 // cannot tell, and the counts are put back as they were when v is not JSON
 // (encoding/json sets nothing then).
 func countsOnce(v []byte, fields []CountField) bool {
-	var was [maxCounts]int64
+	var was [maxCountsOnce]int64
 	for i, f := range fields {
 		was[i] = *f.Dst
 	}

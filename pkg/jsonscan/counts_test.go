@@ -33,7 +33,8 @@ func FuzzCounts(f *testing.F) {
 }
 
 // TestCountsOfMoreFieldsThanASchema: a field list longer than a schema's
-// (decoded by the walk after Valid, not in one checked pass) decodes alike.
+// (the passthrough's two vendors' usage) decodes alike, in the one checked
+// walk, and a document that is not JSON puts its counts back.
 func TestCountsOfMoreFieldsThanASchema(t *testing.T) {
 	var got [maxCounts + 1]int64
 	fields := make([]CountField, len(got))
@@ -42,6 +43,24 @@ func TestCountsOfMoreFieldsThanASchema(t *testing.T) {
 	}
 	last := fields[maxCounts].Name
 	if !Counts([]byte(`{"a":1,"`+last+`":9,"x":"y"}`), fields) || got[0] != 1 || got[maxCounts] != 9 {
+		t.Errorf("got %v", got)
+	}
+	if Counts([]byte(`{"a":2,"`+last+`":tru}`), fields) || got[0] != 1 {
+		t.Errorf("a document that is not JSON: got %v", got)
+	}
+}
+
+// TestCountsOfMoreFieldsThanOnce: a field list too long for the one checked
+// walk (decoded after Valid) decodes alike, and sets nothing when the
+// document is not JSON.
+func TestCountsOfMoreFieldsThanOnce(t *testing.T) {
+	var got [maxCountsOnce + 1]int64
+	fields := make([]CountField, len(got))
+	for i := range fields {
+		fields[i] = CountField{Name: string(rune('a' + i)), Dst: &got[i]}
+	}
+	last := string(rune('a' + maxCountsOnce))
+	if !Counts([]byte(`{"a":1,"`+last+`":9,"x":"y"}`), fields) || got[0] != 1 || got[maxCountsOnce] != 9 {
 		t.Errorf("got %v", got)
 	}
 	if Counts([]byte(`{"a":2,"`+last+`":tru}`), fields) || got[0] != 1 {

@@ -505,8 +505,10 @@ func ValueEnd(doc []byte, i int) (int, error) {
 	case '"':
 		return StringEnd(doc, i)
 	case '{', '[':
+		// One bit per open container, set for an object: 32 bytes of
+		// stack, where a byte each grew a relay goroutine's stack.
 		var (
-			stack [MaxDepth]byte
+			open  [MaxDepth / 64]uint64
 			depth int
 			flat  flatArrays
 		)
@@ -537,10 +539,14 @@ func ValueEnd(doc []byte, i int) (int, error) {
 				if depth == MaxDepth {
 					return 0, ErrSyntax
 				}
-				stack[depth] = c
+				if c == '{' {
+					open[depth/64] |= 1 << (depth % 64)
+				} else {
+					open[depth/64] &^= 1 << (depth % 64)
+				}
 				depth++
 			case '}', ']':
-				if depth == 0 || stack[depth-1] != c-2 { // '{'+2 == '}', '['+2 == ']'
+				if depth == 0 || (open[(depth-1)/64]&(1<<((depth-1)%64)) != 0) != (c == '}') {
 					return 0, ErrSyntax
 				}
 				depth--
