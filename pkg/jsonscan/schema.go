@@ -72,9 +72,6 @@ func (s CountSchema[T]) Decode(v []byte, p *T) bool {
 	return Counts(v, fields)
 }
 
-// maxCounts bounds a schema's counts, so a decode's field list fits on the
-// stack, and the counts Counts reads in one checked walk (countsOnce): more
-// fall back to Valid, whose 1.3 KB stack grows a relay goroutine's. Every
-// usage object has fewer; the passthrough meter's names (Anthropic's and
-// Bedrock Converse's usage at once) are nine.
-const maxCounts = 12
+// maxCounts bounds a schema's counts (every usage object has fewer), so a
+// decode's field list fits on the stack.
+const maxCounts = 8
