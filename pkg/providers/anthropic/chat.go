@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -38,17 +37,26 @@ func (p *Provider) Open(ctx context.Context, d config.Deployment, resolve models
 	if !strings.HasSuffix(url, "/v1/messages") {
 		url += "/v1/messages"
 	}
-	return &endpoint{
-		client: p.client, cred: cred, url: url,
-		opts: Options{Provider: Name, Model: model, Drop: providers.NewDropParams(Name, d)},
-	}, nil
+	e := &endpoint{
+		client: p.client, cred: cred, target: providers.NewTarget(url),
+		opts:   Options{Provider: Name, Model: model, Drop: providers.NewDropParams(Name, d)},
+		header: http.Header{"Content-Type": {"application/json"}, "Anthropic-Version": {APIVersion}, "Accept": {"application/json"}},
+	}
+	cred.Authorize(e.header)
+	e.streamHeader = e.header.Clone()
+	e.streamHeader.Set("Accept", "text/event-stream")
+	return e, nil
 }
 
 type endpoint struct {
 	client *http.Client
 	cred   Credential
-	url    string
+	target providers.Target // the Messages URL, parsed at Open
 	opts   Options
+	// A native Messages call's headers when the client asks for
+	// APIVersion and no beta (its answer JSON, or an event stream):
+	// shared by the calls, so never modified after Open.
+	header, streamHeader http.Header
 }
 
 func (e *endpoint) APIBase() string { return e.cred.APIBase }
@@ -60,13 +68,13 @@ func (e *endpoint) Chat(ctx context.Context, req *oai.ChatRequest) (*models.Answ
 	if err != nil {
 		return nil, err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(call.Body))
+	// Send sets this call's headers, so it gets a map of its own.
+	h := http.Header{"Anthropic-Version": {APIVersion}}
+	e.cred.Authorize(h)
+	hreq, err := e.target.Post(ctx, h, call.Body)
 	if err != nil {
 		return nil, fmt.Errorf("anthropic: build the request: %w", err)
 	}
-	h := hreq.Header
-	h.Set("Anthropic-Version", APIVersion)
-	e.cred.Authorize(h)
 	return call.Send(e.client, hreq, req.Stream)
 }
 

@@ -155,3 +155,48 @@ func TestOpenRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A native call's headers are shared by the calls that ask for the default
+// version and no beta: a call with its own version and beta gets them, and
+// the calls after it do not.
+func TestMessagesHeaders(t *testing.T) {
+	up := providertest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept") == "text/event-stream" {
+			providertest.WriteSSE(w, thinkingStream...)
+			return
+		}
+		providertest.WriteJSON(w, 200, textAnswer)
+	})
+	ep, err := open(t, config.Params{Model: "anthropic/claude-sonnet-4-5", APIKey: "sk-ant-test", APIBase: up.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"Hello"}]}`)
+	for _, c := range []struct {
+		version, beta, wantVersion string
+		stream                     bool
+	}{
+		{"", "", APIVersion, false},
+		{"2024-01-01", "context-management-2025-06-27", "2024-01-01", false},
+		{APIVersion, "", APIVersion, false},
+		{"", "prompt-caching-2024-07-31", APIVersion, true},
+		{"", "", APIVersion, true},
+	} {
+		req := &models.MessagesRequest{Model: "claude-sonnet-4-5", Body: body, AsIs: true, Stream: c.stream, Version: c.version, Beta: c.beta}
+		ans, _, err := ep.(models.Messenger).Messages(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, ans.Body)
+		ans.Body.Close()
+		accept := "application/json"
+		if c.stream {
+			accept = "text/event-stream"
+		}
+		providertest.AssertRequest(t, up.Last(t), providertest.Want{
+			Method: "POST", Path: "/v1/messages",
+			Header: map[string]string{"X-Api-Key": "sk-ant-test", "Anthropic-Version": c.wantVersion, "Anthropic-Beta": c.beta, "Accept": accept, "Content-Type": "application/json"},
+			Body:   string(body),
+		})
+	}
+}

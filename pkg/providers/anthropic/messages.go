@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -80,23 +79,33 @@ func (e *endpoint) Messages(ctx context.Context, req *models.MessagesRequest) (*
 			return nil, true, err
 		}
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
+	hreq, err := e.target.Post(ctx, e.messagesHeader(req), body)
 	if err != nil {
 		return nil, true, fmt.Errorf("anthropic: build the request: %w", err)
 	}
-	h := hreq.Header
-	h.Set("Content-Type", "application/json")
-	version := req.Version
-	if version == "" {
-		version = APIVersion
+	ans, err := relayMessages(e.client, Name, hreq, req.Stream)
+	return ans, true, err
+}
+
+// messagesHeader is a native call's headers: the shared ones of Open when
+// the client asks for APIVersion (or no version) and no beta, as most do;
+// else a copy with the client's version and beta set.
+func (e *endpoint) messagesHeader(req *models.MessagesRequest) http.Header {
+	h := e.header
+	if req.Stream {
+		h = e.streamHeader
 	}
-	h.Set("Anthropic-Version", version)
+	if (req.Version == "" || req.Version == APIVersion) && req.Beta == "" {
+		return h
+	}
+	h = h.Clone()
+	if req.Version != "" {
+		h.Set("Anthropic-Version", req.Version)
+	}
 	if req.Beta != "" {
 		h.Set("Anthropic-Beta", req.Beta)
 	}
-	e.cred.Authorize(h)
-	ans, err := SendMessages(e.client, Name, hreq, req.Stream)
-	return ans, true, err
+	return h
 }
 
 // SendMessages sends a native Messages call and relays its answer: an
@@ -104,8 +113,17 @@ func (e *endpoint) Messages(ctx context.Context, req *models.MessagesRequest) (*
 func SendMessages(client *http.Client, provider string, hreq *http.Request, stream bool) (*models.Answer, error) {
 	if stream {
 		hreq.Header.Set("Accept", "text/event-stream")
+	} else {
+		hreq.Header.Set("Accept", "application/json")
+	}
+	return relayMessages(client, provider, hreq, stream)
+}
+
+// relayMessages is SendMessages of a request whose headers are already
+// complete (and may be shared: it writes none).
+func relayMessages(client *http.Client, provider string, hreq *http.Request, stream bool) (*models.Answer, error) {
+	if stream {
 		return providers.RelayStream(client, provider, hreq)
 	}
-	hreq.Header.Set("Accept", "application/json")
 	return providers.Relay(client, provider, hreq)
 }
