@@ -350,11 +350,13 @@ const smallBody = relaybuf.Size
 func (s *Service) requestBody(w http.ResponseWriter, r *http.Request, c *call, rule modelRule) (requestBody, error) {
 	rb := requestBody{body: http.NoBody}
 	needModel := rule.source == sourceBody || rule.source == sourceBatch
-	small := r.ContentLength > 0 && r.ContentLength <= min(smallBody, s.opts.MaxBody)
-	if c.provider == Bedrock || needModel || small {
-		limit := s.opts.MaxSignedBody
-		if small {
-			limit = r.ContentLength
+	signed := c.provider == Bedrock || needModel
+	if small := r.ContentLength > 0 && r.ContentLength <= min(smallBody, s.opts.MaxBody); signed || small {
+		// Each keeps its bound: a body read for its bytes MaxSignedBody,
+		// a small one the streamed bodies' MaxBody.
+		limit := s.opts.MaxBody
+		if signed {
+			limit = s.opts.MaxSignedBody
 		}
 		buffered, err := api.ReadBody(w, r, limit)
 		if err != nil {

@@ -371,6 +371,14 @@ func TestBodyLimits(t *testing.T) {
 	if resp.StatusCode != 413 {
 		t.Errorf("bedrock over its limit: %d %s", resp.StatusCode, body)
 	}
+	// A small body declared at the streamed limit is read whole, within
+	// that limit; a small Bedrock body keeps the signed one.
+	if resp, body := h.do(t, "POST", "/anthropic/v1/messages", strings.NewReader(big[:1000])); resp.StatusCode != 200 {
+		t.Errorf("declared at the limit: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := h.do(t, "POST", "/bedrock/model/m/invoke", strings.NewReader(big[:501])); resp.StatusCode != 413 {
+		t.Errorf("bedrock declared over its limit: %d %s", resp.StatusCode, body)
+	}
 }
 
 func TestTimeouts(t *testing.T) {
