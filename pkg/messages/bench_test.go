@@ -64,16 +64,25 @@ var benchMessageAnswer = []byte(`{"id":"msg_01","type":"message","role":"assista
 	strings.Repeat("Sluice answers. ", 50) + `"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":130,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":200}}`)
 
 // BenchmarkNativeAnswer is what a natively served call does to the answer:
-// its meter keeps it and reads its usage and stop reason.
+// its meter reads its usage and stop reason, and keeps it when a callback
+// may log it (kept), else reads it where it is (in-place).
 func BenchmarkNativeAnswer(b *testing.B) {
-	b.ReportAllocs()
-	for b.Loop() {
-		m := newJSONMeter(-1)
-		m.Write(benchMessageAnswer)
-		var ev logevent.Event
-		if _, err := m.End(&ev); err != nil {
-			b.Fatal(err)
+	for _, keep := range []bool{true, false} {
+		name := "in-place"
+		if keep {
+			name = "kept"
 		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				m := newJSONMeter(int64(len(benchMessageAnswer)), keep)
+				m.Write(benchMessageAnswer)
+				var ev logevent.Event
+				if _, err := m.End(&ev); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

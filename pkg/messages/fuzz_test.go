@@ -100,7 +100,7 @@ func FuzzStream(f *testing.F) {
 		})
 		p.Write(out)
 		p.End()
-		jm := newJSONMeter(-1)
+		jm := newJSONMeter(-1, true)
 		jm.Write(in)
 		jm.End(&ev)
 	})
@@ -109,7 +109,8 @@ func FuzzStream(f *testing.F) {
 // FuzzJSONMeter holds the native answer's meter, which reads usage and
 // stop_reason without reflection, to encoding/json: for any answer it
 // accepts what a decode of those two members by encoding/json accepts,
-// with the same counts and stop reason.
+// with the same counts and stop reason — whether it keeps the answer or
+// reads it in the one write that brings it.
 func FuzzJSONMeter(f *testing.F) {
 	for _, s := range []string{
 		`{"id":"msg_1","type":"message","content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn","usage":{"input_tokens":12,"output_tokens":3,"cache_read_input_tokens":4}}`,
@@ -120,10 +121,18 @@ func FuzzJSONMeter(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		m := newJSONMeter(-1)
+		m := newJSONMeter(-1, true)
 		m.Write(in)
 		var ev logevent.Event
 		u, err := m.End(&ev)
+
+		direct := newJSONMeter(int64(len(in)), false)
+		direct.Write(in)
+		var dev logevent.Event
+		du, derr := direct.End(&dev)
+		if du != u || (derr == nil) != (err == nil) || dev.FinishReason != ev.FinishReason || dev.Response != nil {
+			t.Fatalf("read in place %+v %q %v, kept %+v %q %v, for %q", du, dev.FinishReason, derr, u, ev.FinishReason, err, in)
+		}
 
 		var (
 			want Usage

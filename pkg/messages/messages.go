@@ -136,7 +136,7 @@ func (s *Service) Messages(ctx context.Context, p auth.Principal, body []byte) (
 	case mc.native && req.Stream:
 		return c.StreamAs(ans.Body, newStreamMeter(), ErrorEvent), nil
 	case mc.native:
-		mc.json.size(ans.ContentLength)
+		mc.json.start(ans.ContentLength, c.LogsBodies())
 		return c.Answer(ans.Body, ans.ContentLength, &mc.json), nil
 	case req.Stream:
 		return c.StreamAs(Stream(ans.Body, req.Model), newStreamMeter(), ErrorEvent), nil

@@ -35,64 +35,115 @@ func toOAI(u Usage) oai.Usage {
 var errNotUsage = errors.New("usage is not an object of token counts")
 
 // jsonMeter reads a message answer's usage and stop reason, and keeps the
-// answer (1 MiB at most) for the log event. Its one pass over an answer
-// kept whole (read) serves both the cost header (Usage, before the answer
-// goes out) and End.
+// answer (1 MiB at most) for the log event when a callback may log it. Its
+// one pass over an answer kept whole (read) serves both the cost header
+// (Usage, before the answer goes out) and End. An answer nobody logs that
+// comes whole in one write (the relay reads answers within its buffer
+// whole) is read where it is, never copied.
 type jsonMeter struct {
+	length int64 // the answer's length, -1 when unknown
+	// kept is the answer, or once it is over the bound, its tail: one
+	// slice and the flags side by side keep the call's state (messageCall)
+	// in its size class.
 	kept []byte
-	tail []byte
+	keep bool // the event keeps the answer (modelcall.Call.LogsBodies)
 	over bool
-	// scanned: the pass over kept has run, with what it read.
+	// scanned: the pass over kept has run, with what it read; direct: it
+	// ran over the write that brought the answer whole, which is not kept.
 	scanned bool
+	direct  bool
 	stop    string
 	usage   Usage
 	err     error
 }
 
-// newJSONMeter meters an answer of length bytes (-1: unknown), whose copy
-// it sizes once when the length is known and within the bound.
-func newJSONMeter(length int64) *jsonMeter {
+// newJSONMeter meters an answer of length bytes (-1: unknown), kept for the
+// log event when keep.
+func newJSONMeter(length int64, keep bool) *jsonMeter {
 	m := &jsonMeter{}
-	m.size(length)
+	m.start(length, keep)
 	return m
 }
 
-// size sizes the copy of an answer of length bytes (-1: unknown) once,
-// when the length is known and within the bound.
-func (m *jsonMeter) size(length int64) {
-	if length > 0 && length <= maxKept {
-		m.kept = make([]byte, 0, length)
+// start readies the meter for an answer of length bytes (-1: unknown), kept
+// for the log event when keep: a copy's buffer is sized once when the length
+// is known and within the bound.
+func (m *jsonMeter) start(length int64, keep bool) {
+	m.length, m.keep = length, keep
+	if keep {
+		m.size()
+	}
+}
+
+func (m *jsonMeter) size() {
+	if m.length > 0 && m.length <= maxKept {
+		m.kept = make([]byte, 0, m.length)
 	}
 }
 
 func (m *jsonMeter) Write(p []byte) (int, error) {
+	if !m.keep && m.readInPlace(p) {
+		return len(p), nil
+	}
 	m.scanned = false
 	if !m.over && len(m.kept)+len(p) <= maxKept {
+		if m.kept == nil {
+			m.size()
+		}
 		m.kept = append(m.kept, p...)
 		return len(p), nil
 	}
 	if !m.over {
+		// The tail in a buffer of its own: the answer's is let go.
 		m.over = true
-		m.tail = append(m.tail, m.kept...)
-		m.kept = nil
+		m.kept = append([]byte(nil), m.kept[max(0, len(m.kept)-tailLen):]...)
 	}
-	m.tail = append(m.tail, p...)
-	if len(m.tail) > tailLen {
-		m.tail = append(m.tail[:0], m.tail[len(m.tail)-tailLen:]...)
+	m.kept = append(m.kept, p...)
+	if len(m.kept) > tailLen {
+		m.kept = append(m.kept[:0], m.kept[len(m.kept)-tailLen:]...)
 	}
 	return len(p), nil
 }
+
+// readInPlace reads p, of an answer not kept, without copying it when p
+// is the whole answer (its first write, of its known length, within the
+// bound). false: p is to be copied, to be read when the answer is whole.
+func (m *jsonMeter) readInPlace(p []byte) bool {
+	switch {
+	case m.direct:
+		// Bytes past the answer's length (an http.Response body never
+		// gives them): the answer read was not the whole document, which
+		// is no message unless they are blank (as a read of both would say).
+		if m.err == nil && jsonscan.SkipSpace(p, 0) < len(p) {
+			m.err = errTrailing
+		}
+		return true
+	case m.over || len(m.kept) > 0 || int64(len(p)) != m.length || m.length > maxKept:
+		return false
+	}
+	m.direct = true
+	m.scan(p)
+	return true
+}
+
+// errTrailing is End's error for an answer with bytes past the message
+// read whole.
+var errTrailing = errors.New("bytes after the message")
 
 // read decodes the usage and stop_reason of the answer kept whole, once:
 // only the two members (as encoding/json would decode them, without
 // reflection: FuzzJSONMeter); the content is kept as it is.
 func (m *jsonMeter) read() {
-	if m.scanned {
-		return
+	if !m.scanned {
+		m.scan(m.kept)
 	}
+}
+
+// scan is read's pass over the whole answer doc.
+func (m *jsonMeter) scan(doc []byte) {
 	m.scanned = true
 	m.stop, m.usage = "", Usage{}
-	m.err = jsonscan.Members(m.kept, func(name, v []byte) error {
+	m.err = jsonscan.Members(doc, func(name, v []byte) error {
 		var err error
 		switch {
 		case jsonscan.Null(v):
@@ -137,17 +188,19 @@ func (m *jsonMeter) End(ev *logevent.Event) (oai.Usage, error) {
 		if m.err != nil {
 			return oai.Usage{}, fmt.Errorf("messages: the answer is not a message: %w", m.err)
 		}
-		ev.Response = m.kept
+		if m.keep {
+			ev.Response = m.kept
+		}
 		ev.FinishReason = m.stop
 		return toOAI(m.usage), nil
 	}
 	// Anthropic writes usage last: read it from the tail.
 	var u Usage
-	i := bytes.LastIndex(m.tail, []byte(`"usage"`))
+	i := bytes.LastIndex(m.kept, []byte(`"usage"`))
 	if i < 0 {
 		return oai.Usage{}, nil
 	}
-	rest := m.tail[i+len(`"usage"`):]
+	rest := m.kept[i+len(`"usage"`):]
 	if j := bytes.IndexByte(rest, ':'); j >= 0 {
 		json.NewDecoder(bytes.NewReader(rest[j+1:])).Decode(&u)
 	}
