@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/modelcall"
 	"github.com/sluice-gateway/sluice/pkg/models"
 	"github.com/sluice-gateway/sluice/pkg/providers"
+	"github.com/sluice-gateway/sluice/pkg/providers/anthropic"
 	"github.com/sluice-gateway/sluice/pkg/tokenizer"
 )
 
@@ -68,9 +69,13 @@ func Handler(op modelcall.Operation, jsonLimit int64) func(w http.ResponseWriter
 	return modelcall.HandlerWith(op, jsonLimit, withHeaders)
 }
 
-// withHeaders is ctx carrying r's Anthropic headers, if it has any.
+// withHeaders is ctx carrying r's Anthropic headers, if they ask for
+// anything a native deployment does not send anyway: a beta, or a version
+// other than anthropic.APIVersion. Most clients send that version and no
+// beta; their calls carry no context layer (an allocation, and a step of
+// every context lookup below it).
 func withHeaders(ctx context.Context, r *http.Request) context.Context {
-	if v, b := r.Header.Get("Anthropic-Version"), r.Header.Get("Anthropic-Beta"); v != "" || b != "" {
+	if v, b := r.Header.Get("Anthropic-Version"), r.Header.Get("Anthropic-Beta"); v != "" && v != anthropic.APIVersion || b != "" {
 		return WithHeaders(ctx, v, b)
 	}
 	return ctx
