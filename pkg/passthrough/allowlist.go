@@ -123,7 +123,7 @@ func modelRuleOf(provider Provider, method string, ep endpoint, pathModel string
 
 // withoutVersion drops a leading API version segment (v1, v1beta).
 func withoutVersion(segs []string) []string {
-	if len(segs) > 0 && apiVersion.MatchString(segs[0]) {
+	if len(segs) > 0 && isAPIVersion(segs[0]) {
 		return segs[1:]
 	}
 	return segs

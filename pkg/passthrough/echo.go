@@ -45,11 +45,26 @@ func firstValue(h http.Header, k string) string {
 // request. A lasting credential's set is built once (echoes); a signature's,
 // which no other call shares, every time.
 func (s *Service) injectedSecrets(h http.Header) *echoSet {
+	return echoesOf(h, s.echoes.of)
+}
+
+// keyEchoes is the echo set of the API key setKey injects (Anthropic,
+// Gemini): the same on every call, so the upstream keeps it, where each call
+// would look it up in the echo cache (a lock, and the key hashed).
+func keyEchoes(setKey func(http.Header)) *echoSet {
+	h := http.Header{}
+	setKey(h)
+	return echoesOf(h, func(v string) *echoSet { return newEchoSet(echoForms([]string{v})) })
+}
+
+// echoesOf returns the echo set of the credentials on h, a lasting one's
+// set found by lasting.
+func echoesOf(h http.Header, lasting func(string) *echoSet) *echoSet {
 	var buf [4]string // every credential there is: no allocation
-	lasting, sig := injectedCredentials(h, buf[:0])
+	creds, sig := injectedCredentials(h, buf[:0])
 	var set *echoSet
-	for _, v := range lasting {
-		set = set.union(s.echoes.of(v))
+	for _, v := range creds {
+		set = set.union(lasting(v))
 	}
 	if sig != "" {
 		set = set.union(newEchoSet(echoForms([]string{sig})))

@@ -97,3 +97,19 @@ func BenchmarkCopyResponseHeader(b *testing.B) {
 		copyResponseHeader(dst, src, s.injectedSecrets(sent))
 	}
 }
+
+// TestUpstreamKeepsItsKeysEchoSet: the echo set an Anthropic or Gemini
+// upstream keeps for its API key is the one a call's headers would give.
+func TestUpstreamKeepsItsKeysEchoSet(t *testing.T) {
+	for _, name := range []string{"X-Api-Key", "X-Goog-Api-Key", "Authorization"} {
+		value := "sk-upstream-key-0123"
+		if name == "Authorization" {
+			value = "Bearer " + value
+		}
+		got := keyEchoes(func(h http.Header) { h.Set(name, value) })
+		want := (&Service{}).injectedSecrets(http.Header{name: {value}})
+		if got == nil || !slices.Equal(got.forms, want.forms) || got.heads != want.heads {
+			t.Errorf("%s: the upstream's echo set %v, a call's %v", name, got, want)
+		}
+	}
+}

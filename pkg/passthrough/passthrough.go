@@ -265,7 +265,10 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err := s.authorize(cctx, up, out, rb.buffered); err != nil {
 		return err
 	}
-	c.secrets = s.injectedSecrets(out.Header)
+	c.secrets = up.keyEchoes
+	if up.setKey == nil {
+		c.secrets = s.injectedSecrets(out.Header)
+	}
 
 	// The transport directly: the client would only add redirect handling,
 	// which provider calls never follow, and a copy of every header.

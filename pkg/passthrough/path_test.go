@@ -3,6 +3,7 @@ package passthrough
 import (
 	"net/url"
 	"path"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -302,6 +303,29 @@ func FuzzParseEndpoint(f *testing.F) {
 		back, perr := url.Parse(u.String())
 		if perr != nil || back.Host != "upstream.example.com" || back.EscapedPath() != u.EscapedPath() {
 			t.Fatalf("round trip of %s: %v %v", u, back, perr)
+		}
+	})
+}
+
+// apiVersionPattern is the rule isAPIVersion reads by hand.
+var apiVersionPattern = regexp.MustCompile(`^v[0-9]+((alpha|beta)[0-9]*)?$`)
+
+func TestIsAPIVersion(t *testing.T) {
+	for _, seg := range []string{"v1", "v1beta", "v1beta1", "v1alpha", "v12alpha34", "", "v", "vbeta", "v1x", "v1betax", "v1alphabeta",
+		"V1", "v1beta1 ", "projects", "v1\n", "v١", "xv1", "v1beta1beta"} {
+		if got, want := isAPIVersion(seg), apiVersionPattern.MatchString(seg); got != want {
+			t.Errorf("isAPIVersion(%q) = %v, want %v", seg, got, want)
+		}
+	}
+}
+
+func FuzzIsAPIVersion(f *testing.F) {
+	for _, seg := range []string{"v1", "v1beta1", "v2alpha", "v1b"} {
+		f.Add(seg)
+	}
+	f.Fuzz(func(t *testing.T, seg string) {
+		if got, want := isAPIVersion(seg), apiVersionPattern.MatchString(seg); got != want {
+			t.Fatalf("isAPIVersion(%q) = %v, want %v", seg, got, want)
 		}
 	})
 }

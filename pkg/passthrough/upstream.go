@@ -128,12 +128,14 @@ type upstream struct {
 	base     *url.URL // nil: chosen per request (Vertex by location, Bedrock by region and path)
 	origin   string   // base's scheme://host: a call's api_base, made once
 	join     urlBase  // base's parts, read once (Anthropic and Gemini have a base)
-	// setKey puts an API-key credential (Anthropic, Gemini) on a request.
-	setKey   func(http.Header)
-	tokens   *google.TokenSource
-	project  string // Vertex AI defaults
-	location string
-	aws      *bedrock.Auth
+	// setKey puts an API-key credential (Anthropic, Gemini) on a request;
+	// keyEchoes is its echo set.
+	setKey    func(http.Header)
+	keyEchoes *echoSet
+	tokens    *google.TokenSource
+	project   string // Vertex AI defaults
+	location  string
+	aws       *bedrock.Auth
 }
 
 // resolver resolves a provider's upstream once, on first use (resolution may
@@ -202,7 +204,7 @@ func (r *resolver) build(ctx context.Context) (*upstream, error) {
 		v, _ := vendors.Lookup(string(r.provider))
 		var c models.Key
 		if c, err = r.resolve.Key(ctx, *v.Key, src.apiKey, src.apiBase); err == nil {
-			u.setKey, err = c.Authorize, setBase(c.APIBase)
+			u.setKey, u.keyEchoes, err = c.Authorize, keyEchoes(c.Authorize), setBase(c.APIBase)
 		} else if errors.Is(err, models.ErrNoKey) {
 			err = errNotConfigured
 		}

@@ -26,8 +26,7 @@ type Options struct {
 // Handler builds the http.Handler for the routes selected by opts: each
 // route's handler over s, inside the middleware (pkg/server/middleware).
 func Handler(s *Services, opts Options) (http.Handler, error) {
-	mux := http.NewServeMux()
-	methods := map[string][]string{} // pattern → methods, for 405s
+	var routes []Route
 	var aws middleware.AWSPrefixes
 	for _, rt := range Routes() {
 		if opts.Function != "" && rt.Function != opts.Function {
@@ -36,11 +35,30 @@ func Handler(s *Services, opts Options) (http.Handler, error) {
 		if rt.AWSErrors {
 			aws = append(aws, routePrefix(rt.Pattern))
 		}
-		mux.Handle(rt.Method+" "+rt.Pattern, s.edge.Wrap(rt.rule(), rt.handler(s), opts.AwaitPublishes))
-		methods[rt.Pattern] = append(methods[rt.Pattern], rt.Method)
+		routes = append(routes, rt)
 	}
-	if len(methods) == 0 {
+	if len(routes) == 0 {
 		return nil, errors.New("server: no routes for function " + opts.Function)
+	}
+	h := newRouter(routes, aws, func(rt Route) http.Handler {
+		return s.edge.Wrap(rt.rule(), rt.handler(s), opts.AwaitPublishes)
+	})
+	return middleware.RejectUncleanPaths(h, aws), nil
+}
+
+// newMux mounts routes, each's handler made by handler, with the answers
+// for what no route serves: a 405 naming a pattern's methods, the bare
+// prefix of a {name...} pattern, and every other path.
+func newMux(routes []Route, aws middleware.AWSPrefixes, handler func(Route) http.Handler) (*http.ServeMux, []methodRoute) {
+	mux := http.NewServeMux()
+	methods := map[string][]string{} // pattern → methods, for 405s
+	var mounted []methodRoute
+	for _, rt := range routes {
+		pattern := rt.Method + " " + rt.Pattern
+		h := handler(rt)
+		mux.Handle(pattern, h)
+		mounted = append(mounted, methodRoute{method: rt.Method, path: rt.Pattern, pattern: pattern, h: h})
+		methods[rt.Pattern] = append(methods[rt.Pattern], rt.Method)
 	}
 	for pattern, ms := range methods {
 		allow := strings.Join(ms, ", ")
@@ -60,7 +78,7 @@ func Handler(s *Services, opts Options) (http.Handler, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		middleware.AWSPrefixes(nil).Refuse(w, r, api.NotFound("Unknown route: %s %s.", r.Method, r.URL.Path))
 	})
-	return middleware.RejectUncleanPaths(mux, aws), nil
+	return mux, mounted
 }
 
 // rule is what the middleware needs to know of rt.
