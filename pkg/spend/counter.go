@@ -561,7 +561,7 @@ func (c *Counter) addsOf(ctx context.Context, rows *rowKeys, ev *logevent.Event)
 		return a, nil
 	}
 	// The budget periods: the key's and its team's, as they are now.
-	p, err := c.principals.PrincipalOf(ctx, md.UserAPIKeyHash)
+	p, err := rows.principal(ctx, c.principals, md.UserAPIKeyHash)
 	if err != nil {
 		if gone := (*api.Error)(nil); errors.As(err, &gone) && gone.Status == 401 {
 			// Deleted or expired since: no budget left to count against.
@@ -590,6 +590,26 @@ type rowKeys struct {
 	keys     map[rowKey]int32    // the record's row by its parts
 	rows     map[store.Key]int32 // the rows by record
 	recs     []store.Key         // the records by row
+	// principals are the keys' principals (by hash), each resolved once
+	// a flush: a flush is one moment, and its events come from few keys.
+	principals map[string]auth.Principal
+}
+
+// principal is the principal of the key whose hash is token, as the
+// flush's first event of that key found it.
+func (r *rowKeys) principal(ctx context.Context, principals Principals, token string) (auth.Principal, error) {
+	if p, ok := r.principals[token]; ok {
+		return p, nil
+	}
+	p, err := principals.PrincipalOf(ctx, token)
+	if err != nil {
+		return p, err
+	}
+	if r.principals == nil {
+		r.principals = map[string]auth.Principal{}
+	}
+	r.principals[token] = p
+	return p, nil
 }
 
 // rowKey is a counter record by its parts: a report row (kind "team#",
