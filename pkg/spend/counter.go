@@ -198,10 +198,10 @@ func (a *adds) delta(i int) delta {
 	return delta{cost: a.cost, costOnly: true}
 }
 
-// add adds row to a's records; a report row must come before any budget
-// period.
-func (a *adds) add(row int32, report bool) {
-	a.rows[a.n] = row
+// add adds k's record, named in rows, to a's records; a report row must
+// come before any budget period.
+func (a *adds) add(rows *rowKeys, k rowKey, report bool) {
+	a.rows[a.n] = rows.row(int(a.n), k)
 	a.n++
 	if report {
 		a.reports++
@@ -547,15 +547,15 @@ func (c *Counter) addsOf(ctx context.Context, rows *rowKeys, ev *logevent.Event)
 	day := rows.day(at)
 	md := ev.Metadata
 	team := md.UserAPIKeyTeamID
-	a.add(rows.row(rowKey{kind: "team#", day: day, team: team}), true)
+	a.add(rows, rowKey{kind: "team#", day: day, team: team}, true)
 	if md.UserAPIKeyHash != "" {
-		a.add(rows.row(rowKey{kind: "key#", day: day, team: team, sub: md.UserAPIKeyHash}), true)
+		a.add(rows, rowKey{kind: "key#", day: day, team: team, sub: md.UserAPIKeyHash}, true)
 	}
 	if model := ev.ModelGroup; model != "" || ev.Model != "" {
 		if model == "" {
 			model = ev.Model
 		}
-		a.add(rows.row(rowKey{kind: "model#", day: day, team: team, sub: model}), true)
+		a.add(rows, rowKey{kind: "model#", day: day, team: team, sub: model}, true)
 	}
 	if md.UserAPIKeyHash == "" || ev.ResponseCost == 0 {
 		return a, nil
@@ -571,10 +571,10 @@ func (c *Counter) addsOf(ctx context.Context, rows *rowKeys, ev *logevent.Event)
 		return a, fmt.Errorf("spend: resolve the key of event %s: %w", ev.ID, err)
 	}
 	if k := p.Key; k != nil {
-		a.add(rows.row(rowKey{kind: "key:", day: rows.period(k.CreatedAt, k.BudgetDuration, at), team: k.Token}), false)
+		a.add(rows, rowKey{kind: "key:", day: rows.period(k.CreatedAt, k.BudgetDuration, at), team: k.Token}, false)
 	}
 	if t := p.Team; t != nil {
-		a.add(rows.row(rowKey{kind: "team:", day: rows.period(t.CreatedAt, t.BudgetDuration, at), team: t.TeamID}), false)
+		a.add(rows, rowKey{kind: "team:", day: rows.period(t.CreatedAt, t.BudgetDuration, at), team: t.TeamID}, false)
 	}
 	return a, nil
 }
@@ -590,6 +590,13 @@ type rowKeys struct {
 	keys     map[rowKey]int32    // the record's row by its parts
 	rows     map[store.Key]int32 // the rows by record
 	recs     []store.Key         // the records by row
+	// recent are the records last named, by their place among an event's
+	// (adds.rows): a flush's events come in runs of one key, team, model
+	// and day, whose records need no lookup.
+	recent [maxAdds]struct {
+		k   rowKey
+		row int32
+	}
 	// principals are the keys' principals (by hash), each resolved once
 	// a flush: a flush is one moment, and its events come from few keys.
 	principals map[string]auth.Principal
@@ -649,11 +656,22 @@ func (r *rowKeys) period(created time.Time, duration string, t time.Time) string
 	return name
 }
 
-// row is the number of k's record.
-func (r *rowKeys) row(k rowKey) int32 {
-	if row, ok := r.keys[k]; ok {
-		return row
+// row is the number of k's record, the i-th of its event's.
+func (r *rowKeys) row(i int, k rowKey) int32 {
+	recent := &r.recent[i]
+	if recent.k == k {
+		return recent.row
 	}
+	row, ok := r.keys[k]
+	if !ok {
+		row = r.name(k)
+	}
+	recent.k, recent.row = k, row
+	return row
+}
+
+// name numbers k's record, new to the flush.
+func (r *rowKeys) name(k rowKey) int32 {
 	var key store.Key
 	switch k.kind {
 	case "key:", "team:":

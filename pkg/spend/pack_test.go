@@ -43,8 +43,8 @@ func TestPackSumsAsByKey(t *testing.T) {
 					if i >= reports {
 						k.kind = []string{"key:", "team:"}[r.IntN(2)]
 					}
-					row := rows.row(k)
-					a.add(row, i < reports)
+					a.add(rows, k, i < reports)
+					row := a.rows[i]
 					d := a.delta(i)
 					sum := want[rows.recs[row]]
 					sum.costOnly = d.costOnly
