@@ -190,14 +190,6 @@ type adds struct {
 
 func (a *adds) empty() bool { return a.n == 0 }
 
-// delta is what a adds to its i-th record.
-func (a *adds) delta(i int) delta {
-	if i < int(a.reports) {
-		return delta{cost: a.cost, input: a.input, output: a.output, requests: 1}
-	}
-	return delta{cost: a.cost, costOnly: true}
-}
-
 // add adds k's record, named in rows, to a's records; a report row must
 // come before any budget period.
 func (a *adds) add(rows *rowKeys, k rowKey, report bool) {
@@ -208,8 +200,8 @@ func (a *adds) add(rows *rowKeys, k rowKey, report bool) {
 	}
 }
 
-// delta is the counters an event adds to a record: a report row takes all
-// four, a budget period the cost alone (costOnly).
+// delta is the counters added to a record: a report row takes all four,
+// a budget period the cost alone (costOnly).
 type delta struct {
 	cost, input, output, requests int64
 	costOnly                      bool
@@ -223,11 +215,14 @@ func (d delta) counters() map[string]int64 {
 	return map[string]int64{counterCost: d.cost, counterInput: d.input, counterOutput: d.output, counterRequests: d.requests}
 }
 
-func (d *delta) plus(o delta) {
-	d.cost += o.cost
-	d.input += o.input
-	d.output += o.output
-	d.requests += o.requests
+// plus adds a's i-th record's part to d.
+func (d *delta) plus(a *adds, i int) {
+	d.cost += a.cost
+	if i < int(a.reports) {
+		d.input += a.input
+		d.output += a.output
+		d.requests++
+	}
 }
 
 // unit is what one dedupe record guards: one event, or a named message's
@@ -425,22 +420,20 @@ func (c *Counter) pack(units []*unit, s *packScratch) (int, []store.Write) {
 		fresh := 0 // rows u adds to the transaction's
 		to := u.from
 		for ; to < len(u.events); to++ {
+			// Marked before it is known to fit: an event that does not
+			// ends the unit's sizing, and no mark of it is read again.
 			ev := &u.events[to]
 			extra := 0
 			for _, row := range ev.rows[:ev.n] {
 				if s.in[row] == 0 && s.seen[row] != s.mark {
+					s.seen[row] = s.mark
 					extra++
 				}
 			}
 			if records+rec+len(sums)+fresh+extra > store.MaxTransactWrites {
 				break
 			}
-			for _, row := range ev.rows[:ev.n] {
-				if s.in[row] == 0 && s.seen[row] != s.mark {
-					s.seen[row] = s.mark
-					fresh++
-				}
-			}
+			fresh += extra
 		}
 		if to < len(u.events) && n > 0 {
 			break // the next transaction, alone if it must be cut
@@ -450,14 +443,13 @@ func (c *Counter) pack(units []*unit, s *packScratch) (int, []store.Write) {
 		for e := range u.events[u.from:to] {
 			ev := &u.events[u.from+e]
 			for k, row := range ev.rows[:ev.n] {
-				d := ev.delta(k)
 				i := s.in[row]
 				if i == 0 {
-					sums = append(sums, rowSum{row: row, delta: delta{costOnly: d.costOnly}})
+					sums = append(sums, rowSum{row: row, delta: delta{costOnly: k >= int(ev.reports)}})
 					i = int32(len(sums))
 					s.in[row] = i
 				}
-				sums[i-1].plus(d)
+				sums[i-1].plus(ev, k)
 			}
 		}
 		n++

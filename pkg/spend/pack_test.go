@@ -45,10 +45,12 @@ func TestPackSumsAsByKey(t *testing.T) {
 					}
 					a.add(rows, k, i < reports)
 					row := a.rows[i]
-					d := a.delta(i)
 					sum := want[rows.recs[row]]
-					sum.costOnly = d.costOnly
-					sum.plus(d)
+					sum.costOnly = i >= reports
+					sum.cost += a.cost
+					if i < reports {
+						sum.input, sum.output, sum.requests = sum.input+a.input, sum.output+a.output, sum.requests+1
+					}
 					want[rows.recs[row]] = sum
 				}
 				u.events = append(u.events, a)
