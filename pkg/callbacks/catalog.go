@@ -191,6 +191,26 @@ func (c *Catalog) Listening(ctx context.Context, teamID, status string) (bool, e
 	return false, nil
 }
 
+// ListeningEither reports whether a gateway-wide callback, or one of
+// teamID's, receives events of either status: whether a call's bodies may
+// be logged, asked on every call, answered from one read of the cache. It
+// implements logevent.EitherListeners.
+func (c *Catalog) ListeningEither(ctx context.Context, teamID string) (bool, error) {
+	if len(c.gatewayWants) > 0 {
+		return true, nil
+	}
+	cbs, err := c.For(ctx, teamID)
+	if err != nil {
+		return false, err
+	}
+	for _, cb := range cbs {
+		if Receives(cb.Type, TypeSuccess) || Receives(cb.Type, TypeFailure) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // Open returns every var of cb, its secrets unsealed (a gateway callback's
 // secret references resolved).
 func (c *Catalog) Open(ctx context.Context, cb Callback) (map[string]string, error) {

@@ -87,3 +87,25 @@ func TestListeningFollowsCallbackTypes(t *testing.T) {
 		t.Error("team-b listens without callbacks")
 	}
 }
+
+// ListeningEither is Listening for either status, in one question: a team
+// with a failure callback only listens, one without none, and a gateway
+// callback of either type has every team listen.
+func TestListeningEitherIsListeningForEitherStatus(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	if _, err := h.svc.Add(ctx, h.teamA, "team-a", langfuseCallback(TypeFailure), ""); err != nil {
+		t.Fatal(err)
+	}
+	for team, want := range map[string]bool{"team-a": true, "team-b": false} {
+		if got, err := h.catalog.ListeningEither(ctx, team); err != nil || got != want {
+			t.Errorf("ListeningEither(%s) = %v, %v; want %v", team, got, err, want)
+		}
+	}
+	for _, typ := range []string{TypeSuccess, TypeFailure} {
+		gw := NewCatalog(h.records, h.sealer, CatalogOptions{Gateway: []Callback{{Name: Langfuse, Type: typ, Gateway: true}}})
+		if got, err := gw.ListeningEither(ctx, "team-b"); err != nil || !got {
+			t.Errorf("a gateway %s callback: ListeningEither = %v, %v; want true", typ, got, err)
+		}
+	}
+}

@@ -38,20 +38,15 @@ func New(ctx context.Context, p auth.Principal, callType string) *Event {
 func (e *Event) Reset(ctx context.Context, p auth.Principal, callType string) {
 	id := api.RequestID(ctx)
 	line, isLine := ctx.Value(batchLineKey{}).(batchLine)
-	*e = Event{
-		ID:          id,
-		TraceID:     id,
-		CallType:    callType,
-		Status:      StatusSuccess,
-		RequestTags: []string{},
-		Metadata: Metadata{
-			UserAPIKeyHash:      p.KeyToken(),
-			UserAPIKeyAlias:     p.KeyAlias(),
-			UserAPIKeyTeamID:    p.TeamID,
-			UserAPIKeyTeamAlias: p.TeamAlias(),
-			RequestID:           id,
-		},
-	}
+	// Cleared, then set: a composite literal would be built on the stack
+	// and copied whole.
+	*e = Event{}
+	e.ID, e.TraceID, e.CallType, e.Status = id, id, callType, StatusSuccess
+	e.RequestTags = []string{}
+	md := &e.Metadata
+	md.UserAPIKeyHash, md.UserAPIKeyAlias = p.KeyToken(), p.KeyAlias()
+	md.UserAPIKeyTeamID, md.UserAPIKeyTeamAlias = p.TeamID, p.TeamAlias()
+	md.RequestID = id
 	if isLine {
 		e.Metadata.BatchID, e.Metadata.CustomID = line.batchID, line.customID
 	}

@@ -61,3 +61,21 @@ func TestFailOfAnUnclassifiedErrorSaysNoMore(t *testing.T) {
 		t.Errorf("%+v %q", ev.ErrorInformation, ev.ErrorStr)
 	}
 }
+
+// Reset of an event already filled in (every field set) leaves what New
+// builds: nothing of the previous call stays.
+func TestResetOfAUsedEventIsNew(t *testing.T) {
+	ctx := api.WithRequestID(context.Background(), "req_z")
+	used := &Event{ID: "old", TraceID: "old", CallType: CallResponses, Stream: true, ResponseCost: 1, Status: StatusFailure,
+		CustomLLMProvider: "openai", TotalTokens: 3, PromptTokens: 1, CompletionTokens: 2, StartTime: 1, EndTime: 2,
+		CompletionStartTime: 1.5, ResponseTime: 0.5, Model: "m", ModelID: "d", ModelGroup: "g", APIBase: "http://x",
+		Metadata:    Metadata{UserAPIKeyHash: "k", UserAPIKeyAlias: "a", UserAPIKeyTeamID: "t", UserAPIKeyTeamAlias: "ta", RequesterIPAddress: "ip", RequestID: "old", BatchID: "b", CustomID: "c"},
+		RequestTags: []string{"x"}, EndUser: "u", Messages: []byte(`[]`), Response: []byte(`{}`), ModelParameters: []byte(`{}`),
+		ErrorStr: "e", ErrorInformation: &ErrorInfo{ErrorCode: "500"}, Passthrough: &Passthrough{Method: "POST"}, FinishReason: "stop",
+		UsageEstimated: true, CostUnknown: true, CostEstimated: true, CachedTokens: 1, NativeBatch: true,
+		BudgetAlert: &BudgetAlert{Type: "soft_budget_crossed"}, ClaimCheck: "claimcheck/old"}
+	used.Reset(ctx, teamKey, CallEmbedding)
+	if diff := cmp.Diff(New(ctx, teamKey, CallEmbedding), used); diff != "" {
+		t.Errorf("(-new +reset):\n%s", diff)
+	}
+}

@@ -44,6 +44,14 @@ type Listeners interface {
 	Listening(ctx context.Context, teamID, status string) (bool, error)
 }
 
+// EitherListeners are Listeners that also say in one question whether
+// anyone listens for either status (pkg/callbacks.Catalog): WantsBodies,
+// asked on every call, then reads their cache once, not once a status.
+type EitherListeners interface {
+	Listeners
+	ListeningEither(ctx context.Context, teamID string) (bool, error)
+}
+
 // ListeningFunc is a function used as Listeners.
 type ListeningFunc func(ctx context.Context, teamID, status string) (bool, error)
 
@@ -70,8 +78,9 @@ type Emitter struct {
 	bus        store.Bus
 	blobs      store.Blobs
 	listeners  Listeners
-	pricer     Pricer // nil: events are not priced, nor published for spend
-	claimCheck int    // bodies above this many bytes go to the blob store
+	either     EitherListeners // listeners, when they are; else nil
+	pricer     Pricer          // nil: events are not priced, nor published for spend
+	claimCheck int             // bodies above this many bytes go to the blob store
 	observers  []Observer
 
 	mu      sync.Mutex
@@ -165,7 +174,8 @@ func (e *Emitter) price(ctx context.Context, events []*Event) {
 // that is a Handover is offered the events in memory first.
 func NewEmitter(bus store.Bus, blobs store.Blobs, listeners Listeners, claimCheckBytes int) *Emitter {
 	h, _ := bus.(Handover)
-	return &Emitter{bus: bus, blobs: blobs, listeners: listeners, claimCheck: claimCheckBytes, handover: h}
+	either, _ := listeners.(EitherListeners)
+	return &Emitter{bus: bus, blobs: blobs, listeners: listeners, either: either, claimCheck: claimCheckBytes, handover: h}
 }
 
 // Observe has o see every event emitted from now on. Call it before the
@@ -220,6 +230,10 @@ func (e *Emitter) Wants(ctx context.Context, team, status string) bool {
 func (e *Emitter) WantsBodies(ctx context.Context, team string) bool {
 	if e == nil || e.listeners == nil {
 		return false
+	}
+	if e.either != nil {
+		ok, err := e.either.ListeningEither(ctx, team)
+		return ok || err != nil // an error: keep them, let Emit report it
 	}
 	for _, status := range [...]string{StatusSuccess, StatusFailure} {
 		if ok, err := e.listeners.Listening(ctx, team, status); ok || err != nil {

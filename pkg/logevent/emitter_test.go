@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -450,6 +451,9 @@ func TestEmitterWantsBodies(t *testing.T) {
 		{"a callback of the team's on failure", NewEmitter(&recordingBus{}, nil, failures, 0), "t", true},
 		{"another team's callback", NewEmitter(&recordingBus{}, nil, listeningTo("u"), 0), "t", false},
 		{"listeners not read", NewEmitter(&recordingBus{}, nil, broken, 0), "t", true},
+		{"either: the team's", NewEmitter(&recordingBus{}, nil, eitherListeners{teams: []string{"t"}}, 0), "t", true},
+		{"either: another team's", NewEmitter(&recordingBus{}, nil, eitherListeners{teams: []string{"u"}}, 0), "t", false},
+		{"either: not read", NewEmitter(&recordingBus{}, nil, eitherListeners{err: errors.New("table down")}, 0), "t", true},
 	} {
 		if got := tc.e.WantsBodies(context.Background(), tc.team); got != tc.want {
 			t.Errorf("%s: WantsBodies = %v, want %v", tc.name, got, tc.want)
@@ -465,3 +469,18 @@ func (noPrice) Quote(*Event) (float64, bool)  { return 0, false }
 type noObserver struct{}
 
 func (noObserver) ObserveEvent(context.Context, *Event) {}
+
+// eitherListeners listen for teams, and answer WantsBodies in one question
+// (EitherListeners): they fail if asked per status.
+type eitherListeners struct {
+	teams []string
+	err   error
+}
+
+func (l eitherListeners) Listening(context.Context, string, string) (bool, error) {
+	return false, errors.New("asked per status")
+}
+
+func (l eitherListeners) ListeningEither(_ context.Context, team string) (bool, error) {
+	return slices.Contains(l.teams, team), l.err
+}

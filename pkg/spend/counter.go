@@ -175,24 +175,33 @@ func (c *Counter) count(ctx context.Context, me *caller) error {
 // large flush is not cut short as a whole).
 const stepTimeout = 30 * time.Second
 
-// adds is where one event's counter deltas are in its flush's
-// (rowKeys.adds): one a record it adds to, none when it counts nothing. An
-// event touches at most five records, and the flush sums them by row once
-// (pack). Kept by position in one array a flush, without pointers: an
-// event's deltas cost no allocation of their own, and the collector does
-// not scan them.
-type adds struct{ from, to int32 }
-
-func (a adds) empty() bool { return a.from == a.to }
-
-// add is what one event adds to one counter record.
-type add struct {
-	row int32 // the record's number in its flush (rowKeys): pack sums by it, hashing no key
-	delta
+// adds is what one event adds to the counter records of its flush: its
+// cost, tokens and one request to its report rows (rows[:reports]), its
+// cost alone to its budget periods (rows[reports:n]); nothing when n is 0.
+// An event touches at most maxAdds records, and the flush sums them by row
+// once (pack). Held by value, without pointers: an event's deltas cost no
+// allocation of their own, the collector does not scan them, and a flush
+// reads a few bytes an event, not one delta a record.
+type adds struct {
+	cost, input, output int64
+	rows                [maxAdds]int32 // the records' numbers in the flush (rowKeys): pack sums by them, hashing no key
+	reports, n          uint8
 }
 
-// delta is the counters an event adds to a record: a report row takes all
-// four, a budget period the cost alone (costOnly).
+func (a *adds) empty() bool { return a.n == 0 }
+
+// add adds k's record, named in rows, to a's records; a report row must
+// come before any budget period.
+func (a *adds) add(rows *rowKeys, k rowKey, report bool) {
+	a.rows[a.n] = rows.row(int(a.n), k)
+	a.n++
+	if report {
+		a.reports++
+	}
+}
+
+// delta is the counters added to a record: a report row takes all four,
+// a budget period the cost alone (costOnly).
 type delta struct {
 	cost, input, output, requests int64
 	costOnly                      bool
@@ -206,11 +215,14 @@ func (d delta) counters() map[string]int64 {
 	return map[string]int64{counterCost: d.cost, counterInput: d.input, counterOutput: d.output, counterRequests: d.requests}
 }
 
-func (d *delta) plus(o delta) {
-	d.cost += o.cost
-	d.input += o.input
-	d.output += o.output
-	d.requests += o.requests
+// plus adds a's i-th record's part to d.
+func (d *delta) plus(a *adds, i int) {
+	d.cost += a.cost
+	if i < int(a.reports) {
+		d.input += a.input
+		d.output += a.output
+		d.requests++
+	}
 }
 
 // unit is what one dedupe record guards: one event, or a named message's
@@ -305,11 +317,7 @@ func (c *Counter) flush(ctx context.Context, callers []*caller) {
 func (c *Counter) units(ctx context.Context, callers []*caller) ([]*unit, *rowKeys) {
 	var units []*unit
 	byKey := map[store.Key]*unit{}
-	events := 0
-	for _, cl := range callers {
-		events += len(cl.events)
-	}
-	rows := &rowKeys{adds: make([]add, 0, maxAdds*events)}
+	rows := &rowKeys{}
 	for _, cl := range callers {
 		if cl.name != "" {
 			key := messageKey(cl.name)
@@ -412,36 +420,36 @@ func (c *Counter) pack(units []*unit, s *packScratch) (int, []store.Write) {
 		fresh := 0 // rows u adds to the transaction's
 		to := u.from
 		for ; to < len(u.events); to++ {
+			// Marked before it is known to fit: an event that does not
+			// ends the unit's sizing, and no mark of it is read again.
+			ev := &u.events[to]
 			extra := 0
-			for _, a := range s.rows.of(u.events[to]) {
-				if s.in[a.row] == 0 && s.seen[a.row] != s.mark {
+			for _, row := range ev.rows[:ev.n] {
+				if s.in[row] == 0 && s.seen[row] != s.mark {
+					s.seen[row] = s.mark
 					extra++
 				}
 			}
 			if records+rec+len(sums)+fresh+extra > store.MaxTransactWrites {
 				break
 			}
-			for _, a := range s.rows.of(u.events[to]) {
-				if s.in[a.row] == 0 && s.seen[a.row] != s.mark {
-					s.seen[a.row] = s.mark
-					fresh++
-				}
-			}
+			fresh += extra
 		}
 		if to < len(u.events) && n > 0 {
 			break // the next transaction, alone if it must be cut
 		}
 		u.to = to
 		records += rec
-		for _, ev := range u.events[u.from:to] {
-			for _, a := range s.rows.of(ev) {
-				i := s.in[a.row]
+		for e := range u.events[u.from:to] {
+			ev := &u.events[u.from+e]
+			for k, row := range ev.rows[:ev.n] {
+				i := s.in[row]
 				if i == 0 {
-					sums = append(sums, rowSum{row: a.row, delta: delta{costOnly: a.costOnly}})
+					sums = append(sums, rowSum{row: row, delta: delta{costOnly: k >= int(ev.reports)}})
 					i = int32(len(sums))
-					s.in[a.row] = i
+					s.in[row] = i
 				}
-				sums[i-1].plus(a.delta)
+				sums[i-1].plus(ev, k)
 			}
 		}
 		n++
@@ -519,58 +527,54 @@ func (c *Counter) uncounted(ctx context.Context, units []*unit) ([]*unit, error)
 // key's and model's rows of the day, its key's and team's budget periods.
 const maxAdds = 5
 
-// addsOf appends the counter deltas that count ev to rows.adds and returns
-// where they are: none for a budget alert (no call: nothing spent, no
-// request). rows names the records.
+// addsOf is what ev adds to the counter records rows names: nothing for a
+// budget alert (no call: nothing spent, no request).
 func (c *Counter) addsOf(ctx context.Context, rows *rowKeys, ev *logevent.Event) (adds, error) {
-	from := int32(len(rows.adds))
+	var a adds
 	if ev.BudgetAlert != nil {
-		return adds{from, from}, nil
+		return a, nil
 	}
-	cost := nanos(ev.ResponseCost)
-	row := delta{cost: cost, input: ev.PromptTokens, output: ev.CompletionTokens, requests: 1}
+	a.cost, a.input, a.output = nanos(ev.ResponseCost), ev.PromptTokens, ev.CompletionTokens
 	at := eventTime(ev)
 	day := rows.day(at)
 	md := ev.Metadata
 	team := md.UserAPIKeyTeamID
-	rows.add(rowKey{kind: "team#", day: day, team: team}, row)
+	a.add(rows, rowKey{kind: "team#", day: day, team: team}, true)
 	if md.UserAPIKeyHash != "" {
-		rows.add(rowKey{kind: "key#", day: day, team: team, sub: md.UserAPIKeyHash}, row)
+		a.add(rows, rowKey{kind: "key#", day: day, team: team, sub: md.UserAPIKeyHash}, true)
 	}
 	if model := ev.ModelGroup; model != "" || ev.Model != "" {
 		if model == "" {
 			model = ev.Model
 		}
-		rows.add(rowKey{kind: "model#", day: day, team: team, sub: model}, row)
+		a.add(rows, rowKey{kind: "model#", day: day, team: team, sub: model}, true)
 	}
 	if md.UserAPIKeyHash == "" || ev.ResponseCost == 0 {
-		return rows.since(from), nil
+		return a, nil
 	}
 	// The budget periods: the key's and its team's, as they are now.
-	p, err := c.principals.PrincipalOf(ctx, md.UserAPIKeyHash)
+	p, err := rows.principal(ctx, c.principals, md.UserAPIKeyHash)
 	if err != nil {
 		if gone := (*api.Error)(nil); errors.As(err, &gone) && gone.Status == 401 {
 			// Deleted or expired since: no budget left to count against.
 			slog.DebugContext(ctx, "spend: a call's key is gone; its budget period is not counted", "event_id", ev.ID, "error", err)
-			return rows.since(from), nil
+			return a, nil
 		}
-		return rows.since(from), fmt.Errorf("spend: resolve the key of event %s: %w", ev.ID, err)
+		return a, fmt.Errorf("spend: resolve the key of event %s: %w", ev.ID, err)
 	}
-	spent := delta{cost: cost, costOnly: true}
 	if k := p.Key; k != nil {
-		rows.add(rowKey{kind: "key:", day: rows.period(k.CreatedAt, k.BudgetDuration, at), team: k.Token}, spent)
+		a.add(rows, rowKey{kind: "key:", day: rows.period(k.CreatedAt, k.BudgetDuration, at), team: k.Token}, false)
 	}
 	if t := p.Team; t != nil {
-		rows.add(rowKey{kind: "team:", day: rows.period(t.CreatedAt, t.BudgetDuration, at), team: t.TeamID}, spent)
+		a.add(rows, rowKey{kind: "team:", day: rows.period(t.CreatedAt, t.BudgetDuration, at), team: t.TeamID}, false)
 	}
-	return rows.since(from), nil
+	return a, nil
 }
 
 // rowKeys names the counter records of one flush: the events of a flush
 // mostly fall on one day and a few keys, teams and models, so each
 // record's key (and each day's name) is built once a flush, not once an
-// event. Each record also gets a number, its row, from 0 up. It holds
-// what the flush's events add to them, too (adds).
+// event. Each record also gets a number, its row, from 0 up.
 type rowKeys struct {
 	lastDay  int64 // unix day of lastName; valid when lastName is set
 	lastName string
@@ -578,14 +582,34 @@ type rowKeys struct {
 	keys     map[rowKey]int32    // the record's row by its parts
 	rows     map[store.Key]int32 // the rows by record
 	recs     []store.Key         // the records by row
-	adds     []add               // the events' deltas, each event's together (adds)
+	// recent are the records last named, by their place among an event's
+	// (adds.rows): a flush's events come in runs of one key, team, model
+	// and day, whose records need no lookup.
+	recent [maxAdds]struct {
+		k   rowKey
+		row int32
+	}
+	// principals are the keys' principals (by hash), each resolved once
+	// a flush: a flush is one moment, and its events come from few keys.
+	principals map[string]auth.Principal
 }
 
-// of is the deltas of one event.
-func (r *rowKeys) of(a adds) []add { return r.adds[a.from:a.to] }
-
-// since is the deltas added from from on: one event's.
-func (r *rowKeys) since(from int32) adds { return adds{from, int32(len(r.adds))} }
+// principal is the principal of the key whose hash is token, as the
+// flush's first event of that key found it.
+func (r *rowKeys) principal(ctx context.Context, principals Principals, token string) (auth.Principal, error) {
+	if p, ok := r.principals[token]; ok {
+		return p, nil
+	}
+	p, err := principals.PrincipalOf(ctx, token)
+	if err != nil {
+		return p, err
+	}
+	if r.principals == nil {
+		r.principals = map[string]auth.Principal{}
+	}
+	r.principals[token] = p
+	return p, nil
+}
 
 // rowKey is a counter record by its parts: a report row (kind "team#",
 // "key#" or "model#"; day; team; the key's hash or the model) or a budget
@@ -624,12 +648,22 @@ func (r *rowKeys) period(created time.Time, duration string, t time.Time) string
 	return name
 }
 
-// add appends d, added to the record of k, to the deltas.
-func (r *rowKeys) add(k rowKey, d delta) {
-	if row, ok := r.keys[k]; ok {
-		r.adds = append(r.adds, add{row: row, delta: d})
-		return
+// row is the number of k's record, the i-th of its event's.
+func (r *rowKeys) row(i int, k rowKey) int32 {
+	recent := &r.recent[i]
+	if recent.k == k {
+		return recent.row
 	}
+	row, ok := r.keys[k]
+	if !ok {
+		row = r.name(k)
+	}
+	recent.k, recent.row = k, row
+	return row
+}
+
+// name numbers k's record, new to the flush.
+func (r *rowKeys) name(k rowKey) int32 {
 	var key store.Key
 	switch k.kind {
 	case "key:", "team:":
@@ -651,7 +685,7 @@ func (r *rowKeys) add(k rowKey, d delta) {
 		r.recs = append(r.recs, key)
 	}
 	r.keys[k] = row
-	r.adds = append(r.adds, add{row: row, delta: d})
+	return row
 }
 
 // eventTime is when a call started.

@@ -384,3 +384,49 @@ func TestCounterFilesEachEventUnderItsOwnDay(t *testing.T) {
 		}
 	})
 }
+
+// resolving counts the keys PrincipalOf resolves.
+type resolving struct {
+	principals
+	mu    sync.Mutex
+	asked map[string]int
+}
+
+func (r *resolving) PrincipalOf(ctx context.Context, token string) (auth.Principal, error) {
+	r.mu.Lock()
+	r.asked[token]++
+	r.mu.Unlock()
+	return r.principals.PrincipalOf(ctx, token)
+}
+
+// A flush resolves each key once, however many of its events it counts,
+// and counts every event's budget periods as before.
+func TestCounterResolvesEachKeyOnceAFlush(t *testing.T) {
+	records := gatewaytest.Backends()[0].Open(t).Records
+	r := &resolving{principals: principals{time.Now()}, asked: map[string]int{}}
+	c := spend.NewCounter(records, r, spend.CounterOptions{Linger: time.Millisecond})
+	now := time.Now()
+	var events []*logevent.Event
+	for i := range 10 {
+		ev := event(fmt.Sprint("req-", i), now, 0.5)
+		ev.Metadata.UserAPIKeyHash = fmt.Sprint("tok", i%2)
+		events = append(events, ev)
+	}
+	if err := c.CountMessage(context.Background(), "m1", events); err != nil {
+		t.Fatal(err)
+	}
+	if r.asked["tok0"] != 1 || r.asked["tok1"] != 1 || len(r.asked) != 2 {
+		t.Errorf("keys resolved %v, want each once", r.asked)
+	}
+	for _, scope := range []string{"key:tok0", "key:tok1", "team:t1"} {
+		want := 2.5
+		if scope == "team:t1" {
+			want = 5
+		}
+		period, _ := spend.Period(r.created, "1h", now)
+		rec, err := records.Get(context.Background(), store.Key{PK: "SPEND#" + scope, SK: "PERIOD#" + period})
+		if err != nil || !near(float64(rec.Counters["nusd"])/1e9, want) {
+			t.Errorf("%s: %v %v, want %v USD", scope, rec.Counters, err, want)
+		}
+	}
+}

@@ -34,19 +34,26 @@ func TestPackSumsAsByKey(t *testing.T) {
 				events = 1 + r.IntN(40)
 			}
 			for range events {
-				from := int32(len(rows.adds))
-				for range 1 + r.IntN(5) {
-					k := rowKey{kind: []string{"team#", "key#", "model#", "key:"}[r.IntN(4)], day: "2026-11-28",
+				// An event's report rows first, then its budget periods.
+				a := adds{cost: r.Int64N(1000), input: r.Int64N(100), output: r.Int64N(100)}
+				reports := 1 + r.IntN(3)
+				for i := range reports + r.IntN(3) {
+					k := rowKey{kind: []string{"team#", "key#", "model#"}[r.IntN(3)], day: "2026-11-28",
 						team: fmt.Sprint("t", r.IntN(8)), sub: fmt.Sprint("s", r.IntN(30))}
-					d := delta{cost: r.Int64N(1000), input: r.Int64N(100), output: r.Int64N(100), requests: 1, costOnly: k.kind == "key:"}
-					rows.add(k, d)
-					key := rows.recs[rows.adds[len(rows.adds)-1].row]
-					sum := want[key]
-					sum.costOnly = d.costOnly
-					sum.plus(d)
-					want[key] = sum
+					if i >= reports {
+						k.kind = []string{"key:", "team:"}[r.IntN(2)]
+					}
+					a.add(rows, k, i < reports)
+					row := a.rows[i]
+					sum := want[rows.recs[row]]
+					sum.costOnly = i >= reports
+					sum.cost += a.cost
+					if i < reports {
+						sum.input, sum.output, sum.requests = sum.input+a.input, sum.output+a.output, sum.requests+1
+					}
+					want[rows.recs[row]] = sum
 				}
-				u.events = append(u.events, rows.since(from))
+				u.events = append(u.events, a)
 			}
 			units = append(units, u)
 		}

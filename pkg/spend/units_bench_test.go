@@ -3,11 +3,13 @@ package spend
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
+	"github.com/sluice-gateway/sluice/pkg/store"
 )
 
 // hourly answers every key as one key of one team with hourly budgets,
@@ -57,5 +59,36 @@ func TestRowsNamePeriodsAsPeriod(t *testing.T) {
 				t.Errorf("%q at %v: %q, want %q", duration, after, got, want)
 			}
 		}
+	}
+}
+
+// A record is numbered once a flush whichever place it takes among an
+// event's records, however the events alternate (rowKeys.recent).
+func TestRowsNumberEachRecordOnce(t *testing.T) {
+	rows := &rowKeys{}
+	r := rand.New(rand.NewPCG(3, 4))
+	byKey := map[store.Key]int32{}
+	for range 2000 {
+		var a adds
+		for range 1 + r.IntN(maxAdds) {
+			k := rowKey{kind: []string{"team#", "key#", "model#"}[r.IntN(3)], day: "2026-11-29",
+				team: fmt.Sprint("t", r.IntN(2)), sub: fmt.Sprint("s", r.IntN(3))}
+			a.add(rows, k, true)
+			key := rows.recs[a.rows[a.n-1]]
+			if row, ok := byKey[key]; ok && row != a.rows[a.n-1] {
+				t.Fatalf("%v: row %d, was %d", key, a.rows[a.n-1], row)
+			}
+			byKey[key] = a.rows[a.n-1]
+			want := dayKey(k.day, k.kind+k.team)
+			if k.kind != "team#" {
+				want = dayKey(k.day, k.kind+k.team+"#"+k.sub)
+			}
+			if key != want {
+				t.Fatalf("%+v: record %v, want %v", k, key, want)
+			}
+		}
+	}
+	if len(rows.recs) != len(byKey) {
+		t.Errorf("%d rows for %d records", len(rows.recs), len(byKey))
 	}
 }
