@@ -423,7 +423,16 @@ func (g group) busEvent(body []byte, name string) store.Event {
 }
 
 // groupByTeam groups events by team and outcome, in order of appearance.
+// The usual publish holds one team's successes: its events are their group
+// as they are, not copied.
 func groupByTeam(events []*Event) []group {
+	if len(events) == 0 {
+		return nil
+	}
+	team, status := events[0].Metadata.UserAPIKeyTeamID, events[0].Status
+	if !slices.ContainsFunc(events, func(ev *Event) bool { return ev.Metadata.UserAPIKeyTeamID != team || ev.Status != status }) {
+		return []group{{team: team, status: status, events: events}}
+	}
 	var groups []group
 	for _, ev := range events {
 		team, status := ev.Metadata.UserAPIKeyTeamID, ev.Status

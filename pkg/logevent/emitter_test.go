@@ -484,3 +484,33 @@ func (l eitherListeners) Listening(context.Context, string, string) (bool, error
 func (l eitherListeners) ListeningEither(_ context.Context, team string) (bool, error) {
 	return slices.Contains(l.teams, team), l.err
 }
+
+// groupByTeam keeps the order of appearance within and across groups,
+// whether the events are of one team and outcome or of several.
+func TestGroupByTeam(t *testing.T) {
+	ev := func(id, team, status string) *Event {
+		return &Event{ID: id, Status: status, Metadata: Metadata{UserAPIKeyTeamID: team}}
+	}
+	ids := func(groups []group) (out []string) {
+		for _, g := range groups {
+			out = append(out, g.team+"/"+g.status+":")
+			for _, e := range g.events {
+				out = append(out, e.ID)
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		events []*Event
+		want   []string
+	}{
+		{nil, nil},
+		{[]*Event{ev("a", "t", StatusSuccess), ev("b", "t", StatusSuccess)}, []string{"t/success:", "a", "b"}},
+		{[]*Event{ev("a", "t", StatusSuccess), ev("b", "u", StatusSuccess), ev("c", "t", StatusFailure), ev("d", "t", StatusSuccess)},
+			[]string{"t/success:", "a", "d", "u/success:", "b", "t/failure:", "c"}},
+	} {
+		if got := ids(groupByTeam(tc.events)); !slices.Equal(got, tc.want) {
+			t.Errorf("groupByTeam = %v, want %v", got, tc.want)
+		}
+	}
+}
