@@ -32,6 +32,14 @@ const (
 func New(prefix string) string {
 	var out [Length]byte
 	r := randomPool.Get().(*random)
+	r.fill(&out)
+	randomPool.Put(r)
+	return prefix + string(out[:])
+}
+
+// fill sets out to random characters, taking r's bytes past the ones it
+// handed out before.
+func (r *random) fill(out *[Length]byte) {
 	buf, off := &r.buf, r.off
 	for n := 0; n < Length; {
 		if off == len(buf) {
@@ -45,8 +53,6 @@ func New(prefix string) string {
 		off++
 	}
 	r.off = off
-	randomPool.Put(r)
-	return prefix + string(out[:])
 }
 
 // charOf is the character a random byte stands for, 0 for none: 62 does
