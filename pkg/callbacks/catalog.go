@@ -176,27 +176,18 @@ func (c *Catalog) Drop(teamID string) {
 // emitter's question before it publishes an event. It implements
 // logevent.Listeners.
 func (c *Catalog) Listening(ctx context.Context, teamID, status string) (bool, error) {
-	if c.gatewayWants[status] {
-		return true, nil
-	}
-	cbs, err := c.For(ctx, teamID)
-	if err != nil {
-		return false, err
-	}
-	for _, cb := range cbs {
-		if Receives(cb.Type, status) {
-			return true, nil
-		}
-	}
-	return false, nil
+	return c.listening(ctx, teamID, status, status)
 }
 
-// ListeningEither reports whether a gateway-wide callback, or one of
-// teamID's, receives events of either status: whether a call's bodies may
-// be logged, asked on every call, answered from one read of the cache. It
-// implements logevent.EitherListeners.
+// ListeningEither is Listening for either status, answered from one read of
+// the cache: whether a call's bodies may be logged, asked on every call.
 func (c *Catalog) ListeningEither(ctx context.Context, teamID string) (bool, error) {
-	if len(c.gatewayWants) > 0 {
+	return c.listening(ctx, teamID, TypeSuccess, TypeFailure)
+}
+
+// listening reports whether a callback receives events of status a or b.
+func (c *Catalog) listening(ctx context.Context, teamID, a, b string) (bool, error) {
+	if c.gatewayWants[a] || c.gatewayWants[b] {
 		return true, nil
 	}
 	cbs, err := c.For(ctx, teamID)
@@ -204,7 +195,7 @@ func (c *Catalog) ListeningEither(ctx context.Context, teamID string) (bool, err
 		return false, err
 	}
 	for _, cb := range cbs {
-		if Receives(cb.Type, TypeSuccess) || Receives(cb.Type, TypeFailure) {
+		if Receives(cb.Type, a) || Receives(cb.Type, b) {
 			return true, nil
 		}
 	}

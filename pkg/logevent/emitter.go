@@ -42,13 +42,8 @@ const DefaultMessageBytes = 200 << 10
 // (pkg/callbacks.Catalog).
 type Listeners interface {
 	Listening(ctx context.Context, teamID, status string) (bool, error)
-}
-
-// EitherListeners are Listeners that also say in one question whether
-// anyone listens for either status (pkg/callbacks.Catalog): WantsBodies,
-// asked on every call, then reads their cache once, not once a status.
-type EitherListeners interface {
-	Listeners
+	// ListeningEither is Listening for either status in one question:
+	// WantsBodies asks it on every call.
 	ListeningEither(ctx context.Context, teamID string) (bool, error)
 }
 
@@ -58,6 +53,16 @@ type ListeningFunc func(ctx context.Context, teamID, status string) (bool, error
 // Listening calls f.
 func (f ListeningFunc) Listening(ctx context.Context, teamID, status string) (bool, error) {
 	return f(ctx, teamID, status)
+}
+
+// ListeningEither calls f for each status, until one listens or fails.
+func (f ListeningFunc) ListeningEither(ctx context.Context, teamID string) (bool, error) {
+	for _, status := range [...]string{StatusSuccess, StatusFailure} {
+		if ok, err := f(ctx, teamID, status); ok || err != nil {
+			return ok, err
+		}
+	}
+	return false, nil
 }
 
 // Observer sees every log event emitted, whether or not anyone listens to
@@ -78,9 +83,8 @@ type Emitter struct {
 	bus        store.Bus
 	blobs      store.Blobs
 	listeners  Listeners
-	either     EitherListeners // listeners, when they are; else nil
-	pricer     Pricer          // nil: events are not priced, nor published for spend
-	claimCheck int             // bodies above this many bytes go to the blob store
+	pricer     Pricer // nil: events are not priced, nor published for spend
+	claimCheck int    // bodies above this many bytes go to the blob store
 	observers  []Observer
 
 	mu      sync.Mutex
@@ -174,8 +178,7 @@ func (e *Emitter) price(ctx context.Context, events []*Event) {
 // that is a Handover is offered the events in memory first.
 func NewEmitter(bus store.Bus, blobs store.Blobs, listeners Listeners, claimCheckBytes int) *Emitter {
 	h, _ := bus.(Handover)
-	either, _ := listeners.(EitherListeners)
-	return &Emitter{bus: bus, blobs: blobs, listeners: listeners, either: either, claimCheck: claimCheckBytes, handover: h}
+	return &Emitter{bus: bus, blobs: blobs, listeners: listeners, claimCheck: claimCheckBytes, handover: h}
 }
 
 // Observe has o see every event emitted from now on. Call it before the
@@ -231,16 +234,8 @@ func (e *Emitter) WantsBodies(ctx context.Context, team string) bool {
 	if e == nil || e.listeners == nil {
 		return false
 	}
-	if e.either != nil {
-		ok, err := e.either.ListeningEither(ctx, team)
-		return ok || err != nil // an error: keep them, let Emit report it
-	}
-	for _, status := range [...]string{StatusSuccess, StatusFailure} {
-		if ok, err := e.listeners.Listening(ctx, team, status); ok || err != nil {
-			return true // an error: keep them, let Emit report it
-		}
-	}
-	return false
+	ok, err := e.listeners.ListeningEither(ctx, team)
+	return ok || err != nil // an error: keep them, let Emit report it
 }
 
 // Emit publishes ev. It waits for the publish, unless ctx carries a Pending

@@ -471,7 +471,7 @@ type noObserver struct{}
 func (noObserver) ObserveEvent(context.Context, *Event) {}
 
 // eitherListeners listen for teams, and answer WantsBodies in one question
-// (EitherListeners): they fail if asked per status.
+// (ListeningEither): they fail if asked per status.
 type eitherListeners struct {
 	teams []string
 	err   error
