@@ -2,7 +2,6 @@ package passthrough
 
 import (
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -173,31 +172,4 @@ func TestHeaderPoolHandsOutEmptyMaps(t *testing.T) {
 	if len(big) != maxPooledHeader+1 {
 		t.Error("a map over the bound was cleared: it should be left to the collector")
 	}
-}
-
-func TestCanonicalKey(t *testing.T) {
-	for k, want := range map[string]bool{
-		"Content-Type": true, "X-Api-Key": true, "Anthropic-Version": true, "X-Stainless-Package-Version": true,
-		"X-Goog-Api-Key": true, "Te": true, "X-1a": true, "1-A": true,
-		"": false, "content-type": false, "X-API-Key": false, "x_api_key": false, "X_Api_Key": false, "X-Api-Key ": false,
-		"Content-type": false, "ContentType": false, "Contenttype": true, "A-": true, "-A": true, "Ü-A": false,
-	} {
-		if got := canonicalKey(k); got != want {
-			t.Errorf("canonicalKey(%q) = %v, want %v", k, got, want)
-		}
-	}
-}
-
-// FuzzCanonicalKey: a name canonicalKey takes as it is is one
-// CanonicalMIMEHeaderKey returns as it is, so outboundHeader drops what it
-// dropped before the short cut.
-func FuzzCanonicalKey(f *testing.F) {
-	for _, k := range []string{"Content-Type", "x-api-key", "X-Amz-Date", "A--B", "x_api_key", "1a"} {
-		f.Add(k)
-	}
-	f.Fuzz(func(t *testing.T, k string) {
-		if canonicalKey(k) && textproto.CanonicalMIMEHeaderKey(k) != k {
-			t.Fatalf("canonicalKey(%q) is true; CanonicalMIMEHeaderKey gives %q", k, textproto.CanonicalMIMEHeaderKey(k))
-		}
-	})
 }
