@@ -7,10 +7,10 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 )
 
-// benchAnswer is the bench upstream's chat answer (infra/bench/upstream,
+// benchAnswer is the bench upstream's chat answer, in its shape (infra/bench/upstream,
 // pkg/gateway's BenchmarkOverhead): 200 tokens of content, usage at the end.
-var benchAnswer = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1764000000,"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":"` +
-	strings.Repeat("Sluice answers. ", 50) + `","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":130,"completion_tokens":200,"total_tokens":330},"system_fingerprint":"fp_1"}`)
+var benchAnswer = []byte(`{"id":"chatcmpl-e13wu1oh","object":"chat.completion","created":1795930698,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+	strings.Repeat("Sluice answers. ", 70) + `","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":200,"total_tokens":201,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default","system_fingerprint":"fp_bench"}`)
 
 // BenchmarkJSONMeter meters a forwarded chat answer as modelcall does: the
 // answer written through, its usage read for the cost header, the call
@@ -26,11 +26,11 @@ func benchJSONMeter(b *testing.B, keep bool) {
 	for b.Loop() {
 		m := newJSONMeter(kindChat, noPrompt, int64(len(benchAnswer)), keep)
 		m.Write(benchAnswer)
-		if u, ok := m.Usage(); !ok || u.TotalTokens != 330 {
+		if u, ok := m.Usage(); !ok || u.TotalTokens != 201 {
 			b.Fatalf("usage %+v %v", u, ok)
 		}
 		var ev logevent.Event
-		if u, err := m.End(&ev); err != nil || u.TotalTokens != 330 || ev.FinishReason != "stop" || (ev.Response != nil) != keep {
+		if u, err := m.End(&ev); err != nil || u.TotalTokens != 201 || ev.FinishReason != "stop" || (ev.Response != nil) != keep {
 			b.Fatalf("usage %+v, err %v, finish %q, response kept %v", u, err, ev.FinishReason, ev.Response != nil)
 		}
 	}

@@ -472,11 +472,11 @@ func TestJSONMeterReadsAnAnswerNobodyLogsInPlace(t *testing.T) {
 	if m.buf != nil || !m.direct {
 		t.Fatalf("the answer was copied (%d bytes kept), read in place %v", len(m.buf), m.direct)
 	}
-	if u, ok := m.Usage(); !ok || u.TotalTokens != 330 {
+	if u, ok := m.Usage(); !ok || u.TotalTokens != 201 {
 		t.Errorf("usage for the cost header %+v %v", u, ok)
 	}
 	var ev logevent.Event
-	if u, err := m.End(&ev); err != nil || u.TotalTokens != 330 || ev.FinishReason != "stop" || ev.Response != nil {
+	if u, err := m.End(&ev); err != nil || u.TotalTokens != 201 || ev.FinishReason != "stop" || ev.Response != nil {
 		t.Errorf("usage %+v, err %v, finish %q, response %q", u, err, ev.FinishReason, ev.Response)
 	}
 }

@@ -144,8 +144,8 @@ var (
 	embeddingAnswer = []byte(`{"object":"list","data":[{"object":"embedding","index":0,"embedding":` + benchVector +
 		`}],"model":"text-embedding-3-small","usage":{"prompt_tokens":120,"total_tokens":120}}`)
 	titanAnswer = []byte(`{"embedding":` + benchVector + `,"inputTextTokenCount":120}`)
-	chatAnswer  = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1764000000,"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":"` +
-		strings.Repeat("Sluice answers. ", 50) + `","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":130,"completion_tokens":200,"total_tokens":330},"system_fingerprint":"fp_1"}`)
+	chatAnswer  = []byte(`{"id":"chatcmpl-e13wu1oh","object":"chat.completion","created":1795930698,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+		strings.Repeat("Sluice answers. ", 70) + `","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":200,"total_tokens":201,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default","system_fingerprint":"fp_bench"}`)
 	messageAnswer = []byte(`{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hello."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":120,"output_tokens":3}}`)
 )
 
