@@ -109,11 +109,7 @@ func walkMembers(doc []byte, f func(name, value []byte) error, delimit Delimit, 
 		if i >= len(doc) || doc[i] != '"' {
 			return 0, false, ErrSyntax
 		}
-		nameEnd, err := StringEnd(doc, i)
-		if err != nil {
-			return 0, false, err
-		}
-		name, err := memberName(doc[i:nameEnd]) // escapes decoded by encoding/json: checked
+		name, nameEnd, err := memberNameEnd(doc, i)
 		if err != nil {
 			return 0, false, err
 		}
@@ -322,6 +318,49 @@ func String(value []byte) (string, error) {
 		return "", ErrSyntax
 	}
 	return s, nil
+}
+
+// memberNameEnd returns the name whose literal starts at doc[i] ('"') and
+// the index past the literal. A plain name (ASCII, no escape: as APIs write
+// them) is its bytes, found in one word-at-a-time pass; others are
+// delimited by StringEnd and decoded by memberName.
+func memberNameEnd(doc []byte, i int) (name []byte, end int, err error) {
+	if end = plainNameEnd(doc, i); end > 0 {
+		return doc[i+1 : end-1], end, nil
+	}
+	if end, err = StringEnd(doc, i); err != nil {
+		return nil, 0, err
+	}
+	if name, err = memberName(doc[i:end]); err != nil { // escapes decoded by encoding/json: checked
+		return nil, 0, err
+	}
+	return name, end, nil
+}
+
+// plainNameEnd returns the index past the string literal starting at
+// doc[i] when its content is plain ASCII (no escape, no control
+// character), else 0. Its word test is plainRun's with bytes over 0x7f
+// flagged too: the lowest flagged byte is still exact.
+func plainNameEnd(doc []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	j := i + 1
+	for ; j+8 <= len(doc); j += 8 {
+		v := binary.LittleEndian.Uint64(doc[j:])
+		q, e := v^(ones*'"'), v^(ones*'\\')
+		if m := ((q-ones)&^q | (e-ones)&^e | (v-ones*0x20)&^v | v) & highs; m != 0 {
+			j += bits.TrailingZeros64(m) / 8
+			break
+		}
+	}
+	for ; j < len(doc); j++ {
+		switch c := doc[j]; {
+		case c == '"':
+			return j + 1
+		case c < 0x20 || c >= utf8.RuneSelf || c == '\\':
+			return 0
+		}
+	}
+	return 0
 }
 
 // memberName returns a member name; one with escapes or invalid UTF-8

@@ -373,6 +373,20 @@ func TestStopBytesFoundAtEveryOffset(t *testing.T) {
 				if want := json.Valid(lit); want != (got == len(lit)) {
 					t.Fatalf("validStringEnd(%q) = %d, json.Valid %v", lit, got, want)
 				}
+				// A member name read as its bytes: plain ASCII up to the
+				// closing quote.
+				wantPlain := 0
+				for j := 1; j < len(lit); j++ {
+					if c := lit[j]; c == '"' {
+						wantPlain = j + 1
+						break
+					} else if c < 0x20 || c >= 0x80 || c == '\\' {
+						break
+					}
+				}
+				if got := plainNameEnd(lit, 0); got != wantPlain {
+					t.Fatalf("plainNameEnd(%q) = %d, want %d", lit, got, wantPlain)
+				}
 			}
 		}
 	}
