@@ -216,32 +216,48 @@ func (m *jsonMeter) scanWhole(doc []byte) {
 	// The choices (the answer's bulk) are read by their own checked walk
 	// as the answer's walk reaches them (readChoices), so that their text
 	// is crossed once; choices it cannot read are left to the answer's
-	// walk, and read as before (firstFinish).
-	walked := false
-	choices := func(name, rest []byte) (int, bool) {
-		if string(name) != "choices" {
-			return 0, false
+	// walk, and read as before (firstFinish). So is the usage of an answer
+	// not kept (whose walk checks nothing, as ParseUsagePrefix does not):
+	// read where it starts, not delimited and then walked again.
+	walked := false // the member's value was read by delimit
+	delimit := func(name, rest []byte) (int, bool) {
+		switch string(name) {
+		case "choices":
+			n, valid, finish, ok := readChoices(rest, m.keep)
+			if !ok {
+				return 0, false
+			}
+			walked = true
+			if sc.finish == "" {
+				sc.finish = finish
+			}
+			return n, valid
+		case "usage":
+			if m.keep || m.kind == kindResponses {
+				return 0, false
+			}
+			u, n, err := oai.ParseUsagePrefix(rest)
+			if err != nil {
+				return 0, false // null, or no usage: read as before
+			}
+			walked = true
+			sc.usage, sc.hasUsage = u, true
+			return n, false
 		}
-		n, valid, finish, ok := readChoices(rest, m.keep)
-		if !ok {
-			return 0, false
-		}
-		walked = true
-		if sc.finish == "" {
-			sc.finish = finish
-		}
-		return n, valid
+		return 0, false
 	}
 	member := func(name, v []byte) error {
 		switch string(name) {
 		case "usage":
-			if !jsonscan.Null(v) {
+			if walked {
+				walked = false
+			} else if !jsonscan.Null(v) {
 				u, err := parseUsage(m.kind, v)
 				sc.usage, sc.hasUsage = u, err == nil
 			}
 		case "choices":
 			if walked {
-				walked = false // read by choices
+				walked = false
 			} else if sc.finish == "" {
 				sc.finish = firstFinish(v)
 			}
@@ -254,10 +270,10 @@ func (m *jsonMeter) scanWhole(doc []byte) {
 		return nil
 	}
 	if m.keep {
-		sc.valid, sc.err = jsonscan.MembersCheckedBy(doc, member, choices)
+		sc.valid, sc.err = jsonscan.MembersCheckedBy(doc, member, delimit)
 	} else {
 		// Nothing of the answer is logged: its walk need not check it.
-		sc.err = jsonscan.MembersBy(doc, member, choices)
+		sc.err = jsonscan.MembersBy(doc, member, delimit)
 	}
 	sc.size = int64(len(doc))
 	if sc.err != nil {

@@ -386,6 +386,8 @@ func FuzzJSONMeter(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"finish_reason":"stop","message":{"content":"a\x"}}],"choices":[{"finish_reason":"length"}]}`), 5, uint8(0), false)
 	f.Add([]byte(`{"choices":[1,{"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`), 64, uint8(0), false)
 	f.Add([]byte(`{"choices":[{"finish_reason":"stop","finish_reason":7},{"finish_reason":"length"},],"x":tru}`), 64, uint8(1), false)
+	f.Add([]byte(`{"usage":{"prompt_tokens":1,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":1},"completion_tokens_details":null},"usage":{"prompt_tokens":"2"}}`), 4096, uint8(0), false)
+	f.Add([]byte(`{"usage":{"prompt_tokens":5,"completion_tokens_details":{"reasoning_tokens":2,"x":[1 2]}},"usage":null,"x":1}`), 4096, uint8(1), false)
 	f.Fuzz(func(t *testing.T, doc []byte, piece int, k uint8, pad bool) {
 		piece = max(1, piece%(64<<10))
 		kd := kind(k % 3)
@@ -478,6 +480,31 @@ func TestJSONMeterReadsAnAnswerNobodyLogsInPlace(t *testing.T) {
 	var ev logevent.Event
 	if u, err := m.End(&ev); err != nil || u.TotalTokens != 201 || ev.FinishReason != "stop" || ev.Response != nil {
 		t.Errorf("usage %+v, err %v, finish %q, response %q", u, err, ev.FinishReason, ev.Response)
+	}
+}
+
+// An answer nobody logs has its usage read where it is, in the answer's
+// walk: the same counts, details and refusals as the kept answer's.
+func TestJSONMeterReadsTheUsageInPlace(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		want oai.Usage
+		read bool
+	}{
+		{`{"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5,"prompt_tokens_details":{"cached_tokens":1,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":2}},"x":1}`,
+			oai.Usage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5, PromptTokensDetails: oai.PromptTokensDetails{CachedTokens: 1}, CompletionTokensDetails: oai.CompletionTokensDetails{ReasoningTokens: 2}}, true},
+		{`{"usage":{"prompt_tokens":3,"completion_tokens":2},"usage":null}`, oai.Usage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5}, true},
+		{`{"usage":{"prompt_tokens":3},"usage":{"prompt_tokens_details":{"cached_tokens":-1}}}`, oai.Usage{}, false},
+		{`{"usage":{"prompt_tokens":3,"prompt_tokens_details":[]}}`, oai.Usage{}, false},
+	} {
+		doc := []byte(tc.doc)
+		for _, keep := range []bool{false, true} {
+			m := newJSONMeter(kindChat, noPrompt, int64(len(doc)), keep)
+			m.Write(doc)
+			if u, ok := m.Usage(); ok != tc.read || ok && u != tc.want {
+				t.Errorf("%s, kept %v: usage %+v %v, want %+v %v", doc, keep, u, ok, tc.want, tc.read)
+			}
+		}
 	}
 }
 

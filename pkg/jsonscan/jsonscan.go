@@ -92,6 +92,15 @@ func MembersPrefix(doc []byte, f func(name, value []byte) error) (end int, err e
 	return end, err
 }
 
+// MembersPrefixBy is MembersPrefix where delimit may cross a member's value
+// itself, as for MembersBy: an object read where it starts in a larger
+// document (an answer's usage), and the objects in it (the usage's
+// details), are so crossed once, not delimited first and walked again.
+func MembersPrefixBy(doc []byte, f func(name, value []byte) error, delimit Delimit) (end int, err error) {
+	end, _, err = walkMembers(doc, f, delimit, false, true)
+	return end, err
+}
+
 // walkMembers walks the object at the start of doc; with prefix, what
 // follows it is left unread and end is the index past it.
 func walkMembers(doc []byte, f func(name, value []byte) error, delimit Delimit, check, prefix bool) (end int, valid bool, err error) {

@@ -174,6 +174,15 @@ func FuzzMembers(f *testing.F) {
 			if diff := cmp.Diff(want, gotChecked); diff != "" {
 				t.Fatalf("%q: MembersPrefixChecked's members differ from encoding/json's (-json +scan):\n%s", doc, diff)
 			}
+			// So does MembersPrefixBy, its containers crossed by delimit.
+			gotBy := map[string]json.RawMessage{}
+			end, err = MembersPrefixBy(prefixed, func(name, v []byte) error { gotBy[string(name)] = v; return nil }, delimitContainers)
+			if err != nil || end != len(bytes.TrimRight(doc, " \t\r\n")) {
+				t.Fatalf("MembersPrefixBy(%q) = %d, %v; want %d", prefixed, end, err, len(bytes.TrimRight(doc, " \t\r\n")))
+			}
+			if diff := cmp.Diff(want, gotBy); diff != "" {
+				t.Fatalf("%q: MembersPrefixBy's members differ from encoding/json's (-json +scan):\n%s", doc, diff)
+			}
 		}
 		var wantElems []json.RawMessage
 		if json.Unmarshal(doc, &wantElems) == nil && wantElems != nil {
@@ -430,7 +439,7 @@ func FuzzMembersChecked(f *testing.F) {
 	})
 }
 
-// FuzzMembersCheckedBy holds MembersCheckedBy (and MembersBy), with a Delimit that walks
+// FuzzMembersCheckedBy holds MembersCheckedBy (and MembersBy, MembersPrefixBy), with a Delimit that walks
 // arrays and objects itself (ElementsPrefixEnd, MembersPrefixChecked), to
 // Members (the same members and error) and to json.Valid, as
 // FuzzMembersChecked holds MembersChecked.
@@ -456,6 +465,16 @@ func FuzzMembersCheckedBy(f *testing.F) {
 		err = MembersBy(doc, func(name, v []byte) error { by = append(by, string(name), string(v)); return nil }, delimitContainers)
 		if (err == nil) != (wantErr == nil) || !cmp.Equal(by, want) {
 			t.Fatalf("%q: MembersBy %q, %v; Members %q, %v", doc, by, err, want, wantErr)
+		}
+		// MembersPrefixBy reads what Members reads, followed by anything,
+		// and ends where it does.
+		if wantErr == nil {
+			prefixed := append(append([]byte{}, doc...), `,"x"]`...)
+			by = by[:0]
+			end, err := MembersPrefixBy(prefixed, func(name, v []byte) error { by = append(by, string(name), string(v)); return nil }, delimitContainers)
+			if trimmed := len(bytes.TrimRight(doc, " \t\r\n")); err != nil || end != trimmed || !cmp.Equal(by, want) {
+				t.Fatalf("MembersPrefixBy(%q) = %q, %d, %v; Members %q, end %d", prefixed, by, end, err, want, trimmed)
+			}
 		}
 	})
 }

@@ -85,11 +85,7 @@ var errUsage = errors.New("oai: usage is not an object of token counts")
 // Counts must be non-negative integers; members it does not know are
 // skipped. When total_tokens is absent it is prompt plus completion.
 func ParseUsage(raw []byte) (Usage, error) {
-	return parseUsage(raw, usageNames{
-		prompt: "prompt_tokens", completion: "completion_tokens",
-		promptDetails: "prompt_tokens_details", completionDetails: "completion_tokens_details",
-		cacheCreation: "cache_creation_input_tokens", cacheRead: "cache_read_input_tokens",
-	})
+	return parseUsage(raw, chatUsageNames)
 }
 
 // ParseResponseUsage reads the usage object of a Responses API answer
@@ -108,35 +104,63 @@ type usageNames struct {
 	prompt, completion, promptDetails, completionDetails, cacheCreation, cacheRead string
 }
 
+// ParseUsagePrefix is ParseUsage of the usage object that starts doc
+// (white space before it allowed), returning the index just past it; what
+// follows is not read. An answer's walk so reads its usage where it is, in
+// one crossing, rather than delimiting it first.
+func ParseUsagePrefix(doc []byte) (u Usage, end int, err error) {
+	return readUsage(doc, chatUsageNames)
+}
+
+// chatUsageNames are ParseUsage's member names.
+var chatUsageNames = usageNames{
+	prompt: "prompt_tokens", completion: "completion_tokens",
+	promptDetails: "prompt_tokens_details", completionDetails: "completion_tokens_details",
+	cacheCreation: "cache_creation_input_tokens", cacheRead: "cache_read_input_tokens",
+}
+
 // parseUsage reads a usage object whose members are named as names says.
 func parseUsage(raw []byte, names usageNames) (Usage, error) {
-	var (
-		u        Usage
-		hasTotal bool
-	)
-	count := func(v []byte, dst *int64) error {
-		if jsonscan.Null(v) {
-			return nil
-		}
-		n, ok := jsonscan.Count(v)
-		if !ok {
-			return errUsage
-		}
-		*dst = n
-		return nil
+	u, end, err := readUsage(raw, names)
+	if err != nil || jsonscan.SkipSpace(raw, end) != len(raw) {
+		return Usage{}, errUsage
 	}
-	detail := func(v []byte, name string, dst *int64) error {
-		if jsonscan.Null(v) {
-			return nil
+	return u, nil
+}
+
+// readUsage reads the usage object that starts doc, in one walk: its
+// details objects are read where they start (delimit). A details value
+// delimit cannot read is null or refused: a walk of it alone would fail
+// as delimit's walk did (the same bytes read, up to where it failed).
+func readUsage(doc []byte, names usageNames) (Usage, int, error) {
+	var (
+		u           Usage
+		hasTotal    bool
+		detailsRead bool // the member's value was read by delimit
+	)
+	delimit := func(name, rest []byte) (int, bool) {
+		var (
+			inner string
+			dst   *int64
+		)
+		switch string(name) {
+		case names.promptDetails:
+			inner, dst = "cached_tokens", &u.PromptTokensDetails.CachedTokens
+		case names.completionDetails:
+			inner, dst = "reasoning_tokens", &u.CompletionTokensDetails.ReasoningTokens
+		default:
+			return 0, false
 		}
-		return jsonscan.Members(v, func(k, v []byte) error {
-			if string(k) == name {
+		n, err := jsonscan.MembersPrefix(rest, func(k, v []byte) error {
+			if string(k) == inner {
 				return count(v, dst)
 			}
 			return nil
 		})
+		detailsRead = err == nil
+		return n, false
 	}
-	err := jsonscan.Members(raw, func(name, v []byte) error {
+	end, err := jsonscan.MembersPrefixBy(doc, func(name, v []byte) error {
 		switch n := string(name); {
 		case n == "":
 		case n == "total_tokens":
@@ -146,24 +170,40 @@ func parseUsage(raw []byte, names usageNames) (Usage, error) {
 			return count(v, &u.PromptTokens)
 		case n == names.completion:
 			return count(v, &u.CompletionTokens)
-		case n == names.promptDetails:
-			return detail(v, "cached_tokens", &u.PromptTokensDetails.CachedTokens)
-		case n == names.completionDetails:
-			return detail(v, "reasoning_tokens", &u.CompletionTokensDetails.ReasoningTokens)
+		case n == names.promptDetails, n == names.completionDetails:
+			read := detailsRead
+			detailsRead = false
+			if read || jsonscan.Null(v) {
+				return nil
+			}
+			return errUsage
 		case n == names.cacheCreation:
 			return count(v, &u.CacheCreationInputTokens)
 		case n == names.cacheRead:
 			return count(v, &u.CacheReadInputTokens)
 		}
 		return nil
-	})
+	}, delimit)
 	if err != nil {
-		return Usage{}, errUsage
+		return Usage{}, 0, errUsage
 	}
 	if !hasTotal {
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	}
-	return u, nil
+	return u, end, nil
+}
+
+// count reads a count (null: left as it is) into dst.
+func count(v []byte, dst *int64) error {
+	if jsonscan.Null(v) {
+		return nil
+	}
+	n, ok := jsonscan.Count(v)
+	if !ok {
+		return errUsage
+	}
+	*dst = n
+	return nil
 }
 
 // EstimateTokens stands in for a provider's token count where it reports

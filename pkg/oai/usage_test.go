@@ -1,6 +1,7 @@
 package oai
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"strings"
@@ -62,7 +63,8 @@ func TestUsageAdd(t *testing.T) {
 // 2^40, ParseUsage reads with the same counts; what ParseUsage reads,
 // encoding/json (where it reads the document) reads the same.
 func FuzzParseUsage(f *testing.F) {
-	for _, s := range []string{`{"prompt_tokens":8,"total_tokens":8}`, `{"prompt_tokens":1e3,"completion_tokens_details":{"reasoning_tokens":2}}`, `{"prompt_tokens":-1}`, `{"total_tokens":null}`} {
+	for _, s := range []string{`{"prompt_tokens":8,"total_tokens":8}`, `{"prompt_tokens":1e3,"completion_tokens_details":{"reasoning_tokens":2}}`, `{"prompt_tokens":-1}`, `{"total_tokens":null}`,
+		`{"prompt_tokens_details":{"cached_tokens":1,"cached_tokens":2},"prompt_tokens_details":{"cached_tokens":3}}`, `{"prompt_tokens_details":null}`, `{"completion_tokens_details":{"reasoning_tokens":"1"}}`, `{"prompt_tokens_details":[1]} `, `{"prompt_tokens_details":{"a":1 "b":2}}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
@@ -78,6 +80,16 @@ func FuzzParseUsage(f *testing.F) {
 			} `json:"completion_tokens_details"`
 		}
 		got, err := ParseUsage(raw)
+		// ParseUsagePrefix reads what ParseUsage reads, followed by
+		// anything, and ends where it does; what it reads of what ParseUsage
+		// refuses is followed by more than white space.
+		prefixed := append(append([]byte{}, raw...), `,"x"]`...)
+		gotPrefix, end, prefixErr := ParseUsagePrefix(prefixed)
+		switch trimmed := len(bytes.TrimRight(raw, " \t\r\n")); {
+		case err == nil && (prefixErr != nil || gotPrefix != got || end != trimmed),
+			err != nil && prefixErr == nil && end >= trimmed:
+			t.Fatalf("ParseUsagePrefix(%q) = %+v, %d, %v; ParseUsage %+v, %v, end %d", prefixed, gotPrefix, end, prefixErr, got, err, trimmed)
+		}
 		var top map[string]json.RawMessage
 		if json.Unmarshal(raw, &top) != nil || json.Unmarshal(raw, &ref) != nil {
 			return
