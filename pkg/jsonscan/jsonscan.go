@@ -118,8 +118,13 @@ func walkMembers(doc []byte, f func(name, value []byte) error, delimit Delimit, 
 		if i >= len(doc) || doc[i] != '"' {
 			return 0, false, ErrSyntax
 		}
-		name, nameEnd, err := memberNameEnd(doc, i)
-		if err != nil {
+		// A plain name (ASCII, no escape: as APIs write them) is its bytes,
+		// found in one pass; others are delimited, then decoded.
+		var name []byte
+		nameEnd := plainNameEnd(doc, i)
+		if nameEnd > 0 {
+			name = doc[i+1 : nameEnd-1]
+		} else if name, nameEnd, err = quotedName(doc, i); err != nil {
 			return 0, false, err
 		}
 		i = SkipSpace(doc, nameEnd)
@@ -329,14 +334,9 @@ func String(value []byte) (string, error) {
 	return s, nil
 }
 
-// memberNameEnd returns the name whose literal starts at doc[i] ('"') and
-// the index past the literal. A plain name (ASCII, no escape: as APIs write
-// them) is its bytes, found in one word-at-a-time pass; others are
-// delimited by StringEnd and decoded by memberName.
-func memberNameEnd(doc []byte, i int) (name []byte, end int, err error) {
-	if end = plainNameEnd(doc, i); end > 0 {
-		return doc[i+1 : end-1], end, nil
-	}
+// quotedName returns the name whose literal starts at doc[i] ('"'),
+// decoded, and the index past the literal.
+func quotedName(doc []byte, i int) (name []byte, end int, err error) {
 	if end, err = StringEnd(doc, i); err != nil {
 		return nil, 0, err
 	}

@@ -143,10 +143,12 @@ func readUsage(doc []byte, names usageNames) (Usage, int, error) {
 			inner string
 			dst   *int64
 		)
-		switch string(name) {
-		case names.promptDetails:
+		// string(name) compared, not switched on: names are not constants,
+		// and a switch would copy it.
+		switch {
+		case string(name) == names.promptDetails:
 			inner, dst = "cached_tokens", &u.PromptTokensDetails.CachedTokens
-		case names.completionDetails:
+		case string(name) == names.completionDetails:
 			inner, dst = "reasoning_tokens", &u.CompletionTokensDetails.ReasoningTokens
 		default:
 			return 0, false
@@ -161,25 +163,25 @@ func readUsage(doc []byte, names usageNames) (Usage, int, error) {
 		return n, false
 	}
 	end, err := jsonscan.MembersPrefixBy(doc, func(name, v []byte) error {
-		switch n := string(name); {
-		case n == "":
-		case n == "total_tokens":
+		switch {
+		case len(name) == 0:
+		case string(name) == "total_tokens":
 			hasTotal = !jsonscan.Null(v)
 			return count(v, &u.TotalTokens)
-		case n == names.prompt:
+		case string(name) == names.prompt:
 			return count(v, &u.PromptTokens)
-		case n == names.completion:
+		case string(name) == names.completion:
 			return count(v, &u.CompletionTokens)
-		case n == names.promptDetails, n == names.completionDetails:
+		case string(name) == names.promptDetails, string(name) == names.completionDetails:
 			read := detailsRead
 			detailsRead = false
 			if read || jsonscan.Null(v) {
 				return nil
 			}
 			return errUsage
-		case n == names.cacheCreation:
+		case string(name) == names.cacheCreation:
 			return count(v, &u.CacheCreationInputTokens)
-		case n == names.cacheRead:
+		case string(name) == names.cacheRead:
 			return count(v, &u.CacheReadInputTokens)
 		}
 		return nil

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluice-gateway/sluice/pkg/jsonscan"
 )
 
 func TestParseUsage(t *testing.T) {
@@ -91,14 +93,25 @@ func FuzzParseUsage(f *testing.F) {
 			t.Fatalf("ParseUsagePrefix(%q) = %+v, %d, %v; ParseUsage %+v, %v, end %d", prefixed, gotPrefix, end, prefixErr, got, err, trimmed)
 		}
 		var top map[string]json.RawMessage
-		if json.Unmarshal(raw, &top) != nil || json.Unmarshal(raw, &ref) != nil {
-			return
+		if json.Unmarshal(raw, &top) != nil || top == nil || json.Unmarshal(raw, &ref) != nil {
+			return // not an object (null: callers check for it first)
 		}
 		// encoding/json matches names case-insensitively; ParseUsage, as
 		// providers do, exactly. Documents where that differs are skipped.
-		if !exactNames(top, "prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details") ||
-			!exactNames(objectOf(top["prompt_tokens_details"]), "cached_tokens") ||
-			!exactNames(objectOf(top["completion_tokens_details"]), "reasoning_tokens") {
+		if !exactNames(top, "prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details") {
+			return
+		}
+		exactDetails := true // in every copy of a details object
+		jsonscan.Members(raw, func(name, v []byte) error {
+			switch string(name) {
+			case "prompt_tokens_details":
+				exactDetails = exactDetails && exactNames(objectOf(v), "cached_tokens")
+			case "completion_tokens_details":
+				exactDetails = exactDetails && exactNames(objectOf(v), "reasoning_tokens")
+			}
+			return nil
+		})
+		if !exactDetails {
 			return
 		}
 		whole := func(p *float64) (int64, bool) {
