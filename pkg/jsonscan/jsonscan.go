@@ -334,16 +334,22 @@ func String(value []byte) (string, error) {
 	return s, nil
 }
 
-// quotedName returns the name whose literal starts at doc[i] ('"'),
-// decoded, and the index past the literal.
+// quotedName returns the name whose literal starts at doc[i] ('"') and
+// is not plain (plainNameEnd), and the index past the literal: one with
+// escapes or invalid UTF-8 (rare) is decoded as encoding/json does.
 func quotedName(doc []byte, i int) (name []byte, end int, err error) {
 	if end, err = StringEnd(doc, i); err != nil {
 		return nil, 0, err
 	}
-	if name, err = memberName(doc[i:end]); err != nil { // escapes decoded by encoding/json: checked
-		return nil, 0, err
+	lit := doc[i:end]
+	if inner := lit[1 : len(lit)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return inner, end, nil
 	}
-	return name, end, nil
+	var s string
+	if err := json.Unmarshal(lit, &s); err != nil { // escapes decoded by encoding/json: checked
+		return nil, 0, ErrSyntax
+	}
+	return []byte(s), end, nil
 }
 
 // plainNameEnd returns the index past the string literal starting at
@@ -370,32 +376,6 @@ func plainNameEnd(doc []byte, i int) int {
 		}
 	}
 	return 0
-}
-
-// memberName returns a member name; one with escapes or invalid UTF-8
-// (rare) is decoded as encoding/json does.
-func memberName(lit []byte) ([]byte, error) {
-	inner := lit[1 : len(lit)-1]
-	if plainASCII(inner) || bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
-		return inner, nil
-	}
-	var s string
-	if err := json.Unmarshal(lit, &s); err != nil {
-		return nil, ErrSyntax
-	}
-	return []byte(s), nil
-}
-
-// plainASCII reports whether b is ASCII without a backslash: a member name
-// as APIs write them, its bytes its value. Names are short, so one loop
-// costs less than IndexByte and utf8.Valid's calls.
-func plainASCII(b []byte) bool {
-	for _, c := range b {
-		if c >= utf8.RuneSelf || c == '\\' {
-			return false
-		}
-	}
-	return true
 }
 
 // end checks that only white space follows the top-level value.
