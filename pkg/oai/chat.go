@@ -260,68 +260,166 @@ type JSONSchema struct {
 	Strict *bool
 }
 
-// chatMembersList are the members ParseChatRequest models (an array: its
-// length sizes the parse's buffer); chatMembers is it as a slice.
-var chatMembersList = [...]string{
-	"model", "messages", "stream", "stream_options", "n", "tools", "tool_choice", "parallel_tool_calls",
-	"response_format", "max_tokens", "max_completion_tokens", "stop", "temperature", "top_p",
-	"frequency_penalty", "presence_penalty", "seed", "logprobs", "top_logprobs", "reasoning_effort",
-	"user", "mock_response", "drop_params",
+// chatMember is a member ParseChatRequest models: its index in
+// chatMemberNames and in chatFields.
+type chatMember uint8
+
+const (
+	memberModel chatMember = iota
+	memberMessages
+	memberStream
+	memberStreamOptions
+	memberN
+	memberTools
+	memberToolChoice
+	memberParallelToolCalls
+	memberResponseFormat
+	memberMaxTokens
+	memberMaxCompletionTokens
+	memberStop
+	memberTemperature
+	memberTopP
+	memberFrequencyPenalty
+	memberPresencePenalty
+	memberSeed
+	memberLogprobs
+	memberTopLogprobs
+	memberReasoningEffort
+	memberUser
+	memberMockResponse
+	memberDropParams
+	chatMemberCount
+)
+
+// chatMemberNames are the modelled members' names, by chatMember.
+var chatMemberNames = [chatMemberCount]string{
+	memberModel: "model", memberMessages: "messages", memberStream: "stream",
+	memberStreamOptions: "stream_options", memberN: "n", memberTools: "tools",
+	memberToolChoice: "tool_choice", memberParallelToolCalls: "parallel_tool_calls",
+	memberResponseFormat: "response_format", memberMaxTokens: "max_tokens",
+	memberMaxCompletionTokens: "max_completion_tokens", memberStop: "stop",
+	memberTemperature: "temperature", memberTopP: "top_p",
+	memberFrequencyPenalty: "frequency_penalty", memberPresencePenalty: "presence_penalty",
+	memberSeed: "seed", memberLogprobs: "logprobs", memberTopLogprobs: "top_logprobs",
+	memberReasoningEffort: "reasoning_effort", memberUser: "user",
+	memberMockResponse: "mock_response", memberDropParams: "drop_params",
 }
 
-var chatMembers = chatMembersList[:]
+// chatMemberOf finds a modelled member by name (chatMemberNames read
+// backwards; TestChatMemberOf holds the two together): the body's walk asks
+// it for every member, and a switch costs ~40 instructions a name where a
+// scan of the names or a map cost ~160.
+func chatMemberOf(name []byte) (chatMember, bool) {
+	switch string(name) {
+	case "model":
+		return memberModel, true
+	case "messages":
+		return memberMessages, true
+	case "stream":
+		return memberStream, true
+	case "stream_options":
+		return memberStreamOptions, true
+	case "n":
+		return memberN, true
+	case "tools":
+		return memberTools, true
+	case "tool_choice":
+		return memberToolChoice, true
+	case "parallel_tool_calls":
+		return memberParallelToolCalls, true
+	case "response_format":
+		return memberResponseFormat, true
+	case "max_tokens":
+		return memberMaxTokens, true
+	case "max_completion_tokens":
+		return memberMaxCompletionTokens, true
+	case "stop":
+		return memberStop, true
+	case "temperature":
+		return memberTemperature, true
+	case "top_p":
+		return memberTopP, true
+	case "frequency_penalty":
+		return memberFrequencyPenalty, true
+	case "presence_penalty":
+		return memberPresencePenalty, true
+	case "seed":
+		return memberSeed, true
+	case "logprobs":
+		return memberLogprobs, true
+	case "top_logprobs":
+		return memberTopLogprobs, true
+	case "reasoning_effort":
+		return memberReasoningEffort, true
+	case "user":
+		return memberUser, true
+	case "mock_response":
+		return memberMockResponse, true
+	case "drop_params":
+		return memberDropParams, true
+	}
+	return 0, false
+}
 
 // litellmMembers are request members only LiteLLM knows; Forward removes
 // them (an OpenAI-family server would refuse them).
-var litellmMembers = []string{"mock_response", "drop_params"}
+var litellmMembers = []string{chatMemberNames[memberMockResponse], chatMemberNames[memberDropParams]}
+
+// chatFields are the values of the modelled members, by chatMember; nil
+// when absent. Reading a member is an index, so the members a request
+// seldom gives cost nothing to look for.
+type chatFields [chatMemberCount][]byte
+
+// member returns m with its value.
+func (f *chatFields) member(m chatMember) field { return field{chatMemberNames[m], f[m]} }
 
 // ParseChatRequest validates a chat completions request body (see
 // ChatRequest). Every problem is a 400 naming the field as OpenAI does
 // ("messages[1].content[0].image_url.url"). The returned request keeps body.
 func ParseChatRequest(body []byte) (*ChatRequest, error) {
-	var buf [len(chatMembersList)]field // the modelled members' values, on the stack
-	f, d, others, msgsErr, err := parseChatTop(body, buf[:0])
+	var f chatFields // on the stack
+	d, given, others, msgsErr, err := parseChatTop(body, &f)
 	if err != nil {
 		return nil, err
 	}
 	r := &ChatRequest{doc: d, Others: others}
-	if r.Model, err = modelField(f, true); err != nil {
+	if r.Model, err = modelField(f.member(memberModel), true); err != nil {
 		return nil, err
 	}
-	msgs, ok := f.get("messages")
-	if !ok || jsonscan.Null(msgs) {
+	msgs := f[memberMessages]
+	if jsonscan.Null(msgs) {
 		return nil, api.MissingParam("messages")
 	}
 	if msgsErr != nil { // the walk's check of the messages, reported in its turn
 		return nil, chatTopError(msgsErr)
 	}
 	r.RawMessages = msgs
-	if len(f) == 2 {
-		// Only model and messages given (both are in f by now, each once):
-		// the other members' reads below would find nothing.
+	if given == 2 {
+		// Only model and messages given: the other members' reads below
+		// would find nothing.
 		return r, nil
 	}
-	if err := r.parseStreaming(f); err != nil {
+	if err := r.parseStreaming(&f); err != nil {
 		return nil, err
 	}
-	if err := r.parseTooling(f); err != nil {
+	if err := r.parseTooling(&f); err != nil {
 		return nil, err
 	}
-	if err := r.parseSampling(f); err != nil {
+	if err := r.parseSampling(&f); err != nil {
 		return nil, err
 	}
-	if err := r.parseLiteLLM(f); err != nil {
+	if err := r.parseLiteLLM(&f); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
 // parseStreaming reads stream, stream_options and n.
-func (r *ChatRequest) parseStreaming(f fields) (err error) {
-	if r.Stream, _, err = boolField(f, "stream"); err != nil {
+func (r *ChatRequest) parseStreaming(f *chatFields) (err error) {
+	if r.Stream, _, err = boolField(f.member(memberStream)); err != nil {
 		return err
 	}
-	if v, ok := f.get("stream_options"); ok && !jsonscan.Null(v) {
+	if v := f[memberStreamOptions]; !jsonscan.Null(v) {
 		if !r.Stream {
 			return api.InvalidValue("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.")
 		}
@@ -330,7 +428,7 @@ func (r *ChatRequest) parseStreaming(f fields) (err error) {
 		}
 		r.streamOptions = v
 	}
-	if n, given, err := intField(f, "n", 1, MaxChoices); err != nil {
+	if n, given, err := intField(f.member(memberN), 1, MaxChoices); err != nil {
 		return err
 	} else if given {
 		r.N = int(n)
@@ -340,23 +438,23 @@ func (r *ChatRequest) parseStreaming(f fields) (err error) {
 
 // parseTooling reads tools, tool_choice, parallel_tool_calls and
 // response_format.
-func (r *ChatRequest) parseTooling(f fields) (err error) {
-	if v, ok := f.get("tools"); ok && !jsonscan.Null(v) {
+func (r *ChatRequest) parseTooling(f *chatFields) (err error) {
+	if v := f[memberTools]; !jsonscan.Null(v) {
 		if r.Tools, err = parseTools(v); err != nil {
 			return err
 		}
 	}
-	if v, ok := f.get("tool_choice"); ok && !jsonscan.Null(v) {
+	if v := f[memberToolChoice]; !jsonscan.Null(v) {
 		if r.ToolChoice, err = parseToolChoice(v, r.Tools); err != nil {
 			return err
 		}
 	}
-	if b, given, err := boolField(f, "parallel_tool_calls"); err != nil {
+	if b, given, err := boolField(f.member(memberParallelToolCalls)); err != nil {
 		return err
 	} else if given {
 		r.ParallelToolCalls = pointer(b)
 	}
-	if v, ok := f.get("response_format"); ok && !jsonscan.Null(v) {
+	if v := f[memberResponseFormat]; !jsonscan.Null(v) {
 		if r.ResponseFormat, err = parseResponseFormat(v); err != nil {
 			return err
 		}
@@ -366,50 +464,50 @@ func (r *ChatRequest) parseTooling(f fields) (err error) {
 
 // parseSampling reads the output bounds, stop, the sampling numbers,
 // logprobs, reasoning_effort and user.
-func (r *ChatRequest) parseSampling(f fields) (err error) {
-	if r.MaxTokens, _, err = intField(f, "max_tokens", 1, math.MaxInt32); err != nil {
+func (r *ChatRequest) parseSampling(f *chatFields) (err error) {
+	if r.MaxTokens, _, err = intField(f.member(memberMaxTokens), 1, math.MaxInt32); err != nil {
 		return err
 	}
-	if r.MaxCompletionTokens, _, err = intField(f, "max_completion_tokens", 1, math.MaxInt32); err != nil {
+	if r.MaxCompletionTokens, _, err = intField(f.member(memberMaxCompletionTokens), 1, math.MaxInt32); err != nil {
 		return err
 	}
-	if v, ok := f.get("stop"); ok && !jsonscan.Null(v) {
+	if v := f[memberStop]; !jsonscan.Null(v) {
 		if r.Stop, err = parseStop(v); err != nil {
 			return err
 		}
 	}
 	for _, n := range []struct {
-		name     string
+		member   chatMember
 		dst      **float64
 		min, max float64
 	}{
-		{"temperature", &r.Temperature, 0, 2},
-		{"top_p", &r.TopP, 0, 1},
-		{"frequency_penalty", &r.FrequencyPenalty, -2, 2},
-		{"presence_penalty", &r.PresencePenalty, -2, 2},
+		{memberTemperature, &r.Temperature, 0, 2},
+		{memberTopP, &r.TopP, 0, 1},
+		{memberFrequencyPenalty, &r.FrequencyPenalty, -2, 2},
+		{memberPresencePenalty, &r.PresencePenalty, -2, 2},
 	} {
-		if *n.dst, err = floatField(f, n.name, n.min, n.max); err != nil {
+		if *n.dst, err = floatField(f.member(n.member), n.min, n.max); err != nil {
 			return err
 		}
 	}
-	if s, given, err := intField(f, "seed", math.MinInt64, math.MaxInt64); err != nil {
+	if s, given, err := intField(f.member(memberSeed), math.MinInt64, math.MaxInt64); err != nil {
 		return err
 	} else if given {
 		r.Seed = pointer(s)
 	}
-	if r.Logprobs, _, err = boolField(f, "logprobs"); err != nil {
+	if r.Logprobs, _, err = boolField(f.member(memberLogprobs)); err != nil {
 		return err
 	}
-	if n, given, err := intField(f, "top_logprobs", 0, MaxTopLogprobs); err != nil {
+	if n, given, err := intField(f.member(memberTopLogprobs), 0, MaxTopLogprobs); err != nil {
 		return err
 	} else if given {
 		k := int(n)
 		r.TopLogprobs = &k
 	}
-	if r.ReasoningEffort, _, err = stringField(f, "reasoning_effort"); err != nil {
+	if r.ReasoningEffort, _, err = stringField(f.member(memberReasoningEffort)); err != nil {
 		return err
 	}
-	r.User, _, err = stringField(f, "user")
+	r.User, _, err = stringField(f.member(memberUser))
 	return err
 }
 
@@ -419,38 +517,35 @@ func (r *ChatRequest) parseSampling(f fields) (err error) {
 func pointer[T any](v T) *T { return &v }
 
 // parseLiteLLM reads LiteLLM's own members, which Forward strips.
-func (r *ChatRequest) parseLiteLLM(f fields) (err error) {
-	if s, given, err := stringField(f, "mock_response"); err != nil {
+func (r *ChatRequest) parseLiteLLM(f *chatFields) (err error) {
+	if s, given, err := stringField(f.member(memberMockResponse)); err != nil {
 		return err
 	} else if given {
 		r.MockResponse = pointer(s)
 	}
-	if r.DropParams, _, err = boolField(f, "drop_params"); err != nil {
+	if r.DropParams, _, err = boolField(f.member(memberDropParams)); err != nil {
 		return err
 	}
-	for _, m := range litellmMembers {
-		if _, ok := f.get(m); ok {
-			r.litellmOnly = true
-		}
-	}
+	r.litellmOnly = f[memberMockResponse] != nil || f[memberDropParams] != nil
 	return nil
 }
 
-// parseChatTop is parseTop for chat: the modelled members (appended to f),
-// and the names of the others (not null). It checks the messages too, in
-// the same walk (checkMessages): msgsErr is what is wrong with them, for
-// the caller to report after the members before them in its order.
-func parseChatTop(body []byte, f fields) (_ fields, _ doc, _ []string, msgsErr error, _ error) {
+// parseChatTop is parseTop for chat: the modelled members (into f, given
+// counting them), and the names of the others (not null). It checks the
+// messages too, in the same walk (checkMessages): msgsErr is what is wrong
+// with them, for the caller to report after the members before them in its
+// order.
+func parseChatTop(body []byte, f *chatFields) (_ doc, given int, _ []string, msgsErr error, _ error) {
 	d := doc{body: body, modelStart: -1, modelEnd: -1}
 	i := jsonscan.SkipSpace(body, 0)
 	if i == len(body) {
-		return nil, d, nil, nil, api.InvalidJSON("Request body is empty; expected a JSON object.")
+		return d, 0, nil, nil, api.InvalidJSON("Request body is empty; expected a JSON object.")
 	}
 	if body[i] != '{' {
 		if !jsonscan.Valid(body) {
-			return nil, d, nil, nil, invalidJSON(body)
+			return d, 0, nil, nil, invalidJSON(body)
 		}
-		return nil, d, nil, nil, api.InvalidJSON("Request body must be a JSON object.")
+		return d, 0, nil, nil, api.InvalidJSON("Request body must be a JSON object.")
 	}
 	var others []string
 	// The messages (the body's bulk) are checked by their own walk as the
@@ -473,22 +568,19 @@ func parseChatTop(body []byte, f fields) (_ fields, _ doc, _ []string, msgsErr e
 	// it cannot say (a refused member, a malformed body) does Valid cross
 	// the body again, so that invalid JSON is reported before a member.
 	valid, err := jsonscan.MembersCheckedBy(body, func(name, v []byte) error {
-		known := false
-		for _, w := range chatMembers {
-			if string(name) != w {
-				continue
-			}
-			known = true
-			if _, dup := f.get(w); dup {
+		if m, known := chatMemberOf(name); known {
+			if f[m] != nil {
+				w := chatMemberNames[m]
 				return api.InvalidValue(w, "'%s' is given more than once.", w)
 			}
-			f = append(f, field{w, v})
-			if w == "model" {
+			f[m] = v
+			given++
+			if m == memberModel {
 				d.modelStart, d.modelEnd = jsonscan.Span(body, v)
 			}
-			break
+			return nil
 		}
-		if !known && !jsonscan.Null(v) {
+		if !jsonscan.Null(v) {
 			for _, o := range others {
 				if o == string(name) {
 					return api.InvalidValue(o, "'%s' is given more than once.", o)
@@ -499,12 +591,12 @@ func parseChatTop(body []byte, f fields) (_ fields, _ doc, _ []string, msgsErr e
 		return nil
 	}, messages)
 	if !valid && !jsonscan.Valid(body) {
-		return nil, d, nil, nil, invalidJSON(body)
+		return d, 0, nil, nil, invalidJSON(body)
 	}
 	if err != nil {
-		return nil, d, nil, nil, chatTopError(err)
+		return d, 0, nil, nil, chatTopError(err)
 	}
-	return f, d, others, msgsErr, nil
+	return d, given, others, msgsErr, nil
 }
 
 func chatTopError(err error) error {

@@ -169,6 +169,20 @@ func TestParseChatRequestRefusesNamingTheField(t *testing.T) {
 	}
 }
 
+// chatMemberOf reads chatMemberNames backwards, and knows no other name.
+func TestChatMemberOf(t *testing.T) {
+	for i, name := range chatMemberNames {
+		if m, ok := chatMemberOf([]byte(name)); !ok || m != chatMember(i) {
+			t.Errorf("chatMemberOf(%q) = %d, %v; want %d", name, m, ok, i)
+		}
+	}
+	for _, name := range []string{"", "Model", "top_k", "logit_bias", "stream_option"} {
+		if m, ok := chatMemberOf([]byte(name)); ok {
+			t.Errorf("chatMemberOf(%q) = %d, want none", name, m)
+		}
+	}
+}
+
 func TestChatForward(t *testing.T) {
 	for _, tc := range []struct {
 		name, body   string

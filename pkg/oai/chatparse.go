@@ -778,9 +778,9 @@ func parseStop(v []byte) ([]string, error) {
 }
 
 // boolField decodes an optional boolean member; absent and null give false.
-func boolField(f fields, name string) (value, given bool, err error) {
-	v, ok := f.get(name)
-	if !ok || jsonscan.Null(v) {
+func boolField(m field) (value, given bool, err error) {
+	name, v := m.name, m.value
+	if jsonscan.Null(v) {
 		return false, false, nil
 	}
 	b, ok := jsonBool(v)
@@ -802,9 +802,9 @@ func jsonBool(v []byte) (bool, bool) {
 
 // intField decodes an optional integer member within [min, max]; absent and
 // null give 0.
-func intField(f fields, name string, min, max int64) (value int64, given bool, err error) {
-	v, ok := f.get(name)
-	if !ok || jsonscan.Null(v) {
+func intField(m field, min, max int64) (value int64, given bool, err error) {
+	name, v := m.name, m.value
+	if jsonscan.Null(v) {
 		return 0, false, nil
 	}
 	n, perr := strconv.ParseInt(string(v), 10, 64)
@@ -824,9 +824,9 @@ func intField(f fields, name string, min, max int64) (value int64, given bool, e
 
 // floatField decodes an optional number member within [min, max]; absent
 // and null give nil.
-func floatField(f fields, name string, min, max float64) (*float64, error) {
-	v, ok := f.get(name)
-	if !ok || jsonscan.Null(v) {
+func floatField(m field, min, max float64) (*float64, error) {
+	name, v := m.name, m.value
+	if jsonscan.Null(v) {
 		return nil, nil
 	}
 	if !jsonscan.ValidNumber(v) {
