@@ -94,7 +94,23 @@ func messagePath(i int) string {
 	return "messages[" + strconv.Itoa(i) + "]"
 }
 
-var messageMembers = []string{"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "reasoning_content"}
+// The members of a message object, by their index in messageMembers:
+// message reads them by index, not name (it runs for every message of
+// every request).
+const (
+	msgRole = iota
+	msgContent
+	msgName
+	msgToolCalls
+	msgToolCallID
+	msgRefusal
+	msgReasoningContent
+)
+
+var messageMembers = []string{
+	msgRole: "role", msgContent: "content", msgName: "name", msgToolCalls: "tool_calls",
+	msgToolCallID: "tool_call_id", msgRefusal: "refusal", msgReasoningContent: "reasoning_content",
+}
 
 // parseMessage reads the message at the start of rest (what follows it
 // is not read) and returns its size; with check, also whether it is JSON
@@ -112,64 +128,64 @@ func parseMessage(m *Message, rest []byte, at string, decode, check bool) (size 
 // message reads the message object o into m.
 func (o *object) message(m *Message, decode bool) (err error) {
 	o.decode = decode
-	if m.Role, _, err = o.str("role"); err != nil {
+	if m.Role, _, err = o.strAt(msgRole); err != nil {
 		return err
 	}
 	switch m.Role {
 	case RoleSystem, RoleDeveloper, RoleUser, RoleAssistant, RoleTool, RoleFunction:
 	case "":
-		return api.MissingParam(o.path("role"))
+		return api.MissingParam(o.pathAt(msgRole))
 	default:
-		return api.InvalidValue(o.path("role"), "Invalid value for '%s': %q. Supported values are: 'system', 'developer', 'user', 'assistant', 'tool' and 'function'.", o.path("role"), truncate(m.Role, 40))
+		return api.InvalidValue(o.pathAt(msgRole), "Invalid value for '%s': %q. Supported values are: 'system', 'developer', 'user', 'assistant', 'tool' and 'function'.", o.pathAt(msgRole), truncate(m.Role, 40))
 	}
-	if m.Name, _, err = o.str("name"); err != nil {
+	if m.Name, _, err = o.strAt(msgName); err != nil {
 		return err
 	}
-	content := o.get("content")
+	content := o.value(msgContent)
 	if content != nil {
 		switch content[0] {
 		case '"':
-			if m.Content, _, err = o.text("content"); err != nil {
+			if m.Content, _, err = o.textAt(msgContent); err != nil {
 				return err
 			}
 		case '[':
-			if m.Parts, err = parseParts(content, o.path("content"), m.Role, decode); err != nil {
+			if m.Parts, err = parseParts(content, o.pathAt(msgContent), m.Role, decode); err != nil {
 				return err
 			}
 		default:
-			return api.InvalidValue(o.path("content"), "Invalid type for '%s': expected a string or an array of content parts.", o.path("content"))
+			return api.InvalidValue(o.pathAt(msgContent), "Invalid type for '%s': expected a string or an array of content parts.", o.pathAt(msgContent))
 		}
 	}
 	switch m.Role {
 	case RoleAssistant:
-		if v := o.get("tool_calls"); v != nil {
-			if m.ToolCalls, err = parseToolCalls(v, o.path("tool_calls"), decode); err != nil {
+		if v := o.value(msgToolCalls); v != nil {
+			if m.ToolCalls, err = parseToolCalls(v, o.pathAt(msgToolCalls), decode); err != nil {
 				return err
 			}
 		}
-		if m.Refusal, _, err = o.text("refusal"); err != nil {
+		if m.Refusal, _, err = o.textAt(msgRefusal); err != nil {
 			return err
 		}
-		if m.ReasoningContent, _, err = o.text("reasoning_content"); err != nil {
+		if m.ReasoningContent, _, err = o.textAt(msgReasoningContent); err != nil {
 			return err
 		}
 	case RoleTool:
-		if m.ToolCallID, _, err = o.str("tool_call_id"); err != nil {
+		if m.ToolCallID, _, err = o.strAt(msgToolCallID); err != nil {
 			return err
 		}
 		if m.ToolCallID == "" {
-			return api.MissingParam(o.path("tool_call_id"))
+			return api.MissingParam(o.pathAt(msgToolCallID))
 		}
 		if content == nil {
-			return api.MissingParam(o.path("content"))
+			return api.MissingParam(o.pathAt(msgContent))
 		}
 	case RoleFunction:
 		if m.Name == "" {
-			return api.MissingParam(o.path("name"))
+			return api.MissingParam(o.pathAt(msgName))
 		}
 	default: // system, developer, user
 		if content == nil {
-			return api.MissingParam(o.path("content"))
+			return api.MissingParam(o.pathAt(msgContent))
 		}
 	}
 	return nil
@@ -242,6 +258,9 @@ func (o *object) walk(el []byte, what string, prefix, check bool) (size int, val
 	return size, valid, nil
 }
 
+// pathAt is member i's path, for an error.
+func (o *object) pathAt(i int) string { return o.path(o.names[i]) }
+
 func (o *object) path(name string) string {
 	if o.at == "" {
 		return name
@@ -249,34 +268,45 @@ func (o *object) path(name string) string {
 	return o.at + "." + name
 }
 
-// get returns member name's raw value; nil when absent or null.
-func (o *object) get(name string) []byte {
+// index is the index of member name in o.names (a constant of the caller's).
+func (o *object) index(name string) int {
 	for i, w := range o.names {
 		if w == name {
-			if jsonscan.Null(o.vals[i]) {
-				return nil
-			}
-			return o.vals[i]
+			return i
 		}
 	}
-	return nil
+	panic("oai: " + name + " is not a member the object reads")
+}
+
+// get returns member name's raw value; nil when absent or null.
+func (o *object) get(name string) []byte { return o.value(o.index(name)) }
+
+// value is get of member i (o.names[i]).
+func (o *object) value(i int) []byte {
+	if jsonscan.Null(o.vals[i]) {
+		return nil
+	}
+	return o.vals[i]
 }
 
 // str decodes an optional string member; absent and null give "".
-func (o *object) str(name string) (string, bool, error) {
-	v := o.get(name)
+func (o *object) str(name string) (string, bool, error) { return o.strAt(o.index(name)) }
+
+// strAt is str of member i.
+func (o *object) strAt(i int) (string, bool, error) {
+	v := o.value(i)
 	if v == nil {
 		return "", false, nil
 	}
 	if v[0] != '"' {
-		return "", false, api.InvalidValue(o.path(name), "Invalid type for '%s': expected a string.", o.path(name))
+		return "", false, api.InvalidValue(o.pathAt(i), "Invalid type for '%s': expected a string.", o.pathAt(i))
 	}
 	if s, ok := interned(v); ok {
 		return s, true, nil
 	}
 	s, err := jsonscan.String(v)
 	if err != nil {
-		return "", false, api.InvalidValue(o.path(name), "Invalid string for '%s'.", o.path(name))
+		return "", false, api.InvalidValue(o.pathAt(i), "Invalid string for '%s'.", o.pathAt(i))
 	}
 	return s, true, nil
 }
@@ -286,16 +316,19 @@ func (o *object) str(name string) (string, bool, error) {
 // o.decode it checks the member without copying it: the string returned is
 // then only empty or not (notCopied), as the value is — all the checks read
 // of these members.
-func (o *object) text(name string) (string, bool, error) {
+func (o *object) text(name string) (string, bool, error) { return o.textAt(o.index(name)) }
+
+// textAt is text of member i.
+func (o *object) textAt(i int) (string, bool, error) {
 	if o.decode {
-		return o.str(name)
+		return o.strAt(i)
 	}
-	v := o.get(name)
+	v := o.value(i)
 	if v == nil {
 		return "", false, nil
 	}
 	if v[0] != '"' {
-		return "", false, api.InvalidValue(o.path(name), "Invalid type for '%s': expected a string.", o.path(name))
+		return "", false, api.InvalidValue(o.pathAt(i), "Invalid type for '%s': expected a string.", o.pathAt(i))
 	}
 	// The body passed jsonscan.Valid, so v is a well-formed string literal,
 	// and one with anything between its quotes decodes to a non-empty string.
