@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/bits"
 	"strings"
 	"sync"
 
@@ -365,20 +366,24 @@ func chatMemberOf(name []byte) (chatMember, bool) {
 // them (an OpenAI-family server would refuse them).
 var litellmMembers = []string{chatMemberNames[memberMockResponse], chatMemberNames[memberDropParams]}
 
-// chatFields are the values of the modelled members, by chatMember; nil
-// when absent. Reading a member is an index, so the members a request
-// seldom gives cost nothing to look for.
-type chatFields [chatMemberCount][]byte
+// chatFields are the modelled members the body gives.
+type chatFields struct {
+	values [chatMemberCount][]byte // by chatMember; nil when absent
+	given  uint32                  // bit m set: member m is given
+}
+
+// given has a bit a member: this fails to compile past 32 members.
+const _ = uint32(1 << (chatMemberCount - 1))
 
 // member returns m with its value.
-func (f *chatFields) member(m chatMember) field { return field{chatMemberNames[m], f[m]} }
+func (f *chatFields) member(m chatMember) field { return field{chatMemberNames[m], f.values[m]} }
 
 // ParseChatRequest validates a chat completions request body (see
 // ChatRequest). Every problem is a 400 naming the field as OpenAI does
 // ("messages[1].content[0].image_url.url"). The returned request keeps body.
 func ParseChatRequest(body []byte) (*ChatRequest, error) {
 	var f chatFields // on the stack
-	d, given, others, msgsErr, err := parseChatTop(body, &f)
+	d, others, msgsErr, err := parseChatTop(body, &f)
 	if err != nil {
 		return nil, err
 	}
@@ -386,7 +391,7 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 	if r.Model, err = modelField(f.member(memberModel), true); err != nil {
 		return nil, err
 	}
-	msgs := f[memberMessages]
+	msgs := f.values[memberMessages]
 	if jsonscan.Null(msgs) {
 		return nil, api.MissingParam("messages")
 	}
@@ -394,158 +399,109 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 		return nil, chatTopError(msgsErr)
 	}
 	r.RawMessages = msgs
-	if given == 2 {
-		// Only model and messages given: the other members' reads below
-		// would find nothing.
-		return r, nil
+	// The other members given, in chatMember order: the first problem in
+	// it is the one reported, and a member is read after those it depends
+	// on (stream_options after stream, tool_choice after tools). The
+	// members not given (most) cost nothing.
+	for rest := f.given &^ (1<<memberModel | 1<<memberMessages); rest != 0; rest &= rest - 1 {
+		m := chatMember(bits.TrailingZeros32(rest))
+		if err := r.parseMember(m, f.values[m]); err != nil {
+			return nil, err
+		}
 	}
-	if err := r.parseStreaming(&f); err != nil {
-		return nil, err
-	}
-	if err := r.parseTooling(&f); err != nil {
-		return nil, err
-	}
-	if err := r.parseSampling(&f); err != nil {
-		return nil, err
-	}
-	if err := r.parseLiteLLM(&f); err != nil {
-		return nil, err
-	}
+	// LiteLLM's own members, null or not, are stripped by Forward.
+	r.litellmOnly = f.given&(1<<memberMockResponse|1<<memberDropParams) != 0
 	return r, nil
 }
 
-// parseStreaming reads stream, stream_options and n.
-func (r *ChatRequest) parseStreaming(f *chatFields) (err error) {
-	if r.Stream, _, err = boolField(f.member(memberStream)); err != nil {
-		return err
+// parseMember reads the modelled member m (not model or messages), of
+// value v, into r.
+func (r *ChatRequest) parseMember(m chatMember, v []byte) (err error) {
+	f := field{chatMemberNames[m], v}
+	if jsonscan.Null(v) {
+		return nil // null is not given: the typed view keeps its zero
 	}
-	if v := f[memberStreamOptions]; !jsonscan.Null(v) {
+	switch m {
+	case memberStream:
+		r.Stream, _, err = boolField(f)
+	case memberStreamOptions:
 		if !r.Stream {
 			return api.InvalidValue("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.")
 		}
-		if r.IncludeUsage, err = streamOptions(v); err != nil {
-			return err
-		}
+		r.IncludeUsage, err = streamOptions(v)
 		r.streamOptions = v
-	}
-	if n, given, err := intField(f.member(memberN), 1, MaxChoices); err != nil {
-		return err
-	} else if given {
+	case memberN:
+		var n int64
+		n, _, err = intField(f, 1, MaxChoices)
 		r.N = int(n)
-	}
-	return nil
-}
-
-// parseTooling reads tools, tool_choice, parallel_tool_calls and
-// response_format.
-func (r *ChatRequest) parseTooling(f *chatFields) (err error) {
-	if v := f[memberTools]; !jsonscan.Null(v) {
-		if r.Tools, err = parseTools(v); err != nil {
-			return err
+	case memberTools:
+		r.Tools, err = parseTools(v)
+	case memberToolChoice:
+		r.ToolChoice, err = parseToolChoice(v, r.Tools)
+	case memberParallelToolCalls:
+		var b bool
+		if b, _, err = boolField(f); err == nil {
+			r.ParallelToolCalls = &b
 		}
-	}
-	if v := f[memberToolChoice]; !jsonscan.Null(v) {
-		if r.ToolChoice, err = parseToolChoice(v, r.Tools); err != nil {
-			return err
+	case memberResponseFormat:
+		r.ResponseFormat, err = parseResponseFormat(v)
+	case memberMaxTokens:
+		r.MaxTokens, _, err = intField(f, 1, math.MaxInt32)
+	case memberMaxCompletionTokens:
+		r.MaxCompletionTokens, _, err = intField(f, 1, math.MaxInt32)
+	case memberStop:
+		r.Stop, err = parseStop(v)
+	case memberTemperature:
+		r.Temperature, err = floatField(f, 0, 2)
+	case memberTopP:
+		r.TopP, err = floatField(f, 0, 1)
+	case memberFrequencyPenalty:
+		r.FrequencyPenalty, err = floatField(f, -2, 2)
+	case memberPresencePenalty:
+		r.PresencePenalty, err = floatField(f, -2, 2)
+	case memberSeed:
+		var seed int64
+		if seed, _, err = intField(f, math.MinInt64, math.MaxInt64); err == nil {
+			r.Seed = &seed
 		}
-	}
-	if b, given, err := boolField(f.member(memberParallelToolCalls)); err != nil {
-		return err
-	} else if given {
-		r.ParallelToolCalls = pointer(b)
-	}
-	if v := f[memberResponseFormat]; !jsonscan.Null(v) {
-		if r.ResponseFormat, err = parseResponseFormat(v); err != nil {
-			return err
+	case memberLogprobs:
+		r.Logprobs, _, err = boolField(f)
+	case memberTopLogprobs:
+		var n int64
+		if n, _, err = intField(f, 0, MaxTopLogprobs); err == nil {
+			k := int(n)
+			r.TopLogprobs = &k
 		}
-	}
-	return nil
-}
-
-// parseSampling reads the output bounds, stop, the sampling numbers,
-// logprobs, reasoning_effort and user.
-func (r *ChatRequest) parseSampling(f *chatFields) (err error) {
-	if r.MaxTokens, _, err = intField(f.member(memberMaxTokens), 1, math.MaxInt32); err != nil {
-		return err
-	}
-	if r.MaxCompletionTokens, _, err = intField(f.member(memberMaxCompletionTokens), 1, math.MaxInt32); err != nil {
-		return err
-	}
-	if v := f[memberStop]; !jsonscan.Null(v) {
-		if r.Stop, err = parseStop(v); err != nil {
-			return err
+	case memberReasoningEffort:
+		r.ReasoningEffort, _, err = stringField(f)
+	case memberUser:
+		r.User, _, err = stringField(f)
+	case memberMockResponse:
+		var s string
+		if s, _, err = stringField(f); err == nil {
+			r.MockResponse = &s
 		}
+	case memberDropParams:
+		r.DropParams, _, err = boolField(f)
 	}
-	for _, n := range []struct {
-		member   chatMember
-		dst      **float64
-		min, max float64
-	}{
-		{memberTemperature, &r.Temperature, 0, 2},
-		{memberTopP, &r.TopP, 0, 1},
-		{memberFrequencyPenalty, &r.FrequencyPenalty, -2, 2},
-		{memberPresencePenalty, &r.PresencePenalty, -2, 2},
-	} {
-		if *n.dst, err = floatField(f.member(n.member), n.min, n.max); err != nil {
-			return err
-		}
-	}
-	if s, given, err := intField(f.member(memberSeed), math.MinInt64, math.MaxInt64); err != nil {
-		return err
-	} else if given {
-		r.Seed = pointer(s)
-	}
-	if r.Logprobs, _, err = boolField(f.member(memberLogprobs)); err != nil {
-		return err
-	}
-	if n, given, err := intField(f.member(memberTopLogprobs), 0, MaxTopLogprobs); err != nil {
-		return err
-	} else if given {
-		k := int(n)
-		r.TopLogprobs = &k
-	}
-	if r.ReasoningEffort, _, err = stringField(f.member(memberReasoningEffort)); err != nil {
-		return err
-	}
-	r.User, _, err = stringField(f.member(memberUser))
 	return err
 }
 
-// pointer returns a pointer to a copy of v: a member's value, allocated
-// only when the member is given (taking the address of the variable the
-// if statement declares would allocate it on every parse).
-func pointer[T any](v T) *T { return &v }
-
-// parseLiteLLM reads LiteLLM's own members, which Forward strips.
-func (r *ChatRequest) parseLiteLLM(f *chatFields) (err error) {
-	if s, given, err := stringField(f.member(memberMockResponse)); err != nil {
-		return err
-	} else if given {
-		r.MockResponse = pointer(s)
-	}
-	if r.DropParams, _, err = boolField(f.member(memberDropParams)); err != nil {
-		return err
-	}
-	r.litellmOnly = f[memberMockResponse] != nil || f[memberDropParams] != nil
-	return nil
-}
-
-// parseChatTop is parseTop for chat: the modelled members (into f, given
-// counting them), and the names of the others (not null). It checks the
-// messages too, in the same walk (checkMessages): msgsErr is what is wrong
-// with them, for the caller to report after the members before them in its
-// order.
-func parseChatTop(body []byte, f *chatFields) (_ doc, given int, _ []string, msgsErr error, _ error) {
+// parseChatTop is parseTop for chat: the modelled members (into f), and
+// the names of the others (not null). It checks the messages too, in the
+// same walk (checkMessages): msgsErr is what is wrong with them, for the
+// caller to report after the members before them in its order.
+func parseChatTop(body []byte, f *chatFields) (_ doc, _ []string, msgsErr error, _ error) {
 	d := doc{body: body, modelStart: -1, modelEnd: -1}
 	i := jsonscan.SkipSpace(body, 0)
 	if i == len(body) {
-		return d, 0, nil, nil, api.InvalidJSON("Request body is empty; expected a JSON object.")
+		return d, nil, nil, api.InvalidJSON("Request body is empty; expected a JSON object.")
 	}
 	if body[i] != '{' {
 		if !jsonscan.Valid(body) {
-			return d, 0, nil, nil, invalidJSON(body)
+			return d, nil, nil, invalidJSON(body)
 		}
-		return d, 0, nil, nil, api.InvalidJSON("Request body must be a JSON object.")
+		return d, nil, nil, api.InvalidJSON("Request body must be a JSON object.")
 	}
 	var others []string
 	// The messages (the body's bulk) are checked by their own walk as the
@@ -569,12 +525,12 @@ func parseChatTop(body []byte, f *chatFields) (_ doc, given int, _ []string, msg
 	// the body again, so that invalid JSON is reported before a member.
 	valid, err := jsonscan.MembersCheckedBy(body, func(name, v []byte) error {
 		if m, known := chatMemberOf(name); known {
-			if f[m] != nil {
+			if f.given&(1<<m) != 0 {
 				w := chatMemberNames[m]
 				return api.InvalidValue(w, "'%s' is given more than once.", w)
 			}
-			f[m] = v
-			given++
+			f.values[m] = v
+			f.given |= 1 << m
 			if m == memberModel {
 				d.modelStart, d.modelEnd = jsonscan.Span(body, v)
 			}
@@ -591,12 +547,12 @@ func parseChatTop(body []byte, f *chatFields) (_ doc, given int, _ []string, msg
 		return nil
 	}, messages)
 	if !valid && !jsonscan.Valid(body) {
-		return d, 0, nil, nil, invalidJSON(body)
+		return d, nil, nil, invalidJSON(body)
 	}
 	if err != nil {
-		return d, 0, nil, nil, chatTopError(err)
+		return d, nil, nil, chatTopError(err)
 	}
-	return d, given, others, msgsErr, nil
+	return d, others, msgsErr, nil
 }
 
 func chatTopError(err error) error {

@@ -183,6 +183,29 @@ func TestChatMemberOf(t *testing.T) {
 	}
 }
 
+// The members are read in chatMember order, whatever the body's: the
+// problem reported is the first in that order, and stream_options is read
+// after stream, tool_choice after tools.
+func TestParseChatRequestMemberOrder(t *testing.T) {
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct{ body, param string }{
+		{`{"user":5,"temperature":3,"model":"m",` + msgs + `,"stream":"yes"}`, "stream"},
+		{`{"drop_params":1,"model":"m",` + msgs + `,"n":0,"max_tokens":0}`, "n"},
+		{`{"seed":"x","tools":{},"model":"m",` + msgs + `}`, "tools"},
+		{`{"stream_options":{"include_usage":true},"stream":true,"model":"m",` + msgs + `}`, ""},
+		{`{"tool_choice":{"type":"function","function":{"name":"f"}},"model":"m",` + msgs + `,"tools":[{"type":"function","function":{"name":"f"}}]}`, ""},
+	} {
+		_, err := ParseChatRequest([]byte(tc.body))
+		var ae *api.Error
+		switch {
+		case tc.param == "" && err != nil:
+			t.Errorf("%s: %v", tc.body, err)
+		case tc.param != "" && (!errors.As(err, &ae) || ae.Param != tc.param):
+			t.Errorf("%s: %v, want a 400 naming %q", tc.body, err, tc.param)
+		}
+	}
+}
+
 func TestChatForward(t *testing.T) {
 	for _, tc := range []struct {
 		name, body   string
@@ -205,6 +228,8 @@ func TestChatForward(t *testing.T) {
 		{"not a stream", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, true,
 			`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, true},
 		{"LiteLLM's members removed", `{"drop_params":true,"model":"m","messages":[{"role":"user","content":"hi"}],"mock_response":"x"}`, false,
+			`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, false},
+		{"LiteLLM's null members removed too", `{"model":"m","messages":[{"role":"user","content":"hi"}],"mock_response":null}`, false,
 			`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
