@@ -116,7 +116,8 @@ var messageMembers = []string{
 // is not read) and returns its size; with check, also whether it is JSON
 // as jsonscan.Valid would say (false: not known).
 func parseMessage(m *Message, rest []byte, at string, decode, check bool) (size int, valid bool, err error) {
-	o := object{at: at, names: messageMembers}
+	var o object // set in place: a composite literal is built aside and copied
+	o.at, o.names = at, messageMembers
 	size, valid, err = o.walk(rest, "a message object", true, check)
 	if err != nil {
 		return 0, false, err
@@ -356,7 +357,7 @@ func interned(lit []byte) (string, bool) {
 		return "", false
 	}
 	inner := lit[1 : len(lit)-1]
-	for _, s := range internedValues {
+	for _, s := range &internedValues { // &: ranging over the array would copy it
 		if string(inner) == s {
 			return s, true
 		}
