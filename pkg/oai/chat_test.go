@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -204,6 +205,19 @@ func TestParseChatRequestMemberOrder(t *testing.T) {
 			t.Errorf("%s: %v, want a 400 naming %q", tc.body, err, tc.param)
 		}
 	}
+}
+
+// validFunctionName is the pattern OpenAI documents for a function's name.
+func FuzzValidFunctionName(f *testing.F) {
+	pattern := regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	for _, s := range []string{"", "f", "get_weather-2", "has space", "a\n", "é", "x.y", strings.Repeat("a", 64), strings.Repeat("a", 65)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := validFunctionName(s), pattern.MatchString(s); got != want {
+			t.Fatalf("validFunctionName(%q) = %v, the pattern says %v", s, got, want)
+		}
+	})
 }
 
 func TestChatForward(t *testing.T) {
