@@ -853,14 +853,17 @@ func intField(m field, min, max int64) (value int64, given bool, err error) {
 	if jsonscan.Null(v) {
 		return 0, false, nil
 	}
-	n, perr := strconv.ParseInt(string(v), 10, 64)
-	if perr != nil {
-		// 1e3 and 5.0 are integers too, as OpenAI reads them.
-		fl, ferr := strconv.ParseFloat(string(v), 64)
-		if ferr != nil || !jsonscan.ValidNumber(v) || fl != math.Trunc(fl) || fl < -(1<<53) || fl > 1<<53 {
-			return 0, false, api.InvalidValue(name, "Invalid type for '%s': expected an integer, got %s.", name, truncate(string(v), 40))
+	n, plain := jsonscan.PlainInt(v) // the usual form (256), read without strconv
+	if !plain {
+		var perr error
+		if n, perr = strconv.ParseInt(string(v), 10, 64); perr != nil {
+			// 1e3 and 5.0 are integers too, as OpenAI reads them.
+			fl, ferr := strconv.ParseFloat(string(v), 64)
+			if ferr != nil || !jsonscan.ValidNumber(v) || fl != math.Trunc(fl) || fl < -(1<<53) || fl > 1<<53 {
+				return 0, false, api.InvalidValue(name, "Invalid type for '%s': expected an integer, got %s.", name, truncate(string(v), 40))
+			}
+			n = int64(fl)
 		}
-		n = int64(fl)
 	}
 	if n < min || n > max {
 		return 0, false, api.InvalidValue(name, "Invalid value for '%s': %d is out of range [%d, %d].", name, n, min, max)
