@@ -209,9 +209,9 @@ const maxWanted = 8
 // newObject reads the members names of the object el; what is the kind
 // of object expected, for the error when el is not one. A wanted member
 // given twice is refused: a provider could read either copy.
-func newObject(el []byte, at, what string, names []string) (object, error) {
-	o := object{at: at, names: names}
-	_, _, err := o.walk(el, what, false, false)
+func newObject(el []byte, at, what string, names []string) (o object, err error) {
+	o.at, o.names = at, names // in place, as parseMessage's
+	_, _, err = o.walk(el, what, false, false)
 	return o, err
 }
 
