@@ -220,6 +220,30 @@ func FuzzValidFunctionName(f *testing.F) {
 	})
 }
 
+// A nested object's path, put together only for an error, names every
+// step with its index.
+func TestParseChatRequestNestedPaths(t *testing.T) {
+	user := `{"role":"user","content":"a"}`
+	for _, tc := range []struct{ body, message string }{
+		{`{"model":"m","messages":[` + user + `,{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"},{"type":"image_url","image_url":{"detail":"low"}}]}]}`,
+			"messages[1].content[2].image_url.url"},
+		{`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"b","type":"function","function":{"arguments":"{}"}}]}]}`,
+			"messages[0].tool_calls[1].function.name"},
+		{`{"model":"m","messages":[` + user + `],"tools":[{"type":"custom"},{"type":"function","function":{"name":"a b"}}]}`,
+			"tools[1].function.name"},
+		{`{"model":"m","messages":[` + user + `,{"role":"user","content":[{"type":"file","file":{}}]}]}`,
+			"'messages[1].content[0].file' must have a 'file_id' or 'file_data'."},
+		{`{"model":"m","messages":[` + user + `,{"role":"user","content":[{"type":"input_audio","input_audio":[]}]}]}`,
+			"Invalid type for 'messages[1].content[0].input_audio': expected an object with 'data' and 'format'."},
+	} {
+		_, err := ParseChatRequest([]byte(tc.body))
+		var ae *api.Error
+		if !errors.As(err, &ae) || (ae.Param != tc.message && ae.Message != tc.message) {
+			t.Errorf("%s: %v, want %q", tc.body, err, tc.message)
+		}
+	}
+}
+
 func TestChatForward(t *testing.T) {
 	for _, tc := range []struct {
 		name, body   string

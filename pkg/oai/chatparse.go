@@ -52,7 +52,7 @@ func walkMessages(v []byte, decode, check bool) (msgs []Message, size int, valid
 	// Elements first: its content is crossed once here, not twice.
 	each := func(rest []byte) (int, error) {
 		var m Message
-		size, ok, err := parseMessage(&m, rest, messagePath(n), decode, check)
+		size, ok, err := parseMessage(&m, rest, n, decode, check)
 		if err != nil {
 			return 0, err
 		}
@@ -77,22 +77,6 @@ func walkMessages(v []byte, decode, check bool) (msgs []Message, size int, valid
 	return msgs, size, valid, nil
 }
 
-// messagePaths are the first messages' paths, built once: a path is
-// needed for every message but used only in an error.
-var messagePaths = func() (p [32]string) {
-	for i := range p {
-		p[i] = "messages[" + strconv.Itoa(i) + "]"
-	}
-	return p
-}()
-
-func messagePath(i int) string {
-	if i < len(messagePaths) {
-		return messagePaths[i]
-	}
-	return "messages[" + strconv.Itoa(i) + "]"
-}
-
 // The members of a message object, by their index in messageMembers:
 // message reads them by index, not name (it runs for every message of
 // every request).
@@ -111,12 +95,13 @@ var messageMembers = []string{
 	msgToolCallID: "tool_call_id", msgRefusal: "refusal", msgReasoningContent: "reasoning_content",
 }
 
-// parseMessage reads the message at the start of rest (what follows it
-// is not read) and returns its size; with check, also whether it is JSON
-// as jsonscan.Valid would say (false: not known).
-func parseMessage(m *Message, rest []byte, at string, decode, check bool) (size int, valid bool, err error) {
+// parseMessage reads message i, at the start of rest (what follows it is
+// not read), and returns its size; with check, also whether it is JSON as
+// jsonscan.Valid would say (false: not known).
+func parseMessage(m *Message, rest []byte, i int, decode, check bool) (size int, valid bool, err error) {
 	var o object // set in place: a composite literal is built aside and copied
-	o.at, o.names = at, messageMembers
+	o.at.steps[0], o.at.n = step{name: "messages", element: true, index: i}, 1
+	o.names = messageMembers
 	size, valid, err = o.walk(rest, "a message object", true, check)
 	if err != nil {
 		return 0, false, err
@@ -149,7 +134,7 @@ func (o *object) message(m *Message, decode bool) (err error) {
 				return err
 			}
 		case '[':
-			if m.Parts, err = parseParts(content, o.pathAt(msgContent), m.Role, decode); err != nil {
+			if m.Parts, err = parseParts(content, o.member(messageMembers[msgContent]), m.Role, decode); err != nil {
 				return err
 			}
 		default:
@@ -159,7 +144,7 @@ func (o *object) message(m *Message, decode bool) (err error) {
 	switch m.Role {
 	case RoleAssistant:
 		if v := o.value(msgToolCalls); v != nil {
-			if m.ToolCalls, err = parseToolCalls(v, o.pathAt(msgToolCalls), decode); err != nil {
+			if m.ToolCalls, err = parseToolCalls(v, o.member(messageMembers[msgToolCalls]), decode); err != nil {
 				return err
 			}
 		}
@@ -192,10 +177,10 @@ func (o *object) message(m *Message, decode bool) (err error) {
 }
 
 // object holds the wanted members of one JSON object of the request, found
-// in one pass. at is its path ("messages[0]"), put together into a
-// member's path only for an error.
+// in one pass. at is where it is ("messages[0]"), put into words only for
+// an error.
 type object struct {
-	at    string
+	at    place
 	names []string
 	vals  [maxWanted][]byte // an array, not a slice: no allocation per object
 	// decode: text copies its strings; else it only checks them (see
@@ -209,7 +194,7 @@ const maxWanted = 8
 // newObject reads the members names of the object el; what is the kind
 // of object expected, for the error when el is not one. A wanted member
 // given twice is refused: a provider could read either copy.
-func newObject(el []byte, at, what string, names []string) (o object, err error) {
+func newObject(el []byte, at place, what string, names []string) (o object, err error) {
 	o.at, o.names = at, names // in place, as parseMessage's
 	_, _, err = o.walk(el, what, false, false)
 	return o, err
@@ -226,7 +211,8 @@ func (o *object) walk(el []byte, what string, prefix, check bool) (size int, val
 		panic("oai: newObject wants more members than maxWanted") // the lists are constants
 	}
 	if len(el) == 0 || el[0] != '{' {
-		return 0, false, api.InvalidValue(o.at, "Invalid type for '%s': expected %s.", o.at, what)
+		at := o.at.String()
+		return 0, false, api.InvalidValue(at, "Invalid type for '%s': expected %s.", at, what)
 	}
 	member := func(name, v []byte) error {
 		for i, w := range o.names {
@@ -253,7 +239,8 @@ func (o *object) walk(el []byte, what string, prefix, check bool) (size int, val
 		if errors.As(err, &ae) {
 			return 0, false, err
 		}
-		return 0, false, api.InvalidValue(o.at, "'%s' is not a valid JSON object.", o.at)
+		at := o.at.String()
+		return 0, false, api.InvalidValue(at, "'%s' is not a valid JSON object.", at)
 	}
 	return size, valid, nil
 }
@@ -262,10 +249,62 @@ func (o *object) walk(el []byte, what string, prefix, check bool) (size int, val
 func (o *object) pathAt(i int) string { return o.path(o.names[i]) }
 
 func (o *object) path(name string) string {
-	if o.at == "" {
+	at := o.at.String()
+	if at == "" {
 		return name
 	}
-	return o.at + "." + name
+	return at + "." + name
+}
+
+// place is where an object is in the request ("messages[0].content[1]"):
+// the steps that lead to it, put into words (String) only for an error —
+// every content part's and tool call's path, built as it was read, cost an
+// allocation or two. (Steps, not a pointer to the enclosing object: that
+// would move the objects, kept on the stack, to the heap.)
+type place struct {
+	steps [maxDepth]step
+	n     int
+}
+
+// maxDepth bounds the steps to an object (messages[0].tool_calls[1].function).
+const maxDepth = 3
+
+// step is a member's name, and with element its index in that member's
+// array.
+type step struct {
+	name    string
+	element bool
+	index   int
+}
+
+func rootPlace(path string) place { return place{steps: [maxDepth]step{{name: path}}, n: 1} }
+
+// member is the place of o's member name.
+func (o *object) member(name string) place {
+	p := o.at
+	p.steps[p.n] = step{name: name} // panics past maxDepth: the parsers' depth is fixed
+	p.n++
+	return p
+}
+
+// elem is the place of element i of the array at p.
+func (p place) elem(i int) place {
+	p.steps[p.n-1].element, p.steps[p.n-1].index = true, i
+	return p
+}
+
+func (p place) String() string {
+	var b strings.Builder
+	for i, s := range p.steps[:p.n] {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(s.name)
+		if s.element {
+			b.WriteString("[" + strconv.Itoa(s.index) + "]")
+		}
+	}
+	return b.String()
 }
 
 // index is the index of member name in o.names (a constant of the caller's).
@@ -387,7 +426,7 @@ var (
 // parseParts checks and decodes a content array. System, developer and tool
 // messages take text parts only; assistant messages text and refusal parts;
 // user messages text, image_url, input_audio and file parts.
-func parseParts(v []byte, at, role string, decode bool) ([]Part, error) {
+func parseParts(v []byte, at place, role string, decode bool) ([]Part, error) {
 	allowed := textParts
 	switch role {
 	case RoleUser:
@@ -401,7 +440,7 @@ func parseParts(v []byte, at, role string, decode bool) ([]Part, error) {
 	}
 	n := 0
 	err := jsonscan.Elements(v, func(el []byte) error {
-		p, err := parsePart(el, at+"["+strconv.Itoa(n)+"]", role, allowed, decode)
+		p, err := parsePart(el, at.elem(n), role, allowed, decode)
 		if err != nil {
 			return err
 		}
@@ -415,7 +454,7 @@ func parseParts(v []byte, at, role string, decode bool) ([]Part, error) {
 		return nil, err
 	}
 	if n == 0 && role != RoleAssistant {
-		return nil, api.InvalidValue(at, "'%s' must not be an empty array.", at)
+		return nil, api.InvalidValue(at.String(), "'%s' must not be an empty array.", at.String())
 	}
 	return parts, nil
 }
@@ -427,7 +466,7 @@ var (
 	fileMembers  = []string{"file_id", "file_data", "filename"}
 )
 
-func parsePart(el []byte, at, role string, allowed []string, decode bool) (Part, error) {
+func parsePart(el []byte, at place, role string, allowed []string, decode bool) (Part, error) {
 	p := Part{Raw: el}
 	o, err := newObject(el, at, "a content part object", partMembers)
 	if err != nil {
@@ -460,7 +499,7 @@ func parsePart(el []byte, at, role string, allowed []string, decode bool) (Part,
 		if o.get("image_url") == nil {
 			return p, api.MissingParam(o.path("image_url"))
 		}
-		img, err := newObject(o.get("image_url"), o.path("image_url"), "an object with a 'url'", imageMembers)
+		img, err := newObject(o.get("image_url"), o.member("image_url"), "an object with a 'url'", imageMembers)
 		if err != nil {
 			return p, err
 		}
@@ -483,7 +522,7 @@ func parsePart(el []byte, at, role string, allowed []string, decode bool) (Part,
 		if o.get("input_audio") == nil {
 			return p, api.MissingParam(o.path("input_audio"))
 		}
-		a, err := newObject(o.get("input_audio"), o.path("input_audio"), "an object with 'data' and 'format'", audioMembers)
+		a, err := newObject(o.get("input_audio"), o.member("input_audio"), "an object with 'data' and 'format'", audioMembers)
 		if err != nil {
 			return p, err
 		}
@@ -505,7 +544,7 @@ func parsePart(el []byte, at, role string, allowed []string, decode bool) (Part,
 		if o.get("file") == nil {
 			return p, api.MissingParam(o.path("file"))
 		}
-		file, err := newObject(o.get("file"), o.path("file"), "an object with a 'file_id' or 'file_data'", fileMembers)
+		file, err := newObject(o.get("file"), o.member("file"), "an object with a 'file_id' or 'file_data'", fileMembers)
 		if err != nil {
 			return p, err
 		}
@@ -521,7 +560,7 @@ func parsePart(el []byte, at, role string, allowed []string, decode bool) (Part,
 			return p, err
 		}
 		if p.File.ID == "" && p.File.Data == "" {
-			return p, api.InvalidValue(file.at, "'%s' must have a 'file_id' or 'file_data'.", file.at)
+			return p, api.InvalidValue(file.at.String(), "'%s' must have a 'file_id' or 'file_data'.", file.at.String())
 		}
 	}
 	return p, nil
@@ -532,14 +571,14 @@ var (
 	functionCallMembers = []string{"name", "arguments"}
 )
 
-func parseToolCalls(v []byte, at string, decode bool) ([]ToolCall, error) {
+func parseToolCalls(v []byte, at place, decode bool) ([]ToolCall, error) {
 	if v[0] != '[' {
-		return nil, api.InvalidValue(at, "Invalid type for '%s': expected an array of tool calls.", at)
+		return nil, api.InvalidValue(at.String(), "Invalid type for '%s': expected an array of tool calls.", at.String())
 	}
 	var calls []ToolCall
 	n := 0
 	err := jsonscan.Elements(v, func(el []byte) error {
-		o, err := newObject(el, at+"["+strconv.Itoa(n)+"]", "a tool call object", toolCallMembers)
+		o, err := newObject(el, at.elem(n), "a tool call object", toolCallMembers)
 		if err != nil {
 			return err
 		}
@@ -559,7 +598,7 @@ func parseToolCalls(v []byte, at string, decode bool) ([]ToolCall, error) {
 		if o.get("function") == nil {
 			return api.MissingParam(o.path("function"))
 		}
-		fn, err := newObject(o.get("function"), o.path("function"), "an object with 'name' and 'arguments'", functionCallMembers)
+		fn, err := newObject(o.get("function"), o.member("function"), "an object with 'name' and 'arguments'", functionCallMembers)
 		if err != nil {
 			return err
 		}
@@ -614,7 +653,7 @@ func parseTools(v []byte) ([]Tool, error) {
 	var tools []Tool
 	err := jsonscan.Elements(v, func(el []byte) error {
 		t := Tool{Raw: el}
-		o, err := newObject(el, "tools["+strconv.Itoa(len(tools))+"]", "a tool object", toolMembers)
+		o, err := newObject(el, rootPlace("tools").elem(len(tools)), "a tool object", toolMembers)
 		if err != nil {
 			return err
 		}
@@ -634,7 +673,7 @@ func parseTools(v []byte) ([]Tool, error) {
 		if o.get("function") == nil {
 			return api.MissingParam(o.path("function"))
 		}
-		fn, err := newObject(o.get("function"), o.path("function"), "an object", functionMembers)
+		fn, err := newObject(o.get("function"), o.member("function"), "an object", functionMembers)
 		if err != nil {
 			return err
 		}
@@ -690,7 +729,7 @@ func parseToolChoice(v []byte, tools []Tool) (*ToolChoice, error) {
 		}
 		return c, nil
 	}
-	o, err := newObject(v, "tool_choice", "a string or an object", toolChoiceMembers)
+	o, err := newObject(v, rootPlace("tool_choice"), "a string or an object", toolChoiceMembers)
 	if err != nil {
 		return nil, err
 	}
@@ -711,7 +750,7 @@ func parseToolChoice(v []byte, tools []Tool) (*ToolChoice, error) {
 	if o.get("function") == nil {
 		return nil, api.MissingParam("tool_choice.function")
 	}
-	fn, err := newObject(o.get("function"), "tool_choice.function", "an object with a 'name'", nameMember)
+	fn, err := newObject(o.get("function"), rootPlace("tool_choice.function"), "an object with a 'name'", nameMember)
 	if err != nil {
 		return nil, err
 	}
@@ -738,7 +777,7 @@ var (
 )
 
 func parseResponseFormat(v []byte) (*ResponseFormat, error) {
-	o, err := newObject(v, "response_format", "an object", responseFormatMembers)
+	o, err := newObject(v, rootPlace("response_format"), "an object", responseFormatMembers)
 	if err != nil {
 		return nil, err
 	}
@@ -758,7 +797,7 @@ func parseResponseFormat(v []byte) (*ResponseFormat, error) {
 	if o.get("json_schema") == nil {
 		return nil, api.MissingParam("response_format.json_schema")
 	}
-	js, err := newObject(o.get("json_schema"), "response_format.json_schema", "an object", jsonSchemaMembers)
+	js, err := newObject(o.get("json_schema"), rootPlace("response_format.json_schema"), "an object", jsonSchemaMembers)
 	if err != nil {
 		return nil, err
 	}
