@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/bits"
 	"strings"
 	"sync"
 
@@ -260,197 +261,247 @@ type JSONSchema struct {
 	Strict *bool
 }
 
-// chatMembersList are the members ParseChatRequest models (an array: its
-// length sizes the parse's buffer); chatMembers is it as a slice.
-var chatMembersList = [...]string{
-	"model", "messages", "stream", "stream_options", "n", "tools", "tool_choice", "parallel_tool_calls",
-	"response_format", "max_tokens", "max_completion_tokens", "stop", "temperature", "top_p",
-	"frequency_penalty", "presence_penalty", "seed", "logprobs", "top_logprobs", "reasoning_effort",
-	"user", "mock_response", "drop_params",
+// chatMember is a member ParseChatRequest models: its index in
+// chatMemberNames and in chatFields.
+type chatMember uint8
+
+const (
+	memberModel chatMember = iota
+	memberMessages
+	memberStream
+	memberStreamOptions
+	memberN
+	memberTools
+	memberToolChoice
+	memberParallelToolCalls
+	memberResponseFormat
+	memberMaxTokens
+	memberMaxCompletionTokens
+	memberStop
+	memberTemperature
+	memberTopP
+	memberFrequencyPenalty
+	memberPresencePenalty
+	memberSeed
+	memberLogprobs
+	memberTopLogprobs
+	memberReasoningEffort
+	memberUser
+	memberMockResponse
+	memberDropParams
+	chatMemberCount
+)
+
+// chatMemberNames are the modelled members' names, by chatMember.
+var chatMemberNames = [chatMemberCount]string{
+	memberModel: "model", memberMessages: "messages", memberStream: "stream",
+	memberStreamOptions: "stream_options", memberN: "n", memberTools: "tools",
+	memberToolChoice: "tool_choice", memberParallelToolCalls: "parallel_tool_calls",
+	memberResponseFormat: "response_format", memberMaxTokens: "max_tokens",
+	memberMaxCompletionTokens: "max_completion_tokens", memberStop: "stop",
+	memberTemperature: "temperature", memberTopP: "top_p",
+	memberFrequencyPenalty: "frequency_penalty", memberPresencePenalty: "presence_penalty",
+	memberSeed: "seed", memberLogprobs: "logprobs", memberTopLogprobs: "top_logprobs",
+	memberReasoningEffort: "reasoning_effort", memberUser: "user",
+	memberMockResponse: "mock_response", memberDropParams: "drop_params",
 }
 
-var chatMembers = chatMembersList[:]
+// chatMemberOf finds a modelled member by name (chatMemberNames read
+// backwards; TestChatMemberOf holds the two together): the body's walk asks
+// it for every member, and a switch costs ~40 instructions a name where a
+// scan of the names or a map cost ~160.
+func chatMemberOf(name []byte) (chatMember, bool) {
+	switch string(name) {
+	case "model":
+		return memberModel, true
+	case "messages":
+		return memberMessages, true
+	case "stream":
+		return memberStream, true
+	case "stream_options":
+		return memberStreamOptions, true
+	case "n":
+		return memberN, true
+	case "tools":
+		return memberTools, true
+	case "tool_choice":
+		return memberToolChoice, true
+	case "parallel_tool_calls":
+		return memberParallelToolCalls, true
+	case "response_format":
+		return memberResponseFormat, true
+	case "max_tokens":
+		return memberMaxTokens, true
+	case "max_completion_tokens":
+		return memberMaxCompletionTokens, true
+	case "stop":
+		return memberStop, true
+	case "temperature":
+		return memberTemperature, true
+	case "top_p":
+		return memberTopP, true
+	case "frequency_penalty":
+		return memberFrequencyPenalty, true
+	case "presence_penalty":
+		return memberPresencePenalty, true
+	case "seed":
+		return memberSeed, true
+	case "logprobs":
+		return memberLogprobs, true
+	case "top_logprobs":
+		return memberTopLogprobs, true
+	case "reasoning_effort":
+		return memberReasoningEffort, true
+	case "user":
+		return memberUser, true
+	case "mock_response":
+		return memberMockResponse, true
+	case "drop_params":
+		return memberDropParams, true
+	}
+	return 0, false
+}
 
 // litellmMembers are request members only LiteLLM knows; Forward removes
 // them (an OpenAI-family server would refuse them).
-var litellmMembers = []string{"mock_response", "drop_params"}
+var litellmMembers = []string{chatMemberNames[memberMockResponse], chatMemberNames[memberDropParams]}
+
+// chatFields are the modelled members the body gives.
+type chatFields struct {
+	values [chatMemberCount][]byte // by chatMember; nil when absent
+	given  uint32                  // bit m set: member m is given
+}
+
+// given has a bit a member: this fails to compile past 32 members.
+const _ = uint32(1 << (chatMemberCount - 1))
+
+// member returns m with its value.
+func (f *chatFields) member(m chatMember) field { return field{chatMemberNames[m], f.values[m]} }
 
 // ParseChatRequest validates a chat completions request body (see
 // ChatRequest). Every problem is a 400 naming the field as OpenAI does
 // ("messages[1].content[0].image_url.url"). The returned request keeps body.
 func ParseChatRequest(body []byte) (*ChatRequest, error) {
-	var buf [len(chatMembersList)]field // the modelled members' values, on the stack
-	f, d, others, msgsErr, err := parseChatTop(body, buf[:0])
+	var f chatFields // on the stack
+	d, others, msgsErr, err := parseChatTop(body, &f)
 	if err != nil {
 		return nil, err
 	}
 	r := &ChatRequest{doc: d, Others: others}
-	if r.Model, err = modelField(f, true); err != nil {
+	if r.Model, err = modelField(f.member(memberModel), true); err != nil {
 		return nil, err
 	}
-	msgs, ok := f.get("messages")
-	if !ok || jsonscan.Null(msgs) {
+	msgs := f.values[memberMessages]
+	if jsonscan.Null(msgs) {
 		return nil, api.MissingParam("messages")
 	}
 	if msgsErr != nil { // the walk's check of the messages, reported in its turn
 		return nil, chatTopError(msgsErr)
 	}
 	r.RawMessages = msgs
-	if len(f) == 2 {
-		// Only model and messages given (both are in f by now, each once):
-		// the other members' reads below would find nothing.
-		return r, nil
+	// The other members given, in chatMember order: the first problem in
+	// it is the one reported, and a member is read after those it depends
+	// on (stream_options after stream, tool_choice after tools). The
+	// members not given (most) cost nothing.
+	for rest := f.given &^ (1<<memberModel | 1<<memberMessages); rest != 0; rest &= rest - 1 {
+		m := chatMember(bits.TrailingZeros32(rest))
+		if err := r.parseMember(m, f.values[m]); err != nil {
+			return nil, err
+		}
 	}
-	if err := r.parseStreaming(f); err != nil {
-		return nil, err
-	}
-	if err := r.parseTooling(f); err != nil {
-		return nil, err
-	}
-	if err := r.parseSampling(f); err != nil {
-		return nil, err
-	}
-	if err := r.parseLiteLLM(f); err != nil {
-		return nil, err
-	}
+	// LiteLLM's own members, null or not, are stripped by Forward.
+	r.litellmOnly = f.given&(1<<memberMockResponse|1<<memberDropParams) != 0
 	return r, nil
 }
 
-// parseStreaming reads stream, stream_options and n.
-func (r *ChatRequest) parseStreaming(f fields) (err error) {
-	if r.Stream, _, err = boolField(f, "stream"); err != nil {
-		return err
+// parseMember reads the modelled member m (not model or messages), of
+// value v, into r.
+func (r *ChatRequest) parseMember(m chatMember, v []byte) (err error) {
+	f := field{chatMemberNames[m], v}
+	if jsonscan.Null(v) {
+		return nil // null is not given: the typed view keeps its zero
 	}
-	if v, ok := f.get("stream_options"); ok && !jsonscan.Null(v) {
+	switch m {
+	case memberStream:
+		r.Stream, _, err = boolField(f)
+	case memberStreamOptions:
 		if !r.Stream {
 			return api.InvalidValue("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.")
 		}
-		if r.IncludeUsage, err = streamOptions(v); err != nil {
-			return err
-		}
+		r.IncludeUsage, err = streamOptions(v)
 		r.streamOptions = v
-	}
-	if n, given, err := intField(f, "n", 1, MaxChoices); err != nil {
-		return err
-	} else if given {
+	case memberN:
+		var n int64
+		n, _, err = intField(f, 1, MaxChoices)
 		r.N = int(n)
-	}
-	return nil
-}
-
-// parseTooling reads tools, tool_choice, parallel_tool_calls and
-// response_format.
-func (r *ChatRequest) parseTooling(f fields) (err error) {
-	if v, ok := f.get("tools"); ok && !jsonscan.Null(v) {
-		if r.Tools, err = parseTools(v); err != nil {
-			return err
+	case memberTools:
+		r.Tools, err = parseTools(v)
+	case memberToolChoice:
+		r.ToolChoice, err = parseToolChoice(v, r.Tools)
+	case memberParallelToolCalls:
+		var b bool
+		if b, _, err = boolField(f); err == nil {
+			r.ParallelToolCalls = &b
 		}
-	}
-	if v, ok := f.get("tool_choice"); ok && !jsonscan.Null(v) {
-		if r.ToolChoice, err = parseToolChoice(v, r.Tools); err != nil {
-			return err
+	case memberResponseFormat:
+		r.ResponseFormat, err = parseResponseFormat(v)
+	case memberMaxTokens:
+		r.MaxTokens, _, err = intField(f, 1, math.MaxInt32)
+	case memberMaxCompletionTokens:
+		r.MaxCompletionTokens, _, err = intField(f, 1, math.MaxInt32)
+	case memberStop:
+		r.Stop, err = parseStop(v)
+	case memberTemperature:
+		r.Temperature, err = floatField(f, 0, 2)
+	case memberTopP:
+		r.TopP, err = floatField(f, 0, 1)
+	case memberFrequencyPenalty:
+		r.FrequencyPenalty, err = floatField(f, -2, 2)
+	case memberPresencePenalty:
+		r.PresencePenalty, err = floatField(f, -2, 2)
+	case memberSeed:
+		var seed int64
+		if seed, _, err = intField(f, math.MinInt64, math.MaxInt64); err == nil {
+			r.Seed = &seed
 		}
-	}
-	if b, given, err := boolField(f, "parallel_tool_calls"); err != nil {
-		return err
-	} else if given {
-		r.ParallelToolCalls = pointer(b)
-	}
-	if v, ok := f.get("response_format"); ok && !jsonscan.Null(v) {
-		if r.ResponseFormat, err = parseResponseFormat(v); err != nil {
-			return err
+	case memberLogprobs:
+		r.Logprobs, _, err = boolField(f)
+	case memberTopLogprobs:
+		var n int64
+		if n, _, err = intField(f, 0, MaxTopLogprobs); err == nil {
+			k := int(n)
+			r.TopLogprobs = &k
 		}
-	}
-	return nil
-}
-
-// parseSampling reads the output bounds, stop, the sampling numbers,
-// logprobs, reasoning_effort and user.
-func (r *ChatRequest) parseSampling(f fields) (err error) {
-	if r.MaxTokens, _, err = intField(f, "max_tokens", 1, math.MaxInt32); err != nil {
-		return err
-	}
-	if r.MaxCompletionTokens, _, err = intField(f, "max_completion_tokens", 1, math.MaxInt32); err != nil {
-		return err
-	}
-	if v, ok := f.get("stop"); ok && !jsonscan.Null(v) {
-		if r.Stop, err = parseStop(v); err != nil {
-			return err
+	case memberReasoningEffort:
+		r.ReasoningEffort, _, err = stringField(f)
+	case memberUser:
+		r.User, _, err = stringField(f)
+	case memberMockResponse:
+		var s string
+		if s, _, err = stringField(f); err == nil {
+			r.MockResponse = &s
 		}
+	case memberDropParams:
+		r.DropParams, _, err = boolField(f)
 	}
-	for _, n := range []struct {
-		name     string
-		dst      **float64
-		min, max float64
-	}{
-		{"temperature", &r.Temperature, 0, 2},
-		{"top_p", &r.TopP, 0, 1},
-		{"frequency_penalty", &r.FrequencyPenalty, -2, 2},
-		{"presence_penalty", &r.PresencePenalty, -2, 2},
-	} {
-		if *n.dst, err = floatField(f, n.name, n.min, n.max); err != nil {
-			return err
-		}
-	}
-	if s, given, err := intField(f, "seed", math.MinInt64, math.MaxInt64); err != nil {
-		return err
-	} else if given {
-		r.Seed = pointer(s)
-	}
-	if r.Logprobs, _, err = boolField(f, "logprobs"); err != nil {
-		return err
-	}
-	if n, given, err := intField(f, "top_logprobs", 0, MaxTopLogprobs); err != nil {
-		return err
-	} else if given {
-		k := int(n)
-		r.TopLogprobs = &k
-	}
-	if r.ReasoningEffort, _, err = stringField(f, "reasoning_effort"); err != nil {
-		return err
-	}
-	r.User, _, err = stringField(f, "user")
 	return err
 }
 
-// pointer returns a pointer to a copy of v: a member's value, allocated
-// only when the member is given (taking the address of the variable the
-// if statement declares would allocate it on every parse).
-func pointer[T any](v T) *T { return &v }
-
-// parseLiteLLM reads LiteLLM's own members, which Forward strips.
-func (r *ChatRequest) parseLiteLLM(f fields) (err error) {
-	if s, given, err := stringField(f, "mock_response"); err != nil {
-		return err
-	} else if given {
-		r.MockResponse = pointer(s)
-	}
-	if r.DropParams, _, err = boolField(f, "drop_params"); err != nil {
-		return err
-	}
-	for _, m := range litellmMembers {
-		if _, ok := f.get(m); ok {
-			r.litellmOnly = true
-		}
-	}
-	return nil
-}
-
-// parseChatTop is parseTop for chat: the modelled members (appended to f),
-// and the names of the others (not null). It checks the messages too, in
-// the same walk (checkMessages): msgsErr is what is wrong with them, for
-// the caller to report after the members before them in its order.
-func parseChatTop(body []byte, f fields) (_ fields, _ doc, _ []string, msgsErr error, _ error) {
+// parseChatTop is parseTop for chat: the modelled members (into f), and
+// the names of the others (not null). It checks the messages too, in the
+// same walk (checkMessages): msgsErr is what is wrong with them, for the
+// caller to report after the members before them in its order.
+func parseChatTop(body []byte, f *chatFields) (_ doc, _ []string, msgsErr error, _ error) {
 	d := doc{body: body, modelStart: -1, modelEnd: -1}
 	i := jsonscan.SkipSpace(body, 0)
 	if i == len(body) {
-		return nil, d, nil, nil, api.InvalidJSON("Request body is empty; expected a JSON object.")
+		return d, nil, nil, api.InvalidJSON("Request body is empty; expected a JSON object.")
 	}
 	if body[i] != '{' {
 		if !jsonscan.Valid(body) {
-			return nil, d, nil, nil, invalidJSON(body)
+			return d, nil, nil, invalidJSON(body)
 		}
-		return nil, d, nil, nil, api.InvalidJSON("Request body must be a JSON object.")
+		return d, nil, nil, api.InvalidJSON("Request body must be a JSON object.")
 	}
 	var others []string
 	// The messages (the body's bulk) are checked by their own walk as the
@@ -473,22 +524,19 @@ func parseChatTop(body []byte, f fields) (_ fields, _ doc, _ []string, msgsErr e
 	// it cannot say (a refused member, a malformed body) does Valid cross
 	// the body again, so that invalid JSON is reported before a member.
 	valid, err := jsonscan.MembersCheckedBy(body, func(name, v []byte) error {
-		known := false
-		for _, w := range chatMembers {
-			if string(name) != w {
-				continue
-			}
-			known = true
-			if _, dup := f.get(w); dup {
+		if m, known := chatMemberOf(name); known {
+			if f.given&(1<<m) != 0 {
+				w := chatMemberNames[m]
 				return api.InvalidValue(w, "'%s' is given more than once.", w)
 			}
-			f = append(f, field{w, v})
-			if w == "model" {
+			f.values[m] = v
+			f.given |= 1 << m
+			if m == memberModel {
 				d.modelStart, d.modelEnd = jsonscan.Span(body, v)
 			}
-			break
+			return nil
 		}
-		if !known && !jsonscan.Null(v) {
+		if !jsonscan.Null(v) {
 			for _, o := range others {
 				if o == string(name) {
 					return api.InvalidValue(o, "'%s' is given more than once.", o)
@@ -499,12 +547,12 @@ func parseChatTop(body []byte, f fields) (_ fields, _ doc, _ []string, msgsErr e
 		return nil
 	}, messages)
 	if !valid && !jsonscan.Valid(body) {
-		return nil, d, nil, nil, invalidJSON(body)
+		return d, nil, nil, invalidJSON(body)
 	}
 	if err != nil {
-		return nil, d, nil, nil, chatTopError(err)
+		return d, nil, nil, chatTopError(err)
 	}
-	return f, d, others, msgsErr, nil
+	return d, others, msgsErr, nil
 }
 
 func chatTopError(err error) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -169,6 +170,80 @@ func TestParseChatRequestRefusesNamingTheField(t *testing.T) {
 	}
 }
 
+// chatMemberOf reads chatMemberNames backwards, and knows no other name.
+func TestChatMemberOf(t *testing.T) {
+	for i, name := range chatMemberNames {
+		if m, ok := chatMemberOf([]byte(name)); !ok || m != chatMember(i) {
+			t.Errorf("chatMemberOf(%q) = %d, %v; want %d", name, m, ok, i)
+		}
+	}
+	for _, name := range []string{"", "Model", "top_k", "logit_bias", "stream_option"} {
+		if m, ok := chatMemberOf([]byte(name)); ok {
+			t.Errorf("chatMemberOf(%q) = %d, want none", name, m)
+		}
+	}
+}
+
+// The members are read in chatMember order, whatever the body's: the
+// problem reported is the first in that order, and stream_options is read
+// after stream, tool_choice after tools.
+func TestParseChatRequestMemberOrder(t *testing.T) {
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct{ body, param string }{
+		{`{"user":5,"temperature":3,"model":"m",` + msgs + `,"stream":"yes"}`, "stream"},
+		{`{"drop_params":1,"model":"m",` + msgs + `,"n":0,"max_tokens":0}`, "n"},
+		{`{"seed":"x","tools":{},"model":"m",` + msgs + `}`, "tools"},
+		{`{"stream_options":{"include_usage":true},"stream":true,"model":"m",` + msgs + `}`, ""},
+		{`{"tool_choice":{"type":"function","function":{"name":"f"}},"model":"m",` + msgs + `,"tools":[{"type":"function","function":{"name":"f"}}]}`, ""},
+	} {
+		_, err := ParseChatRequest([]byte(tc.body))
+		var ae *api.Error
+		switch {
+		case tc.param == "" && err != nil:
+			t.Errorf("%s: %v", tc.body, err)
+		case tc.param != "" && (!errors.As(err, &ae) || ae.Param != tc.param):
+			t.Errorf("%s: %v, want a 400 naming %q", tc.body, err, tc.param)
+		}
+	}
+}
+
+// validFunctionName is the pattern OpenAI documents for a function's name.
+func FuzzValidFunctionName(f *testing.F) {
+	pattern := regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	for _, s := range []string{"", "f", "get_weather-2", "has space", "a\n", "é", "x.y", strings.Repeat("a", 64), strings.Repeat("a", 65)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := validFunctionName(s), pattern.MatchString(s); got != want {
+			t.Fatalf("validFunctionName(%q) = %v, the pattern says %v", s, got, want)
+		}
+	})
+}
+
+// A nested object's path, put together only for an error, names every
+// step with its index.
+func TestParseChatRequestNestedPaths(t *testing.T) {
+	user := `{"role":"user","content":"a"}`
+	for _, tc := range []struct{ body, message string }{
+		{`{"model":"m","messages":[` + user + `,{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"},{"type":"image_url","image_url":{"detail":"low"}}]}]}`,
+			"messages[1].content[2].image_url.url"},
+		{`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"b","type":"function","function":{"arguments":"{}"}}]}]}`,
+			"messages[0].tool_calls[1].function.name"},
+		{`{"model":"m","messages":[` + user + `],"tools":[{"type":"custom"},{"type":"function","function":{"name":"a b"}}]}`,
+			"tools[1].function.name"},
+		{`{"model":"m","messages":[` + user + `,{"role":"user","content":[{"type":"file","file":{}}]}]}`,
+			"'messages[1].content[0].file' must have a 'file_id' or 'file_data'."},
+		{`{"model":"m","messages":[` + user + `,{"role":"user","content":[{"type":"input_audio","input_audio":[]}]}]}`,
+			"Invalid type for 'messages[1].content[0].input_audio': expected an object with 'data' and 'format'."},
+	} {
+		_, err := ParseChatRequest([]byte(tc.body))
+		var ae *api.Error
+		if !errors.As(err, &ae) || (ae.Param != tc.message && ae.Message != tc.message) {
+			t.Errorf("%s: %v, want %q", tc.body, err, tc.message)
+		}
+	}
+}
+
 func TestChatForward(t *testing.T) {
 	for _, tc := range []struct {
 		name, body   string
@@ -191,6 +266,8 @@ func TestChatForward(t *testing.T) {
 		{"not a stream", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, true,
 			`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, true},
 		{"LiteLLM's members removed", `{"drop_params":true,"model":"m","messages":[{"role":"user","content":"hi"}],"mock_response":"x"}`, false,
+			`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, false},
+		{"LiteLLM's null members removed too", `{"model":"m","messages":[{"role":"user","content":"hi"}],"mock_response":null}`, false,
 			`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

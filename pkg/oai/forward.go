@@ -29,7 +29,7 @@ func ParseCompletionRequest(body []byte) (*CompletionRequest, error) {
 		return nil, err
 	}
 	r := &CompletionRequest{doc: d}
-	if r.Model, err = modelField(f, true); err != nil {
+	if r.Model, err = modelField(f.member("model"), true); err != nil {
 		return nil, err
 	}
 	p, ok := f.get("prompt")
@@ -40,7 +40,7 @@ func ParseCompletionRequest(body []byte) (*CompletionRequest, error) {
 		return nil, api.InvalidValue("prompt", "'prompt' must be a string, an array of strings, an array of token ids, or an array of token-id arrays.")
 	}
 	r.Prompt = p
-	if r.Stream, _, err = boolField(f, "stream"); err != nil {
+	if r.Stream, _, err = boolField(f.member("stream")); err != nil {
 		return nil, err
 	}
 	if v, ok := f.get("stream_options"); ok && !jsonscan.Null(v) {
@@ -87,7 +87,7 @@ func ParseResponsesRequest(body []byte) (*ResponsesRequest, error) {
 		return nil, err
 	}
 	r := &ResponsesRequest{doc: d}
-	if r.Model, err = modelField(f, true); err != nil {
+	if r.Model, err = modelField(f.member("model"), true); err != nil {
 		return nil, err
 	}
 	if in, ok := f.get("input"); ok && !jsonscan.Null(in) {
@@ -96,7 +96,7 @@ func ParseResponsesRequest(body []byte) (*ResponsesRequest, error) {
 		}
 		r.Input = in
 	}
-	if r.Stream, _, err = boolField(f, "stream"); err != nil {
+	if r.Stream, _, err = boolField(f.member("stream")); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -55,3 +55,15 @@ func BenchmarkParseChatRequestPlain(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParseChatRequestTools parses an agent's turn: a user message
+// with an image part, an assistant tool call and its answer, and a tool.
+func BenchmarkParseChatRequestTools(b *testing.B) {
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"What is in this image?"},{"type":"image_url","image_url":{"url":"https://example.com/a.png","detail":"low"}}]},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"look","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"a cat"}],"tools":[{"type":"function","function":{"name":"look","parameters":{"type":"object"}}}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseChatRequest(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

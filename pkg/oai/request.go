@@ -100,7 +100,7 @@ func (x Extras) String(name string) (value string, given bool, err error) {
 	if !ok {
 		return "", false, nil
 	}
-	return stringField(fields{{name, v}}, name)
+	return stringField(field{name, v})
 }
 
 // Bool returns the boolean member name; given is false when it is absent.
@@ -189,6 +189,8 @@ func plainLiteral(lit []byte, s string) bool {
 // searched in order (a map cost its allocations and a hash a member).
 type fields []field
 
+// field is a member the parser asked for: its name, and its value (nil
+// when absent), what the typed readers (stringField, ...) take.
 type field struct {
 	name  string
 	value []byte
@@ -202,6 +204,12 @@ func (f fields) get(name string) ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// member returns the member name, its value nil when absent.
+func (f fields) member(name string) field {
+	v, _ := f.get(name)
+	return field{name, v}
 }
 
 // parseTop validates body as one JSON object and returns the values of the
@@ -283,9 +291,9 @@ func invalidJSON(body []byte) error {
 }
 
 // stringField decodes an optional string member; absent and null give "".
-func stringField(f fields, name string) (string, bool, error) {
-	v, ok := f.get(name)
-	if !ok || jsonscan.Null(v) {
+func stringField(m field) (string, bool, error) {
+	name, v := m.name, m.value
+	if jsonscan.Null(v) {
 		return "", false, nil
 	}
 	if v[0] != '"' {
@@ -298,8 +306,9 @@ func stringField(f fields, name string) (string, bool, error) {
 	return s, true, nil
 }
 
-func modelField(f fields, required bool) (string, error) {
-	model, given, err := stringField(f, "model")
+// modelField decodes the model member m; required: absent is a 400.
+func modelField(m field, required bool) (string, error) {
+	model, given, err := stringField(m)
 	if err != nil {
 		return "", err
 	}
@@ -329,7 +338,7 @@ func ParseEmbeddingRequest(body []byte) (*EmbeddingRequest, error) {
 		return nil, err
 	}
 	req := &EmbeddingRequest{doc: d}
-	if req.Model, err = modelField(f, true); err != nil {
+	if req.Model, err = modelField(f.member("model"), true); err != nil {
 		return nil, err
 	}
 	in, ok := f.get("input")
@@ -350,7 +359,7 @@ func ParseEmbeddingRequest(body []byte) (*EmbeddingRequest, error) {
 		}
 		req.Dimensions = int(n)
 	}
-	if req.User, _, err = stringField(f, "user"); err != nil {
+	if req.User, _, err = stringField(f.member("user")); err != nil {
 		return nil, err
 	}
 	if v, ok := f.get("mock_response"); ok && !jsonscan.Null(v) {
@@ -369,7 +378,7 @@ func encodingField(f fields) (string, error) {
 	case `"base64"`:
 		return EncodingBase64, nil
 	}
-	format, given, err := stringField(f, "encoding_format")
+	format, given, err := stringField(f.member("encoding_format"))
 	if err != nil {
 		return "", err
 	}
@@ -480,7 +489,7 @@ func ParseModerationRequest(body []byte) (*ModerationRequest, error) {
 		return nil, err
 	}
 	req := &ModerationRequest{doc: d}
-	if req.Model, err = modelField(f, false); err != nil {
+	if req.Model, err = modelField(f.member("model"), false); err != nil {
 		return nil, err
 	}
 	in, ok := f.get("input")
