@@ -64,7 +64,7 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		// A connection's provider calls are bounded on its lane (package
 		// lane): no context or timer of their own.
-		ConnContext: func(ctx context.Context, _ net.Conn) context.Context { return lane.With(ctx) },
+		ConnContext: withLane,
 		ErrorLog:    slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 	}
 	if addr := g.Settings.Pprof; addr != "" {
@@ -121,6 +121,18 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// withLane gives a connection its lane (package lane), which the connection
+// tells when the client hangs up. A connection that is not the limiter's
+// (none is) gets none: nothing would tell it.
+func withLane(ctx context.Context, c net.Conn) context.Context {
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		return ctx
+	}
+	ctx, lc.hangUp = lane.With(ctx)
+	return ctx
 }
 
 // laneRequests tells each HTTP/1 request's connection lane that it is the

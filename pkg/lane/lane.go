@@ -6,8 +6,8 @@
 //
 // An HTTP/1 connection carries one request at a time, and a request makes
 // its provider calls one after another, so the calls of a connection can
-// share one cancellation scope, a child of the connection's context (done
-// when the client hangs up): the scope is cancelled only when a call
+// share one cancellation scope, a child of the connection's (cancelled by
+// HangUp when the client hangs up): the scope is cancelled only when a call
 // overruns its deadline, and then replaced. A call whose context is not its
 // HTTP/1 request's own (HTTP/2 streams, background jobs, a layer of
 // cancellation added on the way) or that overlaps another gets no lane and
@@ -28,7 +28,7 @@ const maxCalls = 256
 
 // Lane is the cancellation scope of one connection's calls.
 type Lane struct {
-	parent context.Context // the connection's: done when the client hangs up
+	parent context.Context // the connection's: done once it hangs up
 
 	mu       sync.Mutex
 	request  <-chan struct{} // Done of the request being served (HTTP/1 only)
@@ -60,11 +60,16 @@ func (l *layer) Value(key any) any {
 func (l *layer) String() string { return "lane.With" }
 
 // With returns a connection's context, ctx, carrying a new Lane
-// (http.Server.ConnContext).
-func With(ctx context.Context) context.Context {
+// (http.Server.ConnContext), and the lane's hang-up: whoever reads the
+// connection must call it when the client has gone (a read fails other than
+// by a deadline, as net/http cancels its requests' contexts then) and when
+// the connection closes. The lane's calls end with it; a call begun after it
+// starts cancelled.
+func With(ctx context.Context) (context.Context, context.CancelFunc) {
 	l := &layer{Context: ctx}
-	l.lane.parent = ctx
-	return l
+	var hangUp context.CancelFunc
+	l.lane.parent, hangUp = context.WithCancel(ctx)
+	return l, hangUp
 }
 
 // Serve notes that r, an HTTP/1 request, is the one its connection now

@@ -14,8 +14,8 @@ type valueKey struct{}
 // value over it, as the request path adds).
 func served(t *testing.T) (conn context.Context, hangUp context.CancelFunc, req context.Context) {
 	t.Helper()
-	base, hangUp := context.WithCancel(context.Background())
-	conn = With(base)
+	conn, hangUp = With(context.Background())
+	t.Cleanup(hangUp)
 	r, done := context.WithCancel(conn)
 	t.Cleanup(done)
 	Serve(r, 1)
@@ -109,6 +109,18 @@ func TestEndedCallsTimerDoesNotCancelTheNext(t *testing.T) {
 	}
 }
 
+func TestCallBegunAfterAHangUpStartsCancelled(t *testing.T) {
+	_, hangUp, req := served(t)
+	hangUp()
+	call, l, ok := Begin(req, time.Now().Add(time.Hour))
+	if ok {
+		defer l.End()
+	}
+	if call.Err() == nil {
+		t.Error("a call begun after its client hung up is not cancelled")
+	}
+}
+
 func TestHangUpCancelsTheCall(t *testing.T) {
 	_, hangUp, req := served(t)
 	call, l, _ := Begin(req, time.Now().Add(time.Hour))
@@ -125,7 +137,8 @@ func TestCallsWithoutTheirOwnLaneAreRefused(t *testing.T) {
 	_, _, req := served(t)
 	cancellable, cancel := context.WithCancel(req)
 	defer cancel()
-	conn := With(context.Background())
+	conn, hangUp := With(context.Background())
+	defer hangUp()
 	h2, h2done := context.WithCancel(conn)
 	defer h2done()
 	Serve(h2, 2)
