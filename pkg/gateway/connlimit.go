@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,6 +145,12 @@ type limitedConn struct {
 	want    time.Time  // the read deadline last set
 	applied time.Time  // the read deadline the socket has
 	reading atomic.Int32
+
+	// hangUp ends the connection's lane (lane.With): set before the
+	// connection is served, called when a read fails other than by a
+	// deadline — the client has gone, and net/http cancels its requests'
+	// contexts for the same error — and when the connection closes.
+	hangUp context.CancelFunc
 }
 
 func (c *limitedConn) Read(p []byte) (int, error) {
@@ -158,6 +167,9 @@ func (c *limitedConn) Read(p []byte) (int, error) {
 	c.dl.Unlock()
 	n, err := c.Conn.Read(p)
 	c.reading.Add(-1)
+	if err != nil && c.hangUp != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		c.hangUp()
+	}
 	return n, err
 }
 
@@ -187,6 +199,9 @@ func (c *limitedConn) SetDeadline(t time.Time) error {
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
+	if c.hangUp != nil {
+		c.hangUp()
+	}
 	c.once.Do(func() {
 		c.l.mu.Lock()
 		delete(c.l.open, c)

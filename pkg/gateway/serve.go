@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/lane"
 	"github.com/sluice-gateway/sluice/pkg/server"
 )
 
@@ -33,6 +34,7 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 		maxConns = config.DefaultMaxConnections
 	}
 	h = guardBodies(h, idle, g.Settings.BodyMinRate, g.bodies)
+	h = laneRequests(h)
 	// The bodies held whole are bounded by the budget, but the garbage
 	// collector lets the heap grow to twice what is live before it runs:
 	// a full budget would cost twice its size. A soft memory limit of the
@@ -60,7 +62,10 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 		IdleTimeout:       2 * time.Minute,
 		ConnState:         limited.ConnState,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
-		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
+		// A connection's provider calls are bounded on its lane (package
+		// lane): no context or timer of their own.
+		ConnContext: withLane,
+		ErrorLog:    slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 	}
 	if addr := g.Settings.Pprof; addr != "" {
 		stop, err := servePprof(addr, out)
@@ -116,6 +121,27 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// withLane gives a connection its lane (package lane), which the connection
+// tells when the client hangs up. A connection that is not the limiter's
+// (none is) gets none: nothing would tell it.
+func withLane(ctx context.Context, c net.Conn) context.Context {
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		return ctx
+	}
+	ctx, lc.hangUp = lane.With(ctx)
+	return ctx
+}
+
+// laneRequests tells each HTTP/1 request's connection lane that it is the
+// request now served (lane.Serve).
+func laneRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lane.Serve(r.Context(), r.ProtoMajor)
+		next.ServeHTTP(w, r)
+	})
 }
 
 // background lists the loops the local process runs beside the server: one

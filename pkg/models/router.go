@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/api"
 	"github.com/sluice-gateway/sluice/pkg/auth"
 	"github.com/sluice-gateway/sluice/pkg/config"
+	"github.com/sluice-gateway/sluice/pkg/lane"
 	"github.com/sluice-gateway/sluice/pkg/oai"
 	"github.com/sluice-gateway/sluice/pkg/store"
 )
@@ -636,39 +637,58 @@ func (r *Router) open(ctx context.Context, d *deployment) (Endpoint, error) {
 // attempt makes one provider call bounded by d's timeout. The timeout
 // covers the answer's body too: closing the body releases it. A call whose
 // context ends sooner anyway (a Lambda invocation's deadline) gets no
-// timeout of its own: it would never fire, and the context and timer it
-// costs are per-call work on the relay path. On success the answer's body
-// is wrapped in body.
+// timeout of its own: it would never fire. A call of an HTTP/1 request is
+// bounded on its connection's lane (package lane), which costs no context
+// or timer of its own; any other gets a context.WithDeadline. On success
+// the answer's body is wrapped in body.
 func (r *Router) attempt(ctx context.Context, d *deployment, ep Endpoint, op operation, body *cancelOnClose) (*Answer, time.Duration, error) {
 	start := time.Now()
-	actx, cancel := ctx, context.CancelFunc(nil)
-	if deadline, ok := ctx.Deadline(); !ok || deadline.After(start.Add(d.timeout)) {
-		actx, cancel = context.WithDeadline(ctx, start.Add(d.timeout))
+	deadline := start.Add(d.timeout)
+	actx, end := ctx, attemptEnd{}
+	if dl, ok := ctx.Deadline(); !ok || dl.After(deadline) {
+		if actx, end.lane, ok = lane.Begin(ctx, deadline); !ok {
+			actx, end.cancel = context.WithDeadline(ctx, deadline)
+		}
 	}
 	ans, err := op(actx, ep)
 	took := time.Since(start)
 	if err != nil {
-		if cancel != nil {
-			cancel()
-		}
+		end.release()
 		return nil, took, err
 	}
-	*body = cancelOnClose{ReadCloser: ans.Body, cancel: cancel}
+	*body = cancelOnClose{ReadCloser: ans.Body, end: end}
 	ans.Body = body
 	return ans, took, nil
 }
 
-// cancelOnClose releases an attempt's context (cancel; nil: none) when its
-// answer's body is closed.
+// attemptEnd releases what bounded an attempt (release, once): its lane,
+// its context, or nothing (zero).
+type attemptEnd struct {
+	lane   *lane.Lane
+	cancel context.CancelFunc
+}
+
+func (e *attemptEnd) release() {
+	switch {
+	case e.lane != nil:
+		e.lane.End()
+	case e.cancel != nil:
+		e.cancel()
+	}
+}
+
+// cancelOnClose releases an attempt's bound when its answer's body is
+// closed: once, however often and from whichever goroutines it is closed.
 type cancelOnClose struct {
 	io.ReadCloser
-	cancel context.CancelFunc
+	end    attemptEnd
+	closed int32 // atomic: 1 once the bound is released
 }
 
 func (c *cancelOnClose) Close() error {
 	err := c.ReadCloser.Close()
-	if c.cancel != nil {
-		c.cancel()
+	if atomic.CompareAndSwapInt32(&c.closed, 0, 1) {
+		c.end.release()
 	}
 	return err
 }
