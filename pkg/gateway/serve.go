@@ -33,8 +33,7 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 	if maxConns <= 0 {
 		maxConns = config.DefaultMaxConnections
 	}
-	h = guardBodies(h, idle, g.Settings.BodyMinRate, g.bodies)
-	h = laneRequests(h)
+	h = laneRequests(guardBodies(h, idle, g.Settings.BodyMinRate, g.bodies))
 	// The bodies held whole are bounded by the budget, but the garbage
 	// collector lets the heap grow to twice what is live before it runs:
 	// a full budget would cost twice its size. A soft memory limit of the
@@ -62,10 +61,8 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 		IdleTimeout:       2 * time.Minute,
 		ConnState:         limited.ConnState,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
-		// A connection's provider calls are bounded on its lane (package
-		// lane): no context or timer of their own.
-		ConnContext: withLane,
-		ErrorLog:    slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
+		ConnContext:       withLane, // bounds the connection's provider calls
+		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 	}
 	if addr := g.Settings.Pprof; addr != "" {
 		stop, err := servePprof(addr, out)
