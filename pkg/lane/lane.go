@@ -6,8 +6,8 @@
 //
 // An HTTP/1 connection carries one request at a time, and a request makes
 // its provider calls one after another, so the calls of a connection can
-// share one cancellation scope, a child of the connection's (cancelled by
-// HangUp when the client hangs up): the scope is cancelled only when a call
+// share one cancellation scope, a child of a context of the connection's
+// that its hang-up (With) cancels: the scope is cancelled only when a call
 // overruns its deadline, and then replaced. A call whose context is not its
 // HTTP/1 request's own (HTTP/2 streams, background jobs, a layer of
 // cancellation added on the way) or that overlaps another gets no lane and
@@ -72,10 +72,11 @@ func With(ctx context.Context) (context.Context, context.CancelFunc) {
 	return l, hangUp
 }
 
-// Serve notes that r, an HTTP/1 request, is the one its connection now
-// serves: calls made with its context (or a layer of values over it) may
-// use the connection's lane. An HTTP/2 request shares its connection with
-// others and is cancelled on its own; it never does.
+// Serve notes that the request whose context is ctx, of HTTP major version
+// proto, is the one its connection now serves: calls made with that context
+// (or layers of values over it) may use the connection's lane. An HTTP/2
+// request shares its connection with others and is cancelled on its own:
+// its calls never do.
 func Serve(ctx context.Context, proto int) {
 	if proto != 1 {
 		return
