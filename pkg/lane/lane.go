@@ -18,6 +18,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/sluice-gateway/sluice/pkg/ctxvalue"
 )
 
 // maxCalls is how many calls a scope serves before it is replaced, so that a
@@ -40,25 +42,6 @@ type Lane struct {
 	timer    *time.Timer
 }
 
-type laneKey struct{}
-
-// layer carries a Lane in a connection's context: the lane and its layer
-// are one allocation a connection.
-type layer struct {
-	context.Context
-	lane Lane
-}
-
-func (l *layer) Value(key any) any {
-	if key == (laneKey{}) {
-		return &l.lane
-	}
-	return l.Context.Value(key)
-}
-
-// String names the layer as context.WithValue's do.
-func (l *layer) String() string { return "lane.With" }
-
 // With returns a connection's context, ctx, carrying a new Lane
 // (http.Server.ConnContext), and the lane's hang-up: whoever reads the
 // connection must call it when the client has gone (a read fails other than
@@ -66,10 +49,19 @@ func (l *layer) String() string { return "lane.With" }
 // the connection closes. The lane's calls end with it; a call begun after it
 // starts cancelled.
 func With(ctx context.Context) (context.Context, context.CancelFunc) {
-	l := &layer{Context: ctx}
+	l := &Lane{}
 	var hangUp context.CancelFunc
-	l.lane.parent, hangUp = context.WithCancel(ctx)
-	return l, hangUp
+	l.parent, hangUp = context.WithCancel(ctx)
+	ctx, _ = ctxvalue.With(ctx, l)
+	return ctx, hangUp
+}
+
+// of returns the lane of ctx's connection, or nil.
+func of(ctx context.Context) *Lane {
+	if l := ctxvalue.From[*Lane](ctx); l != nil {
+		return *l
+	}
+	return nil
 }
 
 // Serve notes that the request whose context is ctx, of HTTP major version
@@ -81,7 +73,7 @@ func Serve(ctx context.Context, proto int) {
 	if proto != 1 {
 		return
 	}
-	l, _ := ctx.Value(laneKey{}).(*Lane)
+	l := of(ctx)
 	if l == nil {
 		return
 	}
@@ -97,8 +89,7 @@ func Serve(ctx context.Context, proto int) {
 // to use: no HTTP/1 connection, a cancellation of its own beyond its
 // request's, or another call in progress on it.
 func Begin(ctx context.Context, deadline time.Time) (bounded context.Context, l *Lane, ok bool) {
-	l, _ = ctx.Value(laneKey{}).(*Lane)
-	if l == nil {
+	if l = of(ctx); l == nil {
 		return ctx, nil, false
 	}
 	done := ctx.Done()
