@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/api"
+	"github.com/sluice-gateway/sluice/pkg/lane"
 )
 
 // guardBodies holds the local server's request bodies to two rules.
@@ -34,22 +35,39 @@ import (
 // headers go out: net/http would format one for every answer (a thousand
 // instructions each), and a relay that copies its provider's Date keeps it.
 //
+// The guard is also where an HTTP/1 request tells its connection's lane
+// that it is the request now served (lane.Serve): one handler in front of
+// the routes rather than two, as every frame between net/http and a route
+// counts against the stack a connection's goroutine is shrunk back to
+// between requests (see docs/benchmarks.md, the fourteenth wave).
+//
 // Lambda needs none of this: API Gateway delivers whole bodies, and a
 // function serves one request at a time.
-func guardBodies(next http.Handler, idle time.Duration, minRate int64, budget *bodyBudget) http.Handler {
-	date := &serverDate{}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody {
-			next.ServeHTTP(w, r)
-			return
-		}
-		g := &guardedRequest{body: progressBody{ReadCloser: r.Body, w: w, idle: idle, minRate: minRate, bodies: budget}}
-		b := &g.body
-		g.w = refusingWriter{ResponseWriter: w, body: b, date: date}
-		defer b.refundAll()
-		r.Body = b
-		next.ServeHTTP(&g.w, r)
-	})
+func guardBodies(next http.Handler, idle time.Duration, minRate int64, budget *bodyBudget) *bodyGuard {
+	return &bodyGuard{next: next, idle: idle, minRate: minRate, budget: budget, date: &serverDate{}}
+}
+
+// bodyGuard is guardBodies' handler.
+type bodyGuard struct {
+	next    http.Handler
+	idle    time.Duration
+	minRate int64
+	budget  *bodyBudget
+	date    *serverDate
+}
+
+func (h *bodyGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	lane.Serve(r.Context(), r.ProtoMajor)
+	if r.Body == nil || r.Body == http.NoBody {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	g := &guardedRequest{body: progressBody{ReadCloser: r.Body, w: w, idle: h.idle, minRate: h.minRate, bodies: h.budget}}
+	b := &g.body
+	g.w = refusingWriter{ResponseWriter: w, body: b, date: h.date}
+	defer b.refundAll()
+	r.Body = b
+	h.next.ServeHTTP(&g.w, r)
 }
 
 // guardedRequest is a request's guarded body and its answer's writer, allocated

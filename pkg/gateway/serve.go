@@ -33,7 +33,7 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 	if maxConns <= 0 {
 		maxConns = config.DefaultMaxConnections
 	}
-	h = laneRequests(guardBodies(h, idle, g.Settings.BodyMinRate, g.bodies))
+	front := guardBodies(h, idle, g.Settings.BodyMinRate, g.bodies)
 	// The bodies held whole are bounded by the budget, but the garbage
 	// collector lets the heap grow to twice what is live before it runs:
 	// a full budget would cost twice its size. A soft memory limit of the
@@ -55,7 +55,7 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           front,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -130,15 +130,6 @@ func withLane(ctx context.Context, c net.Conn) context.Context {
 	}
 	ctx, lc.hangUp = lane.With(ctx)
 	return ctx
-}
-
-// laneRequests tells each HTTP/1 request's connection lane that it is the
-// request now served (lane.Serve).
-func laneRequests(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		lane.Serve(r.Context(), r.ProtoMajor)
-		next.ServeHTTP(w, r)
-	})
 }
 
 // background lists the loops the local process runs beside the server: one

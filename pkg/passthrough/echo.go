@@ -136,23 +136,41 @@ func echoForms(secrets []string) []string {
 }
 
 // echoSet holds the spellings (echoForms) an answer header must not hold,
-// with a prefilter: a bit for a hash of each spelling's first minEchoForm
-// bytes, so that a header is scanned once, a word at a time, and a
-// spelling compared only where a word's bit is set. Immutable once built:
-// sets are shared between calls.
+// with a prefilter: a bit for a hash of each 8-byte word a spelling starts
+// with at its offsets 0 to 7, so that a header is read a word at a time
+// and a spelling compared only where a word's bit is set. When every
+// spelling is at least strideForm long (as a real credential's are), the
+// header is read only at every eighth offset: such a spelling, wherever it
+// starts, holds a whole word at one of them. Immutable once built: sets are
+// shared between calls.
 type echoSet struct {
-	forms []string
-	heads [4]uint64
+	forms  []string
+	stride int // 8, or 1 when a spelling is shorter than strideForm
+	heads  [echoFilterBits / 64]uint64
 }
 
+const (
+	// strideForm is the shortest spelling that always holds a whole word
+	// at an offset a multiple of 8 (seven bytes before it, eight of it).
+	strideForm = 15
+	// echoFilterBits sizes the prefilter: a dozen spellings at eight
+	// offsets each set about one bit in forty.
+	echoFilterBits = 4096
+)
+
 func newEchoSet(forms []string) *echoSet {
-	e := &echoSet{forms: forms}
+	e := &echoSet{forms: forms, stride: 8}
 	for _, f := range forms {
 		if !isASCII(f) {
-			continue // found by the slow path only (revealedIn)
+			continue // found by the slow path only (holds)
 		}
-		h := headHash(binary.LittleEndian.Uint64([]byte(f[:minEchoForm])))
-		e.heads[h>>6] |= 1 << (h & 63)
+		if len(f) < strideForm {
+			e.stride = 1
+		}
+		for k := 0; k < 8 && k+minEchoForm <= len(f); k++ {
+			h := headHash(binary.LittleEndian.Uint64([]byte(f[k : k+minEchoForm])))
+			e.heads[h>>6] |= 1 << (h & 63)
+		}
 	}
 	return e
 }
@@ -165,7 +183,7 @@ func (e *echoSet) union(o *echoSet) *echoSet {
 	case o == nil:
 		return e
 	}
-	u := &echoSet{forms: append(slices.Clip(e.forms), o.forms...)}
+	u := &echoSet{forms: append(slices.Clip(e.forms), o.forms...), stride: min(e.stride, o.stride)}
 	for i := range u.heads {
 		u.heads[i] = e.heads[i] | o.heads[i]
 	}
@@ -184,30 +202,35 @@ func (e *echoSet) revealedIn(name string, values []string) bool {
 }
 
 func (e *echoSet) holds(v string) bool {
-	if len(v) < minEchoForm {
-		return false
-	}
 	if !isASCII(v) {
-		// Rare: strings.ToLower's Unicode folding, as the spellings had.
+		// Rare: strings.ToLower's Unicode folding, as the spellings had
+		// (which can lengthen v: an invalid byte becomes U+FFFD).
 		v = strings.ToLower(v)
 		return slices.ContainsFunc(e.forms, func(f string) bool { return strings.Contains(v, f) })
 	}
-	for i := 0; i+minEchoForm <= len(v); i++ {
+	if len(v) < minEchoForm {
+		return false
+	}
+	for i := 0; i+minEchoForm <= len(v); i += e.stride {
 		w := lowerWord(binary.LittleEndian.Uint64([]byte(v[i : i+minEchoForm])))
 		if h := headHash(w); e.heads[h>>6]&(1<<(h&63)) == 0 {
 			continue
 		}
-		for _, f := range e.forms {
-			if len(f) <= len(v)-i && equalLowerASCII(v[i:i+len(f)], f) {
-				return true
+		// A spelling holding this word starts at most stride-1 bytes
+		// before it.
+		for start := max(0, i-e.stride+1); start <= i; start++ {
+			for _, f := range e.forms {
+				if len(f) <= len(v)-start && equalLowerASCII(v[start:start+len(f)], f) {
+					return true
+				}
 			}
 		}
 	}
 	return false
 }
 
-// headHash maps a word of 8 lower-cased bytes to one of 256 bits.
-func headHash(w uint64) uint64 { return (w * 0x9e3779b97f4a7c15) >> 56 }
+// headHash maps a word of 8 lower-cased bytes to one of echoFilterBits.
+func headHash(w uint64) uint64 { return (w * 0x9e3779b97f4a7c15) >> (64 - 12) }
 
 // lowerWord lower-cases the ASCII letters of 8 ASCII bytes at once: a byte
 // of 'A'..'Z' gains 0x20. No byte has its high bit set, so the additions

@@ -26,6 +26,13 @@ func FuzzEchoSetHolds(f *testing.F) {
 		if got, want := set.holds(value), revealsReference(forms, value); got != want {
 			t.Fatalf("holds(%q) with the spellings of %q = %v, want %v", value, secret, got, want)
 		}
+		// So with another, long credential's (the set read eight bytes
+		// at a time, unless secret's spellings are short).
+		other := echoForms([]string{"sk-ant-api03-Other-Credential-0123456789"})
+		union := set.union(newEchoSet(other))
+		if got, want := union.holds(value), revealsReference(append(slices.Clip(forms), other...), value); got != want {
+			t.Fatalf("holds(%q) with the spellings of %q and another = %v, want %v", value, secret, got, want)
+		}
 		// Every spelling is found inside any text, in any case.
 		for _, form := range forms {
 			for _, v := range []string{form, "pre " + strings.ToUpper(form) + " post"} {

@@ -17,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -254,14 +255,7 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 	defer watch.stop()
 
 	header := outboundHeader(s.headers.get(), r.Header)
-	out := (&http.Request{
-		Method: r.Method, URL: t.url, Host: t.url.Host,
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: header, Body: rb.body, ContentLength: rb.length,
-	}).WithContext(cctx)
-	if buffered := rb.buffered; len(buffered) > 0 {
-		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buffered)), nil }
-	}
+	out := outboundRequest(cctx, r.Method, t.url, header, &rb)
 	if err := s.authorize(cctx, up, out, rb.buffered); err != nil {
 		return err
 	}
@@ -283,6 +277,21 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 		return s.answerObjects(w, r, cctx, watch, resp, c, obj)
 	}
 	return s.answer(w, r, cctx, watch, resp, c)
+}
+
+// outboundRequest is the request to the provider. Built here rather than
+// in relay, whose frame would hold the request literal (WithContext copies
+// it) while the answer is relayed and metered further down the stack.
+func outboundRequest(ctx context.Context, method string, u *url.URL, header http.Header, rb *requestBody) *http.Request {
+	out := (&http.Request{
+		Method: method, URL: u, Host: u.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: header, Body: rb.body, ContentLength: rb.length,
+	}).WithContext(ctx)
+	if buffered := rb.buffered; len(buffered) > 0 {
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buffered)), nil }
+	}
+	return out
 }
 
 // route checks the request's path and query and finds where the call

@@ -40,10 +40,9 @@ func Handler(s *Services, opts Options) (http.Handler, error) {
 	if len(routes) == 0 {
 		return nil, errors.New("server: no routes for function " + opts.Function)
 	}
-	h := newRouter(routes, aws, func(rt Route) http.Handler {
+	return newRouter(routes, aws, func(rt Route) http.Handler {
 		return s.edge.Wrap(rt.rule(), rt.handler(s), opts.AwaitPublishes)
-	})
-	return middleware.RejectUncleanPaths(h, aws), nil
+	}), nil
 }
 
 // newMux mounts routes, each's handler made by handler, with the answers

@@ -21,10 +21,11 @@ import (
 // r.Pattern as the mux does; everything else (another method, HEAD, a path
 // whose prefix is escaped, ...) goes to the mux. It does not set the
 // {name...} wildcard's path value: the routes under a prefix (passthrough)
-// read their path from r.URL, escaped as the client sent it. It sits behind
-// RejectUncleanPaths: the paths it sees are clean, so the mux would not
-// redirect them to a cleaned one.
+// read their path from r.URL, escaped as the client sent it. It refuses
+// unclean paths first (middleware.UncleanPath): the paths the table and the
+// mux see are clean, so the mux would not redirect them to a cleaned one.
 type router struct {
+	aws      middleware.AWSPrefixes // the prefixes whose errors are AWS's shape
 	mux      *http.ServeMux
 	exact    map[string][]methodRoute // a literal pattern's path → its routes
 	prefixes []prefixRoutes
@@ -47,7 +48,7 @@ type prefixRoutes struct {
 // newRouter mounts routes (newMux) and builds the table in front of the mux.
 func newRouter(routes []Route, aws middleware.AWSPrefixes, handler func(Route) http.Handler) *router {
 	mux, mounted := newMux(routes, aws, handler)
-	rt := &router{mux: mux, exact: map[string][]methodRoute{}}
+	rt := &router{aws: aws, mux: mux, exact: map[string][]methodRoute{}}
 	for _, m := range mounted {
 		if literalPath(m.path) {
 			rt.exact[m.path] = append(rt.exact[m.path], m)
@@ -91,6 +92,10 @@ func wildcardPrefix(p string) (string, bool) {
 }
 
 func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := middleware.UncleanPath(r); err != nil {
+		rt.aws.Refuse(w, r, err)
+		return
+	}
 	if m := rt.find(r); m != nil {
 		r.Pattern = m.pattern
 		m.h.ServeHTTP(w, r)

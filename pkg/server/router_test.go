@@ -21,7 +21,13 @@ func testRouter(t testing.TB, routes []Route) (rt *router, viaRouter, viaMux htt
 			w.Header().Set("X-Pattern", r.Pattern)
 		})
 	})
-	return rt, middleware.RejectUncleanPaths(rt, aws), middleware.RejectUncleanPaths(rt.mux, aws)
+	return rt, rt, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := middleware.UncleanPath(r); err != nil {
+			aws.Refuse(w, r, err)
+			return
+		}
+		rt.mux.ServeHTTP(w, r)
+	})
 }
 
 // sameAnswer serves r through both handlers and fails unless they answer

@@ -90,60 +90,84 @@ func New(deps Deps) *Chain {
 // returns (a Lambda freezes once it has), else left to finish in the
 // background.
 func (c *Chain) Wrap(rule Rule, h HandlerFunc, await bool) http.Handler {
-	writeError := rule.WriteError
-	if writeError == nil {
-		writeError = api.WriteError
+	w := &wrapped{chain: c, rule: rule, h: h, await: await, writeError: rule.WriteError}
+	if w.writeError == nil {
+		w.writeError = api.WriteError
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The request's context is built whole, then the request copied
-		// once: each WithContext copies the whole request. Its layers
-		// and writer are one allocation.
-		st := &requestState{}
-		st.Start(r.Context(), w)
-		var ctx context.Context = st
-		var pending *logevent.Pending
-		if rule.Publishes {
-			st.publishes, pending = true, &st.pending
-		}
-		var span trace.Span
-		if c.deps.Tracer.On() {
-			ctx, span = c.deps.Tracer.StartRequest(ctx, r, rule.Pattern)
-		}
-		st.tw = trackingWriter{ResponseWriter: w, ctx: ctx, overhead: -1}
-		tw := &st.tw
-		ctx, err := c.authorize(ctx, rule, r, st)
-		refused := err
-		r = r.WithContext(ctx)
-		if err == nil {
-			err = h(tw, r)
-			// The call's log events are priced by now: its budget
-			// reservation becomes their cost.
-			spend.Settle(ctx)
-			refused = nil
-		}
-		if c.deps.Metrics != nil || span != nil {
-			defer c.record(rule, tw, span, err, refused)
-		}
-		if err != nil && tw.wrote {
-			// The answer has begun (a stream) and cannot become an error
-			// any more: it is cut (the connection closed, or the Lambda
-			// edge's error trailer), so the client sees a broken answer,
-			// never the clean end of a truncated one.
-			api.LogLateError(r, err)
-			if await && pending != nil {
-				pending.Wait()
-			}
-			panic(http.ErrAbortHandler)
-		}
-		if err != nil {
-			tw.overhead = api.Overhead(ctx) // the error's headers go out now
-			writeError(w, r, err)
-		}
-		if await && pending != nil && pending.Waiting() {
-			http.NewResponseController(w).Flush()
+	return w
+}
+
+// wrapped is a route's handler inside the middleware. A type of its own,
+// not a closure under http.HandlerFunc: every frame between net/http and a
+// route counts against the stack a connection's goroutine is shrunk back
+// to between requests (docs/benchmarks.md, the fourteenth wave).
+type wrapped struct {
+	chain      *Chain
+	rule       Rule
+	h          HandlerFunc
+	await      bool
+	writeError func(http.ResponseWriter, *http.Request, error)
+}
+
+func (m *wrapped) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The request's context is built whole, then the request copied
+	// once: each WithContext copies the whole request. Its layers and
+	// writer are one allocation.
+	st := &requestState{}
+	st.Start(r.Context(), w)
+	var ctx context.Context = st
+	if m.rule.Publishes {
+		st.publishes = true
+	}
+	var span trace.Span
+	if m.chain.deps.Tracer.On() {
+		ctx, span = m.chain.deps.Tracer.StartRequest(ctx, r, m.rule.Pattern)
+	}
+	st.tw = trackingWriter{ResponseWriter: w, ctx: ctx, overhead: -1}
+	tw := &st.tw
+	ctx, err := m.chain.authorize(ctx, &m.rule, r, st)
+	refused := err
+	r = r.WithContext(ctx)
+	if err == nil {
+		err = m.h(tw, r)
+		// The call's log events are priced by now: its budget
+		// reservation becomes their cost.
+		spend.Settle(ctx)
+		refused = nil
+	}
+	if m.chain.deps.Metrics != nil || span != nil {
+		defer m.chain.record(&m.rule, tw, span, err, refused)
+	}
+	m.finish(w, r, st, err)
+}
+
+// finish writes err, if any, and on a route that publishes overlaps its
+// publishes with the answer: written and flushed first, then, with await,
+// waited for.
+func (m *wrapped) finish(w http.ResponseWriter, r *http.Request, st *requestState, err error) {
+	var pending *logevent.Pending
+	if st.publishes {
+		pending = &st.pending
+	}
+	if err != nil && st.tw.wrote {
+		// The answer has begun (a stream) and cannot become an error any
+		// more: it is cut (the connection closed, or the Lambda edge's
+		// error trailer), so the client sees a broken answer, never the
+		// clean end of a truncated one.
+		api.LogLateError(r, err)
+		if m.await && pending != nil {
 			pending.Wait()
 		}
-	})
+		panic(http.ErrAbortHandler)
+	}
+	if err != nil {
+		st.tw.overhead = api.Overhead(r.Context()) // the error's headers go out now
+		m.writeError(w, r, err)
+	}
+	if m.await && pending != nil && pending.Waiting() {
+		http.NewResponseController(w).Flush()
+		pending.Wait()
+	}
 }
 
 // requestState is what Wrap makes a request, in one allocation: its
@@ -179,7 +203,7 @@ func (s *requestState) Value(k any) any {
 // admits the request against the key's and team's rpm/tpm limits (429) —
 // before the handler reads a byte of the body, so a caller over its limits
 // costs no more.
-func (c *Chain) authorize(ctx context.Context, rule Rule, r *http.Request, st *requestState) (context.Context, error) {
+func (c *Chain) authorize(ctx context.Context, rule *Rule, r *http.Request, st *requestState) (context.Context, error) {
 	if rule.Access == Public {
 		return ctx, nil
 	}
@@ -207,7 +231,7 @@ func (c *Chain) authorize(ctx context.Context, rule Rule, r *http.Request, st *r
 // record measures a request that ended with err (nil: answered by the
 // handler) and ends its span (nil: none); refused is the admission step's
 // error, if it refused it.
-func (c *Chain) record(rule Rule, tw *trackingWriter, span trace.Span, err, refused error) {
+func (c *Chain) record(rule *Rule, tw *trackingWriter, span trace.Span, err, refused error) {
 	status, code := tw.status, ""
 	if status == 0 {
 		status = http.StatusOK

@@ -30,18 +30,16 @@ func (a AWSPrefixes) Refuse(w http.ResponseWriter, r *http.Request, err error) {
 	a.WriteError(w, r, err)
 }
 
-// RejectUncleanPaths answers 400 for paths with dot segments or empty
-// segments instead of letting the mux redirect them: a gateway has no use
-// for them, and passthrough must never forward them. It runs before every
-// route's handler.
-func RejectUncleanPaths(next http.Handler, aws AWSPrefixes) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.Path; !canonicalPath(p) {
-			aws.Refuse(w, r, api.InvalidValue("path", "The request path %q is not in canonical form (no '.', '..' or empty segments).", p))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+// UncleanPath is the 400 for a request whose path has dot segments or
+// empty segments, nil for a clean one: the router answers it instead of
+// letting the mux redirect such paths, as a gateway has no use for them and
+// passthrough must never forward them. It is checked before every route's
+// handler.
+func UncleanPath(r *http.Request) error {
+	if p := r.URL.Path; !canonicalPath(p) {
+		return api.InvalidValue("path", "The request path %q is not in canonical form (no '.', '..' or empty segments).", p)
+	}
+	return nil
 }
 
 // canonicalPath reports whether p is a path that path.Clean leaves as it
