@@ -33,7 +33,7 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 	if maxConns <= 0 {
 		maxConns = config.DefaultMaxConnections
 	}
-	front := guardBodies(h, idle, g.Settings.BodyMinRate, g.bodies)
+	h = guardBodies(h, idle, g.Settings.BodyMinRate, g.bodies)
 	// The bodies held whole are bounded by the budget, but the garbage
 	// collector lets the heap grow to twice what is live before it runs:
 	// a full budget would cost twice its size. A soft memory limit of the
@@ -55,7 +55,7 @@ func (g *Gateway) Serve(ctx context.Context, out io.Writer) error {
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
-		Handler:           front,
+		Handler:           h,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,

@@ -279,9 +279,9 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, c *call) error {
 	return s.answer(w, r, cctx, watch, resp, c)
 }
 
-// outboundRequest is the request to the provider. Built here rather than
-// in relay, whose frame would hold the request literal (WithContext copies
-// it) while the answer is relayed and metered further down the stack.
+// outboundRequest is the request to the provider, built apart from relay:
+// relay's frame would otherwise hold the request literal (which WithContext
+// copies) while the answer is relayed and metered further down the stack.
 func outboundRequest(ctx context.Context, method string, u *url.URL, header http.Header, rb *requestBody) *http.Request {
 	out := (&http.Request{
 		Method: method, URL: u, Host: u.Host,

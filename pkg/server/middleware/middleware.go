@@ -116,9 +116,7 @@ func (m *wrapped) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := &requestState{}
 	st.Start(r.Context(), w)
 	var ctx context.Context = st
-	if m.rule.Publishes {
-		st.publishes = true
-	}
+	st.publishes = m.rule.Publishes
 	var span trace.Span
 	if m.chain.deps.Tracer.On() {
 		ctx, span = m.chain.deps.Tracer.StartRequest(ctx, r, m.rule.Pattern)
