@@ -13,9 +13,9 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/sluice-gateway/sluice/pkg/gateway/chattest"
-	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
 	"github.com/sluice-gateway/sluice/pkg/logevent"
 	"github.com/sluice-gateway/sluice/pkg/providers/providertest"
+	"github.com/sluice-gateway/sluice/pkg/store/storetest"
 )
 
 // TestChatGoesThroughTheCallLayer: chat completions are routed, limited
@@ -61,7 +61,7 @@ router_settings:
 			}
 		})
 		t.Run("a key's tpm limit counts a stream's tokens", func(t *testing.T) {
-			gatewaytest.WithinOneLimitWindow(t, 10*time.Second)
+			storetest.WithinOneLimitWindow(t, 10*time.Second)
 			team := h.Gateway.NewTeam(map[string]any{"team_alias": "tpm"})
 			key := h.Gateway.NewKey(team, map[string]any{"tpm_limit": 26})
 			c := chattest.Client(h.Gateway, key)
@@ -96,7 +96,7 @@ router_settings:
 			h.Event(t)
 		})
 		t.Run("a team's rpm limit", func(t *testing.T) {
-			gatewaytest.WithinOneLimitWindow(t, 10*time.Second)
+			storetest.WithinOneLimitWindow(t, 10*time.Second)
 			team := h.Gateway.NewTeam(map[string]any{"team_alias": "rpm", "rpm_limit": 1})
 			key := h.Gateway.NewKey(team, nil)
 			body := `{"model":"gpt","messages":[{"role":"user","content":"Hi"}]}`

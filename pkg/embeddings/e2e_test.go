@@ -22,6 +22,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
+	"github.com/sluice-gateway/sluice/pkg/store/storetest"
 )
 
 // upstream is an OpenAI and Azure OpenAI stand-in: it checks each call's
@@ -281,7 +282,7 @@ func embeddingsAnswered(t *testing.T, g *gatewaytest.Gateway, u *upstream, key s
 func embeddingsRefused(t *testing.T, g *gatewaytest.Gateway, key string) {
 	ctx := context.Background()
 	smallOnly := g.NewKey(g.NewTeam(map[string]any{"models": []string{"small"}}), nil)
-	gatewaytest.WithinOneLimitWindow(t, 10*time.Second)
+	storetest.WithinOneLimitWindow(t, 10*time.Second)
 	oneRPM := g.NewKey(g.NewTeam(nil), map[string]any{"rpm_limit": 1})
 
 	for _, tc := range []struct {

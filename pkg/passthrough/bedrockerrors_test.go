@@ -16,6 +16,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
+	"github.com/sluice-gateway/sluice/pkg/store/storetest"
 )
 
 // TestBedrockSDKReadsSluiceRefusals: sluice's own refusals on /bedrock are
@@ -74,7 +75,7 @@ func TestBedrockSDKReadsSluiceRefusals(t *testing.T) {
 		}
 		check("400", err, 400, "ValidationException", "canonical form")
 
-		gatewaytest.WithinOneLimitWindow(t, 10*time.Second)
+		storetest.WithinOneLimitWindow(t, 10*time.Second)
 		slow := g.NewKey(team, map[string]any{"rpm_limit": 1})
 		if err := converse(client(slow), model); err != nil {
 			t.Fatalf("first call within the limit: %v", err)

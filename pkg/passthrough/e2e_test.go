@@ -31,6 +31,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
 	"github.com/sluice-gateway/sluice/pkg/providers/bedrock/bedrocktest"
 	"github.com/sluice-gateway/sluice/pkg/providers/google/googletest"
+	"github.com/sluice-gateway/sluice/pkg/store/storetest"
 )
 
 // Provider credentials sluice holds, and the client-side credentials of the
@@ -660,7 +661,7 @@ func TestPathsThroughTheWholeGateway(t *testing.T) {
 func TestLimitsApplyToPassthrough(t *testing.T) {
 	w := newWorld(t)
 	gatewaytest.Run(t, w.opts, func(t *testing.T, g *gatewaytest.Gateway) {
-		gatewaytest.WithinOneLimitWindow(t, 10*time.Second)
+		storetest.WithinOneLimitWindow(t, 10*time.Second)
 		team := g.NewTeam(map[string]any{"team_alias": "limited"})
 		// 18 tokens: the first call (12 + 6) uses the window up.
 		key := g.NewKey(team, map[string]any{"tpm_limit": 18})

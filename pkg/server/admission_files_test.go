@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
+	"github.com/sluice-gateway/sluice/pkg/store/storetest"
 )
 
 // TestFilesCountAgainstTheRPMLimit: the Files and Uploads APIs are calls
 // like any other, counted against the key's rpm_limit.
 func TestFilesCountAgainstTheRPMLimit(t *testing.T) {
 	gatewaytest.Run(t, gatewaytest.Options{}, func(t *testing.T, g *gatewaytest.Gateway) {
-		gatewaytest.WithinOneLimitWindow(t, 10*time.Second)
+		storetest.WithinOneLimitWindow(t, 10*time.Second)
 		team := g.NewTeam(map[string]any{"team_alias": "files"})
 		key := g.NewKey(team, map[string]any{"rpm_limit": 2})
 		for range 2 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-gateway/sluice/pkg/gateway/gatewaytest"
+	"github.com/sluice-gateway/sluice/pkg/store/storetest"
 )
 
 func TestFoundationEndToEnd(t *testing.T) {
@@ -138,7 +139,7 @@ func TestAdmissionAtTheEdge(t *testing.T) {
 		"  - model_name: small\n    litellm_params: {model: openai/text-embedding-3-small}\n" +
 		"  - model_name: large\n    litellm_params: {model: openai/text-embedding-3-large}\n"
 	gatewaytest.Run(t, gatewaytest.Options{Config: cfg}, func(t *testing.T, g *gatewaytest.Gateway) {
-		gatewaytest.WithinOneLimitWindow(t, 10*time.Second)
+		storetest.WithinOneLimitWindow(t, 10*time.Second)
 		team := g.NewTeam(map[string]any{"team_alias": "limited"})
 		key := g.NewKey(team, map[string]any{"models": []string{"small"}, "rpm_limit": 2})
 		if resp := g.Do("GET", "/key/info", key, nil); resp.Status != 200 {

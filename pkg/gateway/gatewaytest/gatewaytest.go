@@ -283,17 +283,3 @@ func (g *Gateway) TeamKey() (team, key string) {
 	team = g.NewTeam(map[string]any{"team_alias": "test"})
 	return team, g.NewKey(team, nil)
 }
-
-// WithinOneLimitWindow waits, when the current one-minute limit window ends
-// within the next span, for the next window to begin: the limiters count
-// fixed windows of the wall clock, and a case that expects its requests
-// counted together (a 429 after the limit) must not straddle two. span is
-// how long the case's limited requests take at most.
-func WithinOneLimitWindow(t testing.TB, span time.Duration) {
-	t.Helper()
-	left := time.Minute - time.Duration(time.Now().UnixNano()%int64(time.Minute))
-	if left < span {
-		t.Logf("waiting %s for the next rate-limit window", left.Round(time.Millisecond))
-		time.Sleep(left + 10*time.Millisecond)
-	}
-}

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-gateway/sluice/pkg/store"
 	awsstore "github.com/sluice-gateway/sluice/pkg/store/aws"
 	"github.com/sluice-gateway/sluice/pkg/store/aws/awstest"
+	"github.com/sluice-gateway/sluice/pkg/store/storetest"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -165,7 +166,7 @@ func TestBackend(t *testing.T) {
 	// Limiter and records share the table; a refusal reports what is left.
 	// The limiter reads the real clock: the three takes must fall in one
 	// minute's window.
-	clearOfWindowEdge(time.Minute, 10*time.Second)
+	storetest.WithinOneLimitWindow(t, 10*time.Second)
 	if d, err := b.Limiter.Take(ctx, "key-1", time.Minute, store.Take{Counter: "rpm", Limit: 10, N: 7}); err != nil || !d.Allowed || d.Remaining != 3 {
 		t.Fatalf("Take 7 of 10: %+v %v", d, err)
 	}
@@ -242,15 +243,5 @@ func TestSealedSecretAtRest(t *testing.T) {
 	pt, err := b.Sealer.Open(ctx, rec.Body, encCtx)
 	if err != nil || !bytes.Equal(pt, secret) {
 		t.Fatalf("Open of the stored secret: %q %v", pt, err)
-	}
-}
-
-// clearOfWindowEdge waits, if need be, until the current fixed window of
-// the given length has at least margin left, so that calls made a moment
-// apart count in the same window.
-func clearOfWindowEdge(window, margin time.Duration) {
-	now := time.Now()
-	if left := now.Truncate(window).Add(window).Sub(now); left < margin {
-		time.Sleep(left + 10*time.Millisecond)
 	}
 }
