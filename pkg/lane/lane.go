@@ -49,19 +49,10 @@ type Lane struct {
 // the connection closes. The lane's calls end with it; a call begun after it
 // starts cancelled.
 func With(ctx context.Context) (context.Context, context.CancelFunc) {
-	l := &Lane{}
-	var hangUp context.CancelFunc
-	l.parent, hangUp = context.WithCancel(ctx)
-	ctx, _ = ctxvalue.With(ctx, l)
+	parent, hangUp := context.WithCancel(ctx)
+	ctx, l := ctxvalue.With(ctx, Lane{}) // the lane and its layer: one allocation
+	l.parent = parent
 	return ctx, hangUp
-}
-
-// of returns the lane of ctx's connection, or nil.
-func of(ctx context.Context) *Lane {
-	if l := ctxvalue.From[*Lane](ctx); l != nil {
-		return *l
-	}
-	return nil
 }
 
 // Serve notes that the request whose context is ctx, of HTTP major version
@@ -73,7 +64,7 @@ func Serve(ctx context.Context, proto int) {
 	if proto != 1 {
 		return
 	}
-	l := of(ctx)
+	l := ctxvalue.From[Lane](ctx)
 	if l == nil {
 		return
 	}
@@ -89,7 +80,7 @@ func Serve(ctx context.Context, proto int) {
 // to use: no HTTP/1 connection, a cancellation of its own beyond its
 // request's, or another call in progress on it.
 func Begin(ctx context.Context, deadline time.Time) (bounded context.Context, l *Lane, ok bool) {
-	if l = of(ctx); l == nil {
+	if l = ctxvalue.From[Lane](ctx); l == nil {
 		return ctx, nil, false
 	}
 	done := ctx.Done()
