@@ -50,8 +50,7 @@ type Lane struct {
 // starts cancelled.
 func With(ctx context.Context) (context.Context, context.CancelFunc) {
 	parent, hangUp := context.WithCancel(ctx)
-	ctx, l := ctxvalue.With(ctx, Lane{}) // the lane and its layer: one allocation
-	l.parent = parent
+	ctx, _ = ctxvalue.With(ctx, Lane{parent: parent}) // the lane is its layer's value: one allocation
 	return ctx, hangUp
 }
 
